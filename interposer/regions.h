@@ -1,0 +1,40 @@
+// NVTX regions: interned region names and the calling thread's stack of open ranges.
+// Threading: the table is shared and lock-free; each thread owns its own stack.
+// Everything here is noexcept, allocation-free after first use and safe inside hooks.
+#ifndef COLLWATCH_INTERPOSER_REGIONS_H_
+#define COLLWATCH_INTERPOSER_REGIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "interposer/ring_format.h"
+
+namespace collwatch {
+
+// Interns a region name and returns its id (>= 1), stable for the life of the process.
+// Names longer than ring::kMaxStringBytes are truncated (distinct long names that share
+// a prefix keep distinct ids: the hash covers the full name). Returns 0 when the table
+// is full (counted in RegionsDropped()).
+uint32_t InternRegion(const char* name, size_t length) noexcept;
+
+// The calling thread's region stack. Push with id 0 is allowed (an unnamed range) so
+// pushes and pops stay balanced. Depth beyond the stack's capacity is counted, not
+// stored: the innermost stored region then stays current until the stack unwinds.
+void PushRegion(uint32_t id) noexcept;
+void PopRegion() noexcept;
+uint32_t CurrentRegionId() noexcept;
+
+// The process-wide table is created before any ring exists (NVTX ranges open long
+// before the first NCCL call). Once a ring exists, every name interned so far and every
+// later one is copied into the ring's string slots, at the same index (id - 1).
+void MirrorRegionsInto(ring::StringSlot* slots, uint64_t capacity) noexcept;
+
+// Reads back a name by id (tests, diagnostics). Returns its length, 0 if unknown.
+size_t RegionName(uint32_t id, char* out, size_t out_size) noexcept;
+
+// Names or pushes the table or the stacks could not hold.
+uint64_t RegionsDropped() noexcept;
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_INTERPOSER_REGIONS_H_
