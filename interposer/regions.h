@@ -17,12 +17,21 @@ namespace collwatch {
 // is full (counted in RegionsDropped()).
 uint32_t InternRegion(const char* name, size_t length) noexcept;
 
+// The same, for callers that name a region by more than one contiguous string (the
+// NVTX injection: "domain:message", wide-character names): `hash` identifies the full
+// name, `text` is what is stored (truncated like any name). InternRegion(name, n) is
+// InternRegionHashed(name, n, Hash64(name, n)).
+uint32_t InternRegionHashed(const char* text, size_t length, uint64_t hash) noexcept;
+
 // The calling thread's region stack. Push with id 0 is allowed (an unnamed range) so
 // pushes and pops stay balanced. Depth beyond the stack's capacity is counted, not
 // stored: the innermost stored region then stays current until the stack unwinds.
 void PushRegion(uint32_t id) noexcept;
 void PopRegion() noexcept;
 uint32_t CurrentRegionId() noexcept;
+// Open ranges on the calling thread, counting those beyond the stack's capacity
+// (NVTX push/pop report levels).
+uint32_t RegionDepth() noexcept;
 
 // The process-wide table is created before any ring exists (NVTX ranges open long
 // before the first NCCL call). Once a ring exists, every name interned so far and every

@@ -1,0 +1,339 @@
+// NVTX v3 injection entry points: NVTX calls InitializeInjectionNvtx2 once per NVTX
+// instance in the process (each library embeds its own copy of NVTX), and we point
+// that instance's push/pop slots at callbacks that feed the region stack (regions.h).
+// Threading: callbacks run on the application's threads; they share only the
+// lock-free intern table and the domain pool below.
+//
+// Protocol (nvtxDetail/nvtxInit.h, nvtxImpl.h, nvtxTypes.h): the instance loads the
+// library named by NVTX_INJECTION64_PATH (dlopen of an already preloaded library returns
+// it, so pointing the variable at libcollwatch.so works preloaded or not), looks up
+// InitializeInjectionNvtx2 and calls it with its nvtxGetExportTable. The export table
+// NVTX_ETID_CALLBACKS hands out, per module, an array of pointers to the instance's
+// function-pointer slots, indexed by callback id; a slot we leave alone becomes a no-op
+// when init returns. Returning 0 makes the instance turn every call into a no-op.
+//
+// InitializeInjectionNvtx2Preinject is the name NVTX looks up in the process-wide
+// symbol table (dlsym(RTLD_DEFAULT)) when no path is set. NVTX 3 compiles that step out
+// by default (NVTX_SUPPORT_ALREADY_INJECTED_LIBRARY = 0, load sequence version 2), so
+// today it only serves programs built with that macro set to 1; the environment
+// variable stays the way to attach.
+//
+// Domains. NVTX keeps one range stack per domain; we keep one per thread for all
+// domains, because the region of an NCCL call is "the innermost range open on this
+// thread", whatever library opened it. Ranges of a named domain are interned as
+// "<domain>:<message>" so that libraries reusing a message ("forward") stay
+// distinguishable; the default domain (NULL handle) is not prefixed. NCCL pushes
+// ranges in its own "NCCL" domain inside its calls; the interposer reads the region
+// before it forwards the call, so those never become an NCCL record's region (they
+// cost one push/pop each, with registered strings: no hashing). Interleaved pops of
+// different domains (push A:x, push y, pop A, pop) pop our merged stack in LIFO order:
+// the region is briefly "x" instead of "y" until the stack unwinds.
+#define NVTX_NO_IMPL  // only the types: no NVTX instance of our own in this library
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <cwchar>
+
+#include "interposer/hash.h"
+#include "interposer/regions.h"
+#include "interposer/ring_format.h"
+
+namespace collwatch {
+namespace {
+
+// ---- Domains ------------------------------------------------------------------
+// A fixed pool; a domain handle is a pointer to its record. Records are never freed
+// (registered strings and other threads may still refer to them), so
+// nvtxDomainDestroy is left a no-op. A full pool makes nvtxDomainCreate return NULL:
+// that domain's ranges then count as default-domain ones (no prefix).
+
+constexpr uint32_t kMaxDomains = 64;
+constexpr size_t kDomainPrefixBytes = 48;  // "<name>:", name truncated to fit
+
+struct DomainRecord {
+  std::atomic<uint32_t> ready;  // 1 once the fields below are written (release)
+  uint32_t prefix_length;
+  uint64_t seed;                // Hash64 of the full domain name
+  char prefix[kDomainPrefixBytes];
+};
+
+DomainRecord g_domains[kMaxDomains];
+std::atomic<uint32_t> g_domain_count{0};
+
+// Maps a handle back to its record; NULL, foreign or unfinished handles mean the
+// default domain.
+const DomainRecord* FindDomain(nvtxDomainHandle_t handle) noexcept {
+  const auto address = reinterpret_cast<uintptr_t>(handle);
+  const auto first = reinterpret_cast<uintptr_t>(&g_domains[0]);
+  if (address < first || address >= first + sizeof(g_domains) ||
+      (address - first) % sizeof(DomainRecord) != 0) {
+    return nullptr;
+  }
+  const auto* domain = reinterpret_cast<const DomainRecord*>(handle);
+  return domain->ready.load(std::memory_order_acquire) != 0 ? domain : nullptr;
+}
+
+nvtxDomainHandle_t CreateDomain(const char* name, size_t length, uint64_t seed) noexcept {
+  if (length == 0) return nullptr;
+  // Same name again (another NVTX instance, or a second create): same record. Two
+  // racing creates of one name may both add a record; both intern identical names.
+  const uint32_t count = g_domain_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count && i < kMaxDomains; ++i) {
+    DomainRecord& domain = g_domains[i];
+    if (domain.ready.load(std::memory_order_acquire) != 0 && domain.seed == seed) {
+      return reinterpret_cast<nvtxDomainHandle_t>(&domain);
+    }
+  }
+  const uint32_t index = g_domain_count.fetch_add(1, std::memory_order_acq_rel);
+  if (index >= kMaxDomains) return nullptr;
+  DomainRecord& domain = g_domains[index];
+  size_t kept = length;
+  if (kept > kDomainPrefixBytes - 1) {  // cut, but not inside a UTF-8 sequence
+    kept = kDomainPrefixBytes - 1;
+    for (int i = 0; i < 3 && (static_cast<unsigned char>(name[kept]) & 0xc0) == 0x80; ++i) --kept;
+  }
+  std::memcpy(domain.prefix, name, kept);
+  domain.prefix[kept] = ':';
+  domain.prefix_length = static_cast<uint32_t>(kept + 1);
+  domain.seed = seed;
+  domain.ready.store(1, std::memory_order_release);
+  return reinterpret_cast<nvtxDomainHandle_t>(&domain);
+}
+
+// ---- Names ----------------------------------------------------------------------
+
+// Interns `text` (hash `hash` over the full name) in `domain`: "<domain>:<text>" with
+// the hash combined with the domain's, so no unbounded concatenation is needed.
+uint32_t InternIn(const DomainRecord* domain, const char* text, size_t length,
+                  uint64_t hash) noexcept {
+  if (domain == nullptr) return InternRegionHashed(text, length, hash);
+  // One byte over the stored maximum tells the table the name was cut (it then trims
+  // back to a UTF-8 boundary).
+  char buffer[ring::kMaxStringBytes + 1];
+  size_t used = domain->prefix_length;
+  std::memcpy(buffer, domain->prefix, used);
+  const size_t room = sizeof(buffer) - used;
+  const size_t copied = length < room ? length : room;
+  if (copied != 0) std::memcpy(buffer + used, text, copied);
+  used += copied;
+  return InternRegionHashed(buffer, used, HashCombine(domain->seed, hash));
+}
+
+uint32_t InternAscii(const DomainRecord* domain, const char* message) noexcept {
+  if (message == nullptr) return 0;  // an unnamed range: still pushed, id 0
+  const size_t length = std::strlen(message);
+  return InternIn(domain, message, length, Hash64(message, length));
+}
+
+// Wide names (wchar_t is UTF-32 on Linux) are converted to UTF-8; invalid code points
+// become '?'. A name whose UTF-8 fits the buffer hashes exactly like the same name
+// pushed through the char API (one id for both); a longer one is hashed over its wide
+// characters with another seed, which keeps long names distinct (it may then get an id
+// of its own apart from the char API's).
+constexpr size_t kWideBufferBytes = 512;
+constexpr uint64_t kWideSeed = 0x5749444543484152ull;  // "WIDECHAR"
+
+size_t EncodeUtf8(uint32_t c, char* out) noexcept {
+  if (c < 0x80) {
+    out[0] = static_cast<char>(c);
+    return 1;
+  }
+  if (c < 0x800) {
+    out[0] = static_cast<char>(0xc0 | (c >> 6));
+    out[1] = static_cast<char>(0x80 | (c & 0x3f));
+    return 2;
+  }
+  if ((c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff) {
+    out[0] = '?';
+    return 1;
+  }
+  if (c < 0x10000) {
+    out[0] = static_cast<char>(0xe0 | (c >> 12));
+    out[1] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out[2] = static_cast<char>(0x80 | (c & 0x3f));
+    return 3;
+  }
+  out[0] = static_cast<char>(0xf0 | (c >> 18));
+  out[1] = static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+  out[2] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+  out[3] = static_cast<char>(0x80 | (c & 0x3f));
+  return 4;
+}
+
+struct Utf8Name {
+  char text[kWideBufferBytes];
+  size_t length;
+  uint64_t hash;
+};
+
+void ToUtf8(const wchar_t* wide, Utf8Name* name) noexcept {
+  size_t wide_length = 0;
+  bool complete = true;
+  name->length = 0;
+  for (; wide[wide_length] != L'\0'; ++wide_length) {
+    if (!complete) continue;  // only counting now, for the hash
+    char encoded[4];
+    const size_t n = EncodeUtf8(static_cast<uint32_t>(wide[wide_length]), encoded);
+    if (name->length + n > sizeof(name->text)) {
+      complete = false;
+      continue;
+    }
+    std::memcpy(name->text + name->length, encoded, n);
+    name->length += n;
+  }
+  name->hash = complete ? Hash64(name->text, name->length)
+                        : Hash64(wide, wide_length * sizeof(wchar_t), kWideSeed);
+}
+
+uint32_t InternWide(const DomainRecord* domain, const wchar_t* message) noexcept {
+  if (message == nullptr) return 0;
+  Utf8Name name;
+  ToUtf8(message, &name);
+  return InternIn(domain, name.text, name.length, name.hash);
+}
+
+// Registered strings: the handle is the id itself (never dereferenced), so a push by
+// handle costs no hashing. Registration in a full table yields a NULL handle (id 0).
+nvtxStringHandle_t HandleOf(uint32_t id) noexcept {
+  return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(id));
+}
+
+uint32_t IdOf(nvtxStringHandle_t handle) noexcept {
+  const auto value = reinterpret_cast<uintptr_t>(handle);
+  return value <= ring::kDefaultStringCapacity ? static_cast<uint32_t>(value) : 0;
+}
+
+uint32_t InternAttributes(const DomainRecord* domain,
+                          const nvtxEventAttributes_t* attributes) noexcept {
+  constexpr size_t kNeeded = offsetof(nvtxEventAttributes_t, message) + sizeof(nvtxMessageValue_t);
+  if (attributes == nullptr || attributes->size < kNeeded) return 0;
+  switch (attributes->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return InternAscii(domain, attributes->message.ascii);
+    case NVTX_MESSAGE_TYPE_UNICODE:
+      return InternWide(domain, attributes->message.unicode);
+    case NVTX_MESSAGE_TYPE_REGISTERED:
+      return IdOf(attributes->message.registered);
+    default:
+      return 0;  // no message (NVTX_MESSAGE_UNKNOWN) or a type we do not know
+  }
+}
+
+// ---- Callbacks --------------------------------------------------------------------
+// Push returns the 0-based level of the new range, pop the level of the range it ended
+// (-1 when none was open), as NVTX specifies.
+
+int Level(uint32_t depth) noexcept {
+  return depth > static_cast<uint32_t>(INT_MAX) ? INT_MAX : static_cast<int>(depth) - 1;
+}
+
+int Push(uint32_t id) noexcept {
+  PushRegion(id);
+  return Level(RegionDepth());
+}
+
+int Pop() noexcept {
+  const uint32_t depth = RegionDepth();
+  if (depth == 0) return -1;
+  PopRegion();
+  return Level(depth);
+}
+
+int RangePushA(const char* message) noexcept { return Push(InternAscii(nullptr, message)); }
+int RangePushW(const wchar_t* message) noexcept { return Push(InternWide(nullptr, message)); }
+int RangePushEx(const nvtxEventAttributes_t* attributes) noexcept {
+  return Push(InternAttributes(nullptr, attributes));
+}
+int RangePop() noexcept { return Pop(); }
+
+int DomainRangePushEx(nvtxDomainHandle_t domain,
+                      const nvtxEventAttributes_t* attributes) noexcept {
+  return Push(InternAttributes(FindDomain(domain), attributes));
+}
+int DomainRangePop(nvtxDomainHandle_t) noexcept { return Pop(); }
+
+nvtxStringHandle_t DomainRegisterStringA(nvtxDomainHandle_t domain, const char* text) noexcept {
+  return HandleOf(InternAscii(FindDomain(domain), text));
+}
+nvtxStringHandle_t DomainRegisterStringW(nvtxDomainHandle_t domain,
+                                         const wchar_t* text) noexcept {
+  return HandleOf(InternWide(FindDomain(domain), text));
+}
+
+nvtxDomainHandle_t DomainCreateA(const char* name) noexcept {
+  if (name == nullptr) return nullptr;
+  const size_t length = std::strlen(name);
+  return CreateDomain(name, length, Hash64(name, length));
+}
+nvtxDomainHandle_t DomainCreateW(const wchar_t* name) noexcept {
+  if (name == nullptr) return nullptr;
+  Utf8Name utf8;
+  ToUtf8(name, &utf8);
+  return CreateDomain(utf8.text, utf8.length, utf8.hash);
+}
+
+// Points slot `id` of an instance's module table at `function`, if the instance has it.
+template <typename Function>
+void Attach(NvtxFunctionTable table, unsigned int size, unsigned int id,
+            Function function) noexcept {
+  if (table != nullptr && id < size && table[id] != nullptr) {
+    *table[id] = reinterpret_cast<NvtxFunctionPointer>(function);
+  }
+}
+
+int Initialize(NvtxGetExportTableFunc_t get_export_table) noexcept {
+  if (get_export_table == nullptr) return 0;
+  const auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
+      callbacks->GetModuleFunctionTable == nullptr) {
+    return 0;
+  }
+  NvtxFunctionTable core = nullptr;
+  unsigned int core_size = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &core_size) == 0 ||
+      core == nullptr) {
+    return 0;  // nothing we could attach to
+  }
+  Attach(core, core_size, NVTX_CBID_CORE_RangePushA, &RangePushA);
+  Attach(core, core_size, NVTX_CBID_CORE_RangePushW, &RangePushW);
+  Attach(core, core_size, NVTX_CBID_CORE_RangePushEx, &RangePushEx);
+  Attach(core, core_size, NVTX_CBID_CORE_RangePop, &RangePop);
+
+  NvtxFunctionTable core2 = nullptr;
+  unsigned int core2_size = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_size) != 0) {
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, &DomainRangePushEx);
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, &DomainRangePop);
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, &DomainRegisterStringA);
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringW, &DomainRegisterStringW);
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainCreateA, &DomainCreateA);
+    Attach(core2, core2_size, NVTX_CBID_CORE2_DomainCreateW, &DomainCreateW);
+  }
+
+  // Tools are asked to announce the NVTX version they were built against.
+  const auto* version =
+      static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));
+  if (version != nullptr && version->struct_size >= sizeof(NvtxExportTableVersionInfo) &&
+      version->SetInjectionNvtxVersion != nullptr) {
+    version->SetInjectionNvtxVersion(NVTX_VERSION);
+  }
+  return 1;
+}
+
+}  // namespace
+}  // namespace collwatch
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    NvtxGetExportTableFunc_t get_export_table) noexcept {
+  return collwatch::Initialize(get_export_table);
+}
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2Preinject(
+    NvtxGetExportTableFunc_t get_export_table) noexcept {
+  return collwatch::Initialize(get_export_table);
+}
