@@ -144,7 +144,7 @@ inline constexpr uint8_t kFlagNoCompletion = 1 << 3;       // completion not tra
 //                GetUniqueId (kReturn): aux0 = hash of the id produced;
 //                GetVersion (kReturn): aux0 = the version
 struct Record {
-  std::atomic<uint64_t> commit;  // n + 1 once record n is complete (see above)
+  uint64_t commit;  // n + 1 once record n is complete; only accessed through CommitWord()
   uint16_t kind;                 // RecordKind
   uint16_t fn;                   // ApiFn
   uint8_t dtype;
@@ -220,12 +220,20 @@ static_assert(offsetof(Record, kind) == 8 && offsetof(Record, aux2) == 120, "rec
 static_assert(sizeof(StringSlot) == kStringSlotBytes, "string slot size");
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
 static_assert(offsetof(Header, write_index) % 64 == 0, "write_index on its own line");
+static_assert(std::atomic_ref<uint64_t>::required_alignment <= alignof(uint64_t),
+              "commit words are atomically accessible in place");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "atomic has no hidden state");
 
 // Payload copy for both sides of the seqlock: word-wise relaxed atomic accesses, so a
 // reader racing a writer sees a torn copy (and rejects it by `commit`), never UB.
+// The commit word of a shared slot, accessed atomically.
+inline std::atomic_ref<uint64_t> CommitWord(Record* slot) { return std::atomic_ref<uint64_t>(slot->commit); }
+inline std::atomic_ref<uint64_t> CommitWord(const Record* slot) {
+  return std::atomic_ref<uint64_t>(const_cast<Record*>(slot)->commit);
+}
+
 inline constexpr size_t kPayloadWords = (kRecordBytes - sizeof(uint64_t)) / sizeof(uint64_t);
 
 inline void StorePayload(Record* slot, const Record& from) {

@@ -1,0 +1,106 @@
+// Cost of one interposed NCCL call against the direct call into a no-op NCCL, measured
+// in one process: the preload is dlopen'ed, so both paths run side by side. Also counts
+// heap allocations per call (malloc is interposed by this executable).
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "benchmark/benchmark.h"
+
+extern "C" void* __libc_malloc(size_t size);
+extern "C" void* __libc_calloc(size_t count, size_t size);
+extern "C" void* __libc_realloc(void* pointer, size_t size);
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+
+// Every heap allocation of the process passes here.
+extern "C" void* malloc(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(size);
+}
+extern "C" void* calloc(size_t count, size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_calloc(count, size);
+}
+extern "C" void* realloc(void* pointer, size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_realloc(pointer, size);
+}
+
+namespace {
+
+using AllReduceFn = decltype(&ncclAllReduce);
+using InitFn = decltype(&ncclCommInitRank);
+
+struct Paths {
+  AllReduceFn direct_all_reduce = nullptr;
+  AllReduceFn interposed_all_reduce = nullptr;
+  ncclComm_t direct_comm = nullptr;
+  ncclComm_t interposed_comm = nullptr;
+};
+
+Paths& GetPaths() {
+  static Paths paths = [] {
+    Paths p;
+    void* noop = dlopen(COLLWATCH_NOOP_NCCL_PATH, RTLD_NOW | RTLD_GLOBAL);
+    void* preload = dlopen(COLLWATCH_PRELOAD_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (noop == nullptr || preload == nullptr) {
+      std::fprintf(stderr, "cannot load: %s\n", dlerror());
+      std::abort();
+    }
+    p.direct_all_reduce = reinterpret_cast<AllReduceFn>(dlsym(noop, "ncclAllReduce"));
+    p.interposed_all_reduce = reinterpret_cast<AllReduceFn>(dlsym(preload, "ncclAllReduce"));
+    auto direct_init = reinterpret_cast<InitFn>(dlsym(noop, "ncclCommInitRank"));
+    auto interposed_init = reinterpret_cast<InitFn>(dlsym(preload, "ncclCommInitRank"));
+    ncclUniqueId id{};
+    direct_init(&p.direct_comm, 8, id, 0);
+    interposed_init(&p.interposed_comm, 8, id, 0);
+    return p;
+  }();
+  return paths;
+}
+
+void RunAllReduce(benchmark::State& state, AllReduceFn fn, ncclComm_t comm) {
+  float buffer[4];
+  const uint64_t allocations_before = g_allocations.load();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(fn(buffer, buffer, 4, ncclFloat32, ncclSum, comm, nullptr));
+  }
+  state.counters["allocs_per_call"] = benchmark::Counter(
+      static_cast<double>(g_allocations.load() - allocations_before) /
+      static_cast<double>(state.iterations()));
+}
+
+void BM_AllReduceDirect(benchmark::State& state) {
+  Paths& paths = GetPaths();
+  RunAllReduce(state, paths.direct_all_reduce, paths.direct_comm);
+}
+
+void BM_AllReduceInterposed(benchmark::State& state) {
+  Paths& paths = GetPaths();
+  RunAllReduce(state, paths.interposed_all_reduce, paths.interposed_comm);
+}
+
+BENCHMARK(BM_AllReduceDirect);
+BENCHMARK(BM_AllReduceInterposed);
+BENCHMARK(BM_AllReduceInterposed)->Threads(2)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Rings of this benchmark go to a private temporary folder.
+  char dir[] = "/tmp/collwatch-bench-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return 1;
+  setenv("COLLWATCH_RING_DIR", (std::string(dir) + "/rings").c_str(), 1);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::string cleanup = std::string("rm -rf ") + dir;
+  return std::system(cleanup.c_str()) == 0 ? 0 : 1;
+}

@@ -1,0 +1,43 @@
+// The interposer's settings: one table of environment variables (name, default,
+// description), read once when the first ring is created. Threading: read-only after
+// LoadConfig(); LoadConfig() itself runs once, under the recorder's init guard.
+#ifndef COLLWATCH_INTERPOSER_CONFIG_H_
+#define COLLWATCH_INTERPOSER_CONFIG_H_
+
+#include <cstdint>
+
+namespace collwatch {
+
+struct EnvVar {
+  const char* name;
+  const char* default_value;  // "" where the default is computed (see description)
+  const char* description;
+};
+
+// Every variable the interposer reads, in one place (docs/ and `collwatch env` list it).
+inline constexpr EnvVar kEnvVars[] = {
+    {"COLLWATCH_DISABLE", "0", "1: forward every call without recording anything"},
+    {"COLLWATCH_RING_DIR", "", "folder of the ring files (default /dev/shm/collwatch-<uid>)"},
+    {"COLLWATCH_RING_RECORDS", "65536", "records per ring, rounded up to a power of two"},
+    {"COLLWATCH_JOB_ID", "",
+     "job name in ring names (default TORCHELASTIC_RUN_ID, SLURM_JOB_ID, else 'local')"},
+    {"COLLWATCH_COMPLETION", "auto",
+     "auto: track GPU completion with CUDA events where a CUDA driver is loaded; off: never"},
+    {"COLLWATCH_VERBOSE", "0", "1: print the settings and the ring path once on stderr"},
+};
+
+struct Config {
+  bool disabled = false;
+  bool completion = true;
+  bool verbose = false;
+  uint64_t ring_records = 1u << 16;
+  char ring_dir[256] = {};
+  char job[64] = {};
+};
+
+// Reads kEnvVars into a Config. Never fails: bad values fall back to defaults.
+Config LoadConfig() noexcept;
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_INTERPOSER_CONFIG_H_

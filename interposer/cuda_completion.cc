@@ -1,0 +1,194 @@
+// CUDA-event completion tracking through the driver API found with dlopen(RTLD_NOLOAD).
+// Threading: see cuda_completion.h. The pending list is owned by the watcher thread.
+#include "interposer/cuda_completion.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <atomic>
+
+#include "interposer/bounded_queue.h"
+#include "interposer/ring_writer.h"
+
+namespace collwatch {
+namespace {
+
+struct Driver {
+  decltype(&::cuCtxGetCurrent) ctx_get_current;
+  decltype(&::cuCtxSetCurrent) ctx_set_current;
+  decltype(&::cuEventCreate) event_create;
+  decltype(&::cuEventRecord) event_record;
+  decltype(&::cuEventQuery) event_query;
+  decltype(&::cuStreamIsCapturing) stream_is_capturing;
+  decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode;
+};
+
+constexpr uint32_t kMaxPools = 16;            // CUDA contexts per process
+constexpr uint32_t kEventsPerPool = 4096;     // events in flight per context
+constexpr size_t kRequestQueue = 8192;        // requests between hot path and watcher
+constexpr uint32_t kMaxPending = 16384;       // watcher-owned list
+
+enum PoolState : uint32_t { kPoolEmpty = 0, kPoolBuilding = 1, kPoolReady = 2, kPoolFailed = 3 };
+
+struct EventPool {
+  std::atomic<uint32_t> state{kPoolEmpty};
+  CUcontext context = nullptr;
+  CUevent events[kEventsPerPool] = {};
+  BoundedQueue<uint32_t, kEventsPerPool> free_events;
+};
+
+Driver g_driver{};
+std::atomic<int> g_cuda_state{0};  // 0 unknown, 1 present, 2 absent (sticky once 1)
+EventPool g_pools[kMaxPools];
+BoundedQueue<CompletionRequest, kRequestQueue> g_requests;
+
+// Watcher-owned.
+CompletionRequest g_pending[kMaxPending];
+uint32_t g_pending_count = 0;
+bool g_watcher_relaxed = false;
+
+template <typename F>
+bool Resolve(void* library, const char* name, F* out) noexcept {
+  *out = reinterpret_cast<F>(dlsym(library, name));
+  return *out != nullptr;
+}
+
+// The pool of the calling thread's current context, built on first use.
+EventPool* PoolForCurrentContext(uint32_t* pool_index) noexcept {
+  CUcontext context = nullptr;
+  if (g_driver.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  for (uint32_t i = 0; i < kMaxPools; ++i) {
+    EventPool& pool = g_pools[i];
+    uint32_t state = pool.state.load(std::memory_order_acquire);
+    if (state == kPoolReady && pool.context == context) {
+      *pool_index = i;
+      return &pool;
+    }
+    // Claim an empty slot; a slot another thread is building is skipped (its context
+    // may be ours: then this op goes untracked, once).
+    if (state != kPoolEmpty ||
+        !pool.state.compare_exchange_strong(state, kPoolBuilding, std::memory_order_acq_rel)) {
+      continue;
+    }
+    pool.context = context;
+    uint32_t built = 0;
+    for (; built < kEventsPerPool; ++built) {
+      if (g_driver.event_create(&pool.events[built], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) break;
+      pool.free_events.Push(built);
+    }
+    pool.state.store(built > 0 ? kPoolReady : kPoolFailed, std::memory_order_release);
+    if (built == 0) return nullptr;
+    *pool_index = i;
+    return &pool;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void ProbeCuda() noexcept {
+  if (g_cuda_state.load(std::memory_order_acquire) == 1) return;
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+  if (library == nullptr) {
+    g_cuda_state.store(2, std::memory_order_release);
+    return;
+  }
+  Driver driver{};
+  const bool complete =
+      Resolve(library, "cuCtxGetCurrent", &driver.ctx_get_current) &&
+      Resolve(library, "cuCtxSetCurrent", &driver.ctx_set_current) &&
+      Resolve(library, "cuEventCreate", &driver.event_create) &&
+      Resolve(library, "cuEventRecord", &driver.event_record) &&
+      Resolve(library, "cuEventQuery", &driver.event_query) &&
+      Resolve(library, "cuStreamIsCapturing", &driver.stream_is_capturing) &&
+      Resolve(library, "cuThreadExchangeStreamCaptureMode", &driver.exchange_capture_mode);
+  CUcontext context = nullptr;
+  // A driver without a current context (e.g. a CPU backend in a process that merely
+  // loaded CUDA) cannot have device work to track.
+  if (!complete || driver.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) {
+    g_cuda_state.store(2, std::memory_order_release);
+    return;
+  }
+  int expected = g_cuda_state.load(std::memory_order_acquire);
+  if (expected == 1) return;
+  g_driver = driver;
+  g_cuda_state.store(1, std::memory_order_release);
+}
+
+bool CudaPresent() noexcept { return g_cuda_state.load(std::memory_order_acquire) == 1; }
+
+bool IsCapturing(void* stream) noexcept {
+  if (!CudaPresent()) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (g_driver.stream_is_capturing(static_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
+    return false;
+  }
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+Tracking TrackAfter(void* stream, CompletionRequest request) noexcept {
+  if (!CudaPresent()) return Tracking::kUntracked;
+  uint32_t pool_index = 0;
+  EventPool* pool = PoolForCurrentContext(&pool_index);
+  uint32_t event = 0;
+  if (pool == nullptr || !pool->free_events.Pop(&event)) return Tracking::kUntracked;
+  request.stream = reinterpret_cast<uint64_t>(stream);
+  request.pool = pool_index;
+  request.event = event;
+  if (g_driver.event_record(pool->events[event], static_cast<CUstream>(stream)) != CUDA_SUCCESS ||
+      !g_requests.Push(request)) {
+    pool->free_events.Push(event);
+    return Tracking::kUntracked;
+  }
+  return Tracking::kTracked;
+}
+
+uint64_t PollCompletions(CompletionSink on_complete) noexcept {
+  if (!CudaPresent()) return 0;
+  if (!g_watcher_relaxed) {
+    // Our queries must never count as "unsafe" calls that invalidate a graph capture
+    // running on another thread in global capture mode.
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    g_driver.exchange_capture_mode(&mode);
+    g_watcher_relaxed = true;
+  }
+  CompletionRequest request{};
+  while (g_pending_count < kMaxPending && g_requests.Pop(&request)) {
+    g_pending[g_pending_count++] = request;
+  }
+  // Work on one stream completes in order: query only the oldest pending event of each
+  // stream, and keep the list in arrival order.
+  constexpr uint32_t kMaxBlockedStreams = 64;
+  uint64_t blocked[kMaxBlockedStreams];
+  uint32_t blocked_count = 0;
+  CUcontext current = nullptr;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < g_pending_count; ++i) {
+    const CompletionRequest& pending = g_pending[i];
+    bool stream_blocked = false;
+    for (uint32_t b = 0; b < blocked_count && !stream_blocked; ++b) {
+      stream_blocked = blocked[b] == pending.stream;
+    }
+    bool done = false;
+    if (!stream_blocked) {
+      EventPool& pool = g_pools[pending.pool];
+      if (current != pool.context) {
+        g_driver.ctx_set_current(pool.context);
+        current = pool.context;
+      }
+      const CUresult status = g_driver.event_query(pool.events[pending.event]);
+      done = status != CUDA_ERROR_NOT_READY;  // success, or an error: either way final
+      if (done) {
+        on_complete(pending, MonotonicNs(), static_cast<int32_t>(status));
+        pool.free_events.Push(pending.event);
+      } else if (blocked_count < kMaxBlockedStreams) {
+        blocked[blocked_count++] = pending.stream;
+      }
+    }
+    if (!done) g_pending[kept++] = pending;
+  }
+  g_pending_count = kept;
+  return kept;
+}
+
+}  // namespace collwatch

@@ -1,0 +1,468 @@
+// The recording core: ring creation on first use, records for each call, communicator
+// identity, groups, the watcher thread (heartbeat and GPU completions).
+// Threading: see recorder.h. Per-thread group state lives in initial-exec TLS.
+#include "interposer/recorder.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "interposer/comm_registry.h"
+#include "interposer/config.h"
+#include "interposer/cuda_completion.h"
+#include "interposer/hash.h"
+#include "interposer/regions.h"
+#include "interposer/ring_writer.h"
+
+#define COLLWATCH_TLS __attribute__((tls_model("initial-exec"))) thread_local
+
+namespace collwatch {
+namespace {
+
+using ring::ApiFn;
+using ring::Record;
+using ring::RecordKind;
+
+enum RecorderState : int { kUninitialised = 0, kCreating = 1, kRecording = 2, kOff = 3 };
+
+std::atomic<int> g_state{kUninitialised};
+RingWriter* g_ring = nullptr;  // set once before g_state becomes kRecording
+Config g_config;
+std::atomic<uint64_t> g_group_serial{0};
+std::atomic<uint64_t> g_init_all_serial{0};
+CommQuery g_comm_user_rank = nullptr;
+CommQuery g_comm_count = nullptr;
+
+// Per-thread group state: the open outermost group and the streams its ops used.
+constexpr int kGroupStreams = 8;
+struct ThreadState {
+  uint32_t tid;
+  int32_t group_depth;
+  uint64_t group_id;
+  uint32_t group_stream_count;
+  bool group_streams_overflow;
+  void* group_streams[kGroupStreams];
+};
+COLLWATCH_TLS ThreadState t_thread{};
+
+uint32_t ThreadId() noexcept {
+  if (t_thread.tid == 0) t_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_thread.tid;
+}
+
+void OnCompletion(const CompletionRequest& request, uint64_t observed_ns,
+                  int32_t cuda_status) noexcept {
+  Record record{};
+  record.kind = static_cast<uint16_t>(RecordKind::kComplete);
+  record.fn = request.fn;
+  record.dtype = ring::kNoDtype;
+  record.redop = ring::kUnset;
+  record.root_or_peer = ring::kUnset;
+  record.rank = ring::kUnset;
+  record.nranks = ring::kUnset;
+  record.comm_id = request.comm_id;
+  record.seq = request.seq;
+  record.stream = request.stream;
+  record.group_id = request.group_id;
+  record.ref_index = request.ref_index;
+  record.t_ns = observed_ns;
+  record.result = cuda_status;
+  g_ring->Append(record);
+}
+
+void* WatcherMain(void*) noexcept {
+  constexpr uint64_t kHeartbeatNs = 100'000'000;
+  uint64_t last_beat = 0;
+  while (g_state.load(std::memory_order_acquire) == kRecording) {
+    const uint64_t pending = PollCompletions(&OnCompletion);
+    const uint64_t now = MonotonicNs();
+    if (now - last_beat >= kHeartbeatNs) {
+      g_ring->Heartbeat(now);
+      last_beat = now;
+    }
+    // Short naps while device work is in flight keep completion times close to real.
+    const timespec nap{0, pending > 0 ? 200'000 : 20'000'000};
+    nanosleep(&nap, nullptr);
+  }
+  return nullptr;
+}
+
+// Helper threads never take the job's signals.
+void StartWatcher() noexcept {
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, &WatcherMain, nullptr) == 0) {
+    pthread_setname_np(thread, "collwatch");
+    pthread_detach(thread);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void AfterForkInChild() noexcept { g_state.store(kOff, std::memory_order_release); }
+
+void CreateRing() noexcept {
+  g_config = LoadConfig();
+  if (!g_config.disabled) g_ring = RingWriter::Create(g_config);
+  if (g_ring == nullptr) {
+    g_state.store(kOff, std::memory_order_release);
+    return;
+  }
+  MirrorRegionsInto(g_ring->strings(), g_ring->string_capacity());
+  if (g_config.verbose) std::fprintf(stderr, "collwatch: recording to %s\n", g_ring->path());
+  pthread_atfork(nullptr, nullptr, &AfterForkInChild);
+  g_state.store(kRecording, std::memory_order_release);
+  StartWatcher();
+}
+
+// True when records may be written; the first caller creates the ring.
+bool Ready(bool may_create) noexcept {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == kRecording) return true;
+  if (state == kOff || !may_create) return false;
+  if (state == kUninitialised &&
+      g_state.compare_exchange_strong(state, kCreating, std::memory_order_acq_rel)) {
+    CreateRing();
+    return g_state.load(std::memory_order_acquire) == kRecording;
+  }
+  // Another thread is creating the ring (a millisecond): wait for it, bounded.
+  for (int i = 0; i < 100000 && g_state.load(std::memory_order_acquire) == kCreating; ++i) {
+    sched_yield();
+  }
+  return g_state.load(std::memory_order_acquire) == kRecording;
+}
+
+Record BaseRecord(ApiFn fn) noexcept {
+  Record record{};
+  record.kind = static_cast<uint16_t>(RecordKind::kEnter);
+  record.fn = static_cast<uint16_t>(fn);
+  record.dtype = ring::kNoDtype;
+  record.redop = ring::kUnset;
+  record.root_or_peer = ring::kUnset;
+  record.rank = ring::kUnset;
+  record.nranks = ring::kUnset;
+  record.group_id = t_thread.group_id;
+  record.region_id = CurrentRegionId();
+  record.tid = ThreadId();
+  return record;
+}
+
+void WriteEnter(PendingCall* call) noexcept {
+  call->record.t_ns = MonotonicNs();
+  call->enter_index = g_ring->Append(call->record);
+  call->recorded = true;
+}
+
+void AskShape(CommState* comm) noexcept {
+  int rank = -1;
+  int count = -1;
+  if (g_comm_user_rank != nullptr && g_comm_count != nullptr &&
+      g_comm_user_rank(comm->handle, &rank) == 0 && g_comm_count(comm->handle, &count) == 0) {
+    SetShape(comm, rank, count);
+  }
+}
+
+// A communicator first seen in a call (created before the preload could see it): its id
+// cannot be matched across ranks, so it is made unique to this process and flagged.
+CommState* AdoptUnknownComm(const void* handle) noexcept {
+  static const uint64_t process_key = HashCombine(Mix64(static_cast<uint64_t>(getpid())),
+                                                  MonotonicNs());
+  CommState* comm = RegisterComm(handle, HashCombine(process_key, reinterpret_cast<uintptr_t>(handle)),
+                                 -1, -1, /*known_at_init=*/false);
+  if (comm != nullptr) AskShape(comm);
+  return comm;
+}
+
+CommState* CommFor(const void* handle, Record* record) noexcept {
+  CommState* comm = FindComm(handle);
+  if (comm == nullptr && handle != nullptr) comm = AdoptUnknownComm(handle);
+  if (comm == nullptr) {
+    record->flags |= ring::kFlagUnknownComm;
+    return nullptr;
+  }
+  if (comm->rank.load(std::memory_order_relaxed) < 0) AskShape(comm);  // split child, late
+  if (!comm->known_at_init) record->flags |= ring::kFlagUnknownComm;
+  record->comm_id = comm->id;
+  record->rank = comm->rank.load(std::memory_order_relaxed);
+  record->nranks = comm->nranks.load(std::memory_order_relaxed);
+  return comm;
+}
+
+void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
+  call->stream = stream;
+  call->record.stream = reinterpret_cast<uint64_t>(stream);
+  if (IsCapturing(stream)) call->record.flags |= ring::kFlagCaptured;
+  if (t_thread.group_depth > 0) {
+    ThreadState& thread = t_thread;
+    bool known = false;
+    for (uint32_t i = 0; i < thread.group_stream_count && !known; ++i) {
+      known = thread.group_streams[i] == stream;
+    }
+    if (!known && thread.group_stream_count < kGroupStreams) {
+      thread.group_streams[thread.group_stream_count++] = stream;
+    } else if (!known) {
+      thread.group_streams_overflow = true;
+    }
+  }
+}
+
+void AppendReturn(PendingCall* call, int result, uint8_t extra_flags) noexcept {
+  Record record = call->record;
+  record.kind = static_cast<uint16_t>(RecordKind::kReturn);
+  record.flags |= extra_flags;
+  record.result = result;
+  record.ref_index = call->enter_index;
+  record.t_ns = MonotonicNs();
+  g_ring->Append(record);
+}
+
+CompletionRequest RequestFor(const PendingCall& call) noexcept {
+  CompletionRequest request;
+  request.ref_index = call.enter_index;
+  request.group_id = call.record.group_id;
+  request.comm_id = call.record.comm_id;
+  request.seq = call.record.seq;
+  request.fn = call.record.fn;
+  return request;
+}
+
+// How the end of device work will be known, for an op (or a whole group) that was just
+// enqueued: by a CUDA event, or already (no device: the return is the completion).
+uint8_t TrackCompletion(const PendingCall& call, void* const* streams, uint32_t stream_count,
+                        bool overflow) noexcept {
+  if (!g_config.completion) return ring::kFlagNoCompletion;
+  if (!CudaPresent()) return ring::kFlagCompletesAtReturn;
+  if (call.record.flags & ring::kFlagCaptured) return 0;  // runs at graph replay: unknown
+  uint8_t flags = overflow ? ring::kFlagNoCompletion : 0;
+  for (uint32_t i = 0; i < stream_count; ++i) {
+    if (TrackAfter(streams[i], RequestFor(call)) != Tracking::kTracked) {
+      flags |= ring::kFlagNoCompletion;
+      g_ring->CountDropped();
+    }
+  }
+  return flags;
+}
+
+}  // namespace
+
+void SetCommQueries(CommQuery user_rank, CommQuery count) noexcept {
+  g_comm_user_rank = user_rank;
+  g_comm_count = count;
+}
+
+void DisableRecording() noexcept {
+  int previous = g_state.exchange(kOff, std::memory_order_acq_rel);
+  if (previous == kRecording) g_ring->SetState(ring::WriterState::kDisabled);
+}
+
+void BeginCollective(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype,
+                     int redop, int root, void* stream) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(fn);
+  Record& record = call->record;
+  if (CommState* state = CommFor(comm, &record)) {
+    record.seq = state->collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  record.count = count;
+  record.dtype = static_cast<uint8_t>(dtype);
+  record.redop = redop;
+  record.root_or_peer = root;
+  BeginDeviceWork(call, stream);
+  WriteEnter(call);
+}
+
+void BeginP2p(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype, int peer,
+              void* stream) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(fn);
+  Record& record = call->record;
+  if (CommState* state = CommFor(comm, &record)) {
+    record.seq = fn == ApiFn::kSend ? state->NextSendSeq(peer) : state->NextRecvSeq(peer);
+  }
+  record.count = count;
+  record.dtype = static_cast<uint8_t>(dtype);
+  record.root_or_peer = peer;
+  BeginDeviceWork(call, stream);
+  WriteEnter(call);
+}
+
+void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  ThreadState& thread = t_thread;
+  if (fn == ApiFn::kGroupStart && thread.group_depth++ == 0) {
+    thread.group_id = g_group_serial.fetch_add(1, std::memory_order_relaxed) + 1;
+    thread.group_stream_count = 0;
+    thread.group_streams_overflow = false;
+  }
+  call->record = BaseRecord(fn);
+  call->record.aux0 = static_cast<uint64_t>(thread.group_depth);
+  WriteEnter(call);
+}
+
+void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t id_bytes,
+                   int rank, int nranks) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(fn);
+  const uint64_t id = Hash64(unique_ids, id_bytes);
+  call->record.comm_id = id;
+  call->record.aux0 = id;
+  call->record.rank = rank;
+  call->record.nranks = nranks;
+  WriteEnter(call);
+}
+
+void BeginCommInitAll(PendingCall* call, int ndev) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(ApiFn::kCommInitAll);
+  call->record.nranks = ndev;
+  // Every communicator of an InitAll lives in this process: a process-unique id suffices.
+  call->record.comm_id = HashCombine(
+      HashCombine(Mix64(static_cast<uint64_t>(getpid())), MonotonicNs()),
+      g_init_all_serial.fetch_add(1, std::memory_order_relaxed));
+  WriteEnter(call);
+}
+
+void BeginCommChild(PendingCall* call, ApiFn fn, const void* parent,
+                    int color_or_excluded) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(fn);
+  Record& record = call->record;
+  CommState* state = CommFor(parent, &record);
+  const uint64_t parent_id = record.comm_id;
+  // Every member of the parent splits in the same order, so (parent id, serial, color)
+  // names the child identically on all of its ranks, as NCCL itself derives it.
+  const uint64_t serial =
+      state != nullptr ? state->child_serial.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+  record.aux0 = parent_id;
+  record.aux1 = static_cast<uint64_t>(static_cast<int64_t>(color_or_excluded));
+  record.aux2 = serial;
+  record.comm_id = HashCombine(HashCombine(HashCombine(parent_id, static_cast<uint64_t>(fn)),
+                                           serial),
+                               record.aux1);
+  record.rank = ring::kUnset;
+  record.nranks = ring::kUnset;
+  WriteEnter(call);
+}
+
+void BeginCommTeardown(PendingCall* call, ApiFn fn, const void* comm) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  call->record = BaseRecord(fn);
+  CommFor(comm, &call->record);
+  call->stream = const_cast<void*>(comm);  // remembered for FinishCommTeardown
+  WriteEnter(call);
+}
+
+void BeginQuery(PendingCall* call, ApiFn fn) noexcept {
+  if (!Ready(/*may_create=*/fn == ApiFn::kGetUniqueId)) return;
+  call->record = BaseRecord(fn);
+  WriteEnter(call);
+}
+
+void Finish(PendingCall* call, int result) noexcept {
+  if (!call->recorded || g_state.load(std::memory_order_relaxed) != kRecording) return;
+  const auto fn = static_cast<ApiFn>(call->record.fn);
+  ThreadState& thread = t_thread;
+  uint8_t flags = 0;
+  // ncclInProgress: a non-blocking communicator enqueues later; an event now would
+  // complete before the work exists, so such work is not tracked.
+  const bool enqueued = result == 0;
+  if (ring::IsCollective(fn) || ring::IsP2p(fn)) {
+    if (call->record.group_id == 0) {
+      flags = enqueued ? TrackCompletion(*call, &call->stream, 1, false) : ring::kFlagNoCompletion;
+    }
+  } else if (fn == ApiFn::kGroupEnd || fn == ApiFn::kGroupSimulateEnd) {
+    if (thread.group_depth > 0 && --thread.group_depth == 0) {
+      if (fn == ApiFn::kGroupEnd && enqueued) {
+        flags = TrackCompletion(*call, thread.group_streams, thread.group_stream_count,
+                                thread.group_streams_overflow);
+      } else {
+        flags = ring::kFlagNoCompletion;  // simulated or failed: nothing will run
+      }
+      thread.group_id = 0;
+    }
+  }
+  AppendReturn(call, result, flags);
+}
+
+void FinishCommCreated(PendingCall* call, int result, const void* new_comm) noexcept {
+  if (!call->recorded) return;
+  const auto fn = static_cast<ApiFn>(call->record.fn);
+  // ncclInProgress still hands out a valid handle (non-blocking init).
+  if ((result == 0 || result == 7) && new_comm != nullptr) {
+    CommState* comm = RegisterComm(new_comm, call->record.comm_id, call->record.rank,
+                                   call->record.nranks, /*known_at_init=*/true);
+    if (comm != nullptr && (fn == ApiFn::kCommSplit || fn == ApiFn::kCommShrink)) {
+      AskShape(comm);
+      call->record.rank = comm->rank.load(std::memory_order_relaxed);
+      call->record.nranks = comm->nranks.load(std::memory_order_relaxed);
+    }
+  }
+  if (new_comm == nullptr) call->record.comm_id = 0;  // e.g. split with NCCL_SPLIT_NOCOLOR
+  if (CudaPresent() == false) ProbeCuda();  // the job has set up its device by now
+  Finish(call, result);
+}
+
+void FinishCommInitAll(PendingCall* call, int result, const void* const* comms) noexcept {
+  if (!call->recorded) return;
+  const int ndev = call->record.nranks;
+  const uint64_t base_id = call->record.comm_id;
+  for (int i = 0; i < ndev && result == 0 && comms != nullptr; ++i) {
+    PendingCall per_comm = *call;
+    per_comm.record.comm_id = HashCombine(base_id, static_cast<uint64_t>(i));
+    per_comm.record.rank = i;
+    per_comm.record.aux0 = static_cast<uint64_t>(i);
+    RegisterComm(comms[i], per_comm.record.comm_id, i, ndev, /*known_at_init=*/true);
+    AppendReturn(&per_comm, result, 0);
+  }
+  if (result != 0) AppendReturn(call, result, 0);
+  ProbeCuda();
+}
+
+void FinishCommTeardown(PendingCall* call, int result) noexcept {
+  if (!call->recorded) return;
+  const auto fn = static_cast<ApiFn>(call->record.fn);
+  if (result == 0 && (fn == ApiFn::kCommDestroy || fn == ApiFn::kCommAbort)) {
+    if (CommState* comm = FindComm(call->stream)) RetireComm(comm);
+  }
+  call->stream = nullptr;
+  AppendReturn(call, result, 0);
+}
+
+void FinishQuery(PendingCall* call, int result, uint64_t value) noexcept {
+  if (!call->recorded) return;
+  call->record.aux0 = value;
+  AppendReturn(call, result, 0);
+}
+
+void RecordAsyncError(const void* comm, int error) noexcept {
+  if (error == 0 || error == 7 || !Ready(/*may_create=*/false)) return;  // 7: in progress
+  CommState* state = FindComm(comm);
+  if (state != nullptr &&
+      state->last_async_error.exchange(error, std::memory_order_relaxed) == error) {
+    return;  // already reported
+  }
+  Record record = BaseRecord(ApiFn::kCommGetAsyncError);
+  record.kind = static_cast<uint16_t>(RecordKind::kAsyncError);
+  CommFor(comm, &record);
+  record.result = error;
+  record.t_ns = MonotonicNs();
+  g_ring->Append(record);
+}
+
+// A normal exit marks the ring so readers can tell a finished rank from a killed one.
+__attribute__((destructor)) void MarkExited() noexcept {
+  if (g_state.load(std::memory_order_acquire) == kRecording) {
+    g_ring->Heartbeat(MonotonicNs());
+    g_ring->SetState(ring::WriterState::kExited);
+  }
+}
+
+}  // namespace collwatch

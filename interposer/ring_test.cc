@@ -1,0 +1,315 @@
+// Ring writer + reader: round trip, concurrent writers, wrap-around, torn records,
+// racing readers, files that are not rings, and a ring read after its writer was
+// SIGKILLed.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "interposer/hash.h"
+#include "interposer/ring_reader.h"
+#include "interposer/ring_writer.h"
+
+namespace collwatch {
+namespace {
+
+// A record whose words all derive from `value`, so a torn copy is detectable.
+ring::Record PatternRecord(uint64_t value) {
+  ring::Record record{};
+  record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  record.fn = static_cast<uint16_t>(ring::ApiFn::kAllReduce);
+  record.comm_id = Mix64(value);
+  record.seq = value;
+  record.count = value * 3;
+  record.stream = ~value;
+  record.t_ns = value + 7;
+  record.aux0 = value;
+  record.aux1 = Mix64(value + 1);
+  record.aux2 = value ^ 0x5555555555555555ull;
+  return record;
+}
+
+bool MatchesPattern(const ring::Record& record) {
+  const uint64_t value = record.aux0;
+  return record.comm_id == Mix64(value) && record.seq == value && record.count == value * 3 &&
+         record.stream == ~value && record.t_ns == value + 7 && record.aux1 == Mix64(value + 1) &&
+         record.aux2 == (value ^ 0x5555555555555555ull);
+}
+
+class RingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/collwatch-ring-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Config ConfigWith(uint64_t records) {
+    Config config;
+    config.ring_records = records;
+    std::snprintf(config.ring_dir, sizeof config.ring_dir, "%s/rings", dir_.c_str());
+    std::snprintf(config.job, sizeof config.job, "test");
+    return config;
+  }
+
+  std::string OnlyRing() {
+    auto paths = ListRingFiles(dir_ + "/rings");
+    EXPECT_TRUE(paths.ok());
+    EXPECT_EQ(paths->size(), 1u);
+    return paths->empty() ? "" : paths->front();
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  RingWriter* writer = RingWriter::Create(ConfigWith(1024));
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  ASSERT_NE(writer, nullptr);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(writer->Append(PatternRecord(i)), i);
+
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const RingIdentity& id = (*reader)->identity();
+  EXPECT_EQ(id.pid, getpid());
+  EXPECT_EQ(id.rank, 3);
+  EXPECT_EQ(id.world_size, 8);
+  EXPECT_EQ(id.local_rank, ring::kUnset);
+  EXPECT_EQ(id.job, "test");
+  EXPECT_EQ(id.record_capacity, 1024u);
+  EXPECT_TRUE((*reader)->WriterProcessAlive());
+
+  ReadBatch batch = (*reader)->ReadFrom(0, 1000, false);
+  ASSERT_EQ(batch.records.size(), 100u);
+  EXPECT_EQ(batch.lost, 0u);
+  EXPECT_EQ(batch.torn, 0u);
+  EXPECT_EQ(batch.next, 100u);
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(batch.records[i].index, i);
+    EXPECT_EQ(batch.records[i].record.aux0, i);
+    EXPECT_TRUE(MatchesPattern(batch.records[i].record));
+    EXPECT_EQ(batch.records[i].record.commit, i + 1);
+  }
+  // Reading on from `next` returns nothing new, then the new record.
+  EXPECT_TRUE((*reader)->ReadFrom(batch.next, 1000, false).records.empty());
+  writer->Append(PatternRecord(100));
+  EXPECT_EQ((*reader)->ReadFrom(batch.next, 1000, false).records.size(), 1u);
+}
+
+TEST_F(RingTest, RingFileIsPrivateToItsUser) {
+  ASSERT_NE(RingWriter::Create(ConfigWith(64)), nullptr);
+  struct stat dir_info {};
+  struct stat file_info {};
+  ASSERT_EQ(stat((dir_ + "/rings").c_str(), &dir_info), 0);
+  ASSERT_EQ(stat(OnlyRing().c_str(), &file_info), 0);
+  EXPECT_EQ(dir_info.st_mode & 0777, 0700u);
+  EXPECT_EQ(file_info.st_mode & 0777, 0600u);
+}
+
+TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
+  constexpr int kThreads = 8;
+  constexpr uint64_t kPerThread = 20000;
+  RingWriter* writer = RingWriter::Create(ConfigWith(1u << 18));
+  ASSERT_NE(writer, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([writer, t] {
+      for (uint64_t i = 0; i < kPerThread; ++i) writer->Append(PatternRecord(t * kPerThread + i));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, false);
+  ASSERT_EQ(batch.records.size(), kThreads * kPerThread);
+  std::vector<int64_t> last(kThreads, -1);
+  std::set<uint64_t> seen;
+  for (const IndexedRecord& item : batch.records) {
+    ASSERT_TRUE(MatchesPattern(item.record));
+    const uint64_t value = item.record.aux0;
+    const int thread = static_cast<int>(value / kPerThread);
+    const auto ordinal = static_cast<int64_t>(value % kPerThread);
+    EXPECT_GT(ordinal, last[thread]) << "thread " << thread << " out of order";
+    last[thread] = ordinal;
+    seen.insert(value);
+  }
+  EXPECT_EQ(seen.size(), kThreads * kPerThread);
+}
+
+TEST_F(RingTest, WrapAroundOverwritesOldestAndCountsTheLoss) {
+  RingWriter* writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  for (uint64_t i = 0; i < 1000; ++i) writer->Append(PatternRecord(i));
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok());
+  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, false);
+  EXPECT_EQ(batch.lost, 1000u - 64u);
+  ASSERT_EQ(batch.records.size(), 64u);
+  EXPECT_EQ(batch.records.front().record.aux0, 1000u - 64u);
+  EXPECT_EQ(batch.records.back().record.aux0, 999u);
+  // A reader that kept up loses nothing across the wrap.
+  ReadBatch later = (*reader)->ReadFrom(batch.next, SIZE_MAX, false);
+  EXPECT_TRUE(later.records.empty());
+  for (uint64_t i = 1000; i < 1040; ++i) writer->Append(PatternRecord(i));
+  later = (*reader)->ReadFrom(batch.next, SIZE_MAX, false);
+  EXPECT_EQ(later.lost, 0u);
+  EXPECT_EQ(later.records.size(), 40u);
+}
+
+// A writer that reserved an index and died before committing: the live reader waits at
+// that record; a post-mortem reader counts it as torn and reads past it.
+TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
+  RingWriter* writer = RingWriter::Create(ConfigWith(256));
+  ASSERT_NE(writer, nullptr);
+  for (uint64_t i = 0; i < 10; ++i) writer->Append(PatternRecord(i));
+  // Reserve index 10 the way Append does, but never commit it.
+  const std::string path = OnlyRing();
+  {
+    const int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    void* map = mmap(nullptr, ring::RingFileBytes(256, ring::kDefaultStringCapacity),
+                     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(map, MAP_FAILED);
+    static_cast<ring::Header*>(map)->write_index.fetch_add(1);
+    munmap(map, ring::RingFileBytes(256, ring::kDefaultStringCapacity));
+  }
+  for (uint64_t i = 11; i < 20; ++i) writer->Append(PatternRecord(i));
+
+  auto reader = RingReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  ReadBatch live = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/false);
+  EXPECT_EQ(live.records.size(), 10u);
+  EXPECT_EQ(live.next, 10u);
+  EXPECT_EQ(live.torn, 0u);
+  ReadBatch post_mortem = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/true);
+  EXPECT_EQ(post_mortem.records.size(), 19u);
+  EXPECT_EQ(post_mortem.torn, 1u);
+  EXPECT_EQ(post_mortem.next, 20u);
+}
+
+// Readers racing writers on a tiny ring never accept a torn copy as valid.
+TEST_F(RingTest, RacingReaderNeverSeesTornRecords) {
+  RingWriter* writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 2; ++t) {
+    writers.emplace_back([&, t] {
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        writer->Append(PatternRecord(i * 2 + t));
+      }
+    });
+  }
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok());
+  uint64_t next = 0;
+  uint64_t valid = 0;
+  uint64_t lost = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ReadBatch batch = (*reader)->ReadFrom(next, 32, false);
+    for (const IndexedRecord& item : batch.records) {
+      ASSERT_TRUE(MatchesPattern(item.record)) << "torn record accepted at " << item.index;
+    }
+    valid += batch.records.size();
+    lost += batch.lost;
+    next = batch.next;
+  }
+  stop = true;
+  for (auto& thread : writers) thread.join();
+  EXPECT_GT(valid, 0u);
+  EXPECT_GT(lost, 0u);  // the writers lap a 64-record ring faster than we read
+}
+
+TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RingWriter* writer = RingWriter::Create(ConfigWith(1u << 16));
+    if (writer == nullptr) _exit(2);
+    for (uint64_t i = 0; i < 5000; ++i) writer->Append(PatternRecord(i));
+    const char byte = 1;
+    if (write(ready[1], &byte, 1) != 1) _exit(3);
+    // Keep writing until killed: the kill lands at an arbitrary point of an Append.
+    for (uint64_t i = 5000;; ++i) writer->Append(PatternRecord(i));
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  usleep(20000);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_FALSE((*reader)->WriterProcessAlive());
+  EXPECT_EQ((*reader)->writer_state(), ring::WriterState::kRunning);  // never exited cleanly
+  const uint64_t written = (*reader)->write_index();
+  ASSERT_GT(written, 5000u);
+  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/true);
+  EXPECT_LE(batch.torn, 1u);  // at most the one record the kill interrupted
+  EXPECT_EQ(batch.records.size() + batch.lost + batch.torn, written);
+  for (const IndexedRecord& item : batch.records) ASSERT_TRUE(MatchesPattern(item.record));
+  // The newest records survive: the last one read is the last one reserved (or the one
+  // before it, when the kill interrupted that one).
+  ASSERT_FALSE(batch.records.empty());
+  EXPECT_GE(batch.records.back().index + 2, written);
+}
+
+TEST_F(RingTest, FilesThatAreNotRingsGetClearErrors) {
+  const std::string empty = dir_ + "/empty.ring";
+  std::ofstream(empty).close();
+  auto opened = RingReader::Open(empty);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("less than a header"), std::string::npos);
+
+  const std::string garbage = dir_ + "/garbage.ring";
+  std::ofstream(garbage) << std::string(8192, 'x');
+  opened = RingReader::Open(garbage);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("wrong magic"), std::string::npos);
+
+  ASSERT_NE(RingWriter::Create(ConfigWith(64)), nullptr);
+  const std::string good = OnlyRing();
+  const std::string truncated = dir_ + "/truncated.ring";
+  std::filesystem::copy_file(good, truncated);
+  std::filesystem::resize_file(truncated, 4096 + 100);
+  opened = RingReader::Open(truncated);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("truncated"), std::string::npos);
+
+  EXPECT_FALSE(RingReader::Open(dir_ + "/missing.ring").ok());
+}
+
+TEST_F(RingTest, UnwritableFolderDisablesInsteadOfFailing) {
+  Config config = ConfigWith(64);
+  std::snprintf(config.ring_dir, sizeof config.ring_dir, "/proc/collwatch-cannot-exist");
+  EXPECT_EQ(RingWriter::Create(config), nullptr);
+}
+
+}  // namespace
+}  // namespace collwatch

@@ -1,0 +1,302 @@
+// libcollwatch.so preloaded into real multi-process NCCL programs: on the CPU NCCL
+// backend (every call recorded exactly once, arguments and results untouched, identical
+// communicator ids on every rank, groups, splits, NVTX regions, a real hang read live and
+// after SIGKILL, silence in non-NCCL and forked processes) and on the real libnccl.so.2
+// for the calls that need no GPU.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "interposer/hash.h"
+#include "interposer/ring_names.h"
+#include "interposer/ring_reader.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using ring::ApiFn;
+using ring::RecordKind;
+using testing::Subprocess;
+using testing::TempDir;
+
+struct RankTrace {
+  RingIdentity identity;
+  std::vector<IndexedRecord> records;
+  std::unique_ptr<RingReader> reader;
+
+  std::vector<ring::Record> OfKind(RecordKind kind) const {
+    std::vector<ring::Record> out;
+    for (const IndexedRecord& item : records) {
+      if (item.record.kind == static_cast<uint16_t>(kind)) out.push_back(item.record);
+    }
+    return out;
+  }
+};
+
+// Reads every ring of `dir`, keyed by the RANK recorded in its header.
+std::map<int, RankTrace> ReadRanks(const std::string& dir, bool writers_gone) {
+  std::map<int, RankTrace> ranks;
+  auto paths = ListRingFiles(dir);
+  if (!paths.ok()) return ranks;
+  for (const std::string& path : *paths) {
+    auto reader = RingReader::Open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) continue;
+    RankTrace trace;
+    trace.identity = (*reader)->identity();
+    trace.records = (*reader)->ReadFrom(0, SIZE_MAX, writers_gone).records;
+    trace.reader = *std::move(reader);
+    ranks[trace.identity.rank] = std::move(trace);
+  }
+  return ranks;
+}
+
+std::vector<std::string> EnterNames(const RankTrace& trace) {
+  std::vector<std::string> names;
+  for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
+    names.push_back(ApiFnName(static_cast<ApiFn>(record.fn)));
+  }
+  return names;
+}
+
+class InterpositionTest : public ::testing::Test {
+ protected:
+  std::map<std::string, std::string> PreloadEnv() const {
+    return {{"LD_PRELOAD", COLLWATCH_PRELOAD_PATH},
+            {"NVTX_INJECTION64_PATH", COLLWATCH_PRELOAD_PATH},
+            {"COLLWATCH_RING_DIR", RingDir()},
+            {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
+  }
+  std::string RingDir() const { return dir_.path() + "/rings"; }
+  std::vector<std::string> RanksCommand(int nproc, const std::string& plan) const {
+    return {COLLWATCH_NCCL_RANKS_PATH, std::to_string(nproc), plan, dir_.path()};
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
+  constexpr int kRanks = 4;
+  Subprocess job(RanksCommand(kRanks, "all"), PreloadEnv());
+  ASSERT_EQ(job.Wait(60), 0) << "the program's own result checks failed under the preload";
+
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), /*writers_gone=*/true);
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks)) << "one ring per rank, none for the launcher";
+
+  const std::vector<std::string> expected_body = {
+      "CommInitRank", "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
+      "AlltoAll", "Gather", "Scatter", "GroupStart", "Send", "Recv", "GroupEnd", "GroupStart",
+      "GroupStart", "AllReduce", "GroupEnd", "AllReduce", "GroupEnd", "CommSplit", "AllReduce",
+      "CommDestroy", "CommFinalize", "CommDestroy"};
+  std::set<uint64_t> main_ids;
+  std::map<int, std::set<uint64_t>> child_ids_by_parity;
+  for (auto& [rank, trace] : ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(trace.identity.world_size, kRanks);
+    EXPECT_EQ(trace.reader->writer_state(), ring::WriterState::kExited);
+    std::vector<std::string> expected = expected_body;
+    if (rank == 0) expected.insert(expected.begin(), "GetUniqueId");
+    EXPECT_EQ(EnterNames(trace), expected);
+
+    // Exactly one return per enter, pointing back at it, with NCCL's result.
+    std::map<uint64_t, int> returns_per_enter;
+    for (const IndexedRecord& item : trace.records) {
+      if (item.record.kind == static_cast<uint16_t>(RecordKind::kReturn)) {
+        ++returns_per_enter[item.record.ref_index];
+        EXPECT_EQ(item.record.result, 0);
+      }
+    }
+    for (const IndexedRecord& item : trace.records) {
+      if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter)) {
+        EXPECT_EQ(returns_per_enter[item.index], 1) << "enter at index " << item.index;
+      }
+    }
+    EXPECT_EQ(returns_per_enter.size(), trace.OfKind(RecordKind::kEnter).size());
+
+    // Collectives of the world communicator: seq 1..11 in order, with their arguments.
+    const std::vector<ring::Record> enters = trace.OfKind(RecordKind::kEnter);
+    const uint64_t world_id = enters[rank == 0 ? 1 : 0].comm_id;
+    main_ids.insert(world_id);
+    uint64_t expected_seq = 1;
+    uint64_t child_id = 0;
+    for (const ring::Record& record : enters) {
+      const auto fn = static_cast<ApiFn>(record.fn);
+      if (ring::IsCollective(fn) && record.comm_id == world_id) {
+        EXPECT_EQ(record.seq, expected_seq++);
+        EXPECT_EQ(record.rank, rank);
+        EXPECT_EQ(record.nranks, kRanks);
+      }
+      if (fn == ApiFn::kAllGather) EXPECT_EQ(record.count, 4u);
+      if (fn == ApiFn::kReduceScatter) EXPECT_EQ(record.count, 2u);
+      if (fn == ApiFn::kBroadcast) EXPECT_EQ(record.root_or_peer, 1);
+      if (fn == ApiFn::kBcast) EXPECT_EQ(record.dtype, 2);  // ncclInt32
+      if (fn == ApiFn::kReduce) {
+        EXPECT_EQ(record.root_or_peer, 0);
+        EXPECT_EQ(record.redop, 0);  // ncclSum
+      }
+      if (fn == ApiFn::kSend) {
+        EXPECT_EQ(record.root_or_peer, (rank + 1) % kRanks);
+        EXPECT_EQ(record.seq, 1u);
+      }
+      if (fn == ApiFn::kRecv) EXPECT_EQ(record.root_or_peer, (rank + kRanks - 1) % kRanks);
+      if (fn == ApiFn::kCommSplit) {
+        EXPECT_EQ(record.aux0, world_id);  // parent
+        EXPECT_EQ(record.aux1, static_cast<uint64_t>(rank % 2));
+        child_id = record.comm_id;
+      }
+    }
+    EXPECT_EQ(expected_seq, 12u);
+
+    // The split child: its all-reduce is seq 1 on the child id, with the child's shape.
+    ASSERT_NE(child_id, 0u);
+    EXPECT_NE(child_id, world_id);
+    child_ids_by_parity[rank % 2].insert(child_id);
+    bool saw_child_collective = false;
+    for (const ring::Record& record : enters) {
+      if (record.comm_id != child_id || static_cast<ApiFn>(record.fn) != ApiFn::kAllReduce) continue;
+      saw_child_collective = true;
+      EXPECT_EQ(record.seq, 1u);
+      EXPECT_EQ(record.rank, rank / 2);
+      EXPECT_EQ(record.nranks, kRanks / 2);
+    }
+    EXPECT_TRUE(saw_child_collective);
+
+    // Groups: the members carry the group's id; nested starts share it.
+    uint64_t open_group = 0;
+    int depth = 0;
+    for (const ring::Record& record : enters) {
+      const auto fn = static_cast<ApiFn>(record.fn);
+      if (fn == ApiFn::kGroupStart && depth++ == 0) open_group = record.group_id;
+      if (depth > 0) {
+        EXPECT_NE(record.group_id, 0u);
+        EXPECT_EQ(record.group_id, open_group);
+      } else {
+        EXPECT_EQ(record.group_id, 0u) << ApiFnName(fn);
+      }
+      if (fn == ApiFn::kGroupEnd) --depth;
+    }
+
+    // On the CPU backend the return is the completion: flagged on ungrouped device work.
+    for (const ring::Record& record : trace.OfKind(RecordKind::kReturn)) {
+      const auto fn = static_cast<ApiFn>(record.fn);
+      if ((ring::IsCollective(fn) || ring::IsP2p(fn)) && record.group_id == 0) {
+        EXPECT_TRUE(record.flags & ring::kFlagCompletesAtReturn);
+      }
+    }
+
+    // NVTX: the ranges the program opened name the region of each call.
+    for (const ring::Record& record : enters) {
+      const std::string region = trace.reader->RegionName(record.region_id);
+      const auto fn = static_cast<ApiFn>(record.fn);
+      if (fn == ApiFn::kGather) EXPECT_EQ(region, "collectives");
+      if (fn == ApiFn::kSend) EXPECT_EQ(region, "p2p");
+      if (fn == ApiFn::kCommSplit) EXPECT_EQ(region, "split");
+      if (fn == ApiFn::kCommInitRank) EXPECT_EQ(region, "");
+    }
+  }
+  EXPECT_EQ(main_ids.size(), 1u) << "every rank derives the same communicator id";
+  EXPECT_EQ(child_ids_by_parity[0].size(), 1u);
+  EXPECT_EQ(child_ids_by_parity[1].size(), 1u);
+  EXPECT_NE(*child_ids_by_parity[0].begin(), *child_ids_by_parity[1].begin());
+}
+
+TEST_F(InterpositionTest, SameProgramPassesWithoutThePreload) {
+  Subprocess job(RanksCommand(4, "all"), {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}});
+  EXPECT_EQ(job.Wait(60), 0);
+  EXPECT_FALSE(std::filesystem::exists(RingDir()));
+}
+
+// A rank skips an all-reduce: the others block in it for real. The rings show who is
+// inside which call while the job hangs, and still after the job is SIGKILLed.
+TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
+  constexpr int kRanks = 3;
+  Subprocess job(RanksCommand(kRanks, "skip"), PreloadEnv());
+
+  auto blocked_in_second_all_reduce = [&](const RankTrace& trace) {
+    for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
+      if (static_cast<ApiFn>(record.fn) == ApiFn::kAllReduce && record.seq == 2) return true;
+    }
+    return false;
+  };
+  bool stuck = false;
+  for (int attempt = 0; attempt < 300 && !stuck; ++attempt) {
+    usleep(100000);
+    std::map<int, RankTrace> live = ReadRanks(RingDir(), /*writers_gone=*/false);
+    stuck = live.size() == kRanks && blocked_in_second_all_reduce(live[0]) &&
+            blocked_in_second_all_reduce(live[2]);
+  }
+  ASSERT_TRUE(stuck) << "ranks 0 and 2 never entered the second all-reduce";
+  sleep(2);
+  ASSERT_TRUE(job.Running()) << "the job should hang, not finish";
+
+  std::map<int, RankTrace> live = ReadRanks(RingDir(), /*writers_gone=*/false);
+  for (int rank : {0, 2}) {
+    EXPECT_EQ(live[rank].OfKind(RecordKind::kEnter).size(),
+              live[rank].OfKind(RecordKind::kReturn).size() + 1)
+        << "rank " << rank << " is inside exactly one call";
+  }
+  EXPECT_EQ(live[1].OfKind(RecordKind::kEnter).size(), live[1].OfKind(RecordKind::kReturn).size());
+  EXPECT_TRUE(live[1].reader->WriterProcessAlive());
+
+  job.KillGroup();
+  std::map<int, RankTrace> dead = ReadRanks(RingDir(), /*writers_gone=*/true);
+  ASSERT_EQ(dead.size(), static_cast<size_t>(kRanks));
+  for (auto& [rank, trace] : dead) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_FALSE(trace.reader->WriterProcessAlive());
+    EXPECT_EQ(trace.reader->writer_state(), ring::WriterState::kRunning);  // never exited
+    const std::vector<ring::Record> enters = trace.OfKind(RecordKind::kEnter);
+    ASSERT_FALSE(enters.empty());
+    const ring::Record& last = enters.back();
+    EXPECT_EQ(static_cast<ApiFn>(last.fn), ApiFn::kAllReduce);
+    EXPECT_EQ(last.seq, rank == 1 ? 1u : 2u);
+  }
+}
+
+TEST_F(InterpositionTest, ForkedWorkerWritesNothingIntoItsParentsRing) {
+  Subprocess job(RanksCommand(2, "fork"), PreloadEnv());
+  ASSERT_EQ(job.Wait(60), 0);
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), true);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (auto& [rank, trace] : ranks) {
+    for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
+      EXPECT_NE(static_cast<ApiFn>(record.fn), ApiFn::kGetErrorString);
+    }
+  }
+}
+
+TEST_F(InterpositionTest, ProcessWithoutNcclCreatesNothing) {
+  Subprocess shell({"/bin/sh", "-c", "echo hello > /dev/null"}, PreloadEnv());
+  EXPECT_EQ(shell.Wait(30), 0);
+  EXPECT_FALSE(std::filesystem::exists(RingDir()));
+}
+
+// The real NCCL: the calls that work without a GPU pass through unchanged and are
+// recorded once each.
+TEST_F(InterpositionTest, RealNcclQueriesPassThroughAndAreRecordedOnce) {
+#ifndef COLLWATCH_NCCL_QUERIES_PATH
+  GTEST_SKIP() << "no real libnccl.so.2 found at configure time";
+#else
+  Subprocess program({COLLWATCH_NCCL_QUERIES_PATH}, PreloadEnv());
+  ASSERT_EQ(program.Wait(60), 0) << "results through the preload differ from direct calls";
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), true);
+  ASSERT_EQ(ranks.size(), 1u);
+  const RankTrace& trace = ranks.begin()->second;
+  EXPECT_EQ(EnterNames(trace),
+            (std::vector<std::string>{"GetUniqueId", "GetVersion", "GetErrorString"}));
+  const std::vector<ring::Record> returns = trace.OfKind(RecordKind::kReturn);
+  ASSERT_EQ(returns.size(), 3u);
+  EXPECT_NE(returns[0].aux0, 0u);          // hash of the id NCCL produced
+  EXPECT_EQ(returns[1].aux0, 22809u);      // NCCL 2.28.9
+  EXPECT_EQ(returns[2].aux0, 4u);          // ncclInvalidArgument
+#endif
+}
+
+}  // namespace
+}  // namespace collwatch

@@ -1,0 +1,240 @@
+// A small multi-process NCCL program: the launcher starts N rank processes (fork+exec of
+// itself with RANK/WORLD_SIZE/LOCAL_RANK set); rank 0 creates the unique id and hands it
+// over through a file. Each rank runs a plan of NCCL calls and checks every result, so
+// a preload that altered an argument fails the run. Used by the interposition tests and
+// the README's demo, on the CPU NCCL backend or real NCCL.
+#include <fcntl.h>
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK_NCCL(call)                                                            \
+  do {                                                                              \
+    ncclResult_t result_ = (call);                                                  \
+    if (result_ != ncclSuccess) {                                                   \
+      std::fprintf(stderr, "rank %d: %s failed: %d\n", g_rank, #call, result_);     \
+      std::exit(10);                                                                \
+    }                                                                               \
+  } while (0)
+
+int g_rank = -1;
+int g_world = 0;
+
+void Expect(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: wrong result: %s\n", g_rank, what);
+    std::exit(11);
+  }
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::atoi(value) : fallback;
+}
+
+// Rank 0 publishes the id atomically (write then rename); the others wait for it.
+ncclUniqueId ExchangeId(const std::string& dir) {
+  ncclUniqueId id{};
+  const std::string path = dir + "/unique_id";
+  if (g_rank == 0) {
+    CHECK_NCCL(ncclGetUniqueId(&id));
+    const std::string tmp = path + ".tmp";
+    FILE* file = std::fopen(tmp.c_str(), "wb");
+    if (file == nullptr || std::fwrite(&id, sizeof id, 1, file) != 1) std::exit(12);
+    std::fclose(file);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::exit(12);
+    return id;
+  }
+  for (int attempt = 0; attempt < 60000; ++attempt) {
+    if (FILE* file = std::fopen(path.c_str(), "rb")) {
+      const bool read = std::fread(&id, sizeof id, 1, file) == 1;
+      std::fclose(file);
+      if (read) return id;
+    }
+    usleep(1000);
+  }
+  std::fprintf(stderr, "rank %d: no unique id after 60 s\n", g_rank);
+  std::exit(13);
+}
+
+// Every collective once, p2p in a group, a coalesced group, a split, teardown.
+void RunAllPlan(ncclComm_t comm) {
+  const int n = g_world;
+  const int r = g_rank;
+  std::vector<float> send(8 * n), recv(8 * n);
+  cudaStream_t stream = nullptr;
+
+  nvtxRangePushA("collectives");
+  for (int i = 0; i < 8; ++i) send[i] = static_cast<float>(r + i);
+  CHECK_NCCL(ncclAllReduce(send.data(), recv.data(), 8, ncclFloat32, ncclSum, comm, stream));
+  for (int i = 0; i < 8; ++i) Expect(recv[i] == static_cast<float>(n * i + n * (n - 1) / 2), "allreduce");
+
+  for (int i = 0; i < 8; ++i) send[i] = r == 1 % n ? 100.0f + i : -1.0f;
+  CHECK_NCCL(ncclBroadcast(send.data(), recv.data(), 8, ncclFloat32, 1 % n, comm, stream));
+  Expect(recv[3] == 103.0f, "broadcast");
+
+  std::vector<int32_t> ints(4, r == 0 ? 7 : 0);
+  CHECK_NCCL(ncclBcast(ints.data(), 4, ncclInt32, 0, comm, stream));
+  Expect(ints[2] == 7, "bcast");
+
+  for (int i = 0; i < 8; ++i) send[i] = 1.0f;
+  CHECK_NCCL(ncclReduce(send.data(), recv.data(), 8, ncclFloat32, ncclSum, 0, comm, stream));
+  if (r == 0) Expect(recv[0] == static_cast<float>(n), "reduce");
+
+  for (int i = 0; i < 4; ++i) send[i] = static_cast<float>(r * 10 + i);
+  CHECK_NCCL(ncclAllGather(send.data(), recv.data(), 4, ncclFloat32, comm, stream));
+  for (int k = 0; k < n; ++k) Expect(recv[4 * k + 1] == static_cast<float>(k * 10 + 1), "allgather");
+
+  for (int i = 0; i < 2 * n; ++i) send[i] = static_cast<float>(i);
+  CHECK_NCCL(ncclReduceScatter(send.data(), recv.data(), 2, ncclFloat32, ncclSum, comm, stream));
+  Expect(recv[0] == static_cast<float>(n * 2 * r), "reducescatter");
+
+  for (int i = 0; i < n; ++i) send[i] = static_cast<float>(r * 100 + i);
+  CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), 1, ncclFloat32, comm, stream));
+  for (int k = 0; k < n; ++k) Expect(recv[k] == static_cast<float>(k * 100 + r), "alltoall");
+
+  send[0] = static_cast<float>(r);
+  CHECK_NCCL(ncclGather(send.data(), recv.data(), 1, ncclFloat32, 0, comm, stream));
+  if (r == 0) Expect(recv[n - 1] == static_cast<float>(n - 1), "gather");
+
+  for (int i = 0; i < n; ++i) send[i] = static_cast<float>(i * 3);
+  CHECK_NCCL(ncclScatter(send.data(), recv.data(), 1, ncclFloat32, 0, comm, stream));
+  Expect(recv[0] == static_cast<float>(r * 3), "scatter");
+
+  nvtxRangePop();
+
+  // Ring exchange in a group: every rank sends right and receives from the left.
+  nvtxRangePushA("p2p");
+  float out = static_cast<float>(r);
+  float in = -1.0f;
+  CHECK_NCCL(ncclGroupStart());
+  CHECK_NCCL(ncclSend(&out, 1, ncclFloat32, (r + 1) % n, comm, stream));
+  CHECK_NCCL(ncclRecv(&in, 1, ncclFloat32, (r + n - 1) % n, comm, stream));
+  CHECK_NCCL(ncclGroupEnd());
+  Expect(in == static_cast<float>((r + n - 1) % n), "send/recv ring");
+  nvtxRangePop();
+
+  // Two all-reduces coalesced in one (nested) group.
+  float a = 1.0f, b = 2.0f, a_sum = 0.0f, b_sum = 0.0f;
+  CHECK_NCCL(ncclGroupStart());
+  CHECK_NCCL(ncclGroupStart());
+  CHECK_NCCL(ncclAllReduce(&a, &a_sum, 1, ncclFloat32, ncclSum, comm, stream));
+  CHECK_NCCL(ncclGroupEnd());
+  CHECK_NCCL(ncclAllReduce(&b, &b_sum, 1, ncclFloat32, ncclSum, comm, stream));
+  CHECK_NCCL(ncclGroupEnd());
+  Expect(a_sum == static_cast<float>(n) && b_sum == static_cast<float>(2 * n), "grouped allreduce");
+
+  // Split by parity; one all-reduce on each half.
+  nvtxRangePushA("split");
+  ncclComm_t half = nullptr;
+  CHECK_NCCL(ncclCommSplit(comm, r % 2, r, &half, nullptr));
+  float one = 1.0f, members = 0.0f;
+  CHECK_NCCL(ncclAllReduce(&one, &members, 1, ncclFloat32, ncclSum, half, stream));
+  Expect(members == static_cast<float>((n + 1 - r % 2) / 2), "split allreduce");
+  nvtxRangePop();
+
+  ncclResult_t async_error = ncclSuccess;
+  CHECK_NCCL(ncclCommGetAsyncError(comm, &async_error));
+  Expect(async_error == ncclSuccess, "async error");
+
+  CHECK_NCCL(ncclCommDestroy(half));
+  CHECK_NCCL(ncclCommFinalize(comm));
+  CHECK_NCCL(ncclCommDestroy(comm));
+}
+
+// Rank 1 skips the second all-reduce: the others block in it forever (a real hang).
+void RunSkipPlan(ncclComm_t comm) {
+  float value = 1.0f, sum = 0.0f;
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  std::printf("rank %d: first all-reduce done\n", g_rank);
+  std::fflush(stdout);
+  if (g_rank != 1) {
+    CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  }
+  pause();  // rank 1 waits here to be killed
+}
+
+// A forked worker (as a data loader would be) calls NCCL: the preload must stay silent
+// there and must not write into its parent's ring.
+void RunForkPlan(ncclComm_t comm) {
+  const pid_t child = fork();
+  if (child == 0) {
+    for (int i = 0; i < 100; ++i) ncclGetErrorString(ncclInvalidArgument);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  Expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked worker");
+  CHECK_NCCL(ncclCommDestroy(comm));
+}
+
+int RunRank(const std::string& plan, const std::string& dir) {
+  ncclUniqueId id = ExchangeId(dir);
+  ncclComm_t comm = nullptr;
+  CHECK_NCCL(ncclCommInitRank(&comm, g_world, id, g_rank));
+  if (plan == "all") {
+    RunAllPlan(comm);
+  } else if (plan == "skip") {
+    RunSkipPlan(comm);
+  } else if (plan == "fork") {
+    RunForkPlan(comm);
+  } else {
+    std::fprintf(stderr, "unknown plan %s\n", plan.c_str());
+    return 2;
+  }
+  std::printf("rank %d: plan %s passed\n", g_rank, plan.c_str());
+  return 0;
+}
+
+int Launch(int nproc, const std::string& plan, const std::string& dir, char** argv) {
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < nproc; ++rank) {
+    const pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    children.push_back(child);
+  }
+  int worst = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code > worst) worst = code;
+  }
+  (void)plan;
+  (void)dir;
+  return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|fork) RENDEZVOUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const int nproc = std::atoi(argv[1]);
+  const std::string plan = argv[2];
+  const std::string dir = argv[3];
+  g_rank = EnvInt("RANK", -1);
+  g_world = EnvInt("WORLD_SIZE", nproc);
+  if (g_rank < 0) return Launch(nproc, plan, dir, argv);
+  return RunRank(plan, dir);
+}

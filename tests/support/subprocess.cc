@@ -1,0 +1,64 @@
+// Child processes for tests. Threading: single-threaded test code.
+#include "tests/support/subprocess.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+namespace collwatch::testing {
+
+Subprocess::Subprocess(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env) {
+  pid_ = fork();
+  if (pid_ != 0) return;
+  setpgid(0, 0);
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+Subprocess::~Subprocess() {
+  if (Running()) KillGroup();
+}
+
+int Subprocess::Wait(double seconds) {
+  if (exit_code_ >= 0) return exit_code_;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return -1;
+}
+
+bool Subprocess::Running() { return Wait(0) < 0; }
+
+void Subprocess::KillGroup() {
+  kill(-pid_, SIGKILL);
+  kill(pid_, SIGKILL);
+  Wait(30);
+}
+
+TempDir::TempDir() {
+  char pattern[] = "/tmp/collwatch-test-XXXXXX";
+  if (mkdtemp(pattern) != nullptr) path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+}  // namespace collwatch::testing

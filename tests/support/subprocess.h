@@ -1,0 +1,49 @@
+// Runs a command as a child process (in its own process group) for multi-process
+// tests: with extra environment, a time limit, or left running to be killed.
+// Threading: single-threaded test code.
+#ifndef COLLWATCH_TESTS_SUPPORT_SUBPROCESS_H_
+#define COLLWATCH_TESTS_SUPPORT_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace collwatch::testing {
+
+class Subprocess {
+ public:
+  // Starts `argv` with the current environment plus `env` (which overrides).
+  Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  ~Subprocess();  // kills the whole group if still running
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Waits up to `seconds`. Returns the exit code (128 + signal when killed), or -1 if it
+  // is still running at the deadline.
+  int Wait(double seconds);
+  bool Running();
+  // SIGKILLs the process group and reaps the leader.
+  void KillGroup();
+
+ private:
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+};
+
+// A fresh temporary folder, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace collwatch::testing
+
+#endif  // COLLWATCH_TESTS_SUPPORT_SUBPROCESS_H_
