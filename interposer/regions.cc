@@ -22,16 +22,16 @@ namespace {
 // addressing: a name with hash h probes slots h, h+1, ... (mod kCapacity), at most
 // kMaxProbes of them, so a lookup or insert costs a bounded amount of work even when
 // the table is (nearly) full; a name that finds no free slot in its window is dropped.
-// A slot moves Empty -> Writing (CAS, by the thread that claims it) -> Ready (release
-// store, same thread) and is never rewritten: a Ready slot is immutable, so readers
-// need no further synchronisation after their acquire load of `state`.
+// A slot moves Empty -> Writing (CAS, by the thread that claims it) -> Ready (store,
+// same thread) and is never rewritten: a Ready slot is immutable, so readers need no
+// further synchronisation after their acquire load of `state`.
 //
-// Private state kAbandoned: a reader that waited the bound (AwaitSlot) for a Writing
-// slot marks it abandoned and moves on, so that later lookups do not wait again (the writer was
-// preempted for long, or it was another thread at fork() and never finishes in the
-// child). The writer's final Ready store overrides the mark. Only Ready slots are
-// ever copied into a ring, so the ring never sees this state. Cost of the give-up: the
-// waiting name may get a second id; both ids carry the same text.
+// Private state kAbandoned: a reader that waited its bound (AwaitSlot) for a Writing
+// slot marks it abandoned and moves on, so that later lookups do not wait again (the
+// writer was preempted for long, or it was another thread at fork() and never finishes
+// in the child). The writer's final Ready store overrides the mark. Only Ready slots
+// are ever copied into a ring, so the ring never sees this state. Cost of giving up:
+// the waiting name may get a second id; both ids carry the same text.
 
 constexpr uint64_t kCapacity = ring::kDefaultStringCapacity;
 constexpr uint64_t kMask = kCapacity - 1;
@@ -48,7 +48,9 @@ static_assert(kAbandoned != ring::kStringEmpty && kAbandoned != ring::kStringWri
 
 // Sentinel for "mapping failed": never retried, so a broken process does not issue a
 // system call on every NVTX push.
-ring::StringSlot* const kTableFailed = reinterpret_cast<ring::StringSlot*>(uintptr_t{1});
+inline ring::StringSlot* TableFailed() noexcept {
+  return reinterpret_cast<ring::StringSlot*>(uintptr_t{1});
+}
 
 std::atomic<ring::StringSlot*> g_table{nullptr};
 std::atomic<uint64_t> g_dropped{0};
@@ -72,21 +74,21 @@ inline void CpuRelax() noexcept {
 ring::StringSlot* Table() noexcept {
   ring::StringSlot* table = g_table.load(std::memory_order_acquire);
   if (table != nullptr) [[likely]] {
-    return table == kTableFailed ? nullptr : table;
+    return table == TableFailed() ? nullptr : table;
   }
   // First use (once per process, maybe by several threads at once): map, then publish;
   // a thread that loses the race unmaps its own copy. Anonymous memory is zero-filled,
   // so every slot starts kStringEmpty.
   constexpr size_t kBytes = kCapacity * sizeof(ring::StringSlot);
   void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ring::StringSlot* mine = mem == MAP_FAILED ? kTableFailed : static_cast<ring::StringSlot*>(mem);
+  ring::StringSlot* mine = mem == MAP_FAILED ? TableFailed() : static_cast<ring::StringSlot*>(mem);
   ring::StringSlot* expected = nullptr;
   if (!g_table.compare_exchange_strong(expected, mine, std::memory_order_acq_rel,
                                        std::memory_order_acquire)) {
-    if (mine != kTableFailed) munmap(mem, kBytes);
+    if (mine != TableFailed()) munmap(mem, kBytes);
     mine = expected;
   }
-  return mine == kTableFailed ? nullptr : mine;
+  return mine == TableFailed() ? nullptr : mine;
 }
 
 // Copies Ready local slot `index` into ring slot `index`, once: whoever wins the CAS
@@ -248,7 +250,7 @@ void MirrorRegionsInto(ring::StringSlot* slots, uint64_t capacity) noexcept {
   g_ring_slots.store(slots, std::memory_order_seq_cst);  // after capacity: seq_cst ⊇ release
   if (slots == nullptr) return;
   ring::StringSlot* table = g_table.load(std::memory_order_acquire);
-  if (table == nullptr || table == kTableFailed) return;  // later interns mirror themselves
+  if (table == nullptr || table == TableFailed()) return;  // later interns mirror themselves
   for (uint64_t index = 0; index < kCapacity; ++index) {
     if (table[index].state.load(std::memory_order_seq_cst) == ring::kStringReady) {
       CopyToRing(table[index], index, slots, capacity);
@@ -259,7 +261,7 @@ void MirrorRegionsInto(ring::StringSlot* slots, uint64_t capacity) noexcept {
 size_t RegionName(uint32_t id, char* out, size_t out_size) noexcept {
   if (id == 0 || id > kCapacity) return 0;
   ring::StringSlot* table = g_table.load(std::memory_order_acquire);
-  if (table == nullptr || table == kTableFailed) return 0;
+  if (table == nullptr || table == TableFailed()) return 0;
   const ring::StringSlot& slot = table[id - 1];
   if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return 0;
   if (out != nullptr && out_size != 0) {

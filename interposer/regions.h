@@ -14,12 +14,13 @@ namespace collwatch {
 // Interns a region name and returns its id (>= 1), stable for the life of the process.
 // Names longer than ring::kMaxStringBytes are truncated (distinct long names that share
 // a prefix keep distinct ids: the hash covers the full name). Returns 0 when the table
-// is full (counted in RegionsDropped()).
+// is full (counted in RegionsDropped()); lookups probe a bounded window, so the first
+// names can be refused from about 80 % load, while later ones still fill the rest.
 uint32_t InternRegion(const char* name, size_t length) noexcept;
 
-// The same, for callers that name a region by more than one contiguous string (the
-// NVTX injection: "domain:message", wide-character names): `hash` identifies the full
-// name, `text` is what is stored (truncated like any name). InternRegion(name, n) is
+// The same for a name that is not one contiguous string (the NVTX injection's
+// "<domain>:<message>" and wide-character names): `hash` identifies the full name and
+// `text` is what is stored (truncated like any name). InternRegion(name, n) is
 // InternRegionHashed(name, n, Hash64(name, n)).
 uint32_t InternRegionHashed(const char* text, size_t length, uint64_t hash) noexcept;
 
@@ -35,10 +36,14 @@ uint32_t RegionDepth() noexcept;
 
 // The process-wide table is created before any ring exists (NVTX ranges open long
 // before the first NCCL call). Once a ring exists, every name interned so far and every
-// later one is copied into the ring's string slots, at the same index (id - 1).
+// later one is copied into the ring's string slots, at the same index (id - 1); each
+// ring slot is claimed by CAS on its state, so it is written once. The slots must stay
+// mapped from then on (a later call may switch to another ring: calls must not race
+// each other). Ids beyond `capacity` are not copied and count in RegionsDropped().
 void MirrorRegionsInto(ring::StringSlot* slots, uint64_t capacity) noexcept;
 
-// Reads back a name by id (tests, diagnostics). Returns its length, 0 if unknown.
+// Reads back a name by id (tests, diagnostics) into `out`, NUL-terminated and cut to
+// `out_size`. Returns its stored length, 0 if unknown (or empty).
 size_t RegionName(uint32_t id, char* out, size_t out_size) noexcept;
 
 // Names or pushes the table or the stacks could not hold.
