@@ -8,7 +8,7 @@
 #include <atomic>
 
 #include "interposer/bounded_queue.h"
-#include "interposer/ring_writer.h"
+#include "interposer/clock.h"
 
 namespace collwatch {
 namespace {

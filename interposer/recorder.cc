@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interposer/clock.h"
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
@@ -84,6 +85,7 @@ void* WatcherMain(void*) noexcept {
     const uint64_t now = MonotonicNs();
     if (now - last_beat >= kHeartbeatNs) {
       g_ring->Heartbeat(now);
+      CalibrateClock();
       last_beat = now;
     }
     // Short naps while device work is in flight keep completion times close to real.
@@ -140,19 +142,32 @@ bool Ready(bool may_create) noexcept {
   return g_state.load(std::memory_order_acquire) == kRecording;
 }
 
-Record BaseRecord(ApiFn fn) noexcept {
-  Record record{};
-  record.kind = static_cast<uint16_t>(RecordKind::kEnter);
-  record.fn = static_cast<uint16_t>(fn);
-  record.dtype = ring::kNoDtype;
-  record.redop = ring::kUnset;
-  record.root_or_peer = ring::kUnset;
-  record.rank = ring::kUnset;
-  record.nranks = ring::kUnset;
-  record.group_id = t_thread.group_id;
-  record.region_id = CurrentRegionId();
-  record.tid = ThreadId();
-  return record;
+// Sets every field of a kEnter record (no zero-fill first: this is the hot path).
+void InitRecord(Record* record, ApiFn fn) noexcept {
+  record->commit = 0;
+  record->kind = static_cast<uint16_t>(RecordKind::kEnter);
+  record->fn = static_cast<uint16_t>(fn);
+  record->dtype = ring::kNoDtype;
+  record->flags = 0;
+  record->reserved0 = 0;
+  record->redop = ring::kUnset;
+  record->root_or_peer = ring::kUnset;
+  record->comm_id = 0;
+  record->rank = ring::kUnset;
+  record->nranks = ring::kUnset;
+  record->seq = 0;
+  record->count = 0;
+  record->stream = 0;
+  record->group_id = t_thread.group_id;
+  record->t_ns = 0;
+  record->ref_index = 0;
+  record->region_id = CurrentRegionId();
+  record->tid = ThreadId();
+  record->result = 0;
+  record->reserved1 = 0;
+  record->aux0 = 0;
+  record->aux1 = 0;
+  record->aux2 = 0;
 }
 
 void WriteEnter(PendingCall* call) noexcept {
@@ -214,8 +229,9 @@ void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
   }
 }
 
+// Turns the call's kEnter record into its kReturn (the enter was written already).
 void AppendReturn(PendingCall* call, int result, uint8_t extra_flags) noexcept {
-  Record record = call->record;
+  Record& record = call->record;
   record.kind = static_cast<uint16_t>(RecordKind::kReturn);
   record.flags |= extra_flags;
   record.result = result;
@@ -266,10 +282,12 @@ void DisableRecording() noexcept {
 void BeginCollective(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype,
                      int redop, int root, void* stream) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   Record& record = call->record;
   if (CommState* state = CommFor(comm, &record)) {
-    record.seq = state->collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    // NCCL forbids concurrent calls on one communicator, so no atomic increment needed.
+    record.seq = state->collective_seq.load(std::memory_order_relaxed) + 1;
+    state->collective_seq.store(record.seq, std::memory_order_relaxed);
   }
   record.count = count;
   record.dtype = static_cast<uint8_t>(dtype);
@@ -282,7 +300,7 @@ void BeginCollective(PendingCall* call, ApiFn fn, const void* comm, uint64_t cou
 void BeginP2p(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype, int peer,
               void* stream) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   Record& record = call->record;
   if (CommState* state = CommFor(comm, &record)) {
     record.seq = fn == ApiFn::kSend ? state->NextSendSeq(peer) : state->NextRecvSeq(peer);
@@ -302,7 +320,7 @@ void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
     thread.group_stream_count = 0;
     thread.group_streams_overflow = false;
   }
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   call->record.aux0 = static_cast<uint64_t>(thread.group_depth);
   WriteEnter(call);
 }
@@ -310,7 +328,7 @@ void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
 void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t id_bytes,
                    int rank, int nranks) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   const uint64_t id = Hash64(unique_ids, id_bytes);
   call->record.comm_id = id;
   call->record.aux0 = id;
@@ -321,7 +339,7 @@ void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t
 
 void BeginCommInitAll(PendingCall* call, int ndev) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(ApiFn::kCommInitAll);
+  InitRecord(&call->record, ApiFn::kCommInitAll);
   call->record.nranks = ndev;
   // Every communicator of an InitAll lives in this process: a process-unique id suffices.
   call->record.comm_id = HashCombine(
@@ -333,7 +351,7 @@ void BeginCommInitAll(PendingCall* call, int ndev) noexcept {
 void BeginCommChild(PendingCall* call, ApiFn fn, const void* parent,
                     int color_or_excluded) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   Record& record = call->record;
   CommState* state = CommFor(parent, &record);
   const uint64_t parent_id = record.comm_id;
@@ -354,7 +372,7 @@ void BeginCommChild(PendingCall* call, ApiFn fn, const void* parent,
 
 void BeginCommTeardown(PendingCall* call, ApiFn fn, const void* comm) noexcept {
   if (!Ready(/*may_create=*/true)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   CommFor(comm, &call->record);
   call->stream = const_cast<void*>(comm);  // remembered for FinishCommTeardown
   WriteEnter(call);
@@ -362,7 +380,7 @@ void BeginCommTeardown(PendingCall* call, ApiFn fn, const void* comm) noexcept {
 
 void BeginQuery(PendingCall* call, ApiFn fn) noexcept {
   if (!Ready(/*may_create=*/fn == ApiFn::kGetUniqueId)) return;
-  call->record = BaseRecord(fn);
+  InitRecord(&call->record, fn);
   WriteEnter(call);
 }
 
@@ -449,7 +467,8 @@ void RecordAsyncError(const void* comm, int error) noexcept {
       state->last_async_error.exchange(error, std::memory_order_relaxed) == error) {
     return;  // already reported
   }
-  Record record = BaseRecord(ApiFn::kCommGetAsyncError);
+  Record record;
+  InitRecord(&record, ApiFn::kCommGetAsyncError);
   record.kind = static_cast<uint16_t>(RecordKind::kAsyncError);
   CommFor(comm, &record);
   record.result = error;

@@ -14,7 +14,7 @@ namespace collwatch {
 
 // A call in flight: the hook keeps it on its stack between Begin* and Finish*.
 struct PendingCall {
-  ring::Record record{};     // the kEnter record as written
+  ring::Record record;       // the kEnter record as written (set by Begin*)
   uint64_t enter_index = 0;  // its ring index
   bool recorded = false;     // false: nothing to finish (recording off)
   void* stream = nullptr;    // where device work was enqueued (collectives, p2p)

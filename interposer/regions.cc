@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "interposer/clock.h"
 #include "interposer/hash.h"
 
 namespace collwatch {
@@ -38,7 +39,7 @@ constexpr uint64_t kMask = kCapacity - 1;
 constexpr uint32_t kMaxProbes = 128;
 constexpr uint32_t kWaitSpins = 256;
 constexpr uint64_t kWaitNs = 10 * 1000 * 1000;  // 10 ms
-constexpr uint32_t kAbandoned = 3;
+constexpr uint32_t kAbandoned = ring::kStringAbandoned;
 static_assert((kCapacity & kMask) == 0, "capacity must be a power of two");
 static_assert(kCapacity <= UINT32_MAX, "ids are 32-bit");
 static_assert(kMaxProbes <= kCapacity, "probe window within the table");
@@ -129,12 +130,6 @@ bool SameName(const ring::StringSlot& slot, uint64_t hash, const char* text,
          (stored == 0 || std::memcmp(slot.text, text, stored) == 0);
 }
 
-uint64_t MonotonicNs() noexcept {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);  // vDSO: no system call
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
-
 // Waits (bounded) for a slot another thread is writing; returns its final state, or
 // kAbandoned after marking it so (see above). A write takes a few dozen nanoseconds, so
 // the spin almost always suffices; past it the writer was preempted inside that window,
@@ -147,8 +142,8 @@ uint32_t AwaitSlot(ring::StringSlot& slot) noexcept {
     state = slot.state.load(std::memory_order_acquire);
     if (state != ring::kStringWriting) return state;
   }
-  const uint64_t deadline = MonotonicNs() + kWaitNs;
-  while (MonotonicNs() < deadline) {
+  const uint64_t deadline = ClockGettimeNs() + kWaitNs;
+  while (ClockGettimeNs() < deadline) {
     sched_yield();
     state = slot.state.load(std::memory_order_acquire);
     if (state != ring::kStringWriting) return state;

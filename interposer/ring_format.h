@@ -50,6 +50,8 @@ namespace collwatch::ring {
 //
 // Slot states of a string slot (owner of each transition in brackets):
 //   kStringEmpty --[writer CAS]--> kStringWriting --[writer store]--> kStringReady
+//   kStringWriting --[another writer's CAS after a bounded wait]--> kStringAbandoned
+//     (its writer was preempted too long; lookups skip the slot, readers ignore it)
 // A string slot is never rewritten once ready; id 0 means "no region".
 
 inline constexpr uint64_t kMagic = 0x31474e4952574301ull;  // "\x01CWRING1" little-endian
@@ -207,6 +209,7 @@ enum class WriterState : uint32_t {
 inline constexpr uint32_t kStringEmpty = 0;
 inline constexpr uint32_t kStringWriting = 1;
 inline constexpr uint32_t kStringReady = 2;
+inline constexpr uint32_t kStringAbandoned = 3;
 
 struct StringSlot {
   std::atomic<uint32_t> state;  // kStringEmpty / kStringWriting / kStringReady

@@ -4,8 +4,6 @@
 #ifndef COLLWATCH_INTERPOSER_RING_WRITER_H_
 #define COLLWATCH_INTERPOSER_RING_WRITER_H_
 
-#include <time.h>
-
 #include <cstdint>
 
 #include "interposer/config.h"
@@ -53,12 +51,6 @@ class RingWriter {
   char path_[512] = {};
 };
 
-// CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call).
-inline uint64_t MonotonicNs() noexcept {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
 
 }  // namespace collwatch
 
