@@ -1,0 +1,30 @@
+// Reads the environment table of config.h. Threading: reentrant (getenv only).
+#include "trainer/cpu_nccl/config.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace collwatch::cpu_nccl {
+namespace {
+
+const char* Lookup(int index) noexcept {
+  const char* value = std::getenv(kEnvVars[index].name);
+  return value != nullptr && value[0] != '\0' ? value : kEnvVars[index].default_value;
+}
+
+}  // namespace
+
+Settings LoadSettings() noexcept {
+  Settings s;
+  const char* dir = Lookup(0);
+  if (std::strlen(dir) >= sizeof s.shm_dir) dir = kEnvVars[0].default_value;
+  std::strcpy(s.shm_dir, dir);
+  char* end = nullptr;
+  const long spin = std::strtol(Lookup(1), &end, 10);
+  s.spin = (end != nullptr && *end == '\0' && spin >= 0 && spin <= 1000000)
+               ? static_cast<int>(spin)
+               : static_cast<int>(std::strtol(kEnvVars[1].default_value, nullptr, 10));
+  return s;
+}
+
+}  // namespace collwatch::cpu_nccl

@@ -1,0 +1,33 @@
+// The engine: NCCL group semantics (thread-local nesting, deferral to the outermost
+// GroupEnd) and the loop that progresses a set of tasks, spinning briefly, then sleeping
+// on futexes of the segment until a peer's progress (or an abort) wakes it.
+// Threading: group state is per thread (as NCCL's); RunTasks runs on the calling thread.
+#ifndef COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_
+#define COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_
+
+#include "trainer/cpu_nccl/task.h"
+
+namespace collwatch::cpu_nccl {
+
+// Runs `task` now (outside a group) or queues it for the outermost GroupEnd. A queued task
+// holds a reference on its communicator. Takes over what the task owns (DisposeTask).
+ncclResult_t Submit(Task task) noexcept;
+
+bool InGroup() noexcept;
+ncclResult_t GroupStart() noexcept;
+
+// Ends a group level. At the outermost level, runs every queued task to completion (or
+// with `simulate`, drops the queued collectives and point-to-point operations, still
+// creating the queued communicators, and fills *estimated_us).
+ncclResult_t GroupEnd(bool simulate, float* estimated_us) noexcept;
+
+// Records an argument error met inside a group: NCCL's GroupEnd then fails too.
+void NoteGroupError(ncclResult_t error) noexcept;
+
+// Undoes what a task owns besides its communicator reference (split buffers, unfinished
+// children). For tasks that will not run (failed or dropped) and after completion.
+void DisposeTask(Task* task) noexcept;
+
+}  // namespace collwatch::cpu_nccl
+
+#endif  // COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_

@@ -1,0 +1,112 @@
+// Tasks: one NCCL call each (collective, send, recv, init, split), made resumable so that
+// one thread can progress many at once (a group). Threading: a task is owned by the thread
+// that submitted it; its progress functions run on that thread only.
+#ifndef COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
+#define COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "trainer/cpu_nccl/comm.h"
+#include "trainer/cpu_nccl/reduce_kernels.h"
+
+namespace collwatch::cpu_nccl {
+
+// Collective kinds as they appear in OpDesc::kind (part of the segment ABI).
+enum class OpKind : uint32_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kReduce = 3,
+  kAllGather = 4,
+  kReduceScatter = 5,
+  kAlltoAll = 6,
+  kGather = 7,
+  kScatter = 8,
+  kSplitGather = 9,  // internal: the (color, key) exchange of ncclCommSplit
+};
+
+// How a collective combines values, resolved from ncclRedOp_t when the call is made
+// (NCCL copies the op state at enqueue too; a PreMulSum scalar behind a pointer is read
+// when the operation runs).
+struct Reduction {
+  BaseOp base;
+  bool premul;         // multiply this rank's input by the scalar first
+  bool scalar_is_ptr;  // scalar holds a pointer to the value
+  bool postdiv;        // integer ncclAvg: divide the sum by nranks
+  int32_t desc_op;     // what peers compare (OpDesc::redop)
+  uint64_t scalar;
+};
+
+enum CollStage : uint8_t { kCollStart = 0, kCollGuard, kCollWrite, kCollWait, kCollHung };
+
+struct CollState {
+  OpKind kind;
+  const void* send;
+  void* recv;
+  size_t count;
+  int dtype;
+  int root;  // -1 when the op has none
+  Reduction red;
+  // Progress.
+  CollStage stage;
+  uint8_t phase;           // phase within the chunk
+  int cursor;              // next rank to check in a wait
+  uint64_t seq;            // collective sequence number
+  uint64_t chunk;          // chunk within this op
+  uint64_t nchunks;
+  uint64_t chunk_elems;    // elements per chunk (per block for the n-block kinds)
+  uint64_t global_chunk;   // the communicator's chunk number (slot parity)
+  uint64_t target;         // step the current wait needs
+  uint64_t scalar_bits;    // resolved PreMulSum scalar
+};
+
+enum P2pStage : uint8_t { kP2pHeader = 0, kP2pPayload, kP2pHung };
+
+struct P2pState {
+  const void* send;  // for kSend
+  void* recv;        // for kRecv
+  uint64_t bytes;
+  int peer;
+  P2pStage stage;
+  uint64_t done_bytes;  // of the padded payload
+};
+
+enum SplitStage : uint8_t { kSplitGather = 0, kSplitInit };
+
+struct SplitState {
+  int color;
+  int key;
+  int32_t* buffer;    // heap: [2] this rank's (color, key), then [2*nranks] everyone's
+  ncclComm** out;     // where the child handle goes
+  ncclComm* child;
+  SplitStage stage;
+  CollState gather;
+};
+
+enum class TaskKind : uint8_t { kInit, kColl, kSend, kRecv, kSplit };
+
+struct Task {
+  TaskKind kind;
+  ncclComm* comm;  // kInit: the communicator being created; kSplit: the parent
+  int prev;        // the task before this one in its queue (engine), or -1
+  bool done;
+  ncclResult_t result;
+  int32_t blocked_on;
+  CollState coll;
+  P2pState p2p;
+  SplitState split;
+};
+
+// Progress functions: advance as far as possible without sleeping. On kBlocked,
+// *blocked_on says whose progress is awaited; *moved is set when any state changed.
+Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* moved) noexcept;
+Status ProgressSend(ncclComm* comm, P2pState& s, int32_t* blocked_on, bool* moved) noexcept;
+Status ProgressRecv(ncclComm* comm, P2pState& s, int32_t* blocked_on, bool* moved) noexcept;
+
+// Fills the fields of a fresh collective state.
+void InitCollState(CollState* s, OpKind kind, const void* send, void* recv, size_t count,
+                   int dtype, int root, const Reduction& red) noexcept;
+
+}  // namespace collwatch::cpu_nccl
+
+#endif  // COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
