@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -114,7 +115,17 @@ bool RingReader::WriterProcessAlive() const {
   char host[ring::kHostBytes] = {};
   gethostname(host, sizeof host - 1);
   if (identity_.host != host) return true;  // cannot tell from here
-  return kill(identity_.pid, 0) == 0 || errno == EPERM;
+  if (kill(identity_.pid, 0) != 0 && errno != EPERM) return false;
+  // A zombie (killed, not yet reaped by its parent) writes no more: it is gone.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", identity_.pid);
+  FILE* file = std::fopen(path, "r");
+  if (file == nullptr) return true;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, file) != nullptr;
+  std::fclose(file);
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;
+  return after_name == nullptr || after_name[1] == '\0' || after_name[2] != 'Z';
 }
 
 RingReader::SlotRead RingReader::ReadSlot(uint64_t index, ring::Record* out) const {

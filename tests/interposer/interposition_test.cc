@@ -132,10 +132,18 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
         EXPECT_EQ(record.rank, rank);
         EXPECT_EQ(record.nranks, kRanks);
       }
-      if (fn == ApiFn::kAllGather) EXPECT_EQ(record.count, 4u);
-      if (fn == ApiFn::kReduceScatter) EXPECT_EQ(record.count, 2u);
-      if (fn == ApiFn::kBroadcast) EXPECT_EQ(record.root_or_peer, 1);
-      if (fn == ApiFn::kBcast) EXPECT_EQ(record.dtype, 2);  // ncclInt32
+      if (fn == ApiFn::kAllGather) {
+        EXPECT_EQ(record.count, 4u);
+      }
+      if (fn == ApiFn::kReduceScatter) {
+        EXPECT_EQ(record.count, 2u);
+      }
+      if (fn == ApiFn::kBroadcast) {
+        EXPECT_EQ(record.root_or_peer, 1);
+      }
+      if (fn == ApiFn::kBcast) {
+        EXPECT_EQ(record.dtype, 2);
+      }  // ncclInt32
       if (fn == ApiFn::kReduce) {
         EXPECT_EQ(record.root_or_peer, 0);
         EXPECT_EQ(record.redop, 0);  // ncclSum
@@ -144,7 +152,9 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
         EXPECT_EQ(record.root_or_peer, (rank + 1) % kRanks);
         EXPECT_EQ(record.seq, 1u);
       }
-      if (fn == ApiFn::kRecv) EXPECT_EQ(record.root_or_peer, (rank + kRanks - 1) % kRanks);
+      if (fn == ApiFn::kRecv) {
+        EXPECT_EQ(record.root_or_peer, (rank + kRanks - 1) % kRanks);
+      }
       if (fn == ApiFn::kCommSplit) {
         EXPECT_EQ(record.aux0, world_id);  // parent
         EXPECT_EQ(record.aux1, static_cast<uint64_t>(rank % 2));
@@ -194,10 +204,18 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
     for (const ring::Record& record : enters) {
       const std::string region = trace.reader->RegionName(record.region_id);
       const auto fn = static_cast<ApiFn>(record.fn);
-      if (fn == ApiFn::kGather) EXPECT_EQ(region, "collectives");
-      if (fn == ApiFn::kSend) EXPECT_EQ(region, "p2p");
-      if (fn == ApiFn::kCommSplit) EXPECT_EQ(region, "split");
-      if (fn == ApiFn::kCommInitRank) EXPECT_EQ(region, "");
+      if (fn == ApiFn::kGather) {
+        EXPECT_EQ(region, "collectives");
+      }
+      if (fn == ApiFn::kSend) {
+        EXPECT_EQ(region, "p2p");
+      }
+      if (fn == ApiFn::kCommSplit) {
+        EXPECT_EQ(region, "split");
+      }
+      if (fn == ApiFn::kCommInitRank) {
+        EXPECT_EQ(region, "");
+      }
     }
   }
   EXPECT_EQ(main_ids.size(), 1u) << "every rank derives the same communicator id";
