@@ -80,10 +80,10 @@ int Run(int world, const std::string& dir) {
   NCCL(ncclGroupEnd());
   NCCL(ncclGroupStart());
   NCCL(ncclAllReduce(send, recv, kCount, ncclFloat32, ncclSum, comm, stream));
-  NCCL(ncclAllReduce(send, recv, kCount, ncclFloat32, ncclMax, comm, stream));
+  NCCL(ncclAllReduce(send, recv + kCount, kCount, ncclFloat32, ncclMax, comm, stream));
   NCCL(ncclGroupEnd());
   CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaMemcpy(host.data(), recv, sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA(cudaMemcpy(host.data(), recv + kCount, sizeof(float), cudaMemcpyDeviceToHost));
   CHECK(grouped max, host[0] == static_cast<float>(world));
 
   // One all-reduce captured into a graph, replayed twice: recorded once, as captured.
