@@ -19,10 +19,19 @@ cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
 cmake --build build-gpu -j 16 >> "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 
 work=$(mktemp -d)
+mkdir -p "$work/plain"
 preload=$PWD/build-gpu/interposer/libcollwatch.so
 export LD_LIBRARY_PATH="$nccl_root/lib:${LD_LIBRARY_PATH:-}"
+echo "-- without the preload" | tee "$out/run.log"
+timeout 60 build-gpu/tests/gpu/collwatch_nccl_gpu_ranks "$nproc_gpu" "$work/plain" 2>&1 |
+  tee -a "$out/run.log" || echo "plain run failed" | tee -a "$out/run.log"
+pkill -9 -f collwatch_nccl_gpu_ranks || true
+echo "-- with the preload" | tee -a "$out/run.log"
+mkdir -p "$work/preloaded"
 COLLWATCH_RING_DIR="$work/rings" LD_PRELOAD="$preload" NVTX_INJECTION64_PATH="$preload" \
-  build-gpu/tests/gpu/collwatch_nccl_gpu_ranks "$nproc_gpu" "$work" 2>&1 | tee "$out/run.log"
+  timeout 90 build-gpu/tests/gpu/collwatch_nccl_gpu_ranks "$nproc_gpu" "$work/preloaded" 2>&1 |
+  tee -a "$out/run.log" || echo "preloaded run failed" | tee -a "$out/run.log"
+pkill -9 -f collwatch_nccl_gpu_ranks || true
 
 LD_LIBRARY_PATH=.carry/lib .carry/bin/collwatch dump "$work/rings" > "$out/rings.txt"
 LD_LIBRARY_PATH=.carry/lib .carry/bin/collwatch dump --json "$work/rings" > "$out/rings.jsonl"

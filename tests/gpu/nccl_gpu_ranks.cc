@@ -86,6 +86,7 @@ int Run(int world, const std::string& dir) {
   CUDA(cudaMemcpy(host.data(), recv + kCount, sizeof(float), cudaMemcpyDeviceToHost));
   CHECK(grouped max, host[0] == static_cast<float>(world));
 
+  std::fprintf(stderr, "rank %d: eager ops checked\n", g_rank);
   // One all-reduce captured into a graph, replayed twice: recorded once, as captured.
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
@@ -97,6 +98,7 @@ int Run(int world, const std::string& dir) {
   CUDA(cudaGraphLaunch(graph_exec, stream));
   CUDA(cudaStreamSynchronize(stream));
 
+  std::fprintf(stderr, "rank %d: graph replayed\n", g_rank);
   // Let the watcher observe the last completions before the process exits.
   usleep(300000);
   NCCL(ncclCommDestroy(comm));
