@@ -23,9 +23,10 @@
 // thread", whatever library opened it. Ranges of a named domain are interned as
 // "<domain>:<message>" so that libraries reusing a message ("forward") stay
 // distinguishable; the default domain (NULL handle) is not prefixed. NCCL pushes
-// ranges in its own "NCCL" domain inside its calls; the interposer reads the region
-// before it forwards the call, so those never become an NCCL record's region (they
-// cost one push/pop each, with registered strings: no hashing). Interleaved pops of
+// ranges in its own "NCCL" domain inside its calls, and pops some of them on another
+// thread (its asynchronous communicator init): those ranges are ignored outright, or
+// the calling thread's stack would keep a stale "NCCL:ncclCommInitRank" (seen on real
+// NCCL 2.28). They are never user code anyway. Interleaved pops of
 // different domains (push A:x, push y, pop A, pop) pop our merged stack in LIFO order:
 // the region is briefly "x" instead of "y" until the stack unwinds.
 #define NVTX_NO_IMPL  // only the types: no NVTX instance of our own in this library
@@ -58,8 +59,11 @@ struct DomainRecord {
   std::atomic<uint32_t> ready;  // 1 once the fields below are written (release)
   uint32_t prefix_length;
   uint64_t seed;                // Hash64 of the full domain name
+  bool ignored;                 // NCCL's own domain: its ranges are not regions
   char prefix[kDomainPrefixBytes];
 };
+
+constexpr char kNcclDomain[] = "NCCL";
 
 DomainRecord g_domains[kMaxDomains];
 std::atomic<uint32_t> g_domain_count{0};
@@ -100,6 +104,7 @@ nvtxDomainHandle_t CreateDomain(const char* name, size_t length, uint64_t seed) 
   domain.prefix[kept] = ':';
   domain.prefix_length = static_cast<uint32_t>(kept + 1);
   domain.seed = seed;
+  domain.ignored = length == sizeof kNcclDomain - 1 && std::memcmp(name, kNcclDomain, length) == 0;
   domain.ready.store(1, std::memory_order_release);
   return reinterpret_cast<nvtxDomainHandle_t>(&domain);
 }
@@ -250,11 +255,17 @@ int RangePushEx(const nvtxEventAttributes_t* attributes) noexcept {
 }
 int RangePop() noexcept { return Pop(); }
 
-int DomainRangePushEx(nvtxDomainHandle_t domain,
+int DomainRangePushEx(nvtxDomainHandle_t handle,
                       const nvtxEventAttributes_t* attributes) noexcept {
-  return Push(InternAttributes(FindDomain(domain), attributes));
+  const DomainRecord* domain = FindDomain(handle);
+  if (domain != nullptr && domain->ignored) return Level(RegionDepth() + 1);
+  return Push(InternAttributes(domain, attributes));
 }
-int DomainRangePop(nvtxDomainHandle_t) noexcept { return Pop(); }
+int DomainRangePop(nvtxDomainHandle_t handle) noexcept {
+  const DomainRecord* domain = FindDomain(handle);
+  if (domain != nullptr && domain->ignored) return Level(RegionDepth());
+  return Pop();
+}
 
 nvtxStringHandle_t DomainRegisterStringA(nvtxDomainHandle_t domain, const char* text) noexcept {
   return HandleOf(InternAscii(FindDomain(domain), text));

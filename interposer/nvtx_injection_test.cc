@@ -138,6 +138,25 @@ TEST(NvtxInjection, DomainRangesArePrefixed) {
   EXPECT_EQ(CurrentRegionId(), 0u);
 }
 
+// NCCL's own ranges (pushed inside its calls, some popped on another thread during
+// communicator init) never become or disturb the user's region.
+TEST(NvtxInjection, NcclDomainRangesAreIgnored) {
+  nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+  nvtxRangePushA("user/step");
+  const uint32_t user = CurrentRegionId();
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = "ncclCommInitRank";
+  nvtxDomainRangePushEx(nccl, &attributes);
+  EXPECT_EQ(CurrentRegionId(), user);
+  nvtxRangePop();  // the user's pop, while NCCL's range is still "open" elsewhere
+  EXPECT_EQ(CurrentRegionId(), 0u);
+  nvtxDomainRangePop(nccl);
+  EXPECT_EQ(CurrentRegionId(), 0u);
+}
+
 TEST(NvtxInjection, RegisteredStrings) {
   nvtxDomainHandle_t nccl_like = nvtxDomainCreateA("NCCL_like");
   nvtxStringHandle_t in_domain = nvtxDomainRegisterStringA(nccl_like, "ncclAllReduce");

@@ -99,8 +99,11 @@ int Run(int world, const std::string& dir) {
   CUDA(cudaStreamSynchronize(stream));
 
   std::fprintf(stderr, "rank %d: graph replayed\n", g_rank);
+  CUDA(cudaGraphExecDestroy(graph_exec));
+  CUDA(cudaGraphDestroy(graph));
   // Let the watcher observe the last completions before the process exits.
   usleep(300000);
+  NCCL(ncclCommFinalize(comm));
   NCCL(ncclCommDestroy(comm));
   std::printf("rank %d ok: AllReduce %d AllGather 1 ReduceScatter 1 Send 1 Recv 1 "
               "GroupStart 2 GroupEnd 2 (1 captured)\n",
