@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/programs/rank_launch.h"
+
 namespace {
 
 int g_rank = -1;
@@ -30,25 +32,7 @@ int g_rank = -1;
 
 int Run(int world, const std::string& dir) {
   CUDA(cudaSetDevice(g_rank));
-  ncclUniqueId id{};
-  const std::string path = dir + "/unique_id";
-  if (g_rank == 0) {
-    NCCL(ncclGetUniqueId(&id));
-    FILE* file = std::fopen((path + ".tmp").c_str(), "wb");
-    std::fwrite(&id, sizeof id, 1, file);
-    std::fclose(file);
-    std::rename((path + ".tmp").c_str(), path.c_str());
-  } else {
-    for (;;) {
-      FILE* file = std::fopen(path.c_str(), "rb");
-      if (file != nullptr && std::fread(&id, sizeof id, 1, file) == 1) {
-        std::fclose(file);
-        break;
-      }
-      if (file != nullptr) std::fclose(file);
-      usleep(1000);
-    }
-  }
+  const ncclUniqueId id = collwatch::programs::ExchangeUniqueId(g_rank, dir);
   ncclComm_t comm = nullptr;
   NCCL(ncclCommInitRank(&comm, world, id, g_rank));
   cudaStream_t stream = nullptr;
@@ -124,24 +108,5 @@ int main(int argc, char** argv) {
     g_rank = std::atoi(rank);
     return Run(world, argv[2]);
   }
-  std::vector<pid_t> children;
-  for (int r = 0; r < world; ++r) {
-    const pid_t child = fork();
-    if (child == 0) {
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-    children.push_back(child);
-  }
-  int worst = 0;
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    worst = code > worst ? code : worst;
-  }
-  return worst;
+  return collwatch::programs::LaunchRanks(world, argv);
 }

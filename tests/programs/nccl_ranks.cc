@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/programs/rank_launch.h"
+
 namespace {
 
 #define CHECK_NCCL(call)                                                            \
@@ -41,31 +43,6 @@ void Expect(bool ok, const char* what) {
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value != nullptr ? std::atoi(value) : fallback;
-}
-
-// Rank 0 publishes the id atomically (write then rename); the others wait for it.
-ncclUniqueId ExchangeId(const std::string& dir) {
-  ncclUniqueId id{};
-  const std::string path = dir + "/unique_id";
-  if (g_rank == 0) {
-    CHECK_NCCL(ncclGetUniqueId(&id));
-    const std::string tmp = path + ".tmp";
-    FILE* file = std::fopen(tmp.c_str(), "wb");
-    if (file == nullptr || std::fwrite(&id, sizeof id, 1, file) != 1) std::exit(12);
-    std::fclose(file);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::exit(12);
-    return id;
-  }
-  for (int attempt = 0; attempt < 60000; ++attempt) {
-    if (FILE* file = std::fopen(path.c_str(), "rb")) {
-      const bool read = std::fread(&id, sizeof id, 1, file) == 1;
-      std::fclose(file);
-      if (read) return id;
-    }
-    usleep(1000);
-  }
-  std::fprintf(stderr, "rank %d: no unique id after 60 s\n", g_rank);
-  std::exit(13);
 }
 
 // Every collective once, p2p in a group, a coalesced group, a split, teardown.
@@ -180,7 +157,7 @@ void RunForkPlan(ncclComm_t comm) {
 }
 
 int RunRank(const std::string& plan, const std::string& dir) {
-  ncclUniqueId id = ExchangeId(dir);
+  ncclUniqueId id = collwatch::programs::ExchangeUniqueId(g_rank, dir);
   ncclComm_t comm = nullptr;
   CHECK_NCCL(ncclCommInitRank(&comm, g_world, id, g_rank));
   if (plan == "all") {
@@ -197,32 +174,6 @@ int RunRank(const std::string& plan, const std::string& dir) {
   return 0;
 }
 
-int Launch(int nproc, const std::string& plan, const std::string& dir, char** argv) {
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < nproc; ++rank) {
-    const pid_t child = fork();
-    if (child < 0) return 1;
-    if (child == 0) {
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-    children.push_back(child);
-  }
-  int worst = 0;
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code > worst) worst = code;
-  }
-  (void)plan;
-  (void)dir;
-  return worst;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,6 +186,6 @@ int main(int argc, char** argv) {
   const std::string dir = argv[3];
   g_rank = EnvInt("RANK", -1);
   g_world = EnvInt("WORLD_SIZE", nproc);
-  if (g_rank < 0) return Launch(nproc, plan, dir, argv);
+  if (g_rank < 0) return collwatch::programs::LaunchRanks(nproc, argv);
   return RunRank(plan, dir);
 }
