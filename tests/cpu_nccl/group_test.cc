@@ -30,7 +30,7 @@ TEST_P(RingTest, GroupedRingExchangeEverySize) {
   const int n = GetParam();
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(n, 15.0, [&](int rank) {
+  ExpectRanksSucceed(n, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, n, id, rank));
     const int next = (rank + 1) % n;
@@ -71,7 +71,7 @@ TEST_P(RingTest, GroupedAllPairsIncludingSelf) {
   const int n = GetParam();
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(n, 15.0, [&](int rank) {
+  ExpectRanksSucceed(n, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, n, id, rank));
     const size_t count = 30011;  // n * 120 KB in flight at once
@@ -98,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, RingTest, ::testing::Values(2, 4, 8),
 TEST_F(GroupTest, SmallSendsCompleteBeforeTheReceiverArrivesAndKeepOrder) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(2, 15.0, [&](int rank) {
+  ExpectRanksSucceed(2, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, 2, id, rank));
     const size_t sizes[] = {5, 0, 1000, 77};
@@ -129,7 +129,7 @@ TEST_F(GroupTest, MixedGroupOfCollectivesAndPointToPoint) {
   const int n = 4;
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(n, 15.0, [&](int rank) {
+  ExpectRanksSucceed(n, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, n, id, rank));
     const size_t count = 5003;
@@ -162,7 +162,7 @@ TEST_F(GroupTest, MixedGroupOfCollectivesAndPointToPoint) {
 TEST_F(GroupTest, NestedGroupsRunAtTheOutermostEnd) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(2, 15.0, [&](int rank) {
+  ExpectRanksSucceed(2, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, 2, id, rank));
     float in = static_cast<float>(rank + 1), out = -1.0f;
@@ -182,7 +182,7 @@ TEST_F(GroupTest, NestedGroupsRunAtTheOutermostEnd) {
 TEST_F(GroupTest, SimulatedGroupRunsNothing) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(2, 15.0, [&](int rank) {
+  ExpectRanksSucceed(2, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, 2, id, rank));
     // Only rank 0 simulates a collective (rank 1 never joins it): it must neither block
@@ -210,7 +210,7 @@ TEST_F(GroupTest, SimulatedGroupRunsNothing) {
 }
 
 TEST_F(GroupTest, CommInitAllWithGroupedCollectivesInOneThread) {
-  ExpectRanksSucceed(1, 15.0, [&](int) {
+  ExpectRanksSucceed(1, kRankTimeout, [&](int) {
     const int ndev = 4;
     ncclComm_t comms[ndev];
     RANK_NCCL(ncclCommInitAll(comms, ndev, nullptr));
@@ -260,7 +260,7 @@ TEST_F(GroupTest, GroupedInitRankOfSeveralRanksInOneThread) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   // Two processes, each creating two ranks of one 4-rank communicator in one group.
-  ExpectRanksSucceed(2, 15.0, [&](int proc) {
+  ExpectRanksSucceed(2, kRankTimeout, [&](int proc) {
     ncclComm_t comms[2];
     RANK_NCCL(ncclGroupStart());
     for (int k = 0; k < 2; ++k) RANK_NCCL(ncclCommInitRank(&comms[k], 4, id, 2 * proc + k));
@@ -276,7 +276,7 @@ TEST_F(GroupTest, GroupedInitRankOfSeveralRanksInOneThread) {
 }
 
 TEST_F(GroupTest, ArgumentErrorInsideAGroupFailsTheGroup) {
-  ExpectRanksSucceed(1, 15.0, [&](int) {
+  ExpectRanksSucceed(1, kRankTimeout, [&](int) {
     ncclUniqueId id;
     RANK_NCCL(ncclGetUniqueId(&id));
     ncclComm_t comm;

@@ -14,12 +14,6 @@
 namespace collwatch::cpu_nccl_test {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 class PerfTest : public ShmDirTest {};
 
 TEST_F(PerfTest, EightRanksAllReduceFourMegaFloats) {
@@ -28,7 +22,7 @@ TEST_F(PerfTest, EightRanksAllReduceFourMegaFloats) {
   constexpr int kIters = 3;
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ExpectRanksSucceed(kRanks, 20.0, [&](int rank) {
+  ExpectRanksSucceed(kRanks, kRankTimeout, [&](int rank) {
     ncclComm_t comm;
     RANK_NCCL(ncclCommInitRank(&comm, kRanks, id, rank));
     std::vector<float> in(kCount), out(kCount);

@@ -19,6 +19,17 @@ namespace collwatch::cpu_nccl_test {
 // The rank of the current child process (-1 in the test process), for messages.
 extern int g_rank;
 
+// Sanitizers slow memory access 10-30 times: tests then send fewer large messages to stay
+// within their time limits (the small-message matrices stay complete).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// Seconds a group of ranks may take before the test fails and kills them.
+inline constexpr double kRankTimeout = kSanitized ? 18.0 : 15.0;
+
 // In a rank body: return 1 (failure) with a message unless `cond` holds.
 #define RANK_EXPECT(cond)                                                                    \
   do {                                                                                       \

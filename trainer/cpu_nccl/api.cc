@@ -30,6 +30,16 @@ constexpr unsigned kSimInfoMagic = 0x74685283;  // NCCL_SIM_INFO_INITIALIZER
 constexpr uint64_t kRegMagic = 0x6765722d6c636363ull;
 constexpr uint64_t kWindowMagic = 0x6e69772d6c636363ull;
 
+// The value of an enum argument without an enum load: callers may pass values outside
+// the enumeration (NCCL rejects them), which UBSan would flag if read as the enum type.
+template <class E>
+int EnumValue(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  int value;
+  std::memcpy(&value, &e, sizeof value);
+  return value;
+}
+
 // ncclGetLastError: a short static message; NCCL's is process-wide too.
 std::atomic<const char*> g_last_error{""};
 
@@ -53,9 +63,8 @@ bool ConfigValid(const ncclConfig_t* config) noexcept {
   return config == nullptr || config->magic == kConfigMagic;
 }
 
-ncclResult_t ResolveOp(const ncclComm* comm, ncclRedOp_t op, int dtype, Reduction* red) noexcept {
+ncclResult_t ResolveOp(const ncclComm* comm, int o, int dtype, Reduction* red) noexcept {
   *red = Reduction{};
-  const int o = static_cast<int>(op);
   if (o < 0) return ncclInvalidArgument;
   if (o < static_cast<int>(ncclNumOps)) {
     red->desc_op = o;
@@ -104,7 +113,7 @@ ncclResult_t CheckCommunication(const ncclComm* comm, int dtype, int root) noexc
 ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count,
                          ncclDataType_t datatype, const ncclRedOp_t* op, int root,
                          ncclComm* comm) noexcept {
-  const int dtype = static_cast<int>(datatype);
+  const int dtype = EnumValue(datatype);
   const bool rooted = kind == OpKind::kReduce || kind == OpKind::kBroadcast ||
                       kind == OpKind::kGather || kind == OpKind::kScatter;
   // NCCL checks the root of every collective (0 where the op has none).
@@ -112,7 +121,7 @@ ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count
   if (check != ncclSuccess) return check;
   Reduction red{};
   red.desc_op = -1;
-  if (op != nullptr && ResolveOp(comm, *op, dtype, &red) != ncclSuccess) {
+  if (op != nullptr && ResolveOp(comm, EnumValue(*op), dtype, &red) != ncclSuccess) {
     return FailEnqueue(ncclInvalidArgument, "invalid reduction operation");
   }
   if (count == 0) return ncclSuccess;  // NCCL discards empty collectives
@@ -135,7 +144,7 @@ ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count
 
 ncclResult_t EnqueueP2p(TaskKind kind, const void* send, void* recv, size_t count,
                         ncclDataType_t datatype, int peer, ncclComm* comm) noexcept {
-  const int dtype = static_cast<int>(datatype);
+  const int dtype = EnumValue(datatype);
   const ncclResult_t check = CheckCommunication(comm, dtype, peer);
   if (check != ncclSuccess) return check;
   if (count > 0 && (kind == TaskKind::kSend ? send == nullptr : recv == nullptr)) {
@@ -361,7 +370,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
-  switch (result) {
+  switch (cn::EnumValue(result)) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
@@ -466,9 +475,10 @@ ncclResult_t ncclMemFree(void* ptr) {
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
-  const int dtype = static_cast<int>(datatype);
+  const int dtype = cn::EnumValue(datatype);
+  const int where = cn::EnumValue(residence);
   if (op == nullptr || scalar == nullptr || dtype < 0 || dtype >= static_cast<int>(ncclNumTypes) ||
-      (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)) {
+      (where != ncclScalarDevice && where != ncclScalarHostImmediate)) {
     return cn::Fail(ncclInvalidArgument, "invalid arguments");
   }
   int index = 0;
@@ -484,7 +494,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   cn::UserRedOp& user = comm->redops[index];
   user.live = true;
   user.dtype = dtype;
-  user.scalar_is_ptr = residence == ncclScalarDevice;
+  user.scalar_is_ptr = where == ncclScalarDevice;
   user.scalar = 0;
   if (user.scalar_is_ptr) {
     user.scalar = reinterpret_cast<uintptr_t>(scalar);  // read when an operation runs
@@ -496,7 +506,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  const int o = static_cast<int>(op);
+  const int o = cn::EnumValue(op);
   if (o >= 0 && o < static_cast<int>(ncclNumOps)) {
     return cn::Fail(ncclInvalidArgument, "operator is a NCCL builtin");
   }
