@@ -181,6 +181,20 @@ ncclResult_t StartInit(ncclComm* comm, ncclComm_t* out, const ncclConfig_t* conf
   return result != ncclSuccess ? Fail(result, "communicator creation failed") : result;
 }
 
+// 128 random bytes: the id names the job's segments, so it must not be guessable.
+ncclResult_t RandomId(ncclUniqueId* id) noexcept {
+  size_t filled = 0;
+  while (filled < sizeof id->internal) {
+    const ssize_t got = getrandom(id->internal + filled, sizeof id->internal - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Fail(ncclSystemError, "getrandom failed");
+    }
+    filled += static_cast<size_t>(got);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t InitRankWithKey(ncclComm_t* out, int nranks, uint64_t key, int rank,
                              const ncclConfig_t* config) noexcept {
   if (out == nullptr) return Fail(ncclInvalidArgument, "NULL communicator pointer");
@@ -204,16 +218,7 @@ ncclResult_t ncclGetVersion(int* version) {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr) return cn::Fail(ncclInvalidArgument, "NULL uniqueId");
-  size_t filled = 0;
-  while (filled < sizeof uniqueId->internal) {
-    const ssize_t got = getrandom(uniqueId->internal + filled, sizeof uniqueId->internal - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return cn::Fail(ncclSystemError, "getrandom failed");
-    }
-    filled += static_cast<size_t>(got);
-  }
-  return ncclSuccess;
+  return cn::RandomId(uniqueId);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -247,7 +252,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     }
   }
   ncclUniqueId id;
-  ncclResult_t result = ncclGetUniqueId(&id);
+  ncclResult_t result = cn::RandomId(&id);  // not through the PLT: a preload would see it
   if (result != ncclSuccess) return result;
   const uint64_t key = collwatch::Hash64(id.internal, sizeof id.internal);
   for (int i = 0; i < ndev; ++i) comm[i] = nullptr;
