@@ -6,9 +6,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/cpu_nccl/rank_harness.h"
@@ -287,6 +290,34 @@ TEST_F(CommTest, ArgumentErrorsMatchNccl) {
     RANK_NCCL(ncclCommDestroy(comm));
     return 0;
   });
+}
+
+TEST_F(CommTest, SegmentFileIsGoneOnceInitReturns) {
+  const int n = 4;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  const std::string dir = shm_dir_;
+  Ranks ranks(n, [&](int rank) {
+    ncclComm_t comm;
+    RANK_NCCL(ncclCommInitRank(&comm, n, id, rank));
+    // Every rank attached, rank 0 unlinked the file, and init waited for that: a job
+    // killed from now on leaves nothing behind.
+    DIR* d = opendir(dir.c_str());
+    RANK_EXPECT(d != nullptr);
+    int entries = 0;
+    while (const dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+    RANK_EXPECT(entries == 0);
+    int32_t x = 1, y = 0;
+    RANK_NCCL(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr));
+    RANK_EXPECT(y == n);
+    pause();  // killed below, without ncclCommDestroy
+    return 0;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(ranks.Running(r)) << "rank " << r << " exit " << ranks.ExitCode(r);
+  ranks.KillAll();
+  EXPECT_TRUE(ShmFiles().empty());
 }
 
 TEST_F(CommTest, TwoJobsInOneFolderStayApart) {
