@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "tests/cpu_nccl/rank_harness.h"
@@ -251,6 +252,33 @@ TEST_F(GroupTest, CommInitAllWithGroupedCollectivesInOneThread) {
     }
     RANK_NCCL(ncclGroupEnd());
     for (int i = 0; i < ndev; ++i) RANK_EXPECT(recv[i] == send[(i + ndev - 1) % ndev]);
+    for (int i = 0; i < ndev; ++i) RANK_NCCL(ncclCommDestroy(comms[i]));
+    return 0;
+  });
+}
+
+TEST_F(GroupTest, ThreadPerRankInOneProcess) {
+  ExpectRanksSucceed(1, kRankTimeout, [&](int) {
+    const int ndev = 4;
+    ncclComm_t comms[ndev];
+    RANK_NCCL(ncclCommInitAll(comms, ndev, nullptr));
+    // One thread per rank, as with one GPU per thread: they wake each other via futexes.
+    std::vector<int> failures(ndev, 0);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i) {
+      threads.emplace_back([&, i] {
+        for (int it = 0; it < 200; ++it) {
+          std::vector<int32_t> v(it % 2 ? 3 : 70000, i + it);
+          if (ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comms[i], nullptr) !=
+                  ncclSuccess ||
+              v.back() != 6 + 4 * it) {
+            ++failures[i];
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) RANK_EXPECT(failures[i] == 0);
     for (int i = 0; i < ndev; ++i) RANK_NCCL(ncclCommDestroy(comms[i]));
     return 0;
   });

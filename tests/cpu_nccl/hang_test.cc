@@ -5,6 +5,7 @@
 // Threading: forked processes; the abort test uses a second thread in a rank.
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -166,6 +167,36 @@ TEST_F(HangTest, PointToPointWithoutAPartner) {
   EXPECT_EQ(size_mismatch->ExitCode(0), 0);
   EXPECT_FALSE(small_send_alone->Running(0));
   EXPECT_EQ(small_send_alone->ExitCode(0), 0);
+}
+
+double CpuNow() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+TEST_F(HangTest, LateRankIsAwaitedAsleepThenCompletes) {
+  // A rank late to its collective (the stall that collwatch reports as NOT_JOINED): the
+  // others wait without burning CPU and finish as soon as it arrives.
+  auto job = TwoRanks([](int rank, ncclComm_t comm) {
+    std::vector<float> v(100000, static_cast<float>(rank + 1));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const double cpu = CpuNow();
+    const auto start = std::chrono::steady_clock::now();
+    RANK_NCCL(ncclAllReduce(v.data(), v.data(), v.size(), ncclFloat32, ncclSum, comm, nullptr));
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    RANK_EXPECT(v[0] == 3.0f && v[99999] == 3.0f);
+    if (rank == 0) {
+      RANK_EXPECT(wall > 0.8);
+      RANK_EXPECT(CpuNow() - cpu < 0.2);
+    }
+    return 0;
+  });
+  EXPECT_TRUE(job->WaitAll(kRankTimeout));
+  EXPECT_EQ(job->ExitCode(0), 0);
+  EXPECT_EQ(job->ExitCode(1), 0);
 }
 
 // Rank body: blocks in `op`, while a second thread aborts the communicator after 300 ms;
