@@ -4,6 +4,10 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <time.h>
+#include <x86intrin.h>
 
 #include <atomic>
 #include <cstdio>
@@ -45,11 +49,29 @@ struct Paths {
   ncclComm_t interposed_comm = nullptr;
 };
 
+// The libraries sit beside the build tree's bench/ folder; a copied tree (e.g. carried
+// to a GPU machine) works too, else the paths of the build that made this binary.
+std::string BuildRelative(const char* relative, const char* fallback) {
+  char self[4096] = {};
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length > 0) {
+    std::string dir(self, static_cast<size_t>(length));
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string candidate = dir + "/" + relative;
+    if (access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return fallback;
+}
+
 Paths& GetPaths() {
   static Paths paths = [] {
     Paths p;
-    void* noop = dlopen(COLLWATCH_NOOP_NCCL_PATH, RTLD_NOW | RTLD_GLOBAL);
-    void* preload = dlopen(COLLWATCH_PRELOAD_PATH, RTLD_NOW | RTLD_LOCAL);
+    const std::string noop_path =
+        BuildRelative("libcollwatch_noop_nccl.so", COLLWATCH_NOOP_NCCL_PATH);
+    const std::string preload_path =
+        BuildRelative("../interposer/libcollwatch.so", COLLWATCH_PRELOAD_PATH);
+    void* noop = dlopen(noop_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    void* preload = dlopen(preload_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (noop == nullptr || preload == nullptr) {
       std::fprintf(stderr, "cannot load: %s\n", dlerror());
       std::abort();
@@ -87,6 +109,25 @@ void BM_AllReduceInterposed(benchmark::State& state) {
   RunAllReduce(state, paths.interposed_all_reduce, paths.interposed_comm);
 }
 
+// The primitives a recorded call is made of, for reading the figures above.
+void BM_ClockGettime(benchmark::State& state) {
+  timespec now{};
+  for (auto _ : state) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    benchmark::DoNotOptimize(now);
+  }
+}
+void BM_Rdtsc(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(__rdtsc());
+}
+void BM_AtomicFetchAdd(benchmark::State& state) {
+  std::atomic<uint64_t> counter{0};
+  for (auto _ : state) benchmark::DoNotOptimize(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+BENCHMARK(BM_ClockGettime);
+BENCHMARK(BM_Rdtsc);
+BENCHMARK(BM_AtomicFetchAdd);
 BENCHMARK(BM_AllReduceDirect);
 BENCHMARK(BM_AllReduceInterposed);
 BENCHMARK(BM_AllReduceInterposed)->Threads(2)->UseRealTime();

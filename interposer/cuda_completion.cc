@@ -11,6 +11,9 @@
 #include "interposer/clock.h"
 
 namespace collwatch {
+
+std::atomic<int> g_cuda_state{0};
+
 namespace {
 
 struct Driver {
@@ -38,7 +41,6 @@ struct EventPool {
 };
 
 Driver g_driver{};
-std::atomic<int> g_cuda_state{0};  // 0 unknown, 1 present, 2 absent (sticky once 1)
 EventPool g_pools[kMaxPools];
 BoundedQueue<CompletionRequest, kRequestQueue> g_requests;
 
@@ -115,10 +117,7 @@ void ProbeCuda() noexcept {
   g_cuda_state.store(1, std::memory_order_release);
 }
 
-bool CudaPresent() noexcept { return g_cuda_state.load(std::memory_order_acquire) == 1; }
-
-bool IsCapturing(void* stream) noexcept {
-  if (!CudaPresent()) return false;
+bool IsCapturingSlow(void* stream) noexcept {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (g_driver.stream_is_capturing(static_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
     return false;

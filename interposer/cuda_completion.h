@@ -7,6 +7,7 @@
 #ifndef COLLWATCH_INTERPOSER_CUDA_COMPLETION_H_
 #define COLLWATCH_INTERPOSER_CUDA_COMPLETION_H_
 
+#include <atomic>
 #include <cstdint>
 
 namespace collwatch {
@@ -28,10 +29,14 @@ enum class Tracking { kTracked, kUntracked };
 // Looks for an already loaded CUDA driver with a current context. Cheap after the first
 // success; call it after communicator creation (by then the job has initialised CUDA).
 void ProbeCuda() noexcept;
-bool CudaPresent() noexcept;
+
+// 0 unknown, 1 present, 2 absent (sticky once present). Read on every call.
+extern std::atomic<int> g_cuda_state;
+inline bool CudaPresent() noexcept { return g_cuda_state.load(std::memory_order_acquire) == 1; }
 
 // True when `stream` is capturing a CUDA graph (then nothing may be recorded on it).
-bool IsCapturing(void* stream) noexcept;
+bool IsCapturingSlow(void* stream) noexcept;
+inline bool IsCapturing(void* stream) noexcept { return CudaPresent() && IsCapturingSlow(stream); }
 
 // Records an event on `stream` now and queues `request` for the watcher. kUntracked when
 // CUDA is absent, the event pool or the queue is exhausted, or the driver refuses.

@@ -54,7 +54,7 @@ struct RealFunctions {
 RealFunctions g_real;
 
 template <typename Fn>
-Fn Resolve(std::atomic<Fn>& slot, const char* name) noexcept {
+__attribute__((noinline)) Fn ResolveSlow(std::atomic<Fn>& slot, const char* name) noexcept {
   Fn fn = slot.load(std::memory_order_acquire);
   if (fn == nullptr) {
     fn = reinterpret_cast<Fn>(FindRealSymbol(name));
@@ -65,6 +65,12 @@ Fn Resolve(std::atomic<Fn>& slot, const char* name) noexcept {
     }
   }
   return fn;
+}
+
+template <typename Fn>
+inline __attribute__((always_inline)) Fn Resolve(std::atomic<Fn>& slot, const char* name) noexcept {
+  Fn fn = slot.load(std::memory_order_acquire);
+  return fn != nullptr ? fn : ResolveSlow(slot, name);
 }
 
 #define COLLWATCH_REAL(name) ::collwatch::Resolve(::collwatch::g_real.name, #name)

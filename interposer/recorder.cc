@@ -22,6 +22,8 @@
 #include "interposer/ring_writer.h"
 
 #define COLLWATCH_TLS __attribute__((tls_model("initial-exec"))) thread_local
+// The per-call path is a handful of small helpers: keep it one straight function.
+#define COLLWATCH_HOT inline __attribute__((always_inline))
 
 namespace collwatch {
 namespace {
@@ -43,6 +45,8 @@ CommQuery g_comm_count = nullptr;
 // Per-thread group state: the open outermost group and the streams its ops used.
 constexpr int kGroupStreams = 8;
 struct ThreadState {
+  const void* last_comm_handle;  // one-entry cache in front of FindComm
+  CommState* last_comm;
   uint32_t tid;
   int32_t group_depth;
   uint64_t group_id;
@@ -52,7 +56,7 @@ struct ThreadState {
 };
 COLLWATCH_TLS ThreadState t_thread{};
 
-uint32_t ThreadId() noexcept {
+COLLWATCH_HOT uint32_t ThreadId() noexcept {
   if (t_thread.tid == 0) t_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
   return t_thread.tid;
 }
@@ -125,8 +129,8 @@ void CreateRing() noexcept {
   StartWatcher();
 }
 
-// True when records may be written; the first caller creates the ring.
-bool Ready(bool may_create) noexcept {
+// Ready()'s rare path: creates the ring, or waits for another thread creating it.
+__attribute__((noinline)) bool ReadySlow(bool may_create) noexcept {
   int state = g_state.load(std::memory_order_acquire);
   if (state == kRecording) return true;
   if (state == kOff || !may_create) return false;
@@ -142,8 +146,14 @@ bool Ready(bool may_create) noexcept {
   return g_state.load(std::memory_order_acquire) == kRecording;
 }
 
+// True when records may be written; the first caller creates the ring.
+COLLWATCH_HOT bool Ready(bool may_create) noexcept {
+  if (g_state.load(std::memory_order_acquire) == kRecording) [[likely]] return true;
+  return ReadySlow(may_create);
+}
+
 // Sets every field of a kEnter record (no zero-fill first: this is the hot path).
-void InitRecord(Record* record, ApiFn fn) noexcept {
+COLLWATCH_HOT void InitRecord(Record* record, ApiFn fn) noexcept {
   record->commit = 0;
   record->kind = static_cast<uint16_t>(RecordKind::kEnter);
   record->fn = static_cast<uint16_t>(fn);
@@ -170,7 +180,7 @@ void InitRecord(Record* record, ApiFn fn) noexcept {
   record->aux2 = 0;
 }
 
-void WriteEnter(PendingCall* call) noexcept {
+COLLWATCH_HOT void WriteEnter(PendingCall* call) noexcept {
   call->record.t_ns = MonotonicNs();
   call->enter_index = g_ring->Append(call->record);
   call->recorded = true;
@@ -196,9 +206,16 @@ CommState* AdoptUnknownComm(const void* handle) noexcept {
   return comm;
 }
 
-CommState* CommFor(const void* handle, Record* record) noexcept {
-  CommState* comm = FindComm(handle);
-  if (comm == nullptr && handle != nullptr) comm = AdoptUnknownComm(handle);
+COLLWATCH_HOT CommState* CommFor(const void* handle, Record* record) noexcept {
+  ThreadState& thread = t_thread;
+  CommState* comm = thread.last_comm;
+  if (thread.last_comm_handle != handle || comm == nullptr ||
+      !comm->alive.load(std::memory_order_relaxed)) {
+    comm = FindComm(handle);
+    if (comm == nullptr && handle != nullptr) comm = AdoptUnknownComm(handle);
+    thread.last_comm_handle = handle;
+    thread.last_comm = comm;
+  }
   if (comm == nullptr) {
     record->flags |= ring::kFlagUnknownComm;
     return nullptr;
@@ -211,7 +228,7 @@ CommState* CommFor(const void* handle, Record* record) noexcept {
   return comm;
 }
 
-void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
+COLLWATCH_HOT void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
   call->stream = stream;
   call->record.stream = reinterpret_cast<uint64_t>(stream);
   if (IsCapturing(stream)) call->record.flags |= ring::kFlagCaptured;
@@ -230,7 +247,7 @@ void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
 }
 
 // Turns the call's kEnter record into its kReturn (the enter was written already).
-void AppendReturn(PendingCall* call, int result, uint8_t extra_flags) noexcept {
+COLLWATCH_HOT void AppendReturn(PendingCall* call, int result, uint8_t extra_flags) noexcept {
   Record& record = call->record;
   record.kind = static_cast<uint16_t>(RecordKind::kReturn);
   record.flags |= extra_flags;
@@ -252,7 +269,7 @@ CompletionRequest RequestFor(const PendingCall& call) noexcept {
 
 // How the end of device work will be known, for an op (or a whole group) that was just
 // enqueued: by a CUDA event, or already (no device: the return is the completion).
-uint8_t TrackCompletion(const PendingCall& call, void* const* streams, uint32_t stream_count,
+COLLWATCH_HOT uint8_t TrackCompletion(const PendingCall& call, void* const* streams, uint32_t stream_count,
                         bool overflow) noexcept {
   if (!g_config.completion) return ring::kFlagNoCompletion;
   if (!CudaPresent()) return ring::kFlagCompletesAtReturn;

@@ -13,6 +13,10 @@ add_library(collwatch_regions_obj OBJECT ${COLLWATCH_REGIONS_SOURCES})
 target_include_directories(collwatch_regions_obj PUBLIC ${COLLWATCH_REGIONS_ROOT})
 target_link_libraries(collwatch_regions_obj PRIVATE collwatch::nvtx_headers)
 target_compile_options(collwatch_regions_obj PRIVATE -fno-exceptions)
+# Built for link-time optimisation with the preload (COLLWATCH_PRELOAD_LTO, set by
+# interposer/CMakeLists.txt before including this file).
+set_target_properties(collwatch_regions_obj PROPERTIES
+  INTERPROCEDURAL_OPTIMIZATION ${COLLWATCH_PRELOAD_LTO})
 # As in libcollwatch.so: only the explicitly exported entry points are visible.
 set_target_properties(collwatch_regions_obj PROPERTIES
   CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)

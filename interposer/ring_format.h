@@ -242,6 +242,8 @@ inline constexpr size_t kPayloadWords = (kRecordBytes - sizeof(uint64_t)) / size
 inline void StorePayload(Record* slot, const Record& from) {
   auto* dst = reinterpret_cast<uint64_t*>(slot) + 1;
   const auto* src = reinterpret_cast<const uint64_t*>(&from) + 1;
+  // Hot path of every NCCL call: unrolled, 15 plain stores on x86-64.
+#pragma GCC unroll 15
   for (size_t i = 0; i < kPayloadWords; ++i) __atomic_store_n(dst + i, src[i], __ATOMIC_RELAXED);
 }
 

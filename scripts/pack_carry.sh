@@ -3,8 +3,15 @@
 # shared libraries into .carry/ for a device-tool run on a GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf .carry && mkdir -p .carry/bin .carry/lib
+rm -rf .carry && mkdir -p .carry/bin .carry/lib .carry/bench .carry/interposer
 cp build/cli/collwatch .carry/bin/
+# The interposer benchmark (Release) with its libraries, in the build tree's layout.
+if [ -x build-release/bench/collwatch_interposer_benchmark ]; then
+  cp build-release/bench/collwatch_interposer_benchmark build-release/bench/libcollwatch_noop_nccl.so \
+    .carry/bench/
+  cp build-release/interposer/libcollwatch.so .carry/interposer/
+  cp .carry/bench/collwatch_interposer_benchmark .carry/bin/
+fi
 for binary in .carry/bin/*; do
   ldd "$binary" | awk '/=> \// { print $3 }' | grep -vE 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux' |
     xargs -r -I{} cp -L {} .carry/lib/

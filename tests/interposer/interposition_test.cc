@@ -263,6 +263,14 @@ TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
   EXPECT_TRUE(live[1].reader->WriterProcessAlive());
 
   job.KillGroup();
+  // SIGKILL is delivered asynchronously: give the ranks a moment to be gone.
+  auto all_gone = [&] {
+    for (auto& [rank, trace] : ReadRanks(RingDir(), true)) {
+      if (trace.reader->WriterProcessAlive()) return false;
+    }
+    return true;
+  };
+  for (int attempt = 0; attempt < 500 && !all_gone(); ++attempt) usleep(10000);
   std::map<int, RankTrace> dead = ReadRanks(RingDir(), /*writers_gone=*/true);
   ASSERT_EQ(dead.size(), static_cast<size_t>(kRanks));
   for (auto& [rank, trace] : dead) {
