@@ -34,6 +34,13 @@ std::vector<Bytes> AllInputs(ncclDataType_t type, int n, int salt, size_t count)
   return inputs;
 }
 
+// Block `block` (of `count` elements) of every rank's input of `count * n` elements.
+std::vector<Bytes> BlocksFor(ncclDataType_t type, int n, int salt, int block, size_t count) {
+  std::vector<Bytes> blocks;
+  for (int r = 0; r < n; ++r) blocks.push_back(MakeInput(type, r, salt, count, block * count));
+  return blocks;
+}
+
 #define RANK_EXPECT_SAME(type, got, want, count, what)                                        \
   do {                                                                                        \
     const std::string diff = FirstDifference((type), (got), (want), (count));                 \
@@ -171,15 +178,14 @@ int ReduceScatterBody(int rank, int n, ncclComm_t comm) {
        {ncclInt32, ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat64, ncclFloat8e5m2}) {
     for (ncclRedOp_t op : kBuiltinOps) {
       for (size_t count : {size_t{1}, kOdd}) {
-        const std::vector<Bytes> inputs = AllInputs(type, n, ++salt, count * n);
+        const Bytes send = MakeInput(type, rank, ++salt, count * n);
         // The count is the receive count; rank r gets block r.
-        const Bytes want = ReferenceReduce(type, op, inputs, rank * count, count);
+        const Bytes want = ReferenceReduce(type, op, BlocksFor(type, n, salt, rank, count), 0, count);
         Bytes recv(want.size(), 0xa5);
-        RANK_NCCL(ncclReduceScatter(inputs[rank].data(), recv.data(), count, type, op, comm,
-                                    nullptr));
+        RANK_NCCL(ncclReduceScatter(send.data(), recv.data(), count, type, op, comm, nullptr));
         RANK_EXPECT_SAME(type, recv.data(), want.data(), count, "reducescatter");
         // In place: recvbuff == sendbuff + rank * count.
-        Bytes buf = inputs[rank];
+        Bytes buf = send;
         uint8_t* mine = buf.data() + rank * count * SizeOf(type);
         RANK_NCCL(ncclReduceScatter(buf.data(), mine, count, type, op, comm, nullptr));
         RANK_EXPECT_SAME(type, mine, want.data(), count, "reducescatter in place");
@@ -187,11 +193,11 @@ int ReduceScatterBody(int rank, int n, ncclComm_t comm) {
     }
   }
   const size_t count = kLargeFloats / 2;
-  const std::vector<Bytes> inputs = AllInputs(ncclFloat32, n, ++salt, count * n);
-  const Bytes want = ReferenceReduce(ncclFloat32, ncclSum, inputs, rank * count, count);
+  const Bytes send = MakeInput(ncclFloat32, rank, ++salt, count * n);
+  const Bytes want =
+      ReferenceReduce(ncclFloat32, ncclSum, BlocksFor(ncclFloat32, n, salt, rank, count), 0, count);
   Bytes recv(want.size(), 0);
-  RANK_NCCL(ncclReduceScatter(inputs[rank].data(), recv.data(), count, ncclFloat32, ncclSum, comm,
-                              nullptr));
+  RANK_NCCL(ncclReduceScatter(send.data(), recv.data(), count, ncclFloat32, ncclSum, comm, nullptr));
   RANK_EXPECT_SAME(ncclFloat32, recv.data(), want.data(), count, "large");
   return 0;
 }
@@ -200,15 +206,13 @@ int AlltoAllBody(int rank, int n, ncclComm_t comm) {
   int salt = 0;
   for (ncclDataType_t type : {ncclInt8, ncclFloat32, ncclFloat64}) {
     for (size_t count : Counts(type, 70001)) {
-      ++salt;
-      const std::vector<Bytes> inputs = AllInputs(type, n, salt, count * n);
-      const size_t block = count * SizeOf(type);
-      Bytes want;  // block p of rank p's input... block `rank` of every rank, in rank order
-      for (int p = 0; p < n; ++p) {
-        want.insert(want.end(), inputs[p].begin() + rank * block, inputs[p].begin() + (rank + 1) * block);
+      const Bytes send = MakeInput(type, rank, ++salt, count * n);
+      Bytes want;  // block `rank` of every rank's input, in rank order
+      for (const Bytes& block : BlocksFor(type, n, salt, rank, count)) {
+        want.insert(want.end(), block.begin(), block.end());
       }
       Bytes recv(want.size(), 0xa5);
-      RANK_NCCL(ncclAlltoAll(inputs[rank].data(), recv.data(), count, type, comm, nullptr));
+      RANK_NCCL(ncclAlltoAll(send.data(), recv.data(), count, type, comm, nullptr));
       RANK_EXPECT_SAME(type, recv.data(), want.data(), count * n, "alltoall");
     }
   }
@@ -221,9 +225,15 @@ int GatherScatterBody(int rank, int n, ncclComm_t comm) {
     for (ncclDataType_t type : {ncclUint8, ncclFloat32, ncclBfloat16}) {
       for (size_t count : Counts(type, kLargeFloats)) {
         const size_t bytes = count * SizeOf(type);
-        const std::vector<Bytes> inputs = AllInputs(type, n, ++salt, count);
+        // Everyone's input matters to the root only; the others need their own.
+        ++salt;
+        std::vector<Bytes> inputs(n);
         Bytes all;
-        for (const Bytes& in : inputs) all.insert(all.end(), in.begin(), in.end());
+        for (int r = 0; r < n; ++r) {
+          if (r == rank || rank == root) inputs[r] = MakeInput(type, r, salt, count);
+          if (rank == root) all.insert(all.end(), inputs[r].begin(), inputs[r].end());
+        }
+        if (rank != root) all.resize(bytes * n);
         // Gather: only root has a receive buffer.
         Bytes recv(all.size(), 0xa5);
         RANK_NCCL(ncclGather(inputs[rank].data(), rank == root ? recv.data() : nullptr, count,

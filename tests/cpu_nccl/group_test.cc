@@ -292,7 +292,12 @@ TEST_F(GroupTest, GroupedInitRankOfSeveralRanksInOneThread) {
     ncclComm_t comms[2];
     RANK_NCCL(ncclGroupStart());
     for (int k = 0; k < 2; ++k) RANK_NCCL(ncclCommInitRank(&comms[k], 4, id, 2 * proc + k));
+    ncclResult_t state = ncclSuccess;
+    RANK_NCCL(ncclCommGetAsyncError(comms[0], &state));
+    RANK_EXPECT(state == ncclInProgress);  // deferred to the group's end
     RANK_NCCL(ncclGroupEnd());
+    RANK_NCCL(ncclCommGetAsyncError(comms[0], &state));
+    RANK_EXPECT(state == ncclSuccess);
     int32_t in[2] = {2 * proc + 1, 2 * proc + 2}, out[2] = {0, 0};
     RANK_NCCL(ncclGroupStart());
     for (int k = 0; k < 2; ++k) RANK_NCCL(ncclAllReduce(&in[k], &out[k], 1, ncclInt32, ncclSum, comms[k], nullptr));

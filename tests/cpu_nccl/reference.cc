@@ -99,11 +99,13 @@ std::vector<uint8_t> Reduce(ncclRedOp_t op, const std::vector<std::vector<uint8_
 }
 
 template <class T>
-std::vector<uint8_t> Input(int rank, int salt, size_t count) {
+std::vector<uint8_t> Input(int rank, int salt, size_t count, size_t first) {
   using S = typename T::Storage;
   std::vector<uint8_t> out(count * sizeof(S));
   for (size_t i = 0; i < count; ++i) {
-    const long k = static_cast<long>((static_cast<size_t>(rank) * 7 + i * 13 + static_cast<size_t>(salt) * 5) % 15);
+    const size_t index = first + i;
+    const long k = static_cast<long>(
+        (static_cast<size_t>(rank) * 7 + index * 13 + static_cast<size_t>(salt) * 5) % 15);
     double v;
     if constexpr (std::is_integral_v<typename T::Acc>) {
       v = static_cast<double>(k % 5) - (std::is_signed_v<typename T::Acc> ? 2.0 : 0.0);
@@ -162,8 +164,9 @@ const char* OpName(ncclRedOp_t op) {
   }
 }
 
-std::vector<uint8_t> MakeInput(ncclDataType_t type, int rank, int salt, size_t count) {
-  return Dispatch(type, [&]<class T>() { return Input<T>(rank, salt, count); });
+std::vector<uint8_t> MakeInput(ncclDataType_t type, int rank, int salt, size_t count,
+                               size_t first) {
+  return Dispatch(type, [&]<class T>() { return Input<T>(rank, salt, count, first); });
 }
 
 uint64_t EncodeScalar(ncclDataType_t type, double value) {

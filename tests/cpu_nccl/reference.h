@@ -34,9 +34,10 @@ inline constexpr ncclRedOp_t kBuiltinOps[] = {ncclSum, ncclProd, ncclMax, ncclMi
 size_t SizeOf(ncclDataType_t type);
 const char* OpName(ncclRedOp_t op);
 
-// Bytes of `count` elements: small values (integers in [-2, 2], floats in [-1.5, 2] by
-// quarters) that depend on rank, index and salt.
-std::vector<uint8_t> MakeInput(ncclDataType_t type, int rank, int salt, size_t count);
+// Bytes of elements first .. first+count-1 of a rank's input: small values (integers in
+// [-2, 2], floats in [-1.5, 2] by quarters) that depend on rank, index and salt.
+std::vector<uint8_t> MakeInput(ncclDataType_t type, int rank, int salt, size_t count,
+                               size_t first = 0);
 
 // The element type's encoding of `value` (a PreMulSum scalar as the user passes it).
 uint64_t EncodeScalar(ncclDataType_t type, double value);

@@ -395,7 +395,11 @@ void ncclResetDebugInit() {}
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
   if (asyncError == nullptr) return cn::Fail(ncclInvalidArgument, "NULL asyncError");
-  *asyncError = comm->state.load() == cn::kCommAborted ? ncclSystemError : ncclSuccess;
+  if (comm->state.load() == cn::kCommAborted) {
+    *asyncError = ncclSystemError;
+  } else {
+    *asyncError = comm->ready.load() ? ncclSuccess : ncclInProgress;  // grouped init pending
+  }
   return ncclSuccess;
 }
 

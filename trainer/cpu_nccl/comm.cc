@@ -160,6 +160,7 @@ Status ProgressInit(ncclComm* comm, int32_t* blocked_on, bool* moved,
         *moved = true;
         break;
       case kInitDone:
+        comm->ready.store(true);
         return Status::kDone;
       case kInitHung:
         *blocked_on = comm->slot_claimed.load() ? kWaitAbortOnly : kPoll;

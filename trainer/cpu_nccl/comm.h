@@ -72,6 +72,7 @@ struct ncclComm {
   // Lifetime.
   std::atomic<uint32_t> state;     // kCommLive / kCommRevoked / kCommAborted
   std::atomic<bool> slot_claimed;  // the segment is mapped and this rank's slot claimed
+  std::atomic<bool> ready;         // init completed (ncclCommGetAsyncError from any thread)
   std::atomic<int32_t> running;    // engines currently running tasks of this communicator
   std::atomic<int32_t> refs;       // the handle plus queued tasks and running calls
   std::atomic<bool> handle_gone;   // the handle's reference was dropped (once)
