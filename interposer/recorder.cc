@@ -32,6 +32,10 @@ using ring::ApiFn;
 using ring::Record;
 using ring::RecordKind;
 
+// ncclResult_t values used here (nccl.h).
+constexpr int kNcclSuccess = 0;
+constexpr int kNcclInProgress = 7;
+
 enum RecorderState : int { kUninitialised = 0, kCreating = 1, kRecording = 2, kOff = 3 };
 
 std::atomic<int> g_state{kUninitialised};
@@ -117,7 +121,8 @@ void AfterForkInChild() noexcept { g_state.store(kOff, std::memory_order_release
 
 void CreateRing() noexcept {
   g_config = LoadConfig();
-  if (!g_config.disabled) g_ring = RingWriter::Create(g_config);
+  // Never destroyed: the watcher thread and late hooks may write until the very end.
+  if (!g_config.disabled) g_ring = RingWriter::Create(g_config).release();
   if (g_ring == nullptr) {
     g_state.store(kOff, std::memory_order_release);
     return;
@@ -391,7 +396,7 @@ void BeginCommTeardown(PendingCall* call, ApiFn fn, const void* comm) noexcept {
   if (!Ready(/*may_create=*/true)) return;
   InitRecord(&call->record, fn);
   CommFor(comm, &call->record);
-  call->stream = const_cast<void*>(comm);  // remembered for FinishCommTeardown
+  call->comm = comm;
   WriteEnter(call);
 }
 
@@ -408,7 +413,7 @@ void Finish(PendingCall* call, int result) noexcept {
   uint8_t flags = 0;
   // ncclInProgress: a non-blocking communicator enqueues later; an event now would
   // complete before the work exists, so such work is not tracked.
-  const bool enqueued = result == 0;
+  const bool enqueued = result == kNcclSuccess;
   if (ring::IsCollective(fn) || ring::IsP2p(fn)) {
     if (call->record.group_id == 0) {
       flags = enqueued ? TrackCompletion(*call, &call->stream, 1, false) : ring::kFlagNoCompletion;
@@ -431,7 +436,7 @@ void FinishCommCreated(PendingCall* call, int result, const void* new_comm) noex
   if (!call->recorded) return;
   const auto fn = static_cast<ApiFn>(call->record.fn);
   // ncclInProgress still hands out a valid handle (non-blocking init).
-  if ((result == 0 || result == 7) && new_comm != nullptr) {
+  if ((result == kNcclSuccess || result == kNcclInProgress) && new_comm != nullptr) {
     CommState* comm = RegisterComm(new_comm, call->record.comm_id, call->record.rank,
                                    call->record.nranks, /*known_at_init=*/true);
     if (comm != nullptr && (fn == ApiFn::kCommSplit || fn == ApiFn::kCommShrink)) {
@@ -441,7 +446,7 @@ void FinishCommCreated(PendingCall* call, int result, const void* new_comm) noex
     }
   }
   if (new_comm == nullptr) call->record.comm_id = 0;  // e.g. split with NCCL_SPLIT_NOCOLOR
-  if (CudaPresent() == false) ProbeCuda();  // the job has set up its device by now
+  ProbeCuda();  // the job has set up its device by now
   Finish(call, result);
 }
 
@@ -449,7 +454,7 @@ void FinishCommInitAll(PendingCall* call, int result, const void* const* comms) 
   if (!call->recorded) return;
   const int ndev = call->record.nranks;
   const uint64_t base_id = call->record.comm_id;
-  for (int i = 0; i < ndev && result == 0 && comms != nullptr; ++i) {
+  for (int i = 0; i < ndev && result == kNcclSuccess && comms != nullptr; ++i) {
     PendingCall per_comm = *call;
     per_comm.record.comm_id = HashCombine(base_id, static_cast<uint64_t>(i));
     per_comm.record.rank = i;
@@ -457,17 +462,16 @@ void FinishCommInitAll(PendingCall* call, int result, const void* const* comms) 
     RegisterComm(comms[i], per_comm.record.comm_id, i, ndev, /*known_at_init=*/true);
     AppendReturn(&per_comm, result, 0);
   }
-  if (result != 0) AppendReturn(call, result, 0);
+  if (result != kNcclSuccess) AppendReturn(call, result, 0);
   ProbeCuda();
 }
 
 void FinishCommTeardown(PendingCall* call, int result) noexcept {
   if (!call->recorded) return;
   const auto fn = static_cast<ApiFn>(call->record.fn);
-  if (result == 0 && (fn == ApiFn::kCommDestroy || fn == ApiFn::kCommAbort)) {
-    if (CommState* comm = FindComm(call->stream)) RetireComm(comm);
+  if (result == kNcclSuccess && (fn == ApiFn::kCommDestroy || fn == ApiFn::kCommAbort)) {
+    if (CommState* comm = FindComm(call->comm)) RetireComm(comm);
   }
-  call->stream = nullptr;
   AppendReturn(call, result, 0);
 }
 
@@ -478,7 +482,7 @@ void FinishQuery(PendingCall* call, int result, uint64_t value) noexcept {
 }
 
 void RecordAsyncError(const void* comm, int error) noexcept {
-  if (error == 0 || error == 7 || !Ready(/*may_create=*/false)) return;  // 7: in progress
+  if (error == kNcclSuccess || error == kNcclInProgress || !Ready(/*may_create=*/false)) return;
   CommState* state = FindComm(comm);
   if (state != nullptr &&
       state->last_async_error.exchange(error, std::memory_order_relaxed) == error) {

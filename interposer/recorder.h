@@ -18,6 +18,7 @@ struct PendingCall {
   uint64_t enter_index = 0;  // its ring index
   bool recorded = false;     // false: nothing to finish (recording off)
   void* stream = nullptr;    // where device work was enqueued (collectives, p2p)
+  const void* comm = nullptr;  // the communicator a teardown call ends
 };
 
 // Collectives and p2p. `root_or_peer` is ring::kUnset where the op has none.

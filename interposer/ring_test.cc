@@ -80,7 +80,7 @@ class RingTest : public ::testing::Test {
 TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
   setenv("RANK", "3", 1);
   setenv("WORLD_SIZE", "8", 1);
-  RingWriter* writer = RingWriter::Create(ConfigWith(1024));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1024));
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   ASSERT_NE(writer, nullptr);
@@ -115,7 +115,8 @@ TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
 }
 
 TEST_F(RingTest, RingFileIsPrivateToItsUser) {
-  ASSERT_NE(RingWriter::Create(ConfigWith(64)), nullptr);
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
   struct stat dir_info {};
   struct stat file_info {};
   ASSERT_EQ(stat((dir_ + "/rings").c_str(), &dir_info), 0);
@@ -127,11 +128,11 @@ TEST_F(RingTest, RingFileIsPrivateToItsUser) {
 TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
   constexpr int kThreads = 8;
   constexpr uint64_t kPerThread = 20000;
-  RingWriter* writer = RingWriter::Create(ConfigWith(1u << 18));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 18));
   ASSERT_NE(writer, nullptr);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([writer, t] {
+    threads.emplace_back([&writer, t] {
       for (uint64_t i = 0; i < kPerThread; ++i) writer->Append(PatternRecord(t * kPerThread + i));
     });
   }
@@ -156,7 +157,7 @@ TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
 }
 
 TEST_F(RingTest, WrapAroundOverwritesOldestAndCountsTheLoss) {
-  RingWriter* writer = RingWriter::Create(ConfigWith(64));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
   ASSERT_NE(writer, nullptr);
   for (uint64_t i = 0; i < 1000; ++i) writer->Append(PatternRecord(i));
   auto reader = RingReader::Open(OnlyRing());
@@ -178,7 +179,7 @@ TEST_F(RingTest, WrapAroundOverwritesOldestAndCountsTheLoss) {
 // A writer that reserved an index and died before committing: the live reader waits at
 // that record; a post-mortem reader counts it as torn and reads past it.
 TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
-  RingWriter* writer = RingWriter::Create(ConfigWith(256));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(256));
   ASSERT_NE(writer, nullptr);
   for (uint64_t i = 0; i < 10; ++i) writer->Append(PatternRecord(i));
   // Reserve index 10 the way Append does, but never commit it.
@@ -209,7 +210,7 @@ TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
 
 // Readers racing writers on a tiny ring never accept a torn copy as valid.
 TEST_F(RingTest, RacingReaderNeverSeesTornRecords) {
-  RingWriter* writer = RingWriter::Create(ConfigWith(64));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
   ASSERT_NE(writer, nullptr);
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
@@ -247,7 +248,7 @@ TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    RingWriter* writer = RingWriter::Create(ConfigWith(1u << 16));
+    std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 16));
     if (writer == nullptr) _exit(2);
     for (uint64_t i = 0; i < 5000; ++i) writer->Append(PatternRecord(i));
     const char byte = 1;
@@ -293,7 +294,8 @@ TEST_F(RingTest, FilesThatAreNotRingsGetClearErrors) {
   ASSERT_FALSE(opened.ok());
   EXPECT_NE(opened.status().message().find("wrong magic"), std::string::npos);
 
-  ASSERT_NE(RingWriter::Create(ConfigWith(64)), nullptr);
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
   const std::string good = OnlyRing();
   const std::string truncated = dir_ + "/truncated.ring";
   std::filesystem::copy_file(good, truncated);

@@ -51,18 +51,21 @@ void Warn(const char* what, const char* path, int error) noexcept {
 
 }  // namespace
 
-RingWriter* RingWriter::Create(const Config& config) noexcept {
+RingWriter::~RingWriter() {
+  if (header_ != nullptr) munmap(header_, header_->file_bytes);
+}
+
+std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   char host[ring::kHostBytes] = {};
   gethostname(host, sizeof host - 1);
   const pid_t pid = getpid();
 
-  auto* writer = new (std::nothrow) RingWriter();
+  std::unique_ptr<RingWriter> writer(new (std::nothrow) RingWriter());
   if (writer == nullptr) return nullptr;
   std::snprintf(writer->path_, sizeof writer->path_, "%s/%s.%s.%d.ring", config.ring_dir,
                 config.job, host, static_cast<int>(pid));
   if (!EnsurePrivateDirectory(config.ring_dir)) {
     Warn("cannot use ring folder", config.ring_dir, errno);
-    delete writer;
     return nullptr;
   }
 
@@ -71,7 +74,6 @@ RingWriter* RingWriter::Create(const Config& config) noexcept {
   const int fd = open(writer->path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     Warn("cannot create ring", writer->path_, errno);
-    delete writer;
     return nullptr;
   }
   const uint64_t bytes = ring::RingFileBytes(config.ring_records, ring::kDefaultStringCapacity);
@@ -85,7 +87,6 @@ RingWriter* RingWriter::Create(const Config& config) noexcept {
   if (map == MAP_FAILED) {
     Warn("cannot reserve ring", writer->path_, map_error);
     unlink(writer->path_);
-    delete writer;
     return nullptr;
   }
 

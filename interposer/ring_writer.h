@@ -5,6 +5,7 @@
 #define COLLWATCH_INTERPOSER_RING_WRITER_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "interposer/config.h"
 #include "interposer/ring_format.h"
@@ -16,7 +17,11 @@ class RingWriter {
   // Creates (or replaces a stale) ring file for this process and maps it. Returns
   // nullptr and writes one line on stderr when the folder is unwritable, the disk is
   // full or mapping fails: the caller then stops recording.
-  static RingWriter* Create(const Config& config) noexcept;
+  // The interposer keeps its writer for the life of the process (release()).
+  static std::unique_ptr<RingWriter> Create(const Config& config) noexcept;
+  ~RingWriter();
+  RingWriter(const RingWriter&) = delete;
+  RingWriter& operator=(const RingWriter&) = delete;
 
   // Appends one record (its `commit` field is ignored) and returns its index.
   uint64_t Append(const ring::Record& record) noexcept {

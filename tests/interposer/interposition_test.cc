@@ -68,7 +68,7 @@ std::vector<std::string> EnterNames(const RankTrace& trace) {
 class InterpositionTest : public ::testing::Test {
  protected:
   std::map<std::string, std::string> PreloadEnv() const {
-    return {{"LD_PRELOAD", COLLWATCH_PRELOAD_PATH},
+    return {{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
             {"NVTX_INJECTION64_PATH", COLLWATCH_PRELOAD_PATH},
             {"COLLWATCH_RING_DIR", RingDir()},
             {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
