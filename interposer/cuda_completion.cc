@@ -88,13 +88,10 @@ EventPool* PoolForCurrentContext(uint32_t* pool_index) noexcept {
 
 }  // namespace
 
-void ProbeCuda() noexcept {
-  if (g_cuda_state.load(std::memory_order_acquire) == 1) return;
+// One probe: fills g_driver and returns kCudaPresent, or returns kCudaAbsent.
+int ProbeOnce() noexcept {
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
-  if (library == nullptr) {
-    g_cuda_state.store(2, std::memory_order_release);
-    return;
-  }
+  if (library == nullptr) return kCudaAbsent;
   Driver driver{};
   const bool complete =
       Resolve(library, "cuCtxGetCurrent", &driver.ctx_get_current) &&
@@ -106,15 +103,21 @@ void ProbeCuda() noexcept {
       Resolve(library, "cuThreadExchangeStreamCaptureMode", &driver.exchange_capture_mode);
   CUcontext context = nullptr;
   // A driver without a current context (e.g. a CPU backend in a process that merely
-  // loaded CUDA) cannot have device work to track.
+  // loaded CUDA) cannot have device work to track. The library stays loaded (it was).
   if (!complete || driver.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) {
-    g_cuda_state.store(2, std::memory_order_release);
-    return;
+    dlclose(library);
+    return kCudaAbsent;
   }
-  int expected = g_cuda_state.load(std::memory_order_acquire);
-  if (expected == 1) return;
   g_driver = driver;
-  g_cuda_state.store(1, std::memory_order_release);
+  return kCudaPresent;
+}
+
+void ProbeCuda() noexcept {
+  int state = g_cuda_state.load(std::memory_order_acquire);
+  if (state == kCudaPresent || state == kCudaProbing) return;
+  // One prober at a time; a thread that loses the race simply does not probe now.
+  if (!g_cuda_state.compare_exchange_strong(state, kCudaProbing, std::memory_order_acq_rel)) return;
+  g_cuda_state.store(ProbeOnce(), std::memory_order_release);
 }
 
 bool IsCapturingSlow(void* stream) noexcept {

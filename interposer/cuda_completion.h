@@ -30,9 +30,13 @@ enum class Tracking { kTracked, kUntracked };
 // success; call it after communicator creation (by then the job has initialised CUDA).
 void ProbeCuda() noexcept;
 
-// 0 unknown, 1 present, 2 absent (sticky once present). Read on every call.
+// Whether device work can be tracked: read on every call. Present is sticky; absent is
+// probed again at the next communicator creation.
+enum CudaState : int { kCudaUnknown = 0, kCudaPresent = 1, kCudaAbsent = 2, kCudaProbing = 3 };
 extern std::atomic<int> g_cuda_state;
-inline bool CudaPresent() noexcept { return g_cuda_state.load(std::memory_order_acquire) == 1; }
+inline bool CudaPresent() noexcept {
+  return g_cuda_state.load(std::memory_order_acquire) == kCudaPresent;
+}
 
 // True when `stream` is capturing a CUDA graph (then nothing may be recorded on it).
 bool IsCapturingSlow(void* stream) noexcept;
