@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -261,6 +263,10 @@ TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
   }
   EXPECT_EQ(live[1].OfKind(RecordKind::kEnter).size(), live[1].OfKind(RecordKind::kReturn).size());
   EXPECT_TRUE(live[1].reader->WriterProcessAlive());
+  // The watcher thread keeps beating while the rank's main thread is stuck in NCCL.
+  const uint64_t beat = live[0].reader->heartbeat_ns();
+  usleep(300000);
+  EXPECT_GT(live[0].reader->heartbeat_ns(), beat);
 
   job.KillGroup();
   // SIGKILL is delivered asynchronously: give the ranks a moment to be gone.
@@ -295,6 +301,77 @@ TEST_F(InterpositionTest, ForkedWorkerWritesNothingIntoItsParentsRing) {
       EXPECT_NE(static_cast<ApiFn>(record.fn), ApiFn::kGetErrorString);
     }
   }
+}
+
+TEST_F(InterpositionTest, CommunicatorLifecycleCornersAreRecorded) {
+  Subprocess job(RanksCommand(2, "lifecycle"), PreloadEnv());
+  ASSERT_EQ(job.Wait(60), 0);
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), true);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(EnterNames(ranks[0]),
+            (std::vector<std::string>{"GetUniqueId", "CommInitRank", "CommSplit", "CommShrink",
+                                      "CommDestroy", "CommDestroy", "CommInitAll", "GroupStart",
+                                      "AllReduce", "AllReduce", "GroupEnd", "CommDestroy",
+                                      "CommDestroy", "CommAbort"}));
+  EXPECT_EQ(EnterNames(ranks[1]),
+            (std::vector<std::string>{"CommInitRank", "CommSplit", "CommAbort"}));
+
+  auto returns_of = [](const RankTrace& trace, ApiFn fn) {
+    std::vector<ring::Record> out;
+    for (const ring::Record& record : trace.OfKind(RecordKind::kReturn)) {
+      if (static_cast<ApiFn>(record.fn) == fn) out.push_back(record);
+    }
+    return out;
+  };
+  // Rank 1 opted out of the split: no communicator; both ranks counted the split.
+  const ring::Record split0 = returns_of(ranks[0], ApiFn::kCommSplit).at(0);
+  const ring::Record split1 = returns_of(ranks[1], ApiFn::kCommSplit).at(0);
+  EXPECT_NE(split0.comm_id, 0u);
+  EXPECT_EQ(split0.rank, 0);
+  EXPECT_EQ(split0.nranks, 1);
+  EXPECT_EQ(split1.comm_id, 0u);
+  EXPECT_EQ(split0.aux2, split1.aux2) << "same child serial on every member of the parent";
+  // The shrink is the parent's second child; its communicator has only rank 0.
+  const ring::Record shrink = returns_of(ranks[0], ApiFn::kCommShrink).at(0);
+  EXPECT_EQ(shrink.aux2, 2u);
+  EXPECT_EQ(shrink.aux1, 1u);  // one excluded rank
+  EXPECT_EQ(shrink.nranks, 1);
+  // InitAll: one return per communicator, distinct ids, ranks 0 and 1 of 2; the grouped
+  // all-reduces name them.
+  const std::vector<ring::Record> init_all = returns_of(ranks[0], ApiFn::kCommInitAll);
+  ASSERT_EQ(init_all.size(), 2u);
+  EXPECT_NE(init_all[0].comm_id, init_all[1].comm_id);
+  std::set<uint64_t> all_reduce_comms;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(init_all[i].rank, i);
+    EXPECT_EQ(init_all[i].nranks, 2);
+  }
+  for (const ring::Record& record : returns_of(ranks[0], ApiFn::kAllReduce)) {
+    all_reduce_comms.insert(record.comm_id);
+    EXPECT_EQ(record.seq, 1u);
+    EXPECT_NE(record.group_id, 0u);
+  }
+  EXPECT_EQ(all_reduce_comms, (std::set<uint64_t>{init_all[0].comm_id, init_all[1].comm_id}));
+}
+
+// The ring cannot be created: the job runs exactly as without collwatch, with one
+// warning per process, and nothing is written.
+TEST_F(InterpositionTest, UnwritableRingFolderWarnsAndChangesNothing) {
+  std::map<std::string, std::string> env = PreloadEnv();
+  env["COLLWATCH_RING_DIR"] = "/proc/collwatch-cannot-exist";
+  const std::string log = dir_.path() + "/stderr.log";
+  Subprocess job({"/bin/sh", "-c", std::string(COLLWATCH_NCCL_RANKS_PATH) + " 2 all " +
+                                       dir_.path() + " 2> " + log},
+                 env);
+  ASSERT_EQ(job.Wait(60), 0);
+  std::ifstream file(log);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  size_t warnings = 0;
+  for (size_t at = text.find("collwatch: cannot use ring folder"); at != std::string::npos;
+       at = text.find("collwatch: cannot use ring folder", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 2u) << text;
 }
 
 TEST_F(InterpositionTest, ProcessWithoutNcclCreatesNothing) {

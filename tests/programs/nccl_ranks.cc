@@ -156,6 +156,39 @@ void RunForkPlan(ncclComm_t comm) {
   CHECK_NCCL(ncclCommDestroy(comm));
 }
 
+// Communicator lifecycle corners, 2 ranks: a split where rank 1 opts out
+// (NCCL_SPLIT_NOCOLOR), a shrink that drops rank 1, an abort whose asynchronous error is
+// polled repeatedly, and ncclCommInitAll of two communicators in one process driven by
+// one group.
+void RunLifecyclePlan(ncclComm_t comm) {
+  ncclComm_t child = nullptr;
+  CHECK_NCCL(ncclCommSplit(comm, g_rank == 1 ? NCCL_SPLIT_NOCOLOR : 0, g_rank, &child, nullptr));
+  Expect((child == nullptr) == (g_rank == 1), "split with NCCL_SPLIT_NOCOLOR");
+  if (g_rank == 0) {
+    int excluded = 1;
+    ncclComm_t alone = nullptr;
+    CHECK_NCCL(ncclCommShrink(comm, &excluded, 1, &alone, nullptr, NCCL_SHRINK_DEFAULT));
+    int count = 0;
+    CHECK_NCCL(ncclCommCount(alone, &count));
+    Expect(count == 1, "shrink");
+    CHECK_NCCL(ncclCommDestroy(alone));
+    CHECK_NCCL(ncclCommDestroy(child));
+
+    ncclComm_t pair[2] = {nullptr, nullptr};
+    CHECK_NCCL(ncclCommInitAll(pair, 2, nullptr));
+    float in[2] = {1.0f, 2.0f};
+    float out[2] = {0.0f, 0.0f};
+    CHECK_NCCL(ncclGroupStart());
+    for (int i = 0; i < 2; ++i) {
+      CHECK_NCCL(ncclAllReduce(&in[i], &out[i], 1, ncclFloat32, ncclSum, pair[i], nullptr));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+    Expect(out[0] == 3.0f && out[1] == 3.0f, "InitAll group all-reduce");
+    for (ncclComm_t c : pair) CHECK_NCCL(ncclCommDestroy(c));
+  }
+  CHECK_NCCL(ncclCommAbort(comm));
+}
+
 int RunRank(const std::string& plan, const std::string& dir) {
   ncclUniqueId id = collwatch::programs::ExchangeUniqueId(g_rank, dir);
   ncclComm_t comm = nullptr;
@@ -166,6 +199,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunSkipPlan(comm);
   } else if (plan == "fork") {
     RunForkPlan(comm);
+  } else if (plan == "lifecycle") {
+    RunLifecyclePlan(comm);
   } else {
     std::fprintf(stderr, "unknown plan %s\n", plan.c_str());
     return 2;
@@ -178,7 +213,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|fork) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|fork|lifecycle) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
