@@ -37,7 +37,7 @@ RingContents ReadWholeRing(std::unique_ptr<RingReader> reader) {
   RingContents contents;
   contents.writer_gone =
       reader->writer_state() != ring::WriterState::kRunning || !reader->WriterProcessAlive();
-  contents.batch = reader->ReadFrom(0, std::numeric_limits<size_t>::max(), contents.writer_gone);
+  contents.batch = reader->ReadAll(contents.writer_gone);
   contents.reader = std::move(reader);
   return contents;
 }
@@ -52,10 +52,11 @@ nlohmann::json RingToJson(const RingContents& contents) {
           {"rank", id.rank},
           {"local_rank", id.local_rank},
           {"world_size", id.world_size},
-          {"capacity", id.record_capacity},
+          {"lanes", id.lane_count},
+          {"lane_capacity", id.lane_capacity},
           {"start_realtime_ns", id.start_realtime_ns},
           {"start_monotonic_ns", id.start_monotonic_ns},
-          {"write_index", contents.reader->write_index()},
+          {"records_written", contents.reader->records_written()},
           {"heartbeat_ns", contents.reader->heartbeat_ns()},
           {"writer_state", WriterStateName(contents.reader->writer_state())},
           {"writer_gone", contents.writer_gone},
@@ -69,23 +70,27 @@ void PrintRingText(const RingContents& contents, std::ostream& out) {
   const RingIdentity& id = contents.reader->identity();
   out << absl::StrFormat(
       "ring %s\n  host=%s job=%s pid=%d rank=%d local_rank=%d world_size=%d state=%s%s\n"
-      "  records=%d lost=%d torn=%d dropped=%d capacity=%d\n",
+      "  records=%d lost=%d torn=%d dropped=%d lanes=%d x %d records\n",
       id.path, id.host, id.job, id.pid, id.rank, id.local_rank, id.world_size,
       WriterStateName(contents.reader->writer_state()),
       contents.writer_gone ? " (writer gone)" : "", contents.batch.records.size(),
-      contents.batch.lost, contents.batch.torn, contents.reader->dropped(), id.record_capacity);
-  out << absl::StrFormat("  %8s %12s %-8s %-18s %-16s %7s %6s %10s %-9s %-6s %5s %5s %-28s %s\n",
-                         "index", "t_ms", "kind", "fn", "comm", "rank", "seq", "count", "dtype",
+      contents.batch.lost, contents.batch.torn, contents.reader->dropped(), id.lane_count,
+      id.lane_capacity);
+  out << absl::StrFormat("  %10s %12s %-8s %-18s %-16s %7s %6s %10s %-9s %-6s %5s %5s %-28s %s\n",
+                         "lane:index", "t_ms", "kind", "fn", "comm", "rank", "seq", "count", "dtype",
                          "op", "peer", "group", "region", "result/flags");
   for (const IndexedRecord& item : contents.batch.records) {
     const ring::Record& r = item.record;
     const double t_ms = static_cast<double>(r.t_ns - id.start_monotonic_ns) / 1e6;
     std::string rank = r.rank == ring::kUnset ? "-" : absl::StrCat(r.rank, "/", r.nranks);
     std::string extra = absl::StrCat("r=", r.result);
-    if (r.kind != static_cast<uint16_t>(RecordKind::kEnter)) absl::StrAppend(&extra, " ref=", r.ref_index);
+    if (r.kind != static_cast<uint16_t>(RecordKind::kEnter)) {
+      absl::StrAppend(&extra, " ref=", r.ref_lane, ":", r.ref_index);
+    }
     if (r.flags != 0) absl::StrAppend(&extra, " ", FlagNames(r.flags));
     out << absl::StrFormat(
-        "  %8d %12.3f %-8s %-18s %016x %7s %6d %10d %-9s %-6s %5s %5d %-28s %s\n", item.index,
+        "  %10s %12.3f %-8s %-18s %016x %7s %6d %10d %-9s %-6s %5s %5d %-28s %s\n",
+        absl::StrCat(item.lane, ":", item.index),
         t_ms, RecordKindName(static_cast<RecordKind>(r.kind)),
         ApiFnName(static_cast<ApiFn>(r.fn)), r.comm_id, rank, r.seq, r.count,
         DtypeName(r.dtype), RedOpName(r.redop),
@@ -101,6 +106,7 @@ nlohmann::json RecordToJson(const RingReader& reader, const IndexedRecord& item)
   nlohmann::json json = {
       {"type", "record"},
       {"ring_pid", reader.identity().pid},
+      {"lane", item.lane},
       {"index", item.index},
       {"kind", RecordKindName(static_cast<RecordKind>(r.kind))},
       {"fn", ApiFnName(static_cast<ApiFn>(r.fn))},
@@ -115,6 +121,7 @@ nlohmann::json RecordToJson(const RingReader& reader, const IndexedRecord& item)
       {"stream", r.stream},
       {"group", r.group_id},
       {"t_ns", r.t_ns},
+      {"ref_lane", r.ref_lane},
       {"ref", r.ref_index},
       {"region", reader.RegionName(r.region_id)},
       {"tid", r.tid},

@@ -36,11 +36,11 @@ class RingDumpTest : public ::testing::Test {
     record.dtype = 9;  // bfloat16
     record.redop = 0;
     record.root_or_peer = ring::kUnset;
-    writer_->Append(record);
+    writer_->Append(RingWriter::kSharedLane, record);
     record.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
     record.ref_index = 0;
     record.flags = ring::kFlagCompletesAtReturn;
-    writer_->Append(record);
+    writer_->Append(RingWriter::kSharedLane, record);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -37,9 +37,16 @@ Config LoadConfig() noexcept {
   if (const char* value = Env("COLLWATCH_RING_RECORDS")) {
     char* end = nullptr;
     unsigned long long records = std::strtoull(value, &end, 10);
-    // Bounds: at least a few pages of records, at most 1 GiB of ring.
-    if (end != value && *end == '\0' && records >= 64 && records <= (1ull << 23)) {
+    // Bounds: at least a few pages of records, at most 128 MiB per lane.
+    if (end != value && *end == '\0' && records >= 64 && records <= (1ull << 20)) {
       config.ring_records = RoundUpToPowerOfTwo(records);
+    }
+  }
+  if (const char* value = Env("COLLWATCH_RING_LANES")) {
+    char* end = nullptr;
+    unsigned long lanes = std::strtoul(value, &end, 10);
+    if (end != value && *end == '\0' && lanes >= 2 && lanes <= 64) {
+      config.ring_lanes = static_cast<uint32_t>(lanes);
     }
   }
   if (const char* value = Env("COLLWATCH_RING_DIR")) {

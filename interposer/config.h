@@ -18,7 +18,10 @@ struct EnvVar {
 inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_DISABLE", "0", "1: forward every call without recording anything"},
     {"COLLWATCH_RING_DIR", "", "folder of the ring files (default /dev/shm/collwatch-<uid>)"},
-    {"COLLWATCH_RING_RECORDS", "65536", "records per ring, rounded up to a power of two"},
+    {"COLLWATCH_RING_RECORDS", "32768",
+     "records per lane (128 bytes each), rounded up to a power of two"},
+    {"COLLWATCH_RING_LANES", "4",
+     "lanes per ring: lane 0 shared, one owned lane per NCCL-calling thread after that"},
     {"COLLWATCH_JOB_ID", "",
      "job name in ring names (default TORCHELASTIC_RUN_ID, SLURM_JOB_ID, else 'local')"},
     {"COLLWATCH_COMPLETION", "auto",
@@ -30,7 +33,8 @@ struct Config {
   bool disabled = false;
   bool completion = true;
   bool verbose = false;
-  uint64_t ring_records = 1u << 16;
+  uint64_t ring_records = 1u << 15;  // per lane
+  uint32_t ring_lanes = 4;
   char ring_dir[256] = {};
   char job[64] = {};
 };

@@ -14,7 +14,8 @@ namespace collwatch {
 
 // What a kComplete record needs, carried from the hot path to the watcher.
 struct CompletionRequest {
-  uint64_t ref_index = 0;  // record index of the kEnter the completion refers to
+  uint64_t ref_index = 0;  // (lane, index) of the kEnter the completion refers to
+  uint16_t lane = 0;
   uint64_t group_id = 0;
   uint64_t stream = 0;
   uint64_t comm_id = 0;

@@ -52,6 +52,8 @@ struct ThreadState {
   const void* last_comm_handle;  // one-entry cache in front of FindComm
   CommState* last_comm;
   uint32_t tid;
+  uint32_t lane;       // ring lane of this thread (RingWriter::kSharedLane until claimed)
+  bool lane_claimed;
   int32_t group_depth;
   uint64_t group_id;
   uint32_t group_stream_count;
@@ -63,6 +65,34 @@ COLLWATCH_TLS ThreadState t_thread{};
 COLLWATCH_HOT uint32_t ThreadId() noexcept {
   if (t_thread.tid == 0) t_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
   return t_thread.tid;
+}
+
+pthread_key_t g_lane_key;  // its destructor gives a lane back when its thread exits
+
+void ReleaseLaneAtThreadExit(void* lane_plus_one) noexcept {
+  if (g_state.load(std::memory_order_acquire) != kRecording) return;
+  g_ring->ReleaseLane(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(lane_plus_one) - 1));
+}
+
+__attribute__((noinline)) void ClaimLane(ThreadState& thread) noexcept {
+  thread.lane = g_ring->ClaimLane(ThreadId());
+  thread.lane_claimed = true;
+  if (thread.lane != RingWriter::kSharedLane) {
+    pthread_setspecific(g_lane_key, reinterpret_cast<void*>(uintptr_t{thread.lane} + 1));
+  }
+}
+
+// The calling thread's lane, claimed on its first record.
+COLLWATCH_HOT uint32_t ThreadLane() noexcept {
+  ThreadState& thread = t_thread;
+  if (!thread.lane_claimed) [[unlikely]] ClaimLane(thread);
+  return thread.lane;
+}
+
+// Calls whose return changes nothing but result and flags can return in place.
+constexpr bool ReturnsInPlace(ApiFn fn) {
+  return ring::IsCollective(fn) || ring::IsP2p(fn) || fn == ApiFn::kGroupStart ||
+         fn == ApiFn::kGroupEnd || fn == ApiFn::kGroupSimulateEnd;
 }
 
 void OnCompletion(const CompletionRequest& request, uint64_t observed_ns,
@@ -79,10 +109,11 @@ void OnCompletion(const CompletionRequest& request, uint64_t observed_ns,
   record.seq = request.seq;
   record.stream = request.stream;
   record.group_id = request.group_id;
+  record.ref_lane = request.lane;
   record.ref_index = request.ref_index;
   record.t_ns = observed_ns;
   record.result = cuda_status;
-  g_ring->Append(record);
+  g_ring->Append(ThreadLane(), record);
 }
 
 void* WatcherMain(void*) noexcept {
@@ -128,6 +159,7 @@ void CreateRing() noexcept {
     return;
   }
   MirrorRegionsInto(g_ring->strings(), g_ring->string_capacity());
+  pthread_key_create(&g_lane_key, &ReleaseLaneAtThreadExit);
   if (g_config.verbose) std::fprintf(stderr, "collwatch: recording to %s\n", g_ring->path());
   pthread_atfork(nullptr, nullptr, &AfterForkInChild);
   g_state.store(kRecording, std::memory_order_release);
@@ -164,7 +196,7 @@ COLLWATCH_HOT void InitRecord(Record* record, ApiFn fn) noexcept {
   record->fn = static_cast<uint16_t>(fn);
   record->dtype = ring::kNoDtype;
   record->flags = 0;
-  record->reserved0 = 0;
+  record->ref_lane = 0;
   record->redop = ring::kUnset;
   record->root_or_peer = ring::kUnset;
   record->comm_id = 0;
@@ -186,8 +218,13 @@ COLLWATCH_HOT void InitRecord(Record* record, ApiFn fn) noexcept {
 }
 
 COLLWATCH_HOT void WriteEnter(PendingCall* call) noexcept {
+  call->lane = ThreadLane();
+  if (call->lane != RingWriter::kSharedLane &&
+      ReturnsInPlace(static_cast<ApiFn>(call->record.fn))) {
+    call->record.flags |= ring::kFlagReturnsInPlace;
+  }
   call->record.t_ns = MonotonicNs();
-  call->enter_index = g_ring->Append(call->record);
+  call->enter_index = g_ring->Append(call->lane, call->record);
   call->recorded = true;
 }
 
@@ -251,19 +288,26 @@ COLLWATCH_HOT void BeginDeviceWork(PendingCall* call, void* stream) noexcept {
   }
 }
 
-// Turns the call's kEnter record into its kReturn (the enter was written already).
+// Records the call's return: into its kEnter's slot where it was written to return in
+// place, else as a kReturn record made from the kEnter.
 COLLWATCH_HOT void AppendReturn(PendingCall* call, int result, uint8_t extra_flags) noexcept {
   Record& record = call->record;
-  record.kind = static_cast<uint16_t>(RecordKind::kReturn);
   record.flags |= extra_flags;
+  if (record.flags & ring::kFlagReturnsInPlace) {
+    g_ring->ReturnInPlace(call->lane, call->enter_index, MonotonicNs(), result, record.flags);
+    return;
+  }
+  record.kind = static_cast<uint16_t>(RecordKind::kReturn);
   record.result = result;
+  record.ref_lane = static_cast<uint16_t>(call->lane);
   record.ref_index = call->enter_index;
   record.t_ns = MonotonicNs();
-  g_ring->Append(record);
+  g_ring->Append(call->lane, record);
 }
 
 CompletionRequest RequestFor(const PendingCall& call) noexcept {
   CompletionRequest request;
+  request.lane = static_cast<uint16_t>(call.lane);
   request.ref_index = call.enter_index;
   request.group_id = call.record.group_id;
   request.comm_id = call.record.comm_id;
@@ -494,7 +538,7 @@ void RecordAsyncError(const void* comm, int error) noexcept {
   CommFor(comm, &record);
   record.result = error;
   record.t_ns = MonotonicNs();
-  g_ring->Append(record);
+  g_ring->Append(ThreadLane(), record);
 }
 
 // A normal exit marks the ring so readers can tell a finished rank from a killed one.

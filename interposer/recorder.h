@@ -15,7 +15,8 @@ namespace collwatch {
 // A call in flight: the hook keeps it on its stack between Begin* and Finish*.
 struct PendingCall {
   ring::Record record;       // the kEnter record as written (set by Begin*)
-  uint64_t enter_index = 0;  // its ring index
+  uint32_t lane = 0;         // its ring lane
+  uint64_t enter_index = 0;  // its index in that lane
   bool recorded = false;     // false: nothing to finish (recording off)
   void* stream = nullptr;    // where device work was enqueued (collectives, p2p)
   const void* comm = nullptr;  // the communicator a teardown call ends

@@ -17,36 +17,51 @@ namespace collwatch::ring {
 //                            | Header (kHeaderBytes)                      |
 //                            |   identity: magic, version, sizes, pid,   |
 //                            |   host, job, RANK/LOCAL_RANK/WORLD_SIZE   |
-//                            |   live: write_index, heartbeat, dropped   |
+//                            |   live: heartbeat, dropped, writer state  |
 //   strings_offset           +-------------------------------------------+
 //                            | StringSlot[string_capacity]               |
 //                            |   interned NVTX region names; id = i + 1  |
-//   records_offset           +-------------------------------------------+
-//                            | Record[record_capacity]                   |
-//                            |   record with index n lives in slot       |
-//                            |   n % record_capacity (capacity is 2^k)   |
+//   lanes_offset             +-------------------------------------------+
+//                            | lane 0: LaneHeader, Record[lane_capacity] |  shared lane
+//   + lane_bytes             | lane 1: LaneHeader, Record[lane_capacity] |  owned lanes
+//                            | ...                                       |
 //   file_bytes               +-------------------------------------------+
 //
-// All-zero means empty everywhere: a new file is created sparse and zero-filled.
-// The writer fills the identity fields and stores `magic` last (release); a reader
-// that sees another magic treats the file as not ready (or not a ring).
+// All-zero means empty everywhere: a new file is created zero-filled. The writer fills
+// the identity fields and stores `magic` last (release); a reader that sees another
+// magic treats the file as not ready (or not a ring).
 //
-// Writing a record (any thread, never blocks):
-//   1. n = write_index.fetch_add(1, relaxed)           -- reserve index n
-//   2. slot = records[n % capacity]
-//      slot.commit.store(0, relaxed); fence(release)    -- slot now "being written"
+// Lanes. A writing thread owns a lane for its lifetime (claimed with a CAS on
+// `owner_tid`, released at thread exit), so the records of one lane are one thread's, in
+// order, and writers never share a cache line. Threads beyond the owned lanes share
+// lane 0. A record is named by (lane, index); record n of a lane lives in slot
+// n % lane_capacity (a power of two).
+//
+// Writing record n (never blocks):
+//   1. reserve n: shared lane n = write_index.fetch_add(1); owned lane n = write_index,
+//      then write_index.store(n + 1)                  -- "reserved"
+//   2. slot.commit.store(0, relaxed); fence(release)   -- slot now "being written"
 //   3. store the payload words (relaxed atomic stores)
-//   4. slot.commit.store(n + 1, release)                -- slot now "holds record n"
-// A full ring simply overwrites the oldest slot: records with index
-// < write_index - capacity are lost, and a reader counts them from write_index.
+//   4. slot.commit.store(n + 1, release)               -- slot now "holds record n"
+// A full lane overwrites its oldest slot: records with index < write_index - capacity
+// are lost, and a reader counts them from write_index.
+//
+// Returning in place. A kEnter written to an owned lane with kFlagReturnsInPlace set
+// gets its return written into the same slot by the same thread (nothing else can
+// reach that slot meanwhile): return_ns, result and the return flags, then
+// commit.store((n + 1) | kCommitReturned, release). Calls that change the record at
+// return (communicator creation, queries) and calls on the shared lane write a separate
+// kReturn record instead. Readers present both forms the same way (a kEnter followed by
+// its kReturn).
 //
 // Reading record n (a seqlock; the reader never writes):
 //   c1 = slot.commit.load(acquire); copy payload (relaxed loads); fence(acquire);
 //   c2 = slot.commit.load(relaxed)
-//   c1 == c2 == n + 1          -> the record is valid
+//   c1 & ~kCommitReturned == n + 1 and c2 == c1  -> valid (returned if the bit is set)
+//   c2 == c1 | kCommitReturned                   -> returned during the copy: read again
 //   c1 == 0 or c1 < n + 1      -> not yet committed (writer still in step 2-3, or a
 //                                 writer died there: after a grace period, "torn")
-//   c1 > n + 1 or c1 != c2     -> overwritten by a later lap: "lost"
+//   otherwise                  -> overwritten by a later lap: "lost"
 //
 // Slot states of a string slot (owner of each transition in brackets):
 //   kStringEmpty --[writer CAS]--> kStringWriting --[writer store]--> kStringReady
@@ -55,14 +70,17 @@ namespace collwatch::ring {
 // A string slot is never rewritten once ready; id 0 means "no region".
 
 inline constexpr uint64_t kMagic = 0x31474e4952574301ull;  // "\x01CWRING1" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kRecordBytes = 128;
 inline constexpr uint32_t kStringSlotBytes = 128;
 inline constexpr uint32_t kMaxStringBytes = kStringSlotBytes - 16;  // payload per name
 inline constexpr uint32_t kHostBytes = 64;
 inline constexpr uint32_t kJobBytes = 64;
-inline constexpr uint64_t kDefaultRecordCapacity = 1u << 16;  // 8 MiB of records
+inline constexpr uint32_t kLaneHeaderBytes = 64;
+inline constexpr uint64_t kDefaultLaneCapacity = 1u << 15;  // records per lane (4 MiB)
+inline constexpr uint32_t kDefaultLanes = 4;                // lane 0 shared + 3 owned
+inline constexpr uint64_t kCommitReturned = 1ull << 63;     // commit bit: returned in place
 inline constexpr uint64_t kDefaultStringCapacity = 4096;      // 512 KiB of names
 inline constexpr int32_t kUnset = -1;                         // int fields: "not known"
 inline constexpr uint8_t kNoDtype = 0xff;
@@ -72,7 +90,7 @@ inline constexpr uint8_t kNoDtype = 0xff;
 enum class RecordKind : uint16_t {
   kEmpty = 0,
   kEnter = 1,     // a call entered: full signature, t_ns = enter time
-  kReturn = 2,    // the call returned: same signature, ref_index = its kEnter, result
+  kReturn = 2,    // the call returned: same signature, (ref_lane, ref_index) = its kEnter
   kComplete = 3,  // device work finished: ref_index = kEnter (or kEnter of the
                   // GroupEnd for grouped ops: every op of group_id on `stream`)
   kAsyncError = 4,  // ncclCommGetAsyncError reported a new error (result)
@@ -129,6 +147,9 @@ inline constexpr uint8_t kFlagCaptured = 1 << 0;           // stream was capturi
 inline constexpr uint8_t kFlagCompletesAtReturn = 1 << 1;  // no device work: return == completion
 inline constexpr uint8_t kFlagUnknownComm = 1 << 2;        // communicator not seen at init
 inline constexpr uint8_t kFlagNoCompletion = 1 << 3;       // completion not tracked (pool full)
+inline constexpr uint8_t kFlagReturnsInPlace = 1 << 4;     // kEnter: its return comes in place
+// Flags a return adds; a reader shows them on the kReturn only.
+inline constexpr uint8_t kReturnFlags = kFlagCompletesAtReturn | kFlagNoCompletion;
 
 // One record: 16 words. Field meaning by kind and fn:
 //   comm_id      communicator id, equal on all its ranks (0: none / unknown)
@@ -151,7 +172,7 @@ struct Record {
   uint16_t fn;                   // ApiFn
   uint8_t dtype;
   uint8_t flags;
-  uint16_t reserved0;
+  uint16_t ref_lane;   // kReturn, kComplete: lane of the kEnter it refers to
   int32_t redop;
   int32_t root_or_peer;
   uint64_t comm_id;
@@ -162,10 +183,13 @@ struct Record {
   uint64_t stream;     // cudaStream_t value as an integer
   uint64_t group_id;
   uint64_t t_ns;       // CLOCK_MONOTONIC: enter / return / completion time by kind
-  uint64_t ref_index;  // kReturn, kComplete: index of the kEnter it refers to
+  union {
+    uint64_t ref_index;  // kReturn, kComplete: index of the kEnter it refers to
+    uint64_t return_ns;  // kEnter returned in place: the return time
+  };
   uint32_t region_id;  // innermost NVTX range of the calling thread (0: none)
   uint32_t tid;        // kernel thread id of the caller
-  int32_t result;      // ncclResult_t (kReturn, kAsyncError), else 0
+  int32_t result;      // ncclResult_t (kReturn, kAsyncError, kEnter returned in place)
   uint32_t reserved1;
   uint64_t aux0;
   uint64_t aux1;
@@ -180,8 +204,11 @@ struct Header {
   uint32_t header_bytes;
   uint32_t record_bytes;
   uint32_t string_slot_bytes;
-  uint64_t record_capacity;  // power of two
-  uint64_t records_offset;
+  uint32_t lane_count;       // lanes, lane 0 shared
+  uint32_t lane_header_bytes;
+  uint64_t lane_capacity;    // records per lane, a power of two
+  uint64_t lanes_offset;
+  uint64_t lane_bytes;       // lane_header_bytes + lane_capacity * record_bytes
   uint64_t string_capacity;
   uint64_t strings_offset;
   uint64_t file_bytes;
@@ -193,7 +220,6 @@ struct Header {
   uint64_t start_monotonic_ns;  // creation: convert record times to wall time
   char host[kHostBytes];        // NUL-terminated, truncated
   char job[kJobBytes];          // COLLWATCH_JOB_ID / TORCHELASTIC_RUN_ID / SLURM_JOB_ID
-  alignas(64) std::atomic<uint64_t> write_index;  // next record index to reserve
   alignas(64) std::atomic<uint64_t> heartbeat_ns;  // watcher thread, every 100 ms
   std::atomic<uint64_t> dropped;       // records or names the writer could not write
   std::atomic<uint32_t> writer_state;  // WriterState
@@ -211,6 +237,14 @@ inline constexpr uint32_t kStringWriting = 1;
 inline constexpr uint32_t kStringReady = 2;
 inline constexpr uint32_t kStringAbandoned = 3;
 
+// The head of a lane, on its own cache line.
+struct LaneHeader {
+  std::atomic<uint64_t> write_index;  // next record index to reserve in this lane
+  std::atomic<uint32_t> owner_tid;    // owning thread (0: free; lane 0 is never owned)
+  uint32_t reserved0;
+  uint64_t reserved[6];
+};
+
 struct StringSlot {
   std::atomic<uint32_t> state;  // kStringEmpty / kStringWriting / kStringReady
   uint32_t length;              // bytes in `text` (no NUL)
@@ -222,7 +256,8 @@ static_assert(sizeof(Record) == kRecordBytes, "record is 16 words");
 static_assert(offsetof(Record, kind) == 8 && offsetof(Record, aux2) == 120, "record layout");
 static_assert(sizeof(StringSlot) == kStringSlotBytes, "string slot size");
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
-static_assert(offsetof(Header, write_index) % 64 == 0, "write_index on its own line");
+static_assert(offsetof(Header, heartbeat_ns) % 64 == 0, "live fields on their own line");
+static_assert(sizeof(LaneHeader) == kLaneHeaderBytes, "lane header is one cache line");
 static_assert(std::atomic_ref<uint64_t>::required_alignment <= alignof(uint64_t),
               "commit words are atomically accessible in place");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
@@ -253,9 +288,14 @@ inline void LoadPayload(const Record* slot, Record* to) {
   for (size_t i = 0; i < kPayloadWords; ++i) dst[i] = __atomic_load_n(src + i, __ATOMIC_RELAXED);
 }
 
-// Bytes of a ring file with the given capacities (header, strings, records).
-inline constexpr uint64_t RingFileBytes(uint64_t record_capacity, uint64_t string_capacity) {
-  return kHeaderBytes + string_capacity * kStringSlotBytes + record_capacity * kRecordBytes;
+inline constexpr uint64_t LaneBytes(uint64_t lane_capacity) {
+  return kLaneHeaderBytes + lane_capacity * kRecordBytes;
+}
+
+// Bytes of a ring file with the given geometry (header, strings, lanes).
+inline constexpr uint64_t RingFileBytes(uint32_t lanes, uint64_t lane_capacity,
+                                        uint64_t string_capacity) {
+  return kHeaderBytes + string_capacity * kStringSlotBytes + lanes * LaneBytes(lane_capacity);
 }
 
 }  // namespace collwatch::ring

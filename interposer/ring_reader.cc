@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -64,23 +65,26 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
       header->string_slot_bytes != ring::kStringSlotBytes) {
     return Invalid(path, "record, header or string slot size differs from this build");
   }
-  const uint64_t capacity = header->record_capacity;
+  const uint64_t capacity = header->lane_capacity;
   const uint64_t strings = header->string_capacity;
-  if (capacity == 0 || (capacity & (capacity - 1)) != 0 || capacity > (1ull << 32) ||
-      strings > (1ull << 24)) {
+  const uint32_t lanes = header->lane_count;
+  if (capacity == 0 || (capacity & (capacity - 1)) != 0 || capacity > (1ull << 24) ||
+      strings > (1ull << 24) || lanes == 0 || lanes > 1024 ||
+      header->lane_header_bytes != ring::kLaneHeaderBytes ||
+      header->lane_bytes != ring::LaneBytes(capacity)) {
     return Invalid(path, "implausible capacities");
   }
-  const uint64_t records_end = header->records_offset + capacity * ring::kRecordBytes;
+  const uint64_t lanes_end = header->lanes_offset + lanes * header->lane_bytes;
   const uint64_t strings_end = header->strings_offset + strings * ring::kStringSlotBytes;
-  if (header->file_bytes != file_bytes || header->records_offset < ring::kHeaderBytes ||
-      header->strings_offset < ring::kHeaderBytes || records_end > file_bytes ||
-      strings_end > file_bytes || header->records_offset % 8 != 0 ||
+  if (header->file_bytes != file_bytes || header->lanes_offset < ring::kHeaderBytes ||
+      header->strings_offset < ring::kHeaderBytes || lanes_end > file_bytes ||
+      strings_end > file_bytes || header->lanes_offset % 64 != 0 ||
       header->strings_offset % 8 != 0) {
     return Invalid(path, absl::StrCat("truncated or inconsistent: header says ", header->file_bytes,
                                       " bytes, file has ", file_bytes));
   }
   reader->header_ = header;
-  reader->records_ = reinterpret_cast<const ring::Record*>(reader->base_ + header->records_offset);
+  reader->lanes_ = reader->base_ + header->lanes_offset;
   reader->strings_ = reinterpret_cast<const ring::StringSlot*>(reader->base_ + header->strings_offset);
   RingIdentity& id = reader->identity_;
   id.path = path;
@@ -90,7 +94,8 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
   id.rank = header->rank;
   id.local_rank = header->local_rank;
   id.world_size = header->world_size;
-  id.record_capacity = capacity;
+  id.lane_count = lanes;
+  id.lane_capacity = capacity;
   id.start_realtime_ns = header->start_realtime_ns;
   id.start_monotonic_ns = header->start_monotonic_ns;
   return reader;
@@ -100,9 +105,20 @@ RingReader::~RingReader() {
   if (base_ != nullptr) munmap(const_cast<char*>(base_), mapped_bytes_);
 }
 
-uint64_t RingReader::write_index() const {
-  return header_->write_index.load(std::memory_order_acquire);
+const ring::LaneHeader* RingReader::LaneHead(uint32_t lane) const {
+  return reinterpret_cast<const ring::LaneHeader*>(lanes_ + lane * header_->lane_bytes);
 }
+
+uint64_t RingReader::write_index(uint32_t lane) const {
+  return LaneHead(lane)->write_index.load(std::memory_order_acquire);
+}
+
+uint64_t RingReader::records_written() const {
+  uint64_t total = 0;
+  for (uint32_t lane = 0; lane < identity_.lane_count; ++lane) total += write_index(lane);
+  return total;
+}
+
 uint64_t RingReader::heartbeat_ns() const {
   return header_->heartbeat_ns.load(std::memory_order_acquire);
 }
@@ -128,57 +144,120 @@ bool RingReader::WriterProcessAlive() const {
   return after_name == nullptr || after_name[1] == '\0' || after_name[2] != 'Z';
 }
 
-RingReader::SlotRead RingReader::ReadSlot(uint64_t index, ring::Record* out) const {
-  const ring::Record* slot = &records_[index & (identity_.record_capacity - 1)];
-  const uint64_t before = ring::CommitWord(slot).load(std::memory_order_acquire);
-  if (before == index + 1) {
+RingReader::SlotRead RingReader::ReadSlot(uint32_t lane, uint64_t index, ring::Record* out,
+                                          bool* returned) const {
+  const auto* slot = reinterpret_cast<const ring::Record*>(
+                         lanes_ + lane * header_->lane_bytes + ring::kLaneHeaderBytes) +
+                     (index & (identity_.lane_capacity - 1));
+  // The only change a valid record can see is its in-place return: then read again.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t before = ring::CommitWord(slot).load(std::memory_order_acquire);
+    const uint64_t holds = before & ~ring::kCommitReturned;
+    if (holds != index + 1) return holds > index + 1 ? SlotRead::kOverwritten : SlotRead::kNotCommitted;
     ring::LoadPayload(slot, out);
     std::atomic_thread_fence(std::memory_order_acquire);
     const uint64_t after = ring::CommitWord(slot).load(std::memory_order_relaxed);
     if (after == before) {
-      out->commit = before;
+      out->commit = holds;
+      *returned = (before & ring::kCommitReturned) != 0;
       return SlotRead::kValid;
     }
-    return SlotRead::kOverwritten;
+    if (after != (before | ring::kCommitReturned)) return SlotRead::kOverwritten;
   }
-  return before > index + 1 ? SlotRead::kOverwritten : SlotRead::kNotCommitted;
+  return SlotRead::kNotCommitted;
 }
 
-ReadBatch RingReader::ReadFrom(uint64_t from, size_t max_records, bool writer_gone) const {
-  ReadBatch batch;
-  const uint64_t end = write_index();
-  const uint64_t capacity = identity_.record_capacity;
-  uint64_t index = from;
+namespace {
+
+// The kEnter as it was written, before an in-place return added to it.
+IndexedRecord EnterView(uint32_t lane, uint64_t index, const ring::Record& record) {
+  IndexedRecord item{lane, index, record};
+  item.record.flags &= static_cast<uint8_t>(~ring::kReturnFlags);
+  item.record.return_ns = 0;
+  item.record.result = 0;
+  return item;
+}
+
+// The kReturn an in-place return stands for.
+IndexedRecord ReturnView(uint32_t lane, uint64_t index, const ring::Record& record) {
+  IndexedRecord item{lane, index, record};
+  item.record.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+  item.record.t_ns = record.return_ns;
+  item.record.ref_lane = static_cast<uint16_t>(lane);
+  item.record.ref_index = index;
+  return item;
+}
+
+}  // namespace
+
+void RingReader::ReadLane(uint32_t lane, LaneCursor* cursor, size_t max_records, bool writer_gone,
+                          ReadBatch* out) const {
+  const uint64_t capacity = identity_.lane_capacity;
+  const uint64_t end = write_index(lane);
+  const size_t limit = out->records.size() + max_records;
+  uint64_t index = cursor->next;
   if (end > capacity && index < end - capacity) {  // already overwritten
-    batch.lost += end - capacity - index;
+    out->lost += end - capacity - index;
     index = end - capacity;
+    cursor->enter_emitted = false;
   }
-  for (; index < end && batch.records.size() < max_records; ++index) {
-    IndexedRecord item;
-    item.index = index;
-    switch (ReadSlot(index, &item.record)) {
-      case SlotRead::kValid:
-        batch.records.push_back(item);
-        continue;
-      case SlotRead::kOverwritten:
-        ++batch.lost;
-        continue;
-      case SlotRead::kNotCommitted:
-        // A later lap may have reserved (zeroed) the slot already: then it is lost.
-        if (write_index() >= index + capacity) {
-          ++batch.lost;
-          continue;
+  while (index < end && out->records.size() < limit) {
+    ring::Record record{};
+    bool returned = false;
+    const SlotRead read = ReadSlot(lane, index, &record, &returned);
+    if (read == SlotRead::kValid) {
+      const bool in_place = record.kind == static_cast<uint16_t>(ring::RecordKind::kEnter) &&
+                            (record.flags & ring::kFlagReturnsInPlace) != 0;
+      if (!in_place) {
+        out->records.push_back(IndexedRecord{lane, index, record});
+      } else {
+        if (!cursor->enter_emitted) out->records.push_back(EnterView(lane, index, record));
+        if (returned) {
+          out->records.push_back(ReturnView(lane, index, record));
+        } else if (!writer_gone) {
+          cursor->enter_emitted = true;  // its thread is inside the call: wait here
+          break;
         }
-        if (writer_gone) {
-          ++batch.torn;
-          continue;
-        }
-        break;
+      }
+    } else if (read == SlotRead::kOverwritten || write_index(lane) >= index + capacity) {
+      ++out->lost;  // a later lap reserved (or wrote) this slot already
+    } else if (writer_gone) {
+      ++out->torn;
+    } else {
+      break;  // the writer is finishing this record
     }
-    break;  // wait for the writer to finish this record
+    cursor->enter_emitted = false;
+    ++index;
   }
-  batch.next = index;
-  return batch;
+  cursor->next = index;
+}
+
+ReadBatch RingReader::ReadAll(bool writer_gone) const {
+  std::vector<ReadBatch> lanes(identity_.lane_count);
+  ReadBatch all;
+  size_t total = 0;
+  for (uint32_t lane = 0; lane < identity_.lane_count; ++lane) {
+    LaneCursor cursor;
+    ReadLane(lane, &cursor, std::numeric_limits<size_t>::max(), writer_gone, &lanes[lane]);
+    all.lost += lanes[lane].lost;
+    all.torn += lanes[lane].torn;
+    total += lanes[lane].records.size();
+  }
+  // Merge by time, always taking the head of a lane, so each lane keeps its order.
+  std::vector<size_t> heads(lanes.size(), 0);
+  all.records.reserve(total);
+  while (all.records.size() < total) {
+    size_t best = lanes.size();
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      if (heads[lane] == lanes[lane].records.size()) continue;
+      if (best == lanes.size() || lanes[lane].records[heads[lane]].record.t_ns <
+                                      lanes[best].records[heads[best]].record.t_ns) {
+        best = lane;
+      }
+    }
+    all.records.push_back(lanes[best].records[heads[best]++]);
+  }
+  return all;
 }
 
 std::string RingReader::RegionName(uint32_t id) const {

@@ -24,22 +24,32 @@ struct RingIdentity {
   int32_t rank = ring::kUnset;
   int32_t local_rank = ring::kUnset;
   int32_t world_size = ring::kUnset;
-  uint64_t record_capacity = 0;
+  uint32_t lane_count = 0;
+  uint64_t lane_capacity = 0;
   uint64_t start_realtime_ns = 0;
   uint64_t start_monotonic_ns = 0;
 };
 
+// A record and where it lives. Returns written in place are presented as a kEnter
+// followed by a kReturn with the kEnter's (lane, index): the same view a separate kReturn
+// record gives.
 struct IndexedRecord {
+  uint32_t lane = 0;
   uint64_t index = 0;
   ring::Record record{};
 };
 
-// The result of reading a span of indices.
+// Where reading a lane goes on from.
+struct LaneCursor {
+  uint64_t next = 0;           // first index not consumed
+  bool enter_emitted = false;  // the kEnter at `next` was handed out, its return not yet
+};
+
+// The result of reading.
 struct ReadBatch {
-  std::vector<IndexedRecord> records;  // valid records, in index order
+  std::vector<IndexedRecord> records;  // valid records, each lane's in its order
   uint64_t lost = 0;  // overwritten by a later lap before we read them
   uint64_t torn = 0;  // reserved but never completed by a writer that is gone
-  uint64_t next = 0;  // first index not consumed: read from here next time
 };
 
 class RingReader {
@@ -52,7 +62,8 @@ class RingReader {
   RingReader& operator=(const RingReader&) = delete;
 
   const RingIdentity& identity() const { return identity_; }
-  uint64_t write_index() const;
+  uint64_t write_index(uint32_t lane) const;   // records reserved in the lane
+  uint64_t records_written() const;            // over all lanes
   uint64_t heartbeat_ns() const;
   uint64_t dropped() const;
   ring::WriterState writer_state() const;
@@ -61,10 +72,16 @@ class RingReader {
   // is judged by its heartbeat instead).
   bool WriterProcessAlive() const;
 
-  // Reads valid records with indices in [from, write_index), at most `max_records`.
-  // A reserved record not yet committed stops the read there (its writer may still be
-  // finishing it) unless `writer_gone`: then it is counted as torn and skipped.
-  ReadBatch ReadFrom(uint64_t from, size_t max_records, bool writer_gone) const;
+  // Appends to `out` the valid records of `lane` from `cursor` on, at most
+  // `max_records`, and moves the cursor. A reserved record not yet committed, or a call
+  // still waiting for its in-place return, stops the read there (the writer is still at
+  // it) unless `writer_gone`: then a record never committed is counted as torn and a
+  // call never returned stays a lone kEnter.
+  void ReadLane(uint32_t lane, LaneCursor* cursor, size_t max_records, bool writer_gone,
+                ReadBatch* out) const;
+
+  // Every lane from its start, merged in time order (each lane's own order kept).
+  ReadBatch ReadAll(bool writer_gone) const;
 
   // Name of an NVTX region id ("" when unknown or not yet written).
   std::string RegionName(uint32_t id) const;
@@ -72,13 +89,14 @@ class RingReader {
  private:
   RingReader() = default;
   enum class SlotRead { kValid, kNotCommitted, kOverwritten };
-  SlotRead ReadSlot(uint64_t index, ring::Record* out) const;
+  SlotRead ReadSlot(uint32_t lane, uint64_t index, ring::Record* out, bool* returned) const;
+  const ring::LaneHeader* LaneHead(uint32_t lane) const;
 
   RingIdentity identity_;
   const char* base_ = nullptr;
   size_t mapped_bytes_ = 0;
   const ring::Header* header_ = nullptr;
-  const ring::Record* records_ = nullptr;
+  const char* lanes_ = nullptr;
   const ring::StringSlot* strings_ = nullptr;
 };
 

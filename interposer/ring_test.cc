@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -59,9 +60,10 @@ class RingTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  Config ConfigWith(uint64_t records) {
+  Config ConfigWith(uint64_t records, uint32_t lanes = 4) {
     Config config;
     config.ring_records = records;
+    config.ring_lanes = lanes;
     std::snprintf(config.ring_dir, sizeof config.ring_dir, "%s/rings", dir_.c_str());
     std::snprintf(config.job, sizeof config.job, "test");
     return config;
@@ -77,6 +79,15 @@ class RingTest : public ::testing::Test {
   std::string dir_;
 };
 
+constexpr uint32_t kLane = 1;  // an owned lane, for single-writer tests
+
+ReadBatch ReadLaneFrom(const RingReader& reader, uint32_t lane, LaneCursor* cursor,
+                       bool writer_gone = false) {
+  ReadBatch batch;
+  reader.ReadLane(lane, cursor, SIZE_MAX, writer_gone, &batch);
+  return batch;
+}
+
 TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
   setenv("RANK", "3", 1);
   setenv("WORLD_SIZE", "8", 1);
@@ -84,7 +95,7 @@ TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   ASSERT_NE(writer, nullptr);
-  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(writer->Append(PatternRecord(i)), i);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(writer->Append(kLane, PatternRecord(i)), i);
 
   auto reader = RingReader::Open(OnlyRing());
   ASSERT_TRUE(reader.ok()) << reader.status();
@@ -94,24 +105,96 @@ TEST_F(RingTest, RoundTripKeepsEveryFieldAndIdentity) {
   EXPECT_EQ(id.world_size, 8);
   EXPECT_EQ(id.local_rank, ring::kUnset);
   EXPECT_EQ(id.job, "test");
-  EXPECT_EQ(id.record_capacity, 1024u);
+  EXPECT_EQ(id.lane_capacity, 1024u);
+  EXPECT_EQ(id.lane_count, 4u);
   EXPECT_TRUE((*reader)->WriterProcessAlive());
 
-  ReadBatch batch = (*reader)->ReadFrom(0, 1000, false);
+  LaneCursor cursor;
+  ReadBatch batch = ReadLaneFrom(**reader, kLane, &cursor);
   ASSERT_EQ(batch.records.size(), 100u);
   EXPECT_EQ(batch.lost, 0u);
   EXPECT_EQ(batch.torn, 0u);
-  EXPECT_EQ(batch.next, 100u);
+  EXPECT_EQ(cursor.next, 100u);
   for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(batch.records[i].lane, kLane);
     EXPECT_EQ(batch.records[i].index, i);
     EXPECT_EQ(batch.records[i].record.aux0, i);
     EXPECT_TRUE(MatchesPattern(batch.records[i].record));
     EXPECT_EQ(batch.records[i].record.commit, i + 1);
   }
-  // Reading on from `next` returns nothing new, then the new record.
-  EXPECT_TRUE((*reader)->ReadFrom(batch.next, 1000, false).records.empty());
-  writer->Append(PatternRecord(100));
-  EXPECT_EQ((*reader)->ReadFrom(batch.next, 1000, false).records.size(), 1u);
+  // Reading on from the cursor returns nothing new, then the new record.
+  EXPECT_TRUE(ReadLaneFrom(**reader, kLane, &cursor).records.empty());
+  writer->Append(kLane, PatternRecord(100));
+  EXPECT_EQ(ReadLaneFrom(**reader, kLane, &cursor).records.size(), 1u);
+  EXPECT_EQ((*reader)->records_written(), 101u);
+}
+
+TEST_F(RingTest, LanesAreClaimedReleasedAndSharedBeyondCapacity) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64, 4));
+  ASSERT_NE(writer, nullptr);
+  EXPECT_EQ(writer->ClaimLane(101), 1u);
+  EXPECT_EQ(writer->ClaimLane(102), 2u);
+  EXPECT_EQ(writer->ClaimLane(103), 3u);
+  EXPECT_EQ(writer->ClaimLane(104), RingWriter::kSharedLane);
+  writer->ReleaseLane(2);
+  EXPECT_EQ(writer->ClaimLane(105), 2u);
+}
+
+// A call's return written into its own kEnter slot reads as a kEnter, then (once it
+// returned) a kReturn pointing back at it; until then the lane waits at that call.
+TEST_F(RingTest, InPlaceReturnReadsAsEnterThenReturn) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  ring::Record call = PatternRecord(5);
+  call.flags = ring::kFlagReturnsInPlace;
+  const uint64_t index = writer->Append(kLane, call);
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok());
+
+  LaneCursor cursor;
+  ReadBatch open = ReadLaneFrom(**reader, kLane, &cursor);
+  ASSERT_EQ(open.records.size(), 1u);
+  EXPECT_EQ(open.records[0].record.kind, static_cast<uint16_t>(ring::RecordKind::kEnter));
+  EXPECT_EQ(cursor.next, index);  // waits at the open call
+  EXPECT_TRUE(cursor.enter_emitted);
+  EXPECT_TRUE(ReadLaneFrom(**reader, kLane, &cursor).records.empty());
+
+  writer->ReturnInPlace(kLane, index, 999, 3, call.flags | ring::kFlagCompletesAtReturn);
+  writer->Append(kLane, PatternRecord(6));
+  ReadBatch rest = ReadLaneFrom(**reader, kLane, &cursor);
+  ASSERT_EQ(rest.records.size(), 2u);  // the return (not the enter again), then the next
+  const ring::Record& returned = rest.records[0].record;
+  EXPECT_EQ(returned.kind, static_cast<uint16_t>(ring::RecordKind::kReturn));
+  EXPECT_EQ(returned.t_ns, 999u);
+  EXPECT_EQ(returned.result, 3);
+  EXPECT_EQ(returned.ref_lane, kLane);
+  EXPECT_EQ(returned.ref_index, index);
+  EXPECT_TRUE(returned.flags & ring::kFlagCompletesAtReturn);
+  EXPECT_EQ(rest.records[1].record.aux0, 6u);
+
+  // From scratch: enter (without the return's flags) and return, in order.
+  LaneCursor fresh;
+  ReadBatch all = ReadLaneFrom(**reader, kLane, &fresh);
+  ASSERT_EQ(all.records.size(), 3u);
+  EXPECT_EQ(all.records[0].record.kind, static_cast<uint16_t>(ring::RecordKind::kEnter));
+  EXPECT_FALSE(all.records[0].record.flags & ring::kFlagCompletesAtReturn);
+  EXPECT_EQ(all.records[0].record.t_ns, call.t_ns);
+  EXPECT_EQ(all.records[1].record.kind, static_cast<uint16_t>(ring::RecordKind::kReturn));
+}
+
+TEST_F(RingTest, CallThatNeverReturnsStaysAnEnterAfterItsWriterIsGone) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  ring::Record call = PatternRecord(1);
+  call.flags = ring::kFlagReturnsInPlace;
+  writer->Append(kLane, call);
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok());
+  LaneCursor cursor;
+  ReadBatch batch = ReadLaneFrom(**reader, kLane, &cursor, /*writer_gone=*/true);
+  ASSERT_EQ(batch.records.size(), 1u);
+  EXPECT_EQ(batch.records[0].record.kind, static_cast<uint16_t>(ring::RecordKind::kEnter));
+  EXPECT_EQ(cursor.next, 1u);
 }
 
 TEST_F(RingTest, RingFileIsPrivateToItsUser) {
@@ -125,22 +208,27 @@ TEST_F(RingTest, RingFileIsPrivateToItsUser) {
   EXPECT_EQ(file_info.st_mode & 0777, 0600u);
 }
 
+// 8 threads, 4 lanes: three threads own a lane, five share lane 0.
 TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
   constexpr int kThreads = 8;
   constexpr uint64_t kPerThread = 20000;
-  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 18));
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 17, 4));
   ASSERT_NE(writer, nullptr);
   std::vector<std::thread> threads;
+  std::vector<uint32_t> lanes(kThreads);
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&writer, t] {
-      for (uint64_t i = 0; i < kPerThread; ++i) writer->Append(PatternRecord(t * kPerThread + i));
+    threads.emplace_back([&writer, &lanes, t] {
+      const uint32_t lane = writer->ClaimLane(static_cast<uint32_t>(1000 + t));
+      lanes[t] = lane;
+      for (uint64_t i = 0; i < kPerThread; ++i) writer->Append(lane, PatternRecord(t * kPerThread + i));
     });
   }
   for (auto& thread : threads) thread.join();
+  EXPECT_EQ(std::count(lanes.begin(), lanes.end(), RingWriter::kSharedLane), kThreads - 3);
 
   auto reader = RingReader::Open(OnlyRing());
   ASSERT_TRUE(reader.ok()) << reader.status();
-  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, false);
+  ReadBatch batch = (*reader)->ReadAll(false);
   ASSERT_EQ(batch.records.size(), kThreads * kPerThread);
   std::vector<int64_t> last(kThreads, -1);
   std::set<uint64_t> seen;
@@ -149,6 +237,7 @@ TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
     const uint64_t value = item.record.aux0;
     const int thread = static_cast<int>(value / kPerThread);
     const auto ordinal = static_cast<int64_t>(value % kPerThread);
+    EXPECT_EQ(item.lane, lanes[thread]);
     EXPECT_GT(ordinal, last[thread]) << "thread " << thread << " out of order";
     last[thread] = ordinal;
     seen.insert(value);
@@ -159,19 +248,20 @@ TEST_F(RingTest, ConcurrentWritersLoseNothingAndKeepPerThreadOrder) {
 TEST_F(RingTest, WrapAroundOverwritesOldestAndCountsTheLoss) {
   std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
   ASSERT_NE(writer, nullptr);
-  for (uint64_t i = 0; i < 1000; ++i) writer->Append(PatternRecord(i));
+  for (uint64_t i = 0; i < 1000; ++i) writer->Append(kLane, PatternRecord(i));
   auto reader = RingReader::Open(OnlyRing());
   ASSERT_TRUE(reader.ok());
-  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, false);
+  LaneCursor cursor;
+  ReadBatch batch = ReadLaneFrom(**reader, kLane, &cursor);
   EXPECT_EQ(batch.lost, 1000u - 64u);
   ASSERT_EQ(batch.records.size(), 64u);
   EXPECT_EQ(batch.records.front().record.aux0, 1000u - 64u);
   EXPECT_EQ(batch.records.back().record.aux0, 999u);
   // A reader that kept up loses nothing across the wrap.
-  ReadBatch later = (*reader)->ReadFrom(batch.next, SIZE_MAX, false);
+  ReadBatch later = ReadLaneFrom(**reader, kLane, &cursor);
   EXPECT_TRUE(later.records.empty());
-  for (uint64_t i = 1000; i < 1040; ++i) writer->Append(PatternRecord(i));
-  later = (*reader)->ReadFrom(batch.next, SIZE_MAX, false);
+  for (uint64_t i = 1000; i < 1040; ++i) writer->Append(kLane, PatternRecord(i));
+  later = ReadLaneFrom(**reader, kLane, &cursor);
   EXPECT_EQ(later.lost, 0u);
   EXPECT_EQ(later.records.size(), 40u);
 }
@@ -181,31 +271,36 @@ TEST_F(RingTest, WrapAroundOverwritesOldestAndCountsTheLoss) {
 TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
   std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(256));
   ASSERT_NE(writer, nullptr);
-  for (uint64_t i = 0; i < 10; ++i) writer->Append(PatternRecord(i));
+  for (uint64_t i = 0; i < 10; ++i) writer->Append(kLane, PatternRecord(i));
   // Reserve index 10 the way Append does, but never commit it.
   const std::string path = OnlyRing();
   {
+    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity);
     const int fd = open(path.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
-    void* map = mmap(nullptr, ring::RingFileBytes(256, ring::kDefaultStringCapacity),
-                     PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     ASSERT_NE(map, MAP_FAILED);
-    static_cast<ring::Header*>(map)->write_index.fetch_add(1);
-    munmap(map, ring::RingFileBytes(256, ring::kDefaultStringCapacity));
+    const auto* header = static_cast<ring::Header*>(map);
+    auto* lane = reinterpret_cast<ring::LaneHeader*>(static_cast<char*>(map) + header->lanes_offset +
+                                                     kLane * header->lane_bytes);
+    lane->write_index.fetch_add(1);
+    munmap(map, bytes);
   }
-  for (uint64_t i = 11; i < 20; ++i) writer->Append(PatternRecord(i));
+  for (uint64_t i = 11; i < 20; ++i) writer->Append(kLane, PatternRecord(i));
 
   auto reader = RingReader::Open(path);
   ASSERT_TRUE(reader.ok());
-  ReadBatch live = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/false);
+  LaneCursor live_cursor;
+  ReadBatch live = ReadLaneFrom(**reader, kLane, &live_cursor, /*writer_gone=*/false);
   EXPECT_EQ(live.records.size(), 10u);
-  EXPECT_EQ(live.next, 10u);
+  EXPECT_EQ(live_cursor.next, 10u);
   EXPECT_EQ(live.torn, 0u);
-  ReadBatch post_mortem = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/true);
+  LaneCursor dead_cursor;
+  ReadBatch post_mortem = ReadLaneFrom(**reader, kLane, &dead_cursor, /*writer_gone=*/true);
   EXPECT_EQ(post_mortem.records.size(), 19u);
   EXPECT_EQ(post_mortem.torn, 1u);
-  EXPECT_EQ(post_mortem.next, 20u);
+  EXPECT_EQ(dead_cursor.next, 20u);
 }
 
 // Readers racing writers on a tiny ring never accept a torn copy as valid.
@@ -217,24 +312,24 @@ TEST_F(RingTest, RacingReaderNeverSeesTornRecords) {
   for (int t = 0; t < 2; ++t) {
     writers.emplace_back([&, t] {
       for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-        writer->Append(PatternRecord(i * 2 + t));
+        writer->Append(RingWriter::kSharedLane, PatternRecord(i * 2 + t));
       }
     });
   }
   auto reader = RingReader::Open(OnlyRing());
   ASSERT_TRUE(reader.ok());
-  uint64_t next = 0;
+  LaneCursor cursor;
   uint64_t valid = 0;
   uint64_t lost = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   while (std::chrono::steady_clock::now() < deadline) {
-    ReadBatch batch = (*reader)->ReadFrom(next, 32, false);
+    ReadBatch batch;
+    (*reader)->ReadLane(RingWriter::kSharedLane, &cursor, 32, false, &batch);
     for (const IndexedRecord& item : batch.records) {
       ASSERT_TRUE(MatchesPattern(item.record)) << "torn record accepted at " << item.index;
     }
     valid += batch.records.size();
     lost += batch.lost;
-    next = batch.next;
   }
   stop = true;
   for (auto& thread : writers) thread.join();
@@ -250,11 +345,11 @@ TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
   if (child == 0) {
     std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 16));
     if (writer == nullptr) _exit(2);
-    for (uint64_t i = 0; i < 5000; ++i) writer->Append(PatternRecord(i));
+    for (uint64_t i = 0; i < 5000; ++i) writer->Append(kLane, PatternRecord(i));
     const char byte = 1;
     if (write(ready[1], &byte, 1) != 1) _exit(3);
     // Keep writing until killed: the kill lands at an arbitrary point of an Append.
-    for (uint64_t i = 5000;; ++i) writer->Append(PatternRecord(i));
+    for (uint64_t i = 5000;; ++i) writer->Append(kLane, PatternRecord(i));
   }
   close(ready[1]);
   char byte = 0;
@@ -269,9 +364,10 @@ TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_FALSE((*reader)->WriterProcessAlive());
   EXPECT_EQ((*reader)->writer_state(), ring::WriterState::kRunning);  // never exited cleanly
-  const uint64_t written = (*reader)->write_index();
+  const uint64_t written = (*reader)->write_index(kLane);
   ASSERT_GT(written, 5000u);
-  ReadBatch batch = (*reader)->ReadFrom(0, SIZE_MAX, /*writer_gone=*/true);
+  LaneCursor cursor;
+  ReadBatch batch = ReadLaneFrom(**reader, kLane, &cursor, /*writer_gone=*/true);
   EXPECT_LE(batch.torn, 1u);  // at most the one record the kill interrupted
   EXPECT_EQ(batch.records.size() + batch.lost + batch.torn, written);
   for (const IndexedRecord& item : batch.records) ASSERT_TRUE(MatchesPattern(item.record));

@@ -76,7 +76,8 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
     Warn("cannot create ring", writer->path_, errno);
     return nullptr;
   }
-  const uint64_t bytes = ring::RingFileBytes(config.ring_records, ring::kDefaultStringCapacity);
+  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records,
+                                             ring::kDefaultStringCapacity);
   // Reserve every page now: on a full /dev/shm a sparse file would SIGBUS the job later.
   const int reserve_error = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   void* map = reserve_error == 0
@@ -96,10 +97,13 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->header_bytes = ring::kHeaderBytes;
   header->record_bytes = ring::kRecordBytes;
   header->string_slot_bytes = ring::kStringSlotBytes;
-  header->record_capacity = config.ring_records;
+  header->lane_count = config.ring_lanes;
+  header->lane_header_bytes = ring::kLaneHeaderBytes;
+  header->lane_capacity = config.ring_records;
+  header->lane_bytes = ring::LaneBytes(config.ring_records);
   header->string_capacity = ring::kDefaultStringCapacity;
   header->strings_offset = ring::kHeaderBytes;
-  header->records_offset = ring::kHeaderBytes + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
+  header->lanes_offset = ring::kHeaderBytes + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
   header->rank = EnvInt("RANK");
@@ -114,9 +118,26 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
 
   writer->header_ = header;
   writer->strings_ = reinterpret_cast<ring::StringSlot*>(base + header->strings_offset);
-  writer->records_ = reinterpret_cast<ring::Record*>(base + header->records_offset);
+  writer->lanes_ = base + header->lanes_offset;
+  writer->lane_bytes_ = header->lane_bytes;
+  writer->lane_count_ = header->lane_count;
   writer->index_mask_ = config.ring_records - 1;
   return writer;
+}
+
+uint32_t RingWriter::ClaimLane(uint32_t tid) noexcept {
+  for (uint32_t lane = 1; lane < lane_count_; ++lane) {
+    uint32_t free_owner = 0;
+    if (LaneHead(lane)->owner_tid.compare_exchange_strong(free_owner, tid,
+                                                          std::memory_order_acquire)) {
+      return lane;
+    }
+  }
+  return kSharedLane;
+}
+
+void RingWriter::ReleaseLane(uint32_t lane) noexcept {
+  if (lane != kSharedLane) LaneHead(lane)->owner_tid.store(0, std::memory_order_release);
 }
 
 }  // namespace collwatch

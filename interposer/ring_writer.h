@@ -1,6 +1,7 @@
 // The writer side of the ring (format: ring_format.h): creates the per-process ring
-// file and appends records. Threading: Append() is lock-free and may be called from
-// any number of threads at once; Create() runs once per process.
+// file, hands out lanes to threads and appends records. Threading: Append to an owned
+// lane only from its owner thread; Append to the shared lane (0) from any thread;
+// ClaimLane/ReleaseLane from any thread; Create() runs once per process.
 #ifndef COLLWATCH_INTERPOSER_RING_WRITER_H_
 #define COLLWATCH_INTERPOSER_RING_WRITER_H_
 
@@ -16,22 +17,47 @@ class RingWriter {
  public:
   // Creates (or replaces a stale) ring file for this process and maps it. Returns
   // nullptr and writes one line on stderr when the folder is unwritable, the disk is
-  // full or mapping fails: the caller then stops recording.
-  // The interposer keeps its writer for the life of the process (release()).
+  // full or mapping fails: the caller then stops recording. The interposer keeps its
+  // writer for the life of the process (release()).
   static std::unique_ptr<RingWriter> Create(const Config& config) noexcept;
   ~RingWriter();
   RingWriter(const RingWriter&) = delete;
   RingWriter& operator=(const RingWriter&) = delete;
 
-  // Appends one record (its `commit` field is ignored) and returns its index.
-  uint64_t Append(const ring::Record& record) noexcept {
-    const uint64_t index = header_->write_index.fetch_add(1, std::memory_order_relaxed);
-    ring::Record* slot = &records_[index & index_mask_];
+  static constexpr uint32_t kSharedLane = 0;
+
+  // A free owned lane for thread `tid`, or kSharedLane when all are taken.
+  uint32_t ClaimLane(uint32_t tid) noexcept;
+  // The owner thread is gone: the lane may be claimed again (its indices continue).
+  void ReleaseLane(uint32_t lane) noexcept;
+
+  // Appends one record (its `commit` field is ignored) to `lane` and returns its index.
+  uint64_t Append(uint32_t lane, const ring::Record& record) noexcept {
+    ring::LaneHeader* head = LaneHead(lane);
+    uint64_t index;
+    if (lane == kSharedLane) {
+      index = head->write_index.fetch_add(1, std::memory_order_relaxed);
+    } else {  // one writer: no read-modify-write needed
+      index = head->write_index.load(std::memory_order_relaxed);
+      head->write_index.store(index + 1, std::memory_order_relaxed);
+    }
+    ring::Record* slot = Slot(lane, index);
     ring::CommitWord(slot).store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     ring::StorePayload(slot, record);
     ring::CommitWord(slot).store(index + 1, std::memory_order_release);
     return index;
+  }
+
+  // Writes the return of the kEnter at (owned `lane`, `index`) into its own slot;
+  // `flags` are the record's flags with the return's added.
+  void ReturnInPlace(uint32_t lane, uint64_t index, uint64_t return_ns, int32_t result,
+                     uint8_t flags) noexcept {
+    ring::Record* slot = Slot(lane, index);
+    __atomic_store_n(&slot->return_ns, return_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->result, result, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->flags, flags, __ATOMIC_RELAXED);
+    ring::CommitWord(slot).store((index + 1) | ring::kCommitReturned, std::memory_order_release);
   }
 
   void CountDropped() noexcept { header_->dropped.fetch_add(1, std::memory_order_relaxed); }
@@ -48,14 +74,22 @@ class RingWriter {
 
  private:
   RingWriter() = default;
+  ring::LaneHeader* LaneHead(uint32_t lane) const noexcept {
+    return reinterpret_cast<ring::LaneHeader*>(lanes_ + lane * lane_bytes_);
+  }
+  ring::Record* Slot(uint32_t lane, uint64_t index) const noexcept {
+    return reinterpret_cast<ring::Record*>(lanes_ + lane * lane_bytes_ + ring::kLaneHeaderBytes) +
+           (index & index_mask_);
+  }
 
   ring::Header* header_ = nullptr;
-  ring::Record* records_ = nullptr;
+  char* lanes_ = nullptr;
+  uint64_t lane_bytes_ = 0;
+  uint32_t lane_count_ = 0;
   ring::StringSlot* strings_ = nullptr;
   uint64_t index_mask_ = 0;
   char path_[512] = {};
 };
-
 
 }  // namespace collwatch
 

@@ -48,12 +48,12 @@ for line in open(sys.argv[1]):
     key = (r["ring_pid"], r["fn"])
     if r["kind"] == "enter":
         counts[key] += 1
-        enter_t[(r["ring_pid"], r["index"])] = r["t_ns"]
+        enter_t[(r["ring_pid"], r["lane"], r["index"])] = r["t_ns"]
         if "captured" in r["flags"]:
             captured[key] += 1
     elif r["kind"] == "complete":
         completes[key] += 1
-        start = enter_t.get((r["ring_pid"], r["ref"]))
+        start = enter_t.get((r["ring_pid"], r["ref_lane"], r["ref"]))
         if start is not None:
             latency[r["fn"]].append((r["t_ns"] - start) / 1e3)
 for pid, ring in sorted(rings.items()):

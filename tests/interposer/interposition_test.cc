@@ -52,7 +52,7 @@ std::map<int, RankTrace> ReadRanks(const std::string& dir, bool writers_gone) {
     if (!reader.ok()) continue;
     RankTrace trace;
     trace.identity = (*reader)->identity();
-    trace.records = (*reader)->ReadFrom(0, SIZE_MAX, writers_gone).records;
+    trace.records = (*reader)->ReadAll(writers_gone).records;
     trace.reader = *std::move(reader);
     ranks[trace.identity.rank] = std::move(trace);
   }
@@ -107,16 +107,16 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
     EXPECT_EQ(EnterNames(trace), expected);
 
     // Exactly one return per enter, pointing back at it, with NCCL's result.
-    std::map<uint64_t, int> returns_per_enter;
+    std::map<std::pair<uint32_t, uint64_t>, int> returns_per_enter;
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind == static_cast<uint16_t>(RecordKind::kReturn)) {
-        ++returns_per_enter[item.record.ref_index];
+        ++returns_per_enter[{item.record.ref_lane, item.record.ref_index}];
         EXPECT_EQ(item.record.result, 0);
       }
     }
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter)) {
-        EXPECT_EQ(returns_per_enter[item.index], 1) << "enter at index " << item.index;
+        EXPECT_EQ((returns_per_enter[{item.lane, item.index}]), 1) << "enter at " << item.index;
       }
     }
     EXPECT_EQ(returns_per_enter.size(), trace.OfKind(RecordKind::kEnter).size());
