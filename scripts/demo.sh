@@ -28,7 +28,7 @@ echo "-- rings while the job hangs: the last record of each rank (an 'enter' wit
 echo "   'return' after it means the rank is inside that call):"
 build/cli/collwatch dump "$COLLWATCH_RING_DIR" | awk '
   /^ring / { if (last != "") print last; print; next }
-  /^  +[0-9]+ / { last = $0 }
+  /^  +[0-9]+:[0-9]+ / { last = $0 }
   END { if (last != "") print last }'
 pkill -KILL -P "$job" 2>/dev/null || true
 kill -KILL "$job" 2>/dev/null || true
