@@ -33,6 +33,9 @@ Config LoadConfig() noexcept {
   if (const char* value = Env("COLLWATCH_COMPLETION")) {
     config.completion = std::strcmp(value, "off") != 0;
   }
+  if (const char* value = Env("COLLWATCH_CLOCK")) {
+    config.tsc_clock = std::strcmp(value, "monotonic") != 0;
+  }
   if (const char* value = Env("COLLWATCH_VERBOSE")) config.verbose = std::strcmp(value, "0") != 0;
   if (const char* value = Env("COLLWATCH_RING_RECORDS")) {
     char* end = nullptr;

@@ -26,12 +26,16 @@ inline constexpr EnvVar kEnvVars[] = {
      "job name in ring names (default TORCHELASTIC_RUN_ID, SLURM_JOB_ID, else 'local')"},
     {"COLLWATCH_COMPLETION", "auto",
      "auto: track GPU completion with CUDA events where a CUDA driver is loaded; off: never"},
+    {"COLLWATCH_CLOCK", "auto",
+     "auto: timestamps from the TSC where it is invariant, calibrated against CLOCK_MONOTONIC; "
+     "monotonic: clock_gettime for every timestamp"},
     {"COLLWATCH_VERBOSE", "0", "1: print the settings and the ring path once on stderr"},
 };
 
 struct Config {
   bool disabled = false;
   bool completion = true;
+  bool tsc_clock = true;  // COLLWATCH_CLOCK=auto
   bool verbose = false;
   uint64_t ring_records = 1u << 15;  // per lane
   uint32_t ring_lanes = 4;

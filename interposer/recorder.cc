@@ -124,7 +124,7 @@ void* WatcherMain(void*) noexcept {
     const uint64_t now = MonotonicNs();
     if (now - last_beat >= kHeartbeatNs) {
       g_ring->Heartbeat(now);
-      CalibrateClock();
+      CalibrateClock(g_config.tsc_clock);
       last_beat = now;
     }
     // Short naps while device work is in flight keep completion times close to real.
