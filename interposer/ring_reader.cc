@@ -28,6 +28,14 @@ absl::Status Invalid(const std::string& path, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable collwatch ring: ", why));
 }
 
+// The writer creates the file, sizes it, then writes the header: until then the ring
+// is not ready, which is no error while the writer lives.
+absl::Status NotReady(const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(
+      path, ": ring not ready: header not written yet (writer still starting, or died while "
+            "creating it)"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& path) {
@@ -39,6 +47,10 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
     return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
   }
   const auto file_bytes = static_cast<uint64_t>(info.st_size);
+  if (file_bytes == 0) {
+    close(fd);
+    return NotReady(path);
+  }
   if (file_bytes < ring::kHeaderBytes) {
     close(fd);
     return Invalid(path, absl::StrCat("file has ", file_bytes, " bytes, less than a header"));
@@ -52,11 +64,8 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
   reader->mapped_bytes_ = file_bytes;
   const auto* header = reinterpret_cast<const ring::Header*>(reader->base_);
   const uint64_t magic = __atomic_load_n(&header->magic, __ATOMIC_ACQUIRE);
-  if (magic != ring::kMagic) {
-    return Invalid(path, magic == 0 ? "header not written yet (writer still starting, or died "
-                                      "while creating it)"
-                                    : "wrong magic");
-  }
+  if (magic == 0) return NotReady(path);
+  if (magic != ring::kMagic) return Invalid(path, "wrong magic");
   if (header->version != ring::kVersion) {
     return Invalid(path, absl::StrCat("format version ", header->version, ", this build reads ",
                                       ring::kVersion));

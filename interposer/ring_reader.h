@@ -55,7 +55,8 @@ struct ReadBatch {
 class RingReader {
  public:
   // Opens and validates a ring file; a clear error for anything that is not a complete,
-  // supported ring (wrong magic, truncated, unsupported version, bad geometry).
+  // supported ring (wrong magic, truncated, unsupported version, bad geometry);
+  // kUnavailable for a ring whose writer has not finished creating it (try again).
   static absl::StatusOr<std::unique_ptr<RingReader>> Open(const std::string& path);
   ~RingReader();
   RingReader(const RingReader&) = delete;

@@ -378,9 +378,21 @@ TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
 }
 
 TEST_F(RingTest, FilesThatAreNotRingsGetClearErrors) {
+  // Empty, or sized but without its header yet: a writer still creating it (retry).
   const std::string empty = dir_ + "/empty.ring";
   std::ofstream(empty).close();
   auto opened = RingReader::Open(empty);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_TRUE(absl::IsUnavailable(opened.status())) << opened.status();
+  EXPECT_NE(opened.status().message().find("not ready"), std::string::npos);
+  const std::string zeros = dir_ + "/zeros.ring";
+  std::ofstream(zeros) << std::string(8192, '\0');
+  opened = RingReader::Open(zeros);
+  EXPECT_TRUE(absl::IsUnavailable(opened.status())) << opened.status();
+
+  const std::string short_file = dir_ + "/short.ring";
+  std::ofstream(short_file) << std::string(100, 'x');
+  opened = RingReader::Open(short_file);
   ASSERT_FALSE(opened.ok());
   EXPECT_NE(opened.status().message().find("less than a header"), std::string::npos);
 
