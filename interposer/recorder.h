@@ -17,6 +17,7 @@ struct PendingCall {
   ring::Record record;       // the kEnter record as written (set by Begin*)
   uint32_t lane = 0;         // its ring lane
   uint64_t enter_index = 0;  // its index in that lane
+  uint64_t tick_at_enter = 0;  // the watcher's tick when it entered
   bool recorded = false;     // false: nothing to finish (recording off)
   void* stream = nullptr;    // where device work was enqueued (collectives, p2p)
   const void* comm = nullptr;  // the communicator a teardown call ends

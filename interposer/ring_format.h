@@ -54,6 +54,15 @@ namespace collwatch::ring {
 // kReturn record instead. Readers present both forms the same way (a kEnter followed by
 // its kReturn).
 //
+// Return times. A clock read costs 10-20 ns on the hosts we run on, the largest part of
+// a recorded call, so a return written in place reads the clock only when the call
+// blocked: when the writer's watcher thread ticked while the call was inside NCCL. A call
+// that returned before the next tick carries kFlagReturnedWithinTick and return_ns equal
+// to its enter time: it returned less than one tick later. The watcher ticks every
+// kActiveTickNs while the process makes NCCL calls, every kIdleTickNs after a second
+// without any, every 200 us while GPU work is in flight; a busy machine can delay a tick.
+// Separate kReturn records always carry a clock reading.
+//
 // Reading record n (a seqlock; the reader never writes):
 //   c1 = slot.commit.load(acquire); copy payload (relaxed loads); fence(acquire);
 //   c2 = slot.commit.load(relaxed)
@@ -70,7 +79,7 @@ namespace collwatch::ring {
 // A string slot is never rewritten once ready; id 0 means "no region".
 
 inline constexpr uint64_t kMagic = 0x31474e4952574301ull;  // "\x01CWRING1" little-endian
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kRecordBytes = 128;
 inline constexpr uint32_t kStringSlotBytes = 128;
@@ -84,6 +93,8 @@ inline constexpr uint64_t kCommitReturned = 1ull << 63;     // commit bit: retur
 inline constexpr uint64_t kDefaultStringCapacity = 4096;      // 512 KiB of names
 inline constexpr int32_t kUnset = -1;                         // int fields: "not known"
 inline constexpr uint8_t kNoDtype = 0xff;
+inline constexpr uint64_t kActiveTickNs = 1'000'000;  // watcher period while calls are made
+inline constexpr uint64_t kIdleTickNs = 20'000'000;   // after a second without any
 
 // What a record says. Every wrapped call writes kEnter before forwarding and kReturn
 // after; kComplete comes later from the watcher thread (GPU) for async completion.
@@ -148,8 +159,10 @@ inline constexpr uint8_t kFlagCompletesAtReturn = 1 << 1;  // no device work: re
 inline constexpr uint8_t kFlagUnknownComm = 1 << 2;        // communicator not seen at init
 inline constexpr uint8_t kFlagNoCompletion = 1 << 3;       // completion not tracked (pool full)
 inline constexpr uint8_t kFlagReturnsInPlace = 1 << 4;     // kEnter: its return comes in place
+inline constexpr uint8_t kFlagReturnedWithinTick = 1 << 5;  // returned < 1 tick after enter
 // Flags a return adds; a reader shows them on the kReturn only.
-inline constexpr uint8_t kReturnFlags = kFlagCompletesAtReturn | kFlagNoCompletion;
+inline constexpr uint8_t kReturnFlags =
+    kFlagCompletesAtReturn | kFlagNoCompletion | kFlagReturnedWithinTick;
 
 // One record: 16 words. Field meaning by kind and fn:
 //   comm_id      communicator id, equal on all its ranks (0: none / unknown)
@@ -185,7 +198,7 @@ struct Record {
   uint64_t t_ns;       // CLOCK_MONOTONIC: enter / return / completion time by kind
   union {
     uint64_t ref_index;  // kReturn, kComplete: index of the kEnter it refers to
-    uint64_t return_ns;  // kEnter returned in place: the return time
+    uint64_t return_ns;  // kEnter returned in place: the return time (see "Return times")
   };
   uint32_t region_id;  // innermost NVTX range of the calling thread (0: none)
   uint32_t tid;        // kernel thread id of the caller

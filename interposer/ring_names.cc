@@ -85,7 +85,8 @@ std::string FlagNames(uint8_t flags) {
   } kFlags[] = {{ring::kFlagCaptured, "captured"},
                 {ring::kFlagCompletesAtReturn, "completes_at_return"},
                 {ring::kFlagUnknownComm, "unknown_comm"},
-                {ring::kFlagNoCompletion, "no_completion"}};
+                {ring::kFlagNoCompletion, "no_completion"},
+                {ring::kFlagReturnedWithinTick, "returned_within_tick"}};
   std::string names;
   for (const auto& flag : kFlags) {
     if ((flags & flag.bit) == 0) continue;

@@ -60,6 +60,15 @@ class RingWriter {
     ring::CommitWord(slot).store((index + 1) | ring::kCommitReturned, std::memory_order_release);
   }
 
+  // Records reserved so far over all lanes (the watcher's activity probe).
+  uint64_t RecordsReserved() const noexcept {
+    uint64_t total = 0;
+    for (uint32_t lane = 0; lane < lane_count_; ++lane) {
+      total += LaneHead(lane)->write_index.load(std::memory_order_relaxed);
+    }
+    return total;
+  }
+
   void CountDropped() noexcept { header_->dropped.fetch_add(1, std::memory_order_relaxed); }
   void Heartbeat(uint64_t now_ns) noexcept {
     header_->heartbeat_ns.store(now_ns, std::memory_order_release);

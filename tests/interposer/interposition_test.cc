@@ -293,6 +293,44 @@ TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
   }
 }
 
+// Fast calls skip the clock at return (flagged, return time = enter time); a call that
+// blocks gets a real return time.
+TEST_F(InterpositionTest, BlockingCallsGetRealReturnTimesFastOnesAreFlagged) {
+  Subprocess job(RanksCommand(2, "late"), PreloadEnv());
+  ASSERT_EQ(job.Wait(60), 0);
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), /*writers_gone=*/true);
+  ASSERT_EQ(ranks.size(), 2u);
+  const RankTrace& early = ranks[0];
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> enter_ns;
+  for (const IndexedRecord& item : early.records) {
+    if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter)) {
+      enter_ns[{item.lane, item.index}] = item.record.t_ns;
+    }
+  }
+  int flagged = 0;
+  uint64_t last_all_reduce_ns = 0;
+  bool last_flagged = true;
+  for (const IndexedRecord& item : early.records) {
+    const ring::Record& record = item.record;
+    if (record.kind != static_cast<uint16_t>(RecordKind::kReturn) ||
+        static_cast<ApiFn>(record.fn) != ApiFn::kAllReduce) {
+      continue;
+    }
+    const uint64_t entered = enter_ns.at({record.ref_lane, record.ref_index});
+    ASSERT_GE(record.t_ns, entered);
+    const bool within_tick = (record.flags & ring::kFlagReturnedWithinTick) != 0;
+    if (within_tick) {
+      EXPECT_EQ(record.t_ns, entered) << "a flagged return carries its enter time";
+      ++flagged;
+    }
+    last_all_reduce_ns = record.t_ns - entered;
+    last_flagged = within_tick;
+  }
+  EXPECT_GT(flagged, 0) << "quick calls return within the watcher's 1 ms tick";
+  EXPECT_FALSE(last_flagged) << "the blocked call spans many ticks";
+  EXPECT_GE(last_all_reduce_ns, 250'000'000u) << "rank 0 waited 300 ms for rank 1";
+}
+
 TEST_F(InterpositionTest, ForkedWorkerWritesNothingIntoItsParentsRing) {
   Subprocess job(RanksCommand(2, "fork"), PreloadEnv());
   ASSERT_EQ(job.Wait(60), 0);

@@ -142,6 +142,18 @@ void RunSkipPlan(ncclComm_t comm) {
   pause();  // rank 1 waits here to be killed
 }
 
+// Return times: 200 quick all-reduces, then one that rank 0 enters 300 ms before rank 1
+// joins it, so rank 0 blocks in it.
+void RunLatePlan(ncclComm_t comm) {
+  float value = 1.0f, sum = 0.0f;
+  for (int i = 0; i < 200; ++i) {
+    CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  }
+  if (g_rank == 1) usleep(300000);
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  Expect(sum == static_cast<float>(g_world), "late all-reduce");
+}
+
 // A forked worker (as a data loader would be) calls NCCL: the preload must stay silent
 // there and must not write into its parent's ring.
 void RunForkPlan(ncclComm_t comm) {
@@ -197,6 +209,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunAllPlan(comm);
   } else if (plan == "skip") {
     RunSkipPlan(comm);
+  } else if (plan == "late") {
+    RunLatePlan(comm);
   } else if (plan == "fork") {
     RunForkPlan(comm);
   } else if (plan == "lifecycle") {
@@ -213,7 +227,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|fork|lifecycle) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
