@@ -9,9 +9,15 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include <dirent.h>
+
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 
@@ -88,6 +94,12 @@ Paths& GetPaths() {
   return paths;
 }
 
+uint64_t MonotonicNowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
 void RunAllReduce(benchmark::State& state, AllReduceFn fn, ncclComm_t comm) {
   float buffer[4];
   const uint64_t allocations_before = g_allocations.load();
@@ -132,6 +144,32 @@ BENCHMARK(BM_AllReduceDirect);
 BENCHMARK(BM_AllReduceInterposed);
 BENCHMARK(BM_AllReduceInterposed)->Threads(2)->UseRealTime();
 
+// CPU seconds used so far by the preload's watcher thread (named "collwatch"), from
+// /proc: the cost of its ticks, which no per-call figure shows.
+double WatcherCpuSeconds() {
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return -1;
+  double seconds = -1;
+  while (dirent* entry = readdir(tasks)) {
+    const std::string dir = std::string("/proc/self/task/") + entry->d_name;
+    std::ifstream comm(dir + "/comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "collwatch") continue;
+    std::ifstream stat(dir + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::vector<std::string> values{std::istream_iterator<std::string>(fields), {}};
+    if (values.size() > 12) {
+      seconds = static_cast<double>(std::stoull(values[11]) + std::stoull(values[12])) /
+                static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  closedir(tasks);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,8 +178,15 @@ int main(int argc, char** argv) {
   if (mkdtemp(dir) == nullptr) return 1;
   setenv("COLLWATCH_RING_DIR", (std::string(dir) + "/rings").c_str(), 1);
   benchmark::Initialize(&argc, argv);
+  const uint64_t start_ns = MonotonicNowNs();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  const double wall_seconds = static_cast<double>(MonotonicNowNs() - start_ns) / 1e9;
+  const double watcher_seconds = WatcherCpuSeconds();
+  if (watcher_seconds >= 0) {
+    std::printf("watcher thread: %.3f s CPU over %.1f s (%.2f %% of one core)\n", watcher_seconds,
+                wall_seconds, 100.0 * watcher_seconds / wall_seconds);
+  }
   std::string cleanup = std::string("rm -rf ") + dir;
   return std::system(cleanup.c_str()) == 0 ? 0 : 1;
 }
