@@ -38,7 +38,8 @@ Batch SyntheticData::Get(int64_t step, BatchKind kind, bool only_domain_zero) co
   const ModelOptions& model = options_.model;
   const int64_t batch = options_.batch;
   const int64_t seq = model.seq;
-  const int64_t text_values = model.vocab - kFirstTextToken;
+  // A small text alphabet: what follows what is quick to learn at any vocabulary size.
+  const int64_t text_values = std::min<int64_t>(model.vocab - kFirstTextToken, kTextAlphabet);
   const int64_t pixels = 3 * model.image_size * model.image_size;
   const bool images = kind == BatchKind::kImageText;
   const int64_t text_start = images ? 1 + image_tokens_ : 2;

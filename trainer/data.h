@@ -21,6 +21,7 @@ inline constexpr int64_t kImageToken = 2;   // placeholder replaced by an image 
 inline constexpr int64_t kStrideToken = 3;  // kStrideToken + c: text-only stride class c
 inline constexpr int64_t kFirstTextToken = 8;
 inline constexpr int64_t kImageClasses = 4;
+inline constexpr int64_t kTextAlphabet = 16;  // progressions run modulo this
 inline constexpr int64_t kIgnoreLabel = -100;  // cross-entropy's default ignore index
 
 struct Batch {
