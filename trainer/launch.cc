@@ -59,8 +59,10 @@ int PickFreePort() {
 }
 
 std::vector<pid_t> g_children;  // read by the signal handler
+volatile sig_atomic_t g_stopping = 0;  // a signal told the launcher to stop the job
 
 void ForwardSignal(int signal_number) {
+  g_stopping = 1;
   for (pid_t child : g_children) kill(child, signal_number);
 }
 
@@ -120,6 +122,7 @@ int LaunchLocalRanks(int nproc, char** argv) {
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code != 0 && result == 0) {
       result = code;
+      if (g_stopping) continue;  // the children were told to stop: no rank failed
       int rank = 0;
       while (rank < nproc && g_children[rank] != done) ++rank;
       std::fprintf(stderr, "collwatch-trainer: rank %d exited with code %d; stopping the others\n",
