@@ -2,6 +2,7 @@
 // itself or trains as the rank its environment names. Threading: main thread only.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "trainer/launch.h"
