@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Packs the `collwatch` CLI and the benchmark (built here, with gRPC/abseil) with their
-# shared libraries into .carry/ for a device-tool run on a GPU machine.
+# shared libraries into .carry/ for a device-tool run on a GPU machine, with the CLI11
+# headers the trainer builds with there (GPU machines lack the package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf .carry && mkdir -p .carry/bin .carry/lib .carry/bench .carry/interposer
+rm -rf .carry && mkdir -p .carry/bin .carry/lib .carry/bench .carry/interposer .carry/include
 cp build/cli/collwatch .carry/bin/
+cp -r /usr/include/CLI .carry/include/
 # The interposer benchmark (Release) with its libraries, in the build tree's layout.
 if [ -x build-release/bench/collwatch_interposer_benchmark ]; then
   cp build-release/bench/collwatch_interposer_benchmark build-release/bench/libcollwatch_noop_nccl.so \
