@@ -4,13 +4,16 @@
 # on 2 GPUs with the preload, each bounded by `timeout`; records step times, the first
 # forward's all-gather bytes and the rings (dumped with the carried `collwatch`, see
 # scripts/pack_carry.sh). Writes everything under $OUT.
-#   bash scripts/gpu_trainer.sh [NPROC]
+#   bash scripts/gpu_trainer.sh [NPROC [SCENARIO...]]   (default: every scenario, then
+#   `clean` without the preload; name scenarios to split the runs over several calls)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/collwatch-gpu-trainer}
 mkdir -p "$out"
 nproc_gpu=${1:-2}
+shift $(( $# > 0 ? 1 : 0 ))
+scenarios=("$@")
 scenario_timeout=${SCENARIO_TIMEOUT:-75}
 
 nccl_root=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))')
@@ -70,21 +73,24 @@ run_scenario() {  # NAME STEPS [extra flags...]
 }
 
 : > "$out/run.log"
-run_scenario clean 6
-run_scenario mtp-sequential-backward 3
-run_scenario image-text-dummy 3
-run_scenario image-text-batchsync 3
-run_scenario image-text 6
-run_scenario expert-skip 6
-run_scenario dtype-mismatch 6
-run_scenario first-forward-stall 6 --stall-seconds 30
-# Without the preload, for the step-time comparison.
-echo "-- clean without the preload" | tee -a "$out/run.log"
-timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda --steps 6 \
-  "${model[@]}" > "$out/clean-plain.log" 2>&1
-echo "clean without the preload: exit $?" | tee -a "$out/run.log"
-kill_leftovers
-awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 0 { print $8 }' "$out/clean-plain.log" | sort -n |
-  awk '{ v[NR] = $1 } END { if (NR) printf "rank 0 median step %.1f ms over %d steps\n", v[int((NR + 1) / 2)], NR }' |
-  tee -a "$out/run.log"
+steps_of() {  # scenarios that finish train longer; hanging ones stop at the timeout
+  case $1 in clean) echo 6 ;; *-dummy|*-batchsync|mtp-*) echo 3 ;; *) echo 6 ;; esac
+}
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(clean mtp-sequential-backward image-text-dummy
+  image-text-batchsync image-text expert-skip dtype-mismatch first-forward-stall plain)
+for name in "${scenarios[@]}"; do
+  case $name in
+    first-forward-stall) run_scenario "$name" 6 --stall-seconds 30 ;;
+    plain)  # clean without the preload, for the step-time comparison
+      echo "-- clean without the preload" | tee -a "$out/run.log"
+      timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda \
+        --steps 6 "${model[@]}" > "$out/clean-plain.log" 2>&1
+      echo "clean without the preload: exit $?" | tee -a "$out/run.log"
+      kill_leftovers
+      awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 0 { print $8 }' "$out/clean-plain.log" |
+        sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "rank 0 median step %.1f ms over %d steps\n", v[int((NR + 1) / 2)], NR }' |
+        tee -a "$out/run.log" ;;
+    *) run_scenario "$name" "$(steps_of "$name")" ;;
+  esac
+done
 rm -rf "$work"
