@@ -218,7 +218,7 @@ at::Tensor Zero3Trainer::ExpertsUpdate(const at::Tensor& x) {
 }
 
 at::Tensor Zero3Trainer::ForwardBody(const Batch& batch) {
-  at::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   const ModelOptions& model = options_.model;
   tokens_ = batch.tokens;
   domains_ = batch.domains;
@@ -337,7 +337,7 @@ void Zero3Trainer::OptimizerStep(int64_t step) {
   const double t = static_cast<double>(step + 1);
   const double bias1 = 1 - std::pow(kAdamBeta1, t);
   const double bias2 = 1 - std::pow(kAdamBeta2, t);
-  at::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;
   for (ShardedUnit& unit : units_) {
     if (!unit.spec.trainable) continue;
     const at::Tensor& grad = unit.grad_shard;
