@@ -5,6 +5,7 @@
 #include "trainer/zero3_trainer.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -218,7 +219,7 @@ at::Tensor Zero3Trainer::ExpertsUpdate(const at::Tensor& x) {
 }
 
 at::Tensor Zero3Trainer::ForwardBody(const Batch& batch) {
-  torch::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const ModelOptions& model = options_.model;
   tokens_ = batch.tokens;
   domains_ = batch.domains;
@@ -337,7 +338,7 @@ void Zero3Trainer::OptimizerStep(int64_t step) {
   const double t = static_cast<double>(step + 1);
   const double bias1 = 1 - std::pow(kAdamBeta1, t);
   const double bias2 = 1 - std::pow(kAdamBeta2, t);
-  torch::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (ShardedUnit& unit : units_) {
     if (!unit.spec.trainable) continue;
     const at::Tensor& grad = unit.grad_shard;
