@@ -38,7 +38,7 @@ ldd "$trainer" > "$out/trainer.ldd" 2>&1
 work=$(mktemp -d)
 # Large enough that the first forward all-gathers gigabytes (16 blocks of hidden 2048).
 model=(--hidden 2048 --heads 16 --layers 8 --vision-layers 4 --experts 2 --vocab 32000
-       --seq 256 --image-size 64 --patch 8 --batch 4)
+       --seq 256 --image-size 64 --patch 8 --batch 4 --lr 3e-4)
 
 # Kills what a scenario left behind: only processes running this build's trainer.
 kill_leftovers() {
