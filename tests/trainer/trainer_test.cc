@@ -3,9 +3,12 @@
 // rings show where the ranks parted; the fixes give every rank the same collective
 // schedule; ZeRO-3's gradients and updated parameters match a single-process run.
 // Threading: single-threaded test code driving child processes.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -283,9 +286,46 @@ TEST(TrainerTest, MtpSequentialBackwardChangesTheScheduleNotTheLoss) {
 
 // A failing scenario: still running well after a healthy job would have finished; then
 // killed, and the rings read.
+// Records written so far by each live ring of `dir` (rings still being created skipped).
+std::vector<uint64_t> RecordsPerRing(const std::string& dir) {
+  std::vector<uint64_t> counts;
+  auto paths = ListRingFiles(dir);
+  if (!paths.ok()) return counts;
+  for (const std::string& path : *paths) {
+    auto reader = RingReader::Open(path);
+    if (reader.ok()) counts.push_back((*reader)->records_written());
+  }
+  return counts;
+}
+
+// True once every rank has a ring and none has written a record for `quiet_seconds`:
+// the job is stuck. A bound on start-up time, not a speed check (sanitizer builds of the
+// trainer start slowly on a loaded machine).
+bool WaitUntilQuiet(TrainerJob& job, double quiet_seconds, double deadline_seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point from) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  };
+  std::vector<uint64_t> last;
+  auto last_change = std::chrono::steady_clock::now();
+  while (since(start) < deadline_seconds && job.process().Running()) {
+    std::vector<uint64_t> counts = RecordsPerRing(job.RingDir());
+    if (counts != last || counts.size() < static_cast<size_t>(kRanks)) {
+      last = counts;
+      last_change = std::chrono::steady_clock::now();
+    } else if (since(last_change) >= quiet_seconds) {
+      return true;
+    }
+    usleep(200000);
+  }
+  return false;
+}
+
 std::map<int, RankRings> RunUntilHung(const std::string& scenario) {
   TrainerJob job(Flags(scenario, 4), /*preload=*/true);
-  EXPECT_EQ(job.process().Wait(15), -1) << "expected a hang, but it ended:\n" << job.Log();
+  EXPECT_TRUE(WaitUntilQuiet(job, /*quiet_seconds=*/5, /*deadline_seconds=*/120))
+      << "expected the ranks to hang, quietly:\n" << job.Log();
+  EXPECT_TRUE(job.process().Running()) << "expected a hang, but it ended:\n" << job.Log();
   job.process().KillGroup();
   EXPECT_EQ(ParseLosses(job.Log()).count(0), 0u) << "a hung job finished a step:\n" << job.Log();
   auto ranks = ReadRings(job.RingDir());
