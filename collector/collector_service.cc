@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include <chrono>
+
+#include "grpcpp/alarm.h"
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -45,7 +47,7 @@ class EventStreamReactor final
   }
 
   void OnReadDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     if (!ok) {  // the agent closed its side (or the call broke)
       FinishLocked(grpc::Status::OK);
       return;
@@ -72,7 +74,7 @@ class EventStreamReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     writing_ = false;
     if (ok && has_pending_ && !finish_status_) {
       response_ = pending_;
@@ -154,7 +156,7 @@ class EventStreamReactor final
 
   CollectorService* service_;
   std::string peer_;
-  std::mutex mutex_;
+  std::recursive_mutex mutex_;  // recursive: a reaction gRPC runs inline re-enters
   v1::StreamEventsRequest request_;
   v1::StreamEventsResponse response_;
   v1::StreamEventsResponse pending_;
@@ -171,74 +173,83 @@ class EventStreamReactor final
 
 }  // namespace
 
-// Sends the cluster state when the ticker says so; one write in flight at a time.
+// Sends the cluster state, then again every watch interval (a gRPC alarm paces it, so no
+// thread of ours ever touches a reactor that may be finishing). One write or one alarm is
+// outstanding at a time; Finish comes from the write or alarm callback that sees the end.
 class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
  public:
   WatchReactor(CollectorService* service, grpc::CallbackServerContext* context, std::string job)
-      : service_(service), job_(std::move(job)) {
+      : service_(service) {
     if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
       service_->Log(absl::StrCat("refused Watch from ", context->peer(), ": ", auth.message()));
       Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
       return;
     }
     const std::string served = service_->job();
-    if (!job_.empty() && !served.empty() && job_ != served) {
+    if (!job.empty() && !served.empty() && job != served) {
       Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("this collector serves job '", served, "', not '", job_, "'")));
+                          absl::StrCat("this collector serves job '", served, "', not '", job, "'")));
       return;
     }
-    registered_ = true;
-    service_->AddWatcher(this);
-    Tick();
-  }
-
-  // Called by the ticker thread.
-  void Tick() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (writing_ || done_) return;
-    response_.Clear();
-    *response_.mutable_state() = service_->live_state().Snapshot(service_->job());
-    response_.set_full(true);
-    writing_ = true;
-    StartWrite(&response_);
+    SendState();
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    writing_ = false;
-    if (!ok && !done_) {
-      done_ = true;
+    bool finish = !ok || service_->stopping();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finish = finish || cancelled_;
+      alarm_pending_ = !finish;
+    }
+    if (finish) {
       Finish(grpc::Status::OK);
+      return;
     }
-  }
-  void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!done_ && !writing_) {
-      done_ = true;
-      Finish(grpc::Status::CANCELLED);
-    } else {
-      done_ = true;  // the failing write finishes it
-    }
-  }
-  void OnDone() override {
-    if (registered_) service_->RemoveWatcher(this);
-    delete this;
-  }
-  void Stop() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return;
-    done_ = true;
-    if (!writing_) Finish(grpc::Status::OK);
+    alarm_.Set(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(static_cast<int64_t>(service_->options().watch_interval_s * 1e6)),
+               [this](bool fired) { OnAlarm(fired); });
   }
 
+  void OnCancel() override {
+    bool pending;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+      pending = alarm_pending_;
+    }
+    if (pending) alarm_.Cancel();  // its callback then finishes the call
+  }
+
+  void OnDone() override { delete this; }
+
  private:
+  void OnAlarm(bool fired) {
+    bool finish;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      alarm_pending_ = false;
+      finish = !fired || cancelled_ || service_->stopping();
+    }
+    if (finish) {
+      Finish(grpc::Status::OK);
+    } else {
+      SendState();
+    }
+  }
+
+  void SendState() {
+    response_.Clear();
+    *response_.mutable_state() = service_->live_state().Snapshot(service_->job());
+    response_.set_full(true);
+    StartWrite(&response_);
+  }
+
   CollectorService* service_;
-  std::string job_;
   std::mutex mutex_;
+  grpc::Alarm alarm_;
   v1::WatchResponse response_;
-  bool writing_ = false;
-  bool done_ = false;
-  bool registered_ = false;
+  bool alarm_pending_ = false;
+  bool cancelled_ = false;
 };
 
 bool IsLoopbackAddress(const std::string& address) {
@@ -257,45 +268,11 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 }
 
 CollectorService::CollectorService(const CollectorOptions& options)
-    : options_(options), store_(options.out_dir, StoreOptions{options.fsync}), job_(options.job) {
-  ticker_ = std::thread([this] { TickWatchers(); });
-}
+    : options_(options), store_(options.out_dir, StoreOptions{options.fsync}), job_(options.job) {}
 
-CollectorService::~CollectorService() { StopWatchers(); }
+CollectorService::~CollectorService() = default;
 
-void CollectorService::StopWatchers() {
-  {
-    std::lock_guard<std::mutex> lock(watchers_mutex_);
-    if (stopping_) return;
-    stopping_ = true;
-    for (WatchReactor* watcher : watchers_) watcher->Stop();
-  }
-  watchers_changed_.notify_all();
-  if (ticker_.joinable()) ticker_.join();
-}
-
-void CollectorService::TickWatchers() {
-  std::unique_lock<std::mutex> lock(watchers_mutex_);
-  while (!stopping_) {
-    watchers_changed_.wait_for(lock, std::chrono::duration<double>(options_.watch_interval_s));
-    if (stopping_) break;
-    for (WatchReactor* watcher : watchers_) watcher->Tick();
-  }
-}
-
-void CollectorService::AddWatcher(WatchReactor* watcher) {
-  std::lock_guard<std::mutex> lock(watchers_mutex_);
-  if (stopping_) {
-    watcher->Stop();
-    return;
-  }
-  watchers_.insert(watcher);
-}
-
-void CollectorService::RemoveWatcher(WatchReactor* watcher) {
-  std::lock_guard<std::mutex> lock(watchers_mutex_);
-  watchers_.erase(watcher);
-}
+void CollectorService::StopWatchers() { stopping_ = true; }
 
 std::string CollectorService::job() {
   std::lock_guard<std::mutex> lock(job_mutex_);

@@ -2,7 +2,7 @@
 // out after the batch is written to the trace store; Watch: cluster state for
 // dashboards) and the server that hosts it, with its security rules.
 // Threading: gRPC's callback threads run the reactors; the store and the live state are
-// thread-safe; one ticker thread paces the Watch streams.
+// thread-safe; gRPC alarms pace the Watch streams.
 #ifndef COLLWATCH_COLLECTOR_COLLECTOR_SERVICE_H_
 #define COLLWATCH_COLLECTOR_COLLECTOR_SERVICE_H_
 
@@ -59,7 +59,7 @@ class CollectorService final : public v1::Collector::CallbackService {
 
   LiveState& live_state() { return live_state_; }
   std::string job();
-  // Stops the Watch ticker; call before the server shuts down.
+  // Ends the Watch streams at their next tick; call before the server shuts down.
   void StopWatchers();
 
   // Used by the reactors.
@@ -71,23 +71,17 @@ class CollectorService final : public v1::Collector::CallbackService {
   TraceStore& store() { return store_; }
   void Log(const std::string& line) const;
 
+  bool stopping() const { return stopping_.load(); }
   class WatchReactor;
-  void AddWatcher(WatchReactor* watcher);
-  void RemoveWatcher(WatchReactor* watcher);
 
  private:
-  void TickWatchers();
 
   CollectorOptions options_;
   TraceStore store_;
   LiveState live_state_;
   std::mutex job_mutex_;
   std::string job_;
-  std::mutex watchers_mutex_;
-  std::condition_variable watchers_changed_;
-  std::set<WatchReactor*> watchers_;
-  bool stopping_ = false;
-  std::thread ticker_;
+  std::atomic<bool> stopping_{false};
 };
 
 // A running collector server.
