@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -143,6 +145,34 @@ TEST_F(FaultTest, KilledRankIsReportedAndItsRingShipped) {
 
   job->KillGroup();
   ExpectComplete(WaitForStoreToMatchRings(20), 4 * 3);
+}
+
+// No agent started by hand: the preload starts one (COLLWATCH_COLLECTOR), once for the
+// four ranks of the node, and it ships everything.
+TEST_F(FaultTest, PreloadStartsOneAgentPerNodeAndJob) {
+  auto collector = StartCollector();
+  Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "4", "all", dir_.path()},
+                 {{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                  {"COLLWATCH_RING_DIR", Rings()},
+                  {"COLLWATCH_JOB_ID", kJob},
+                  {"COLLWATCH_COLLECTOR", address_},
+                  {"COLLWATCH_AGENT", COLLWATCH_CLI_PATH},
+                  {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}});
+  ASSERT_EQ(job.Wait(60), 0);
+  const testing::TraceComparison comparison = WaitForStoreToMatchRings(20);
+  ExpectComplete(comparison, 4 * 40);
+
+  std::ifstream lock(Rings() + "/agent." + kJob + ".lock");
+  pid_t agent = 0;
+  lock >> agent;
+  ASSERT_GT(agent, 0) << "the lock file names the agent";
+  EXPECT_EQ(kill(agent, 0), 0) << "the agent outlives the job until its idle timeout";
+  std::ifstream log(Rings() + "/agent." + std::string(kJob) + ".log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  size_t starts = 0;
+  for (size_t at = text.find("shipping rings"); at != std::string::npos; at = text.find("shipping rings", at + 1)) ++starts;
+  EXPECT_EQ(starts, 1u) << text;
+  kill(agent, SIGTERM);
 }
 
 }  // namespace
