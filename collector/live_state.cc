@@ -77,6 +77,18 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
   }
 }
 
+// Every rank of the communicator exited normally: nothing of it is in flight any more
+// (ops whose completion was not recorded, e.g. in a group, would otherwise look stuck).
+bool LiveState::AllExited(const Comm& comm) const {
+  for (const auto& [rank, progress] : comm.ranks) {
+    auto process = processes_.find(progress.process_key);
+    if (process == processes_.end() || process->second.status.writer_status() != v1::WRITER_STATUS_EXITED) {
+      return false;
+    }
+  }
+  return !comm.ranks.empty();
+}
+
 uint64_t LiveState::MinCompleted(const Comm& comm) const {
   if (comm.ranks.empty()) return 0;
   // Ranks that never reported have completed nothing.
@@ -114,7 +126,7 @@ LiveSummary LiveState::Summary() {
   }
   for (const auto& [id, comm] : comms_) {
     summary.collectives_per_second += comm.rate;
-    if (comm.first_enter_ns.empty()) continue;
+    if (comm.first_enter_ns.empty() || AllExited(comm)) continue;
     const auto& [seq, since] = *comm.first_enter_ns.begin();
     const double age = static_cast<double>(now - since) / 1e9;
     if (age > summary.oldest_inflight_age_s) {
@@ -151,7 +163,7 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
       auto process = processes_.find(progress.process_key);
       if (process != processes_.end()) item->set_status(process->second.status.writer_status());
     }
-    if (!comm.first_enter_ns.empty()) {
+    if (!comm.first_enter_ns.empty() && !AllExited(comm)) {
       out->set_oldest_inflight_seq(comm.first_enter_ns.begin()->first);
       out->set_oldest_inflight_age_s(static_cast<double>(now - comm.first_enter_ns.begin()->second) / 1e9);
     }

@@ -60,6 +60,7 @@ class LiveState {
   };
   void UpdateRates(uint64_t now_ns);
   uint64_t MinCompleted(const Comm& comm) const;
+  bool AllExited(const Comm& comm) const;
 
   std::mutex mutex_;
   std::map<std::string, Process> processes_;
