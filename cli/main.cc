@@ -3,6 +3,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "cli/daemon_commands.h"
 #include "cli/ring_dump.h"
 
 int main(int argc, char** argv) {
@@ -17,8 +18,46 @@ int main(int argc, char** argv) {
       ->required();
   dump->add_flag("--json", dump_json, "JSON lines: one 'ring' object, then its 'record' objects");
 
+  collwatch::CollectorOptions collector_options;
+  std::string token_file, tls_cert_file, tls_key_file;
+  CLI::App* collector = app.add_subcommand("collector", "the collector service: trace store and live state");
+  collector->add_option("--listen", collector_options.listen, "host:port or unix:PATH (loopback unless a token is set)")
+      ->capture_default_str();
+  collector->add_option("--out", collector_options.out_dir, "trace folder")->capture_default_str();
+  collector->add_option("--token-file", token_file, "shared secret agents must send");
+  collector->add_option("--tls-cert", tls_cert_file, "TLS certificate chain (PEM)");
+  collector->add_option("--tls-key", tls_key_file, "TLS private key (PEM)");
+  collector->add_option("--job", collector_options.job, "serve only this job (default: the first that connects)");
+  collector->add_flag("--fsync", collector_options.fsync, "fdatasync every batch before acknowledging it");
+  collector->add_option("--max-message-bytes", collector_options.max_message_bytes, "largest accepted message")
+      ->capture_default_str();
+  collector->add_option("--max-stream-rate", collector_options.max_events_per_second,
+                        "events per second one stream may send")->capture_default_str();
+
+  collwatch::AgentOptions agent_options;
+  std::string agent_token_file, agent_ca_file;
+  CLI::App* agent = app.add_subcommand("agent", "the node agent: ships this node's rings to a collector");
+  agent->add_option("--collector", agent_options.collector, "collector address")->capture_default_str();
+  agent->add_option("--ring-dir", agent_options.ring_dir, "ring folder (default COLLWATCH_RING_DIR or /dev/shm/collwatch-$UID)");
+  agent->add_option("--job", agent_options.job, "ship only this job's rings");
+  agent->add_option("--token-file", agent_token_file, "shared secret of the collector");
+  agent->add_option("--tls-ca", agent_ca_file, "root certificates (PEM): connect with TLS");
+  agent->add_option("--idle-exit", agent_options.idle_exit_s, "exit after this many seconds without a live ring");
+
+  collwatch::RunOptions run_options;
+  std::string run_token_file;
+  CLI::App* run = app.add_subcommand("run", "run CMD with collwatch: preload, agent and collector");
+  run->add_option("--out", run_options.out_dir, "trace folder")->capture_default_str();
+  run->add_option("--collector", run_options.collector, "stream to this collector instead of an embedded one");
+  run->add_option("--token-file", run_token_file, "shared secret of --collector");
+  run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
+  run->add_option("--stall-after", run_options.stall_after_s, "seconds before a stall is a finding (analyzer)");
+  run->add_flag("--kill-on-hang", run_options.kill_on_hang, "stop a hung job (analyzer)");
+  run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
+
   CLI11_PARSE(app, argc, argv);
 
+  std::string error;
   if (dump->parsed()) {
     const auto format = dump_json ? collwatch::DumpFormat::kJsonLines : collwatch::DumpFormat::kText;
     const absl::Status status = collwatch::DumpRings(dump_path, format, std::cout, std::cerr);
@@ -26,6 +65,27 @@ int main(int argc, char** argv) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
       return 1;
     }
+  } else if (collector->parsed()) {
+    if ((!token_file.empty() && !collwatch::ReadSecretFile(token_file, &collector_options.token, &error)) ||
+        (!tls_cert_file.empty() && !collwatch::ReadSecretFile(tls_cert_file, &collector_options.tls_cert_pem, &error)) ||
+        (!tls_key_file.empty() && !collwatch::ReadSecretFile(tls_key_file, &collector_options.tls_key_pem, &error))) {
+      std::cerr << "collwatch collector: " << error << "\n";
+      return 2;
+    }
+    return collwatch::RunCollectorCommand(collector_options);
+  } else if (agent->parsed()) {
+    if ((!agent_token_file.empty() && !collwatch::ReadSecretFile(agent_token_file, &agent_options.token, &error)) ||
+        (!agent_ca_file.empty() && !collwatch::ReadSecretFile(agent_ca_file, &agent_options.tls_ca_pem, &error))) {
+      std::cerr << "collwatch agent: " << error << "\n";
+      return 2;
+    }
+    return collwatch::RunAgentCommand(agent_options);
+  } else if (run->parsed()) {
+    if (!run_token_file.empty() && !collwatch::ReadSecretFile(run_token_file, &run_options.token, &error)) {
+      std::cerr << "collwatch run: " << error << "\n";
+      return 2;
+    }
+    return collwatch::RunJobCommand(run_options);
   }
   return 0;
 }

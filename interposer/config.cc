@@ -58,6 +58,8 @@ Config LoadConfig() noexcept {
     std::snprintf(config.ring_dir, sizeof config.ring_dir, "/dev/shm/collwatch-%u",
                   static_cast<unsigned>(getuid()));
   }
+  if (const char* value = Env("COLLWATCH_COLLECTOR")) CopyString(config.collector, sizeof config.collector, value);
+  if (const char* value = Env("COLLWATCH_AGENT")) CopyString(config.agent_path, sizeof config.agent_path, value);
   const char* job = Env("COLLWATCH_JOB_ID");
   if (job == nullptr) job = Env("TORCHELASTIC_RUN_ID");
   if (job == nullptr) job = Env("SLURM_JOB_ID");

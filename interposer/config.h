@@ -30,6 +30,12 @@ inline constexpr EnvVar kEnvVars[] = {
      "auto: timestamps from the TSC where it is invariant, calibrated against CLOCK_MONOTONIC; "
      "monotonic: clock_gettime for every timestamp"},
     {"COLLWATCH_VERBOSE", "0", "1: print the settings and the ring path once on stderr"},
+    {"COLLWATCH_COLLECTOR", "",
+     "collector address: the first communicator init of a node starts `collwatch agent` for "
+     "it, unless an agent of this node and job runs (lock file in the ring folder)"},
+    {"COLLWATCH_AGENT", "",
+     "the collwatch binary to start as the agent (default: beside libcollwatch.so, or "
+     "../cli/ or ../bin/ from it)"},
 };
 
 struct Config {
@@ -41,6 +47,8 @@ struct Config {
   uint32_t ring_lanes = 4;
   char ring_dir[256] = {};
   char job[64] = {};
+  char collector[256] = {};   // COLLWATCH_COLLECTOR: spawn an agent for it
+  char agent_path[512] = {};  // COLLWATCH_AGENT
 };
 
 // Reads kEnvVars into a Config. Never fails: bad values fall back to defaults.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interposer/agent_spawn.h"
 #include "interposer/clock.h"
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
@@ -419,9 +420,16 @@ void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
   WriteEnter(call);
 }
 
+// The first communicator init of the process may start the node's agent.
+void SpawnAgentOnce() noexcept {
+  static std::atomic<bool> tried{false};
+  if (!tried.exchange(true, std::memory_order_acq_rel)) MaybeSpawnAgent(g_config);
+}
+
 void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t id_bytes,
                    int rank, int nranks) noexcept {
   if (!Ready(/*may_create=*/true)) return;
+  SpawnAgentOnce();
   InitRecord(&call->record, fn);
   const uint64_t id = Hash64(unique_ids, id_bytes);
   call->record.comm_id = id;
@@ -433,6 +441,7 @@ void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t
 
 void BeginCommInitAll(PendingCall* call, int ndev) noexcept {
   if (!Ready(/*may_create=*/true)) return;
+  SpawnAgentOnce();
   InitRecord(&call->record, ApiFn::kCommInitAll);
   call->record.nranks = ndev;
   // Every communicator of an InitAll lives in this process: a process-unique id suffices.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,25 @@ void RunLatePlan(ncclComm_t comm) {
   Expect(sum == static_cast<float>(g_world), "late all-reduce");
 }
 
+// All-reduces for COLLWATCH_TEST_LOOP_MS milliseconds (default 3000), 1 ms apart: a job
+// that runs long enough for the collector and agent fault tests to kill things under it.
+void RunLoopPlan(ncclComm_t comm) {
+  const int loop_ms = EnvInt("COLLWATCH_TEST_LOOP_MS", 3000);
+  float value = 1.0f, sum = 0.0f;
+  // Rank 0 decides when to stop and tells the others through the all-reduce itself.
+  timespec start{}, now{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (int step = 0;; ++step) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const double elapsed_ms = (now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6;
+    value = (g_rank == 0 && elapsed_ms >= loop_ms) ? 1.0f : 0.0f;
+    CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+    if (sum > 0.5f) break;
+    usleep(1000);
+  }
+  CHECK_NCCL(ncclCommDestroy(comm));
+}
+
 // A forked worker (as a data loader would be) calls NCCL: the preload must stay silent
 // there and must not write into its parent's ring.
 void RunForkPlan(ncclComm_t comm) {
@@ -215,6 +235,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunForkPlan(comm);
   } else if (plan == "lifecycle") {
     RunLifecyclePlan(comm);
+  } else if (plan == "loop") {
+    RunLoopPlan(comm);
   } else {
     std::fprintf(stderr, "unknown plan %s\n", plan.c_str());
     return 2;
@@ -227,7 +249,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);

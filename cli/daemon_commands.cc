@@ -1,0 +1,300 @@
+// The long-running commands. Threading: signals are blocked before any thread starts,
+// then the main thread waits for them (sigtimedwait), so gRPC threads never take them.
+#include "cli/daemon_commands.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace collwatch {
+namespace {
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// Blocks SIGINT/SIGTERM in this thread (and every thread started after).
+void BlockStopSignals() {
+  sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Waits up to `seconds` for SIGINT/SIGTERM; returns the signal or 0.
+int WaitForStopSignal(double seconds) {
+  sigset_t set = StopSignals();
+  timespec timeout{static_cast<time_t>(seconds), static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  const int signal = sigtimedwait(&set, nullptr, &timeout);
+  return signal > 0 ? signal : 0;
+}
+
+std::string Hex(uint64_t value) { return absl::StrFormat("%x", value); }
+
+std::string StatusLine(const LiveSummary& summary) {
+  std::string line = absl::StrFormat("collwatch: %d/%d ranks reporting, %.1f coll/s, %d events", summary.ranks_reporting,
+                                     summary.ranks_known, summary.collectives_per_second, summary.events);
+  if (summary.ranks_lost > 0) absl::StrAppend(&line, absl::StrFormat(", %d lost", summary.ranks_lost));
+  if (summary.oldest_inflight_comm != 0) {
+    absl::StrAppend(&line, absl::StrFormat(", oldest in flight: comm %s seq %d for %.1f s",
+                                           Hex(summary.oldest_inflight_comm), summary.oldest_inflight_seq,
+                                           summary.oldest_inflight_age_s));
+  } else {
+    absl::StrAppend(&line, ", nothing in flight");
+  }
+  return line;
+}
+
+// libcollwatch.so for CMD: COLLWATCH_PRELOAD, else beside this binary's build tree or
+// install prefix.
+std::string FindPreload(std::string* error) {
+  if (const char* path = std::getenv("COLLWATCH_PRELOAD"); path != nullptr && path[0] != '\0') {
+    if (access(path, R_OK) == 0) return path;
+    *error = absl::StrCat("COLLWATCH_PRELOAD=", path, " cannot be read");
+    return "";
+  }
+  std::error_code ignored;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+  const std::filesystem::path dir = self.parent_path();
+  for (const std::filesystem::path& candidate :
+       {dir / "../interposer/libcollwatch.so", dir / "../lib/libcollwatch.so", dir / "libcollwatch.so"}) {
+    if (access(candidate.c_str(), R_OK) == 0) return std::filesystem::weakly_canonical(candidate, ignored).string();
+  }
+  *error = absl::StrCat("libcollwatch.so not found beside ", self.string(),
+                        " (looked in ../interposer, ../lib and its own folder); set COLLWATCH_PRELOAD");
+  return "";
+}
+
+// The job id as the interposer writes it into ring headers (same alphabet and length).
+std::string DefaultJobId() {
+  if (const char* job = std::getenv("COLLWATCH_JOB_ID"); job != nullptr && job[0] != '\0') {
+    std::string safe = std::string(job).substr(0, 63);
+    for (char& c : safe) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    }
+    return safe;
+  }
+  const time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return absl::StrCat("run-", stamp, "-", getpid());
+}
+
+pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& env) {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  // The child gets default signal handling back and the extra environment.
+  sigset_t set = StopSignals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "collwatch run: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+bool ReadSecretFile(const std::string& path, std::string* contents, std::string* error) {
+  std::ifstream file(path);
+  if (!file) {
+    *error = absl::StrCat(path, ": cannot be read");
+    return false;
+  }
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  *contents = buffer.str();
+  while (!contents->empty() && (contents->back() == '\n' || contents->back() == '\r')) contents->pop_back();
+  if (contents->empty()) {
+    *error = absl::StrCat(path, ": is empty");
+    return false;
+  }
+  return true;
+}
+
+int RunCollectorCommand(const CollectorOptions& options) {
+  BlockStopSignals();
+  absl::StatusOr<std::unique_ptr<CollectorServer>> server = CollectorServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "collwatch collector: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "collwatch collector: listening on " << (*server)->address() << ", traces in " << options.out_dir
+            << (options.fsync ? " (fdatasync before each ack)" : "") << "\n";
+  while (WaitForStopSignal(3600) == 0) {
+  }
+  (*server)->Shutdown();
+  return 0;
+}
+
+int RunAgentCommand(const AgentOptions& options) {
+  BlockStopSignals();
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(options);
+  if (!agent.ok()) {
+    std::cerr << "collwatch agent: " << agent.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "collwatch agent: shipping rings of "
+            << (options.ring_dir.empty() ? DefaultRingDir() : options.ring_dir) << " to " << options.collector << "\n";
+  while (WaitForStopSignal(0.2) == 0) {
+    if ((*agent)->IdleExpired()) {
+      std::cerr << "collwatch agent: no live ring for " << options.idle_exit_s << " s; exiting\n";
+      break;
+    }
+  }
+  (*agent)->Stop();
+  return 0;
+}
+
+int RunJobCommand(const RunOptions& options) {
+  if (options.command.empty()) {
+    std::cerr << "collwatch run: no command given (collwatch run [options] -- CMD ...)\n";
+    return 2;
+  }
+  std::string error;
+  const std::string preload = FindPreload(&error);
+  if (preload.empty()) {
+    std::cerr << "collwatch run: " << error << "\n";
+    return 2;
+  }
+  std::error_code fs_error;
+  std::filesystem::create_directories(options.out_dir, fs_error);
+  if (fs_error) {
+    std::cerr << "collwatch run: cannot create " << options.out_dir << ": " << fs_error.message() << "\n";
+    return 2;
+  }
+  const std::string job = DefaultJobId();
+  std::string ring_dir = options.ring_dir;
+  bool own_ring_dir = false;
+  if (ring_dir.empty()) {
+    char pattern[] = "/dev/shm/collwatch-run-XXXXXX";
+    std::string fallback = absl::StrCat(options.out_dir, "/.rings-XXXXXX");
+    char* made = mkdtemp(pattern);
+    if (made == nullptr) made = mkdtemp(fallback.data());
+    if (made == nullptr) {
+      std::cerr << "collwatch run: cannot create a ring folder: " << std::strerror(errno) << "\n";
+      return 2;
+    }
+    ring_dir = made;
+    own_ring_dir = true;
+  }
+
+  BlockStopSignals();
+  std::unique_ptr<CollectorServer> server;
+  std::string address = options.collector;
+  if (address.empty()) {
+    CollectorOptions collector;
+    collector.listen = "127.0.0.1:0";
+    collector.out_dir = options.out_dir;
+    collector.job = job;
+    absl::StatusOr<std::unique_ptr<CollectorServer>> started = CollectorServer::Start(collector);
+    if (!started.ok()) {
+      std::cerr << "collwatch run: embedded collector: " << started.status().message() << "\n";
+      return 2;
+    }
+    server = *std::move(started);
+    address = server->address();
+  }
+  AgentOptions agent_options;
+  agent_options.collector = address;
+  agent_options.ring_dir = ring_dir;
+  agent_options.job = job;
+  agent_options.token = options.token;
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(agent_options);
+  if (!agent.ok()) {
+    std::cerr << "collwatch run: agent: " << agent.status().message() << "\n";
+    return 2;
+  }
+
+  std::string ld_preload = preload;
+  if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && existing[0] != '\0') {
+    ld_preload = absl::StrCat(existing, ":", preload);
+  }
+  const pid_t child = StartCommand(options.command, {{"LD_PRELOAD", ld_preload},
+                                                     {"NVTX_INJECTION64_PATH", preload},
+                                                     {"COLLWATCH_RING_DIR", ring_dir},
+                                                     {"COLLWATCH_JOB_ID", job}});
+  if (child < 0) {
+    std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
+    return 2;
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const double print_every = tty ? options.status_interval_s : 10 * options.status_interval_s;
+  timespec last_print{};
+  clock_gettime(CLOCK_MONOTONIC, &last_print);
+  int exit_code = -1;
+  while (exit_code < 0) {
+    int status = 0;
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) {
+      exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
+    if (const int signal = WaitForStopSignal(0.1); signal != 0) kill(child, signal);
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (server != nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
+      const std::string line = StatusLine(server->service().live_state().Summary());
+      if (tty) {
+        std::cerr << "\r\033[K" << line << std::flush;
+      } else {
+        std::cerr << line << "\n";
+      }
+      last_print = now;
+    }
+  }
+  const bool drained = (*agent)->Drain(options.drain_timeout_s);
+  const AgentStats stats = (*agent)->Stats();
+  (*agent)->Stop();
+  if (tty) std::cerr << "\r\033[K";
+  if (server != nullptr) std::cerr << StatusLine(server->service().live_state().Summary()) << "\n";
+  if (!drained) {
+    std::cerr << "collwatch run: not every record reached the collector within " << options.drain_timeout_s
+              << " s; the rings stay in " << ring_dir << " (collwatch dump)\n";
+  }
+  if (stats.lost > 0) std::cerr << "collwatch run: " << stats.lost << " records were overwritten in the rings before they were read\n";
+
+  nlohmann::json run = {{"job", job},
+                        {"command", options.command},
+                        {"exit_status", exit_code},
+                        {"collector", address},
+                        {"traces", absl::StrCat(options.out_dir, "/", job)},
+                        {"rings", stats.rings},
+                        {"events", stats.events_read},
+                        {"lost", stats.lost},
+                        {"drained", drained},
+                        {"stall_after_s", options.stall_after_s},
+                        {"kill_on_hang", options.kill_on_hang}};
+  std::ofstream(absl::StrCat(options.out_dir, "/run.json")) << run.dump(2) << "\n";
+  if (server != nullptr) server->Shutdown();
+  if (own_ring_dir && drained) std::filesystem::remove_all(ring_dir, fs_error);
+  std::cerr << "collwatch run: traces in " << options.out_dir << "/" << job << "; command exited with " << exit_code << "\n";
+  return exit_code;
+}
+
+}  // namespace collwatch

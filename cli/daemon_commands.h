@@ -1,0 +1,41 @@
+// `collwatch collector`, `collwatch agent` and `collwatch run`: the long-running
+// commands, as functions main.cc calls after parsing flags. Each returns the process
+// exit code. Threading: called from main; they start their own threads.
+#ifndef COLLWATCH_CLI_DAEMON_COMMANDS_H_
+#define COLLWATCH_CLI_DAEMON_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "collector/agent.h"
+#include "collector/collector_service.h"
+
+namespace collwatch {
+
+// Runs the collector until SIGINT or SIGTERM.
+int RunCollectorCommand(const CollectorOptions& options);
+
+// Runs the agent until SIGINT or SIGTERM (or its idle timeout).
+int RunAgentCommand(const AgentOptions& options);
+
+struct RunOptions {
+  std::vector<std::string> command;  // CMD and its arguments
+  std::string out_dir = "collwatch-out";
+  std::string collector;   // an external collector; empty: embedded one on loopback
+  std::string ring_dir;    // keep rings here; empty: a private temporary folder, removed after
+  std::string token;       // for an external collector
+  double stall_after_s = 0;   // for the analyzer (stored in run.json)
+  bool kill_on_hang = false;  // for the analyzer (stored in run.json)
+  double drain_timeout_s = 30;
+  double status_interval_s = 1;
+};
+
+// Runs CMD under collwatch and returns CMD's exit status (128 + signal if killed).
+int RunJobCommand(const RunOptions& options);
+
+// Reads a secret file (trailing newline removed); an error message in `error` if unusable.
+bool ReadSecretFile(const std::string& path, std::string* contents, std::string* error);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_DAEMON_COMMANDS_H_

@@ -1,0 +1,455 @@
+// The node agent. Threading: see agent.h. A RankChannel's state (cursors, send queue,
+// status) is guarded by its mutex; the tail thread fills the queue, the sender thread
+// drains it over the current stream, the ack reader trims it.
+#include "collector/agent.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collector/collector_service.h"
+#include "collector/event_codec.h"
+#include "grpcpp/grpcpp.h"
+#include "interposer/ring_reader.h"
+#include "proto/collwatch.grpc.pb.h"
+
+namespace collwatch {
+namespace {
+
+uint64_t MonotonicNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+const char* StatusWords(v1::WriterStatus status) {
+  switch (status) {
+    case v1::WRITER_STATUS_RUNNING: return "is running";
+    case v1::WRITER_STATUS_EXITED: return "exited";
+    case v1::WRITER_STATUS_DISABLED: return "stopped recording after an internal failure";
+    case v1::WRITER_STATUS_DEAD: return "died without exiting (killed or crashed)";
+    case v1::WRITER_STATUS_SILENT: return "stopped beating (heartbeat stale; stuck or stopped)";
+    default: return "is in an unknown state";
+  }
+}
+
+// Errors that a retry cannot fix: the collector refused this stream for good.
+bool Permanent(grpc::StatusCode code) {
+  return code == grpc::StatusCode::PERMISSION_DENIED || code == grpc::StatusCode::UNAUTHENTICATED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::FAILED_PRECONDITION ||
+         code == grpc::StatusCode::DATA_LOSS || code == grpc::StatusCode::UNIMPLEMENTED;
+}
+
+}  // namespace
+
+std::string DefaultRingDir() {
+  const char* dir = std::getenv("COLLWATCH_RING_DIR");
+  if (dir != nullptr && dir[0] != '\0') return dir;
+  return absl::StrCat("/dev/shm/collwatch-", getuid());
+}
+
+// One ring and its stream to the collector.
+class RankChannel {
+ public:
+  RankChannel(const AgentOptions& options, std::unique_ptr<RingReader> reader,
+              std::shared_ptr<grpc::Channel> channel)
+      : options_(options), reader_(std::move(reader)), channel_(std::move(channel)),
+        stub_(v1::Collector::NewStub(channel_)), outgoing_(options.limits),
+        cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
+    const RingIdentity& id = reader_->identity();
+    identity_.set_job(id.job);
+    identity_.set_host(id.host);
+    identity_.set_pid(id.pid);
+    identity_.set_rank(id.rank);
+    identity_.set_local_rank(id.local_rank);
+    identity_.set_world_size(id.world_size);
+    identity_.set_ring_path(id.path);
+    identity_.set_ring_capacity(id.lane_capacity);
+    identity_.set_start_realtime_ns(id.start_realtime_ns);
+    identity_.set_start_monotonic_ns(id.start_monotonic_ns);
+    identity_.set_lane_count(id.lane_count);
+    sender_ = std::thread([this] { SendLoop(); });
+  }
+
+  ~RankChannel() { Stop(); }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      if (context_ != nullptr) context_->TryCancel();
+    }
+    wake_.notify_all();
+    if (sender_.joinable()) sender_.join();
+  }
+
+  // Tail thread: reads what is new, seals due batches, tracks the writer's liveness.
+  void Poll() {
+    const uint64_t now = MonotonicNs();
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (failed_ || drained_) return;
+    // Before the first read, give the collector a moment to say what it already has
+    // (an agent restart then resends nothing).
+    if (!resume_known_ && now - created_ns_ < 1'000'000'000ull) return;
+    resume_known_ = true;
+
+    const ring::WriterState state = reader_->writer_state();
+    const bool alive = reader_->WriterProcessAlive();
+    v1::WriterStatus status = v1::WRITER_STATUS_RUNNING;
+    if (state == ring::WriterState::kExited) {
+      status = v1::WRITER_STATUS_EXITED;
+    } else if (!alive) {
+      status = v1::WRITER_STATUS_DEAD;
+    } else if (state == ring::WriterState::kDisabled) {
+      status = v1::WRITER_STATUS_DISABLED;
+    } else if (const uint64_t beat = reader_->heartbeat_ns();
+               beat != 0 && now > beat && static_cast<double>(now - beat) / 1e9 > options_.silent_after_s) {
+      status = v1::WRITER_STATUS_SILENT;
+    }
+    const bool writer_gone = state != ring::WriterState::kRunning || !alive;
+    const bool status_changed = status != status_;
+    if (status_changed) {
+      if (options_.log && (status_ != v1::WRITER_STATUS_UNSPECIFIED || status != v1::WRITER_STATUS_RUNNING)) {
+        std::cerr << "collwatch agent: rank " << identity_.rank() << " (pid " << identity_.pid() << ", "
+                  << identity_.ring_path() << ") " << StatusWords(status) << "\n";
+      }
+      status_ = status;
+    }
+
+    bool read_everything = true;
+    if (!outgoing_.Full()) {
+      ReadBatch batch;
+      const size_t budget = static_cast<size_t>(options_.limits.max_unacked_events - outgoing_.unacked_events());
+      for (uint32_t lane = 0; lane < cursors_.size(); ++lane) {
+        reader_->ReadLane(lane, &cursors_[lane], budget, writer_gone, &batch);
+      }
+      lost_ += batch.lost;
+      torn_ += batch.torn;
+      events_read_ += batch.records.size();
+      for (const IndexedRecord& item : batch.records) {
+        const uint32_t region = item.record.region_id;
+        if (region != 0 && !sent_regions_.count(region)) {
+          std::string name = reader_->RegionName(region);
+          if (!name.empty()) {
+            v1::RegionName named;
+            named.set_id(region);
+            named.set_name(std::move(name));
+            outgoing_.AddRegion(std::move(named));
+            sent_regions_.insert(region);
+          }
+        }
+        v1::Event event;
+        EventFromRecord(item, &event);
+        outgoing_.Add(std::move(event), now);
+      }
+    }
+    for (uint32_t lane = 0; lane < cursors_.size(); ++lane) {
+      const uint64_t end = reader_->write_index(lane);
+      if (cursors_[lane].next < end) read_everything = false;
+    }
+    v1::StreamEventsRequest stamp;
+    stamp.set_writer_status(status_);
+    stamp.set_lost(lost_);
+    stamp.set_torn(torn_);
+    stamp.set_dropped(reader_->dropped());
+    stamp.set_heartbeat_ns(reader_->heartbeat_ns());
+    stamp.set_agent_time_ns(now);
+    const bool keepalive = now - last_seal_ns_ > 1'000'000'000ull;
+    const bool final_batch = writer_gone && read_everything && !finished_reading_;
+    if (outgoing_.SealIfDue(now, status_changed || keepalive || final_batch, stamp)) {
+      last_seal_ns_ = now;
+      lock.unlock();
+      wake_.notify_all();
+      lock.lock();
+    }
+    if (writer_gone && read_everything) finished_reading_ = true;
+  }
+
+  bool drained() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return drained_;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failed_;
+  }
+  bool live() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !drained_ && !failed_;
+  }
+  void AddTo(AgentStats* stats) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats->rings;
+    if (drained_) ++stats->drained;
+    if (failed_) ++stats->failed;
+    stats->events_read += events_read_;
+    stats->lost += lost_;
+    stats->connects += connects_;
+  }
+
+ private:
+  void SendLoop() {
+    double backoff = 0.1;
+    std::mt19937 jitter(static_cast<uint32_t>(MonotonicNs()));
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_ || drained_ || failed_) return;
+      }
+      const grpc::Status status = RunConnection(&backoff);
+      std::unique_lock<std::mutex> lock(mutex_);
+      context_ = nullptr;
+      if (stop_ || drained_) return;
+      if (Permanent(status.error_code())) {
+        failed_ = true;
+        if (options_.log) {
+          std::cerr << "collwatch agent: the collector refused rank " << identity_.rank() << " (pid "
+                    << identity_.pid() << "): " << status.error_message() << "\n";
+        }
+        return;
+      }
+      if (options_.log && !status.ok() && !warned_down_) {
+        std::cerr << "collwatch agent: collector " << options_.collector << " unreachable ("
+                  << status.error_message() << "); retrying with backoff, ring reading goes on\n";
+        warned_down_ = true;
+      }
+      const double wait = backoff * (0.75 + 0.5 * std::uniform_real_distribution<double>(0, 1)(jitter));
+      wake_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; });
+      backoff = std::min(backoff * 2, options_.max_backoff_s);
+    }
+  }
+
+  // One stream: hello, resume, then batches out and acks in until it breaks.
+  grpc::Status RunConnection(double* backoff) {
+    grpc::ClientContext context;
+    if (!options_.token.empty()) context.AddMetadata(kTokenMetadataKey, options_.token);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return grpc::Status::CANCELLED;
+      context_ = &context;
+    }
+    auto stream = stub_->StreamEvents(&context);
+    v1::StreamEventsRequest hello;
+    *hello.mutable_rank() = identity_;
+    v1::StreamEventsResponse answer;
+    if (!stream->Write(hello) || !stream->Read(&answer)) {
+      stream->WritesDone();
+      return stream->Finish();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++connects_;
+      *backoff = 0.1;
+      if (warned_down_ && options_.log) {
+        std::cerr << "collwatch agent: reconnected rank " << identity_.rank() << " to " << options_.collector << "\n";
+      }
+      warned_down_ = false;
+      outgoing_.NewConnection();
+      outgoing_.ApplyResume(answer);
+      if (!resume_known_) {
+        // Nothing read yet: start each lane where the collector's copy ends.
+        for (const v1::LaneResume& resume : answer.resume()) {
+          if (resume.lane() < cursors_.size()) cursors_[resume.lane()] = CursorAt(resume.next_position());
+        }
+        resume_known_ = true;
+      }
+      broken_ = false;
+    }
+    wake_.notify_all();
+    std::thread acks([&] {
+      v1::StreamEventsResponse ack;
+      while (stream->Read(&ack)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        outgoing_.Acked(ack.acked_batch_seq());
+        if (finished_reading_ && outgoing_.Empty()) drained_ = true;
+        wake_.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      broken_ = true;
+      wake_.notify_all();
+    });
+    bool closed_cleanly = false;
+    while (true) {
+      std::shared_ptr<const v1::StreamEventsRequest> next;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+          return stop_ || broken_ || drained_ || (next = outgoing_.NextToSend()) != nullptr;
+        });
+        if (finished_reading_ && outgoing_.Empty()) drained_ = true;
+        if (stop_ || broken_) break;
+        if (drained_) {
+          closed_cleanly = true;
+          break;
+        }
+      }
+      if (next != nullptr && !stream->Write(*next)) break;
+    }
+    if (closed_cleanly) {
+      stream->WritesDone();
+    } else {
+      context.TryCancel();
+    }
+    acks.join();
+    grpc::Status status = stream->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      context_ = nullptr;
+    }
+    return status;
+  }
+
+  const AgentOptions& options_;
+  std::unique_ptr<RingReader> reader_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  v1::RankIdentity identity_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  OutgoingBatches outgoing_;
+  std::vector<LaneCursor> cursors_;
+  std::set<uint32_t> sent_regions_;
+  v1::WriterStatus status_ = v1::WRITER_STATUS_UNSPECIFIED;
+  uint64_t created_ns_;
+  uint64_t last_seal_ns_ = 0;
+  uint64_t lost_ = 0;
+  uint64_t torn_ = 0;
+  uint64_t events_read_ = 0;
+  uint64_t connects_ = 0;
+  bool resume_known_ = false;
+  bool finished_reading_ = false;
+  bool drained_ = false;
+  bool failed_ = false;
+  bool broken_ = false;
+  bool stop_ = false;
+  bool warned_down_ = false;
+  grpc::ClientContext* context_ = nullptr;
+  std::thread sender_;
+};
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentOptions& options) {
+  std::unique_ptr<Agent> agent(new Agent(options));
+  if (agent->options_.ring_dir.empty()) agent->options_.ring_dir = DefaultRingDir();
+  grpc::ChannelArguments arguments;
+  // Our own backoff paces reconnects: keep gRPC's short so a restarted collector is seen soon.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  arguments.SetMaxSendMessageSize(64 << 20);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  agent->channel_ = grpc::CreateCustomChannel(options.collector, credentials, arguments);
+  agent->tail_thread_ = std::thread([raw = agent.get()] { raw->TailLoop(); });
+  return agent;
+}
+
+Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Stop() {
+  stop_ = true;
+  if (tail_thread_.joinable()) tail_thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [path, rank] : ranks_) rank->Stop();
+}
+
+void Agent::Rescan() {
+  absl::StatusOr<std::vector<std::string>> paths = ListRingFiles(options_.ring_dir);
+  if (!paths.ok()) return;  // the folder appears with the first ring
+  for (const std::string& path : *paths) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ranks_.count(path)) continue;
+    }
+    absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
+    if (!reader.ok()) {
+      // A ring still being created is retried on the next scan; log each new reason once.
+      std::string& logged = unreadable_[path];
+      const std::string why(reader.status().message());
+      if (options_.log && logged != why && why.find("not written yet") == std::string::npos) {
+        std::cerr << "collwatch agent: skipping " << why << "\n";
+      }
+      logged = why;
+      continue;
+    }
+    if (!options_.job.empty() && (*reader)->identity().job != options_.job) continue;
+    unreadable_.erase(path);
+    auto channel = std::static_pointer_cast<grpc::Channel>(channel_);
+    auto rank = std::make_unique<RankChannel>(options_, *std::move(reader), channel);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ranks_[path] = std::move(rank);
+  }
+}
+
+void Agent::TailLoop() {
+  uint64_t last_scan = 0;
+  uint64_t last_live = MonotonicNs();
+  while (!stop_) {
+    const uint64_t now = MonotonicNs();
+    if (static_cast<double>(now - last_scan) / 1e9 >= options_.rescan_interval_s) {
+      Rescan();
+      last_scan = now;
+    }
+    std::vector<RankChannel*> ranks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [path, rank] : ranks_) ranks.push_back(rank.get());
+    }
+    bool any_live = false;
+    for (RankChannel* rank : ranks) {
+      rank->Poll();
+      any_live = any_live || rank->live();
+    }
+    if (any_live) last_live = now;
+    if (options_.idle_exit_s > 0 && static_cast<double>(now - last_live) / 1e9 > options_.idle_exit_s) {
+      idle_expired_ = true;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(options_.poll_interval_s));
+  }
+}
+
+bool Agent::Drain(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool done = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [path, rank] : ranks_) done = done && !rank->live();
+    }
+    if (done) {
+      // A ring created at the last moment is found by one more scan.
+      Rescan();
+      std::lock_guard<std::mutex> lock(mutex_);
+      bool still = true;
+      for (auto& [path, rank] : ranks_) still = still && !rank->live();
+      if (still) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+AgentStats Agent::Stats() {
+  AgentStats stats;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [path, rank] : ranks_) rank->AddTo(&stats);
+  return stats;
+}
+
+}  // namespace collwatch

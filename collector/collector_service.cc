@@ -1,0 +1,379 @@
+// The collector service and server. Threading: see collector_service.h. Each stream's
+// reactor serialises its own callbacks with a mutex: one read and one write may be in
+// flight at a time, acks are cumulative so a pending ack is replaced by a newer one.
+#include "collector/collector_service.h"
+
+#include <time.h>
+
+#include <chrono>
+
+#include "grpcpp/alarm.h"
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace collwatch {
+namespace {
+
+std::string ProcessKey(const v1::RankIdentity& identity) {
+  return absl::StrCat(identity.job(), "/", identity.host(), "/", identity.pid(), "/",
+                      identity.start_realtime_ns());
+}
+
+bool SameIdentity(const v1::RankIdentity& a, const v1::RankIdentity& b) {
+  return a.SerializeAsString() == b.SerializeAsString();
+}
+
+double MonotonicSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+}
+
+constexpr uint32_t kMaxLanes = 1024;  // as the ring reader accepts
+
+class EventStreamReactor final
+    : public grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse> {
+ public:
+  EventStreamReactor(CollectorService* service, grpc::CallbackServerContext* context)
+      : service_(service), peer_(context->peer()) {
+    if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
+      service_->Log(absl::StrCat("refused stream from ", peer_, ": ", auth.message()));
+      Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (!ok) {  // the agent closed its side (or the call broke)
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<v1::StreamEventsResponse> answer = Handle();
+    if (!answer.ok()) {
+      service_->Log(absl::StrCat("stream from ", peer_, " (", key_.empty() ? "no hello" : key_,
+                                 ") ended: ", answer.status().ToString()));
+      FinishLocked(grpc::Status(static_cast<grpc::StatusCode>(answer.status().code()),
+                                std::string(answer.status().message())));
+      return;
+    }
+    if (writing_) {
+      // Acks are cumulative: a newer one replaces the pending one; resume points stay.
+      pending_.set_acked_batch_seq(answer->acked_batch_seq());
+      if (answer->resume_size() > 0) *pending_.mutable_resume() = answer->resume();
+      has_pending_ = true;
+    } else {
+      response_ = *std::move(answer);
+      writing_ = true;
+      StartWrite(&response_);
+    }
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    writing_ = false;
+    if (ok && has_pending_ && !finish_status_) {
+      response_ = pending_;
+      pending_.Clear();
+      has_pending_ = false;
+      writing_ = true;
+      StartWrite(&response_);
+      return;
+    }
+    if (finish_status_) Finish(*finish_status_);
+  }
+
+  void OnDone() override {
+    if (!key_.empty()) service_->live_state().StreamClosed(key_);
+    delete this;
+  }
+
+ private:
+  // Finishes once no write is in flight (gRPC allows one operation of each kind).
+  void FinishLocked(grpc::Status status) {
+    if (finish_status_) return;
+    finish_status_ = std::make_unique<grpc::Status>(std::move(status));
+    if (!writing_) Finish(*finish_status_);
+  }
+
+  absl::StatusOr<v1::StreamEventsResponse> Handle() {
+    v1::StreamEventsResponse answer;
+    if (writer_ == nullptr) {
+      if (!request_.has_rank()) {
+        return absl::InvalidArgumentError("the first message of a stream must be a hello carrying `rank`");
+      }
+      absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = service_->Hello(request_.rank(), &answer);
+      if (!writer.ok()) return writer.status();
+      writer_ = *std::move(writer);
+      identity_ = request_.rank();
+      key_ = ProcessKey(identity_);
+      service_->live_state().StreamOpened(key_, identity_);
+      bucket_time_ = MonotonicSeconds();
+      bucket_ = service_->options().max_events_per_second;
+    } else if (request_.has_rank() && !SameIdentity(request_.rank(), identity_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank identity changed mid-stream (hello said pid ", identity_.pid(), " rank ", identity_.rank(),
+          ", this batch says pid ", request_.rank().pid(), " rank ", request_.rank().rank(),
+          "): open a new stream per process"));
+    }
+    if (request_.batch_seq() != 0 && request_.batch_seq() <= last_batch_seq_) {
+      return absl::InvalidArgumentError(absl::StrCat("batch_seq ", request_.batch_seq(),
+                                                     " does not follow ", last_batch_seq_));
+    }
+    if (request_.events_size() > service_->options().max_events_per_batch) {
+      return absl::InvalidArgumentError(absl::StrCat("batch of ", request_.events_size(),
+                                                     " events; at most ", service_->options().max_events_per_batch));
+    }
+    const uint32_t lanes = identity_.lane_count() > 0 ? identity_.lane_count() : kMaxLanes;
+    for (const v1::Event& event : request_.events()) {
+      if (event.lane() >= lanes || event.kind() < v1::EVENT_KIND_ENTER ||
+          event.kind() > v1::EVENT_KIND_ASYNC_ERROR) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed event: lane ", event.lane(), " of ", lanes,
+                                                       ", kind ", static_cast<int>(event.kind())));
+      }
+    }
+    // Token bucket: a second's worth of events may arrive at once, then the rate holds.
+    const double now = MonotonicSeconds();
+    const double rate = service_->options().max_events_per_second;
+    bucket_ = std::min(rate, bucket_ + (now - bucket_time_) * rate);
+    bucket_time_ = now;
+    bucket_ -= request_.events_size();
+    if (bucket_ < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("stream exceeds ", rate,
+                                                       " events per second (collector --max-stream-rate)"));
+    }
+    absl::StatusOr<AppendResult> appended = writer_->Append(request_);
+    if (!appended.ok()) return appended.status();
+    service_->live_state().BatchAccepted(key_, request_, appended->stored);
+    if (request_.batch_seq() != 0) last_batch_seq_ = request_.batch_seq();
+    answer.set_acked_batch_seq(last_batch_seq_);
+    return answer;
+  }
+
+  CollectorService* service_;
+  std::string peer_;
+  std::recursive_mutex mutex_;  // recursive: a reaction gRPC runs inline re-enters
+  v1::StreamEventsRequest request_;
+  v1::StreamEventsResponse response_;
+  v1::StreamEventsResponse pending_;
+  bool has_pending_ = false;
+  bool writing_ = false;
+  std::unique_ptr<grpc::Status> finish_status_;
+  std::shared_ptr<RankTraceWriter> writer_;
+  v1::RankIdentity identity_;
+  std::string key_;
+  uint64_t last_batch_seq_ = 0;
+  double bucket_ = 0;
+  double bucket_time_ = 0;
+};
+
+}  // namespace
+
+// Sends the cluster state, then again every watch interval (a gRPC alarm paces it, so no
+// thread of ours ever touches a reactor that may be finishing). One write or one alarm is
+// outstanding at a time; Finish comes from the write or alarm callback that sees the end.
+class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1::WatchResponse> {
+ public:
+  WatchReactor(CollectorService* service, grpc::CallbackServerContext* context, std::string job)
+      : service_(service) {
+    if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
+      service_->Log(absl::StrCat("refused Watch from ", context->peer(), ": ", auth.message()));
+      Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
+      return;
+    }
+    const std::string served = service_->job();
+    if (!job.empty() && !served.empty() && job != served) {
+      Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("this collector serves job '", served, "', not '", job, "'")));
+      return;
+    }
+    SendState();
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool finish = !ok || service_->stopping();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finish = finish || cancelled_;
+      alarm_pending_ = !finish;
+    }
+    if (finish) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    alarm_.Set(std::chrono::system_clock::now() +
+                   std::chrono::microseconds(static_cast<int64_t>(service_->options().watch_interval_s * 1e6)),
+               [this](bool fired) { OnAlarm(fired); });
+  }
+
+  void OnCancel() override {
+    bool pending;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+      pending = alarm_pending_;
+    }
+    if (pending) alarm_.Cancel();  // its callback then finishes the call
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnAlarm(bool fired) {
+    bool finish;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      alarm_pending_ = false;
+      finish = !fired || cancelled_ || service_->stopping();
+    }
+    if (finish) {
+      Finish(grpc::Status::OK);
+    } else {
+      SendState();
+    }
+  }
+
+  void SendState() {
+    response_.Clear();
+    *response_.mutable_state() = service_->live_state().Snapshot(service_->job());
+    response_.set_full(true);
+    StartWrite(&response_);
+  }
+
+  CollectorService* service_;
+  std::mutex mutex_;
+  grpc::Alarm alarm_;
+  v1::WatchResponse response_;
+  bool alarm_pending_ = false;
+  bool cancelled_ = false;
+};
+
+bool IsLoopbackAddress(const std::string& address) {
+  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "127.") ||
+         absl::StartsWith(address, "localhost:") || absl::StartsWith(address, "[::1]:") ||
+         absl::StartsWith(address, "ipv4:127.") || absl::StartsWith(address, "ipv6:[::1]:");
+}
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  volatile unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference = difference | static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
+
+CollectorService::CollectorService(const CollectorOptions& options)
+    : options_(options), store_(options.out_dir, StoreOptions{options.fsync}), job_(options.job) {}
+
+CollectorService::~CollectorService() = default;
+
+void CollectorService::StopWatchers() { stopping_ = true; }
+
+std::string CollectorService::job() {
+  std::lock_guard<std::mutex> lock(job_mutex_);
+  return job_;
+}
+
+void CollectorService::Log(const std::string& line) const {
+  if (options_.log) std::cerr << "collwatch collector: " << line << "\n";
+}
+
+absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& context) const {
+  if (options_.token.empty()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  auto found = metadata.find(kTokenMetadataKey);
+  if (found == metadata.end()) {
+    return absl::UnauthenticatedError(absl::StrCat("no ", kTokenMetadataKey,
+                                                   " metadata: this collector needs its token (agent --token-file)"));
+  }
+  if (!ConstantTimeEquals(std::string(found->second.data(), found->second.size()), options_.token)) {
+    return absl::UnauthenticatedError("wrong token: check the agent's --token-file against the collector's");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<RankTraceWriter>> CollectorService::Hello(const v1::RankIdentity& identity,
+                                                                         v1::StreamEventsResponse* answer) {
+  if (identity.job().empty() || identity.host().empty() || identity.pid() <= 0) {
+    return absl::InvalidArgumentError("hello lacks job, host or pid");
+  }
+  if (identity.lane_count() > kMaxLanes) {
+    return absl::InvalidArgumentError(absl::StrCat("hello claims ", identity.lane_count(), " lanes"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(job_mutex_);
+    if (job_.empty()) job_ = identity.job();  // the first job to say hello is the one served
+    if (identity.job() != job_) {
+      return absl::PermissionDeniedError(absl::StrCat("events of job '", identity.job(),
+                                                      "' refused: this collector serves job '", job_, "'"));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = store_.Writer(identity);
+  if (!writer.ok()) return writer.status();
+  for (const v1::LaneResume& resume : (*writer)->Resume()) *answer->add_resume() = resume;
+  return writer;
+}
+
+grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse>* CollectorService::StreamEvents(
+    grpc::CallbackServerContext* context) {
+  return new EventStreamReactor(this, context);
+}
+
+grpc::ServerWriteReactor<v1::WatchResponse>* CollectorService::Watch(grpc::CallbackServerContext* context,
+                                                                     const v1::WatchRequest* request) {
+  return new WatchReactor(this, context, request->job());
+}
+
+absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const CollectorOptions& options) {
+  if (!IsLoopbackAddress(options.listen) && options.token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing to listen on ", options.listen,
+        " without a token: anyone who reaches it could write traces. Give --token-file, or listen on 127.0.0.1"));
+  }
+  if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
+  }
+  std::unique_ptr<CollectorServer> server(new CollectorServer());
+  server->service_ = std::make_unique<CollectorService>(options);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, credentials, &port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(64 << 20);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || (port == 0 && !absl::StartsWith(options.listen, "unix:"))) {
+    server->service_->StopWatchers();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use, or not an address of this machine)"));
+  }
+  if (absl::StartsWith(options.listen, "unix:")) {
+    server->address_ = options.listen;
+  } else {
+    const size_t colon = options.listen.rfind(':');
+    server->address_ = absl::StrCat(options.listen.substr(0, colon), ":", port);
+  }
+  return server;
+}
+
+void CollectorServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  service_->StopWatchers();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+CollectorServer::~CollectorServer() { Shutdown(); }
+
+}  // namespace collwatch

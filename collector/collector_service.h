@@ -1,0 +1,110 @@
+// The collector: the gRPC service (StreamEvents: one stream per rank, batches in, acks
+// out after the batch is written to the trace store; Watch: cluster state for
+// dashboards) and the server that hosts it, with its security rules.
+// Threading: gRPC's callback threads run the reactors; the store and the live state are
+// thread-safe; gRPC alarms pace the Watch streams.
+#ifndef COLLWATCH_COLLECTOR_COLLECTOR_SERVICE_H_
+#define COLLWATCH_COLLECTOR_COLLECTOR_SERVICE_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "collector/live_state.h"
+#include "collector/trace_store.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/collwatch.grpc.pb.h"
+
+namespace collwatch {
+
+// Call metadata that carries the shared secret.
+inline constexpr char kTokenMetadataKey[] = "x-collwatch-token";
+
+struct CollectorOptions {
+  std::string listen = "127.0.0.1:7777";  // host:port, or unix:PATH
+  std::string out_dir = "collwatch-out";
+  std::string token;          // shared secret; required to listen beyond loopback
+  std::string tls_cert_pem;   // TLS certificate chain and key (PEM contents), both or none
+  std::string tls_key_pem;
+  std::string job;            // serve only this job; empty: the first job that says hello
+  bool fsync = false;         // fdatasync each batch before acknowledging it
+  int max_message_bytes = 8 << 20;
+  int max_events_per_batch = 1 << 16;
+  double max_events_per_second = 4e6;  // per stream, averaged over a second
+  double watch_interval_s = 0.5;
+  bool log = true;            // log refused streams and errors on stderr
+};
+
+// True for 127.0.0.0/8, ::1, localhost and unix sockets.
+bool IsLoopbackAddress(const std::string& address);
+
+// Equal strings, in time that depends only on their lengths.
+bool ConstantTimeEquals(const std::string& a, const std::string& b);
+
+class CollectorService final : public v1::Collector::CallbackService {
+ public:
+  explicit CollectorService(const CollectorOptions& options);
+  ~CollectorService() override;
+
+  grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse>* StreamEvents(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
+                                                     const v1::WatchRequest* request) override;
+
+  LiveState& live_state() { return live_state_; }
+  std::string job();
+  // Ends the Watch streams at their next tick; call before the server shuts down.
+  void StopWatchers();
+
+  // Used by the reactors.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
+  // Checks a hello and opens its trace; fills the resume points.
+  absl::StatusOr<std::shared_ptr<RankTraceWriter>> Hello(const v1::RankIdentity& identity,
+                                                         v1::StreamEventsResponse* answer);
+  const CollectorOptions& options() const { return options_; }
+  TraceStore& store() { return store_; }
+  void Log(const std::string& line) const;
+
+  bool stopping() const { return stopping_.load(); }
+  class WatchReactor;
+
+ private:
+
+  CollectorOptions options_;
+  TraceStore store_;
+  LiveState live_state_;
+  std::mutex job_mutex_;
+  std::string job_;
+  std::atomic<bool> stopping_{false};
+};
+
+// A running collector server.
+class CollectorServer {
+ public:
+  // Validates the options (security rules) and starts listening. A port of 0 picks one.
+  static absl::StatusOr<std::unique_ptr<CollectorServer>> Start(const CollectorOptions& options);
+  ~CollectorServer();
+
+  // The address clients dial (the chosen port filled in).
+  const std::string& address() const { return address_; }
+  CollectorService& service() { return *service_; }
+  void Shutdown();
+  void Wait() { server_->Wait(); }
+
+ private:
+  CollectorServer() = default;
+  std::unique_ptr<CollectorService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  bool shut_down_ = false;
+};
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_COLLECTOR_COLLECTOR_SERVICE_H_

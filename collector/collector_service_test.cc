@@ -1,0 +1,221 @@
+// The collector service over a real loopback connection: acks and resume points, and
+// clear statuses for bad input (no hello, wrong job, bad token, oversized message,
+// identity change, malformed event) and for an unsafe listen address.
+#include "collector/collector_service.h"
+
+#include <filesystem>
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace collwatch {
+namespace {
+
+class CollectorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/collwatch-service-XXXXXX";
+    out_ = mkdtemp(pattern);
+    CollectorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.out_dir = out_;
+    options.token = "s3cret";
+    options.job = "job1";
+    options.max_message_bytes = 64 << 10;
+    options.max_events_per_batch = 100;
+    options.watch_interval_s = 0.05;
+    options.log = false;
+    auto server = CollectorServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::Collector::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(out_);
+  }
+
+  static v1::RankIdentity Identity(const std::string& job = "job1") {
+    v1::RankIdentity identity;
+    identity.set_job(job);
+    identity.set_host("node1");
+    identity.set_pid(100);
+    identity.set_rank(0);
+    identity.set_lane_count(4);
+    identity.set_start_realtime_ns(5);
+    return identity;
+  }
+  static v1::StreamEventsRequest Batch(uint64_t seq, uint64_t first, int count) {
+    v1::StreamEventsRequest batch;
+    batch.set_batch_seq(seq);
+    for (int i = 0; i < count; ++i) {
+      v1::Event* event = batch.add_events();
+      event->set_lane(1);
+      event->set_index(first + static_cast<uint64_t>(i));
+      event->set_kind(v1::EVENT_KIND_ENTER);
+      event->set_fn(1);
+      event->set_comm_id(9);
+      event->set_seq(first + static_cast<uint64_t>(i) + 1);
+    }
+    batch.set_writer_status(v1::WRITER_STATUS_RUNNING);
+    return batch;
+  }
+
+  // Sends `messages` on one stream (token `token`), collects the answers, returns the
+  // final status.
+  grpc::Status Exchange(const std::vector<v1::StreamEventsRequest>& messages,
+                        std::vector<v1::StreamEventsResponse>* answers, const std::string& token = "s3cret") {
+    grpc::ClientContext context;
+    if (!token.empty()) context.AddMetadata(kTokenMetadataKey, token);
+    auto stream = stub_->StreamEvents(&context);
+    for (const v1::StreamEventsRequest& message : messages) {
+      if (!stream->Write(message)) break;
+      v1::StreamEventsResponse answer;
+      if (!stream->Read(&answer)) break;
+      if (answers != nullptr) answers->push_back(answer);
+    }
+    stream->WritesDone();
+    v1::StreamEventsResponse rest;
+    while (stream->Read(&rest)) {
+    }
+    return stream->Finish();
+  }
+
+  v1::StreamEventsRequest Hello(const std::string& job = "job1") {
+    v1::StreamEventsRequest hello;
+    *hello.mutable_rank() = Identity(job);
+    return hello;
+  }
+
+  std::string out_;
+  std::unique_ptr<CollectorServer> server_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+};
+
+TEST_F(CollectorServiceTest, AcksBatchesAndAnswersHelloWithResumePoints) {
+  std::vector<v1::StreamEventsResponse> answers;
+  grpc::Status status = Exchange({Hello(), Batch(1, 0, 10), Batch(2, 10, 5)}, &answers);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0].resume_size(), 0);
+  EXPECT_EQ(answers[1].acked_batch_seq(), 1u);
+  EXPECT_EQ(answers[2].acked_batch_seq(), 2u);
+
+  // A second stream of the same process (after a reconnect) learns what is stored, and
+  // its resend is deduplicated.
+  answers.clear();
+  status = Exchange({Hello(), Batch(1, 5, 20)}, &answers);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers[0].resume_size(), 1);
+  EXPECT_EQ(answers[0].resume(0).lane(), 1u);
+  EXPECT_EQ(answers[0].resume(0).next_position(), 2u * 14 + 2);
+  auto traces = ListRankTraces(out_, "job1");
+  ASSERT_EQ(traces.size(), 1u);
+  auto reader = RankTraceReader::Open(traces[0]);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->ReadAll()->size(), 25u);
+
+  const LiveSummary summary = server_->service().live_state().Summary();
+  EXPECT_EQ(summary.ranks_known, 1);
+  EXPECT_EQ(summary.events, 25u);
+}
+
+TEST_F(CollectorServiceTest, FirstMessageMustBeAHello) {
+  grpc::Status status = Exchange({Batch(1, 0, 1)}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("hello"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CollectorServiceTest, EventsOfAnotherJobAreRefused) {
+  grpc::Status status = Exchange({Hello("job2")}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("serves job 'job1'"), std::string::npos) << status.error_message();
+  EXPECT_TRUE(ListRankTraces(out_, "job2").empty());
+}
+
+TEST_F(CollectorServiceTest, MissingOrWrongTokenIsUnauthenticated) {
+  grpc::Status status = Exchange({Hello()}, nullptr, "");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(status.error_message().find("token"), std::string::npos);
+  status = Exchange({Hello()}, nullptr, "s3creT");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(status.error_message().find("wrong token"), std::string::npos);
+}
+
+TEST_F(CollectorServiceTest, OversizedMessageIsRefused) {
+  v1::StreamEventsRequest huge = Batch(1, 0, 1);
+  v1::RegionName* region = huge.add_regions();
+  region->set_id(1);
+  region->set_name(std::string(100 << 10, 'x'));  // over the 64 KiB bound
+  grpc::Status status = Exchange({Hello(), huge}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // Too many events in one batch.
+  status = Exchange({Hello(), Batch(1, 0, 101)}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("at most 100"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CollectorServiceTest, IdentityCannotChangeMidStream) {
+  v1::StreamEventsRequest impostor = Batch(1, 0, 1);
+  *impostor.mutable_rank() = Identity();
+  impostor.mutable_rank()->set_rank(3);
+  grpc::Status status = Exchange({Hello(), impostor}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("changed mid-stream"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CollectorServiceTest, MalformedEventsAreRefused) {
+  v1::StreamEventsRequest bad_lane = Batch(1, 0, 1);
+  bad_lane.mutable_events(0)->set_lane(4);  // the hello said 4 lanes
+  EXPECT_EQ(Exchange({Hello(), bad_lane}, nullptr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StreamEventsRequest bad_kind = Batch(1, 0, 1);
+  bad_kind.mutable_events(0)->set_kind(static_cast<v1::EventKind>(99));
+  EXPECT_EQ(Exchange({Hello(), bad_kind}, nullptr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StreamEventsRequest backwards = Batch(1, 0, 1);
+  grpc::Status status = Exchange({Hello(), Batch(2, 0, 1), backwards}, nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StreamEventsRequest no_pid = Hello();
+  no_pid.mutable_rank()->set_pid(0);
+  EXPECT_EQ(Exchange({no_pid}, nullptr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // The service is still healthy.
+  EXPECT_TRUE(Exchange({Hello(), Batch(1, 0, 1)}, nullptr).ok());
+}
+
+TEST_F(CollectorServiceTest, WatchStreamsTheClusterState) {
+  ASSERT_TRUE(Exchange({Hello(), Batch(1, 0, 3)}, nullptr).ok());
+  grpc::ClientContext context;
+  context.AddMetadata(kTokenMetadataKey, "s3cret");
+  v1::WatchRequest request;
+  auto reader = stub_->Watch(&context, request);
+  v1::WatchResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_TRUE(response.full());
+  EXPECT_EQ(response.state().job(), "job1");
+  ASSERT_EQ(response.state().ranks_size(), 1);
+  ASSERT_EQ(response.state().comms_size(), 1);
+  EXPECT_EQ(response.state().comms(0).ranks(0).entered_seq(), 3u);
+  ASSERT_TRUE(reader->Read(&response)) << "updates follow";
+  context.TryCancel();
+  while (reader->Read(&response)) {
+  }
+  reader->Finish();
+}
+
+TEST(CollectorSecurityTest, NonLoopbackNeedsAToken) {
+  CollectorOptions options;
+  options.listen = "0.0.0.0:0";
+  options.log = false;
+  auto server = CollectorServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("--token-file"), std::string::npos);
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7777"));
+  EXPECT_TRUE(IsLoopbackAddress("unix:/tmp/x.sock"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:7777"));
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace collwatch

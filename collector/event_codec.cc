@@ -1,0 +1,85 @@
+// Ring record <-> proto Event. Threading: pure functions.
+#include "collector/event_codec.h"
+
+namespace collwatch {
+namespace {
+
+bool IsInPlaceEnterHalf(uint16_t kind, uint8_t flags) {
+  return kind == static_cast<uint16_t>(ring::RecordKind::kEnter) &&
+         (flags & ring::kFlagReturnsInPlace) != 0;
+}
+
+}  // namespace
+
+uint64_t LanePosition(uint32_t /*lane*/, uint64_t index, const ring::Record& record) {
+  return 2 * index + (IsInPlaceEnterHalf(record.kind, record.flags) ? 0 : 1);
+}
+
+uint64_t LanePosition(const v1::Event& event) {
+  return 2 * event.index() +
+         (IsInPlaceEnterHalf(static_cast<uint16_t>(event.kind()), static_cast<uint8_t>(event.flags()))
+              ? 0
+              : 1);
+}
+
+LaneCursor CursorAt(uint64_t next_position) {
+  // An odd position: the kEnter half of that index is stored, its return is not.
+  return LaneCursor{next_position / 2, (next_position & 1) != 0};
+}
+
+void EventFromRecord(const IndexedRecord& item, v1::Event* event) {
+  const ring::Record& r = item.record;
+  event->set_index(item.index);
+  event->set_lane(item.lane);
+  event->set_kind(static_cast<v1::EventKind>(r.kind));
+  event->set_fn(r.fn);
+  event->set_comm_id(r.comm_id);
+  event->set_rank(r.rank);
+  event->set_nranks(r.nranks);
+  event->set_seq(r.seq);
+  event->set_count(r.count);
+  event->set_dtype(r.dtype);
+  event->set_redop(r.redop);
+  event->set_root_or_peer(r.root_or_peer);
+  event->set_stream(r.stream);
+  event->set_group_id(r.group_id);
+  event->set_t_ns(r.t_ns);
+  event->set_ref_index(r.ref_index);  // also return_ns of a kEnter returned in place
+  event->set_ref_lane(r.ref_lane);
+  event->set_region_id(r.region_id);
+  event->set_tid(r.tid);
+  event->set_result(r.result);
+  event->set_flags(r.flags);
+  event->set_aux0(r.aux0);
+  event->set_aux1(r.aux1);
+  event->set_aux2(r.aux2);
+}
+
+ring::Record RecordFromEvent(const v1::Event& event) {
+  ring::Record r{};
+  r.kind = static_cast<uint16_t>(event.kind());
+  r.fn = static_cast<uint16_t>(event.fn());
+  r.dtype = static_cast<uint8_t>(event.dtype());
+  r.flags = static_cast<uint8_t>(event.flags());
+  r.ref_lane = static_cast<uint16_t>(event.ref_lane());
+  r.redop = event.redop();
+  r.root_or_peer = event.root_or_peer();
+  r.comm_id = event.comm_id();
+  r.rank = event.rank();
+  r.nranks = event.nranks();
+  r.seq = event.seq();
+  r.count = event.count();
+  r.stream = event.stream();
+  r.group_id = event.group_id();
+  r.t_ns = event.t_ns();
+  r.ref_index = event.ref_index();
+  r.region_id = event.region_id();
+  r.tid = event.tid();
+  r.result = event.result();
+  r.aux0 = event.aux0();
+  r.aux1 = event.aux1();
+  r.aux2 = event.aux2();
+  return r;
+}
+
+}  // namespace collwatch

@@ -1,0 +1,31 @@
+// Conversion between ring records (interposer/ring_format.h) and wire/store events
+// (proto Event), and the position that orders and deduplicates records within a lane.
+// Threading: pure functions.
+#ifndef COLLWATCH_COLLECTOR_EVENT_CODEC_H_
+#define COLLWATCH_COLLECTOR_EVENT_CODEC_H_
+
+#include <cstdint>
+
+#include "interposer/ring_reader.h"
+#include "proto/collwatch.pb.h"
+
+namespace collwatch {
+
+// A record's place in its lane. An in-place call occupies one ring slot but is read as
+// two records (its kEnter, then its kReturn naming the same lane and index), so each
+// index has two positions: 2 * index for that kEnter half, 2 * index + 1 for everything
+// else (the return half, and every record that is whole by itself). Positions increase
+// along a lane; (lane, position) is a record's identity within its rank.
+uint64_t LanePosition(uint32_t lane, uint64_t index, const ring::Record& record);
+uint64_t LanePosition(const v1::Event& event);
+
+// Where to go on reading a lane when everything below `next_position` is stored.
+LaneCursor CursorAt(uint64_t next_position);
+
+void EventFromRecord(const IndexedRecord& item, v1::Event* event);
+// Inverse of EventFromRecord for the payload: the commit word is left 0.
+ring::Record RecordFromEvent(const v1::Event& event);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_COLLECTOR_EVENT_CODEC_H_

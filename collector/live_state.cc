@@ -1,0 +1,174 @@
+// Live cluster state. Threading: see live_state.h.
+#include "collector/live_state.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+#include "interposer/ring_format.h"
+
+namespace collwatch {
+namespace {
+
+uint64_t NowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+bool IsCollectiveEvent(const v1::Event& event) {
+  return ring::IsCollective(static_cast<ring::ApiFn>(event.fn())) && event.comm_id() != 0 && event.seq() > 0;
+}
+
+// The event says its collective's work is done.
+bool Completes(const v1::Event& event) {
+  if (event.kind() == v1::EVENT_KIND_COMPLETE) return true;
+  return event.kind() == v1::EVENT_KIND_RETURN && (event.flags() & ring::kFlagCompletesAtReturn) != 0;
+}
+
+bool Lost(v1::WriterStatus status) {
+  return status == v1::WRITER_STATUS_DEAD || status == v1::WRITER_STATUS_SILENT;
+}
+
+}  // namespace
+
+void LiveState::StreamOpened(const std::string& key, const v1::RankIdentity& identity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Process& process = processes_[key];
+  process.identity = identity;
+  process.status.set_connected(true);
+  process.status.set_last_activity_ns(NowNs());
+}
+
+void LiveState::StreamClosed(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = processes_.find(key);
+  if (found != processes_.end()) found->second.status.set_connected(false);
+}
+
+void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored) {
+  const uint64_t now = NowNs();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Process& process = processes_[key];
+  v1::RankStatus& status = process.status;
+  if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) status.set_writer_status(batch.writer_status());
+  status.set_events(status.events() + stored);
+  status.set_lost(batch.lost());
+  status.set_torn(batch.torn());
+  status.set_last_activity_ns(now);
+  for (const v1::Event& event : batch.events()) {
+    if (!IsCollectiveEvent(event)) continue;
+    Comm& comm = comms_[event.comm_id()];
+    if (event.nranks() > 0) comm.nranks = event.nranks();
+    Progress& progress = comm.ranks[event.rank()];
+    progress.process_key = key;
+    progress.last_activity_ns = now;
+    if (event.kind() == v1::EVENT_KIND_ENTER && event.seq() > progress.entered_seq) {
+      progress.entered_seq = event.seq();
+      if (event.seq() > comm.max_entered) comm.max_entered = event.seq();
+      comm.first_enter_ns.try_emplace(event.seq(), now);
+    }
+    if (Completes(event) && event.seq() > progress.completed_seq) progress.completed_seq = event.seq();
+  }
+  // Forget the entry times of collectives every known rank completed.
+  for (auto& [id, comm] : comms_) {
+    const uint64_t done = MinCompleted(comm);
+    comm.first_enter_ns.erase(comm.first_enter_ns.begin(), comm.first_enter_ns.upper_bound(done));
+  }
+}
+
+// Every rank of the communicator exited normally: nothing of it is in flight any more
+// (ops whose completion was not recorded, e.g. in a group, would otherwise look stuck).
+bool LiveState::AllExited(const Comm& comm) const {
+  for (const auto& [rank, progress] : comm.ranks) {
+    auto process = processes_.find(progress.process_key);
+    if (process == processes_.end() || process->second.status.writer_status() != v1::WRITER_STATUS_EXITED) {
+      return false;
+    }
+  }
+  return !comm.ranks.empty();
+}
+
+uint64_t LiveState::MinCompleted(const Comm& comm) const {
+  if (comm.ranks.empty()) return 0;
+  // Ranks that never reported have completed nothing.
+  if (comm.nranks > 0 && static_cast<int32_t>(comm.ranks.size()) < comm.nranks) return 0;
+  uint64_t lowest = UINT64_MAX;
+  for (const auto& [rank, progress] : comm.ranks) lowest = std::min(lowest, progress.completed_seq);
+  return lowest;
+}
+
+void LiveState::UpdateRates(uint64_t now_ns) {
+  for (auto& [id, comm] : comms_) {
+    if (comm.rate_base_ns == 0) {
+      comm.rate_base_ns = now_ns;
+      comm.rate_base_seq = comm.max_entered;
+      continue;
+    }
+    const double elapsed = static_cast<double>(now_ns - comm.rate_base_ns) / 1e9;
+    if (elapsed < 0.5) continue;
+    comm.rate = static_cast<double>(comm.max_entered - comm.rate_base_seq) / elapsed;
+    comm.rate_base_ns = now_ns;
+    comm.rate_base_seq = comm.max_entered;
+  }
+}
+
+LiveSummary LiveState::Summary() {
+  const uint64_t now = NowNs();
+  std::lock_guard<std::mutex> lock(mutex_);
+  UpdateRates(now);
+  LiveSummary summary;
+  for (const auto& [key, process] : processes_) {
+    ++summary.ranks_known;
+    if (process.status.connected()) ++summary.ranks_reporting;
+    if (Lost(process.status.writer_status())) ++summary.ranks_lost;
+    summary.events += process.status.events();
+  }
+  for (const auto& [id, comm] : comms_) {
+    summary.collectives_per_second += comm.rate;
+    if (comm.first_enter_ns.empty() || AllExited(comm)) continue;
+    const auto& [seq, since] = *comm.first_enter_ns.begin();
+    const double age = static_cast<double>(now - since) / 1e9;
+    if (age > summary.oldest_inflight_age_s) {
+      summary.oldest_inflight_age_s = age;
+      summary.oldest_inflight_comm = id;
+      summary.oldest_inflight_seq = seq;
+    }
+  }
+  return summary;
+}
+
+v1::ClusterState LiveState::Snapshot(const std::string& job) {
+  const uint64_t now = NowNs();
+  std::lock_guard<std::mutex> lock(mutex_);
+  UpdateRates(now);
+  v1::ClusterState state;
+  state.set_job(job);
+  for (const auto& [key, process] : processes_) {
+    *state.add_ranks() = process.identity;
+    *state.add_rank_status() = process.status;
+  }
+  for (const auto& [id, comm] : comms_) {
+    v1::CommState* out = state.add_comms();
+    out->set_comm_id(id);
+    out->set_nranks(comm.nranks);
+    out->set_parent_id(comm.parent_id);
+    out->set_collectives_per_second(comm.rate);
+    for (const auto& [rank, progress] : comm.ranks) {
+      v1::RankProgress* item = out->add_ranks();
+      item->set_rank(rank);
+      item->set_entered_seq(progress.entered_seq);
+      item->set_completed_seq(progress.completed_seq);
+      item->set_last_activity_ns(progress.last_activity_ns);
+      auto process = processes_.find(progress.process_key);
+      if (process != processes_.end()) item->set_status(process->second.status.writer_status());
+    }
+    if (!comm.first_enter_ns.empty() && !AllExited(comm)) {
+      out->set_oldest_inflight_seq(comm.first_enter_ns.begin()->first);
+      out->set_oldest_inflight_age_s(static_cast<double>(now - comm.first_enter_ns.begin()->second) / 1e9);
+    }
+  }
+  return state;
+}
+
+}  // namespace collwatch

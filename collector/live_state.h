@@ -1,0 +1,72 @@
+// Live cluster state built from the event streams as they arrive: per communicator and
+// rank the entered and completed frontiers, last activity and liveness, for the online
+// analyzer, the Watch stream and `collwatch run`'s status line.
+// Threading: thread-safe (one mutex); updated once per accepted batch, not per event.
+#ifndef COLLWATCH_COLLECTOR_LIVE_STATE_H_
+#define COLLWATCH_COLLECTOR_LIVE_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "proto/collwatch.pb.h"
+
+namespace collwatch {
+
+// One line's worth of figures for a status display.
+struct LiveSummary {
+  int ranks_reporting = 0;     // streams open now
+  int ranks_known = 0;         // processes that ever reported
+  int ranks_lost = 0;          // dead or silent processes
+  uint64_t events = 0;         // events stored
+  double collectives_per_second = 0;  // collectives entered per second, summed over comms
+  uint64_t oldest_inflight_comm = 0;  // 0: nothing in flight
+  uint64_t oldest_inflight_seq = 0;
+  double oldest_inflight_age_s = 0;
+};
+
+class LiveState {
+ public:
+  // A stream said hello (`key` names its process).
+  void StreamOpened(const std::string& key, const v1::RankIdentity& identity);
+  void StreamClosed(const std::string& key);
+  // An accepted batch; `stored` of its events were new.
+  void BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored);
+
+  v1::ClusterState Snapshot(const std::string& job);
+  LiveSummary Summary();
+
+ private:
+  struct Progress {
+    uint64_t entered_seq = 0;
+    uint64_t completed_seq = 0;
+    uint64_t last_activity_ns = 0;
+    std::string process_key;
+  };
+  struct Comm {
+    int32_t nranks = 0;
+    uint64_t parent_id = 0;
+    std::map<int32_t, Progress> ranks;
+    std::map<uint64_t, uint64_t> first_enter_ns;  // seq -> collector time, not yet completed by all
+    uint64_t max_entered = 0;
+    uint64_t rate_base_seq = 0;
+    uint64_t rate_base_ns = 0;
+    double rate = 0;
+  };
+  struct Process {
+    v1::RankIdentity identity;
+    v1::RankStatus status;
+  };
+  void UpdateRates(uint64_t now_ns);
+  uint64_t MinCompleted(const Comm& comm) const;
+  bool AllExited(const Comm& comm) const;
+
+  std::mutex mutex_;
+  std::map<std::string, Process> processes_;
+  std::map<uint64_t, Comm> comms_;
+};
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_COLLECTOR_LIVE_STATE_H_

@@ -1,0 +1,126 @@
+// Detached start of `collwatch agent` from the preload. Threading: see agent_spawn.h.
+#include "interposer/agent_spawn.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+extern char** environ;
+
+namespace collwatch {
+namespace {
+
+bool Executable(const char* path) noexcept { return path[0] != '\0' && access(path, X_OK) == 0; }
+
+// The collwatch binary: COLLWATCH_AGENT, else near this library.
+bool FindAgent(const Config& config, char* out, size_t size) noexcept {
+  if (config.agent_path[0] != '\0') {
+    std::snprintf(out, size, "%s", config.agent_path);
+    return Executable(out);
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&MaybeSpawnAgent), &info) == 0 || info.dli_fname == nullptr) return false;
+  char dir[512];
+  std::snprintf(dir, sizeof dir, "%s", info.dli_fname);
+  char* slash = std::strrchr(dir, '/');
+  if (slash == nullptr) return false;
+  *slash = '\0';
+  static const char* const kRelative[] = {"/collwatch", "/../cli/collwatch", "/../bin/collwatch"};
+  for (const char* relative : kRelative) {
+    std::snprintf(out, size, "%s%s", dir, relative);
+    if (Executable(out)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void MaybeSpawnAgent(const Config& config) noexcept {
+  if (config.collector[0] == '\0' || config.disabled) return;
+  char lock_path[512];
+  std::snprintf(lock_path, sizeof lock_path, "%s/agent.%s.lock", config.ring_dir, config.job);
+  const int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) return;
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {  // an agent of this node and job runs
+    close(lock_fd);
+    return;
+  }
+  char agent[512];
+  if (!FindAgent(config, agent, sizeof agent)) {
+    if (config.verbose) std::fprintf(stderr, "collwatch: COLLWATCH_COLLECTOR is set but no collwatch binary was found; set COLLWATCH_AGENT\n");
+    close(lock_fd);
+    return;
+  }
+  char log_path[512];
+  std::snprintf(log_path, sizeof log_path, "%s/agent.%s.log", config.ring_dir, config.job);
+  const int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  // Everything the child needs is built now: after fork only async-signal-safe calls.
+  char ring_dir[256], job[64], collector[256];
+  std::snprintf(ring_dir, sizeof ring_dir, "%s", config.ring_dir);
+  std::snprintf(job, sizeof job, "%s", config.job);
+  std::snprintf(collector, sizeof collector, "%s", config.collector);
+  char subcommand[] = "agent", collector_flag[] = "--collector", ring_flag[] = "--ring-dir", job_flag[] = "--job",
+       idle_flag[] = "--idle-exit", idle_seconds[] = "30";
+  char* argv[] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
+                  idle_flag, idle_seconds, nullptr};
+  // The agent runs without the preload (it calls no NCCL; no reason to load us into it).
+  static char* envp[4096];
+  size_t count = 0;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr && count + 1 < 4096; ++entry) {
+    if (std::strncmp(*entry, "LD_PRELOAD=", 11) == 0 || std::strncmp(*entry, "NVTX_INJECTION64_PATH=", 22) == 0) continue;
+    envp[count++] = *entry;
+  }
+  envp[count] = nullptr;
+
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  const pid_t child = fork();
+  if (child == 0) {
+    setsid();
+    const pid_t agent_pid = fork();
+    if (agent_pid != 0) {
+      if (agent_pid > 0) {
+        char text[24];
+        int length = 0;
+        char digits[24];
+        for (pid_t value = agent_pid; value > 0; value /= 10) digits[length++] = static_cast<char>('0' + value % 10);
+        for (int i = 0; i < length; ++i) text[i] = digits[length - 1 - i];
+        text[length++] = '\n';
+        if (ftruncate(lock_fd, 0) == 0) (void)!pwrite(lock_fd, text, static_cast<size_t>(length), 0);
+      }
+      _exit(0);
+    }
+    fcntl(lock_fd, F_SETFD, 0);  // the agent keeps the lock for its lifetime
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(agent, argv, envp);
+    _exit(127);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (child > 0) {
+    // The intermediate child exits at once; reap it so no zombie is left to the job.
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close(lock_fd);
+  if (log_fd >= 0) close(log_fd);
+  if (null_fd >= 0) close(null_fd);
+}
+
+}  // namespace collwatch

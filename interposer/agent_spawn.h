@@ -1,0 +1,21 @@
+// Starts the node agent from inside a training process when COLLWATCH_COLLECTOR is set:
+// once per node and job (a lock file in the ring folder decides), detached (double fork,
+// own session), so it never blocks or harms the job and outlives none of its checks.
+// Threading: called once, from the first communicator init; all signals blocked around
+// the fork, nothing but async-signal-safe calls between fork and exec.
+#ifndef COLLWATCH_INTERPOSER_AGENT_SPAWN_H_
+#define COLLWATCH_INTERPOSER_AGENT_SPAWN_H_
+
+#include "interposer/config.h"
+
+namespace collwatch {
+
+// Does nothing unless config.collector is set and no agent of this node and job holds
+// the lock `<ring_dir>/agent.<job>.lock`. The agent inherits the locked descriptor (the
+// lock lives as long as it does) and its pid is written into the file; its output goes
+// to `<ring_dir>/agent.<job>.log`. Never fails the caller.
+void MaybeSpawnAgent(const Config& config) noexcept;
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_INTERPOSER_AGENT_SPAWN_H_

@@ -1,0 +1,179 @@
+// Faults under a running 4-rank NCCL job with a standalone collector and agent: the
+// collector SIGKILLed and restarted, the agent SIGKILLed and restarted, one rank
+// SIGKILLed. Afterwards the store holds exactly what the rings held, byte for byte, and
+// the dead rank is reported.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/collector/trace_check.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+constexpr char kJob[] = "faults";
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+void Sleep(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+
+class FaultTest : public ::testing::Test {
+ protected:
+  FaultTest() : address_("127.0.0.1:" + std::to_string(FreeLoopbackPort())) {}
+
+  std::string Out() const { return dir_.path() + "/out"; }
+  std::string Rings() const { return dir_.path() + "/rings"; }
+
+  std::unique_ptr<Subprocess> StartCollector() {
+    return std::make_unique<Subprocess>(
+        std::vector<std::string>{COLLWATCH_CLI_PATH, "collector", "--listen", address_, "--out", Out(), "--job", kJob},
+        std::map<std::string, std::string>{});
+  }
+  std::unique_ptr<Subprocess> StartAgent() {
+    return std::make_unique<Subprocess>(
+        std::vector<std::string>{COLLWATCH_CLI_PATH, "agent", "--collector", address_, "--ring-dir", Rings(), "--job",
+                                 kJob},
+        std::map<std::string, std::string>{});
+  }
+  std::unique_ptr<Subprocess> StartJob(const std::string& plan, int loop_ms) {
+    return std::make_unique<Subprocess>(
+        std::vector<std::string>{COLLWATCH_NCCL_RANKS_PATH, "4", plan, dir_.path()},
+        std::map<std::string, std::string>{{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                                           {"COLLWATCH_RING_DIR", Rings()},
+                                           {"COLLWATCH_JOB_ID", kJob},
+                                           {"COLLWATCH_TEST_LOOP_MS", std::to_string(loop_ms)},
+                                           {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}});
+  }
+
+  // Polls until the store equals the rings (the agent ships asynchronously).
+  testing::TraceComparison WaitForStoreToMatchRings(double seconds) {
+    testing::TraceComparison comparison;
+    for (double waited = 0; waited < seconds; waited += 0.2) {
+      comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
+      if (comparison.mismatch.empty() && comparison.rings == 4 && comparison.traces == 4) break;
+      Sleep(0.2);
+    }
+    return comparison;
+  }
+
+  void ExpectComplete(const testing::TraceComparison& comparison, uint64_t min_records) {
+    EXPECT_EQ(comparison.rings, 4);
+    EXPECT_EQ(comparison.traces, 4);
+    EXPECT_EQ(comparison.mismatch, "");
+    EXPECT_EQ(comparison.stored_records, comparison.ring_records);
+    EXPECT_GE(comparison.ring_records, min_records) << "the job ran long enough to be interrupted";
+  }
+
+  TempDir dir_;
+  std::string address_;
+};
+
+TEST_F(FaultTest, CollectorKilledAndRestartedLosesNothing) {
+  auto collector = StartCollector();
+  auto agent = StartAgent();
+  auto job = StartJob("loop", 4000);
+  Sleep(2.0);
+  collector->KillGroup();  // SIGKILL: no chance to flush anything
+  Sleep(1.0);              // the job goes on; the agent keeps reading and backs off
+  collector = StartCollector();
+  ASSERT_EQ(job->Wait(60), 0);
+  ExpectComplete(WaitForStoreToMatchRings(20), 4 * 1000);
+}
+
+TEST_F(FaultTest, AgentKilledAndRestartedLosesNothing) {
+  auto collector = StartCollector();
+  auto agent = StartAgent();
+  auto job = StartJob("loop", 4000);
+  Sleep(2.0);
+  agent->KillGroup();  // its unacknowledged batches die with it
+  Sleep(1.0);
+  agent = StartAgent();  // resumes where the store ends
+  ASSERT_EQ(job->Wait(60), 0);
+  ExpectComplete(WaitForStoreToMatchRings(20), 4 * 1000);
+}
+
+TEST_F(FaultTest, KilledRankIsReportedAndItsRingShipped) {
+  auto collector = StartCollector();
+  auto agent = StartAgent();
+  auto job = StartJob("skip", 0);  // rank 1 waits in pause(), the others hang in an all-reduce
+  // Find rank 1's process from its ring.
+  pid_t rank1 = 0;
+  for (int attempt = 0; attempt < 200 && rank1 == 0; ++attempt) {
+    auto paths = ListRingFiles(Rings());
+    for (const std::string& path : paths.ok() ? *paths : std::vector<std::string>{}) {
+      auto reader = RingReader::Open(path);
+      if (reader.ok() && (*reader)->identity().rank == 1 && (*reader)->records_written() >= 2) {
+        rank1 = (*reader)->identity().pid;
+      }
+    }
+    Sleep(0.05);
+  }
+  ASSERT_NE(rank1, 0);
+  Sleep(0.5);
+  ASSERT_EQ(kill(rank1, SIGKILL), 0);
+
+  // While the others still run, the store says rank 1 is dead and rank 0 is running.
+  testing::TraceComparison comparison;
+  for (double waited = 0; waited < 15; waited += 0.2) {
+    comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
+    if (comparison.status_by_rank[1].writer_status() == v1::WRITER_STATUS_DEAD) break;
+    Sleep(0.2);
+  }
+  EXPECT_EQ(comparison.status_by_rank[1].writer_status(), v1::WRITER_STATUS_DEAD);
+  EXPECT_EQ(comparison.status_by_rank[0].writer_status(), v1::WRITER_STATUS_RUNNING);
+
+  job->KillGroup();
+  ExpectComplete(WaitForStoreToMatchRings(20), 4 * 3);
+}
+
+// No agent started by hand: the preload starts one (COLLWATCH_COLLECTOR), once for the
+// four ranks of the node, and it ships everything.
+TEST_F(FaultTest, PreloadStartsOneAgentPerNodeAndJob) {
+  auto collector = StartCollector();
+  Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "4", "all", dir_.path()},
+                 {{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                  {"COLLWATCH_RING_DIR", Rings()},
+                  {"COLLWATCH_JOB_ID", kJob},
+                  {"COLLWATCH_COLLECTOR", address_},
+                  {"COLLWATCH_AGENT", COLLWATCH_CLI_PATH},
+                  {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}});
+  ASSERT_EQ(job.Wait(60), 0);
+  const testing::TraceComparison comparison = WaitForStoreToMatchRings(20);
+  ExpectComplete(comparison, 4 * 40);
+
+  std::ifstream lock(Rings() + "/agent." + kJob + ".lock");
+  pid_t agent = 0;
+  lock >> agent;
+  ASSERT_GT(agent, 0) << "the lock file names the agent";
+  EXPECT_EQ(kill(agent, 0), 0) << "the agent outlives the job until its idle timeout";
+  std::ifstream log(Rings() + "/agent." + std::string(kJob) + ".log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  size_t starts = 0;
+  for (size_t at = text.find("shipping rings"); at != std::string::npos; at = text.find("shipping rings", at + 1)) ++starts;
+  EXPECT_EQ(starts, 1u) << text;
+  kill(agent, SIGTERM);
+}
+
+}  // namespace
+}  // namespace collwatch
