@@ -15,26 +15,24 @@ namespace {
 using testing::Subprocess;
 using testing::TempDir;
 
-// The workload. To run the bundled trainer instead, this becomes:
-//   {COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", "clean"}
-std::vector<std::string> Workload(const std::string& rendezvous_dir) {
-  return {COLLWATCH_NCCL_RANKS_PATH, "4", "all", rendezvous_dir};
-}
-
-TEST(CollwatchRunTest, FourRanksEveryRecordStoredOnceInOrder) {
+// Runs `workload` under `collwatch run` (4 ranks) and checks that the store holds every
+// record of every rank's ring, once, in lane order, byte for byte.
+void ExpectEveryRecordStoredOnce(const std::vector<std::string>& workload, uint64_t min_records) {
   TempDir dir;
   const std::string out = dir.path() + "/out";
   const std::string rings = dir.path() + "/rings";
-  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", rings, "--stall-after", "30",
-                                   "--"};
-  for (const std::string& arg : Workload(dir.path())) argv.push_back(arg);
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", rings,
+                                   "--stall-after", "30", "--"};
+  for (const std::string& arg : workload) {
+    argv.push_back(arg == "RENDEZVOUS_DIR" ? dir.path() : arg);
+  }
   Subprocess run(argv, {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_JOB_ID", "e2e"}});
-  ASSERT_EQ(run.Wait(90), 0);
+  ASSERT_EQ(run.Wait(120), 0);
 
   const testing::TraceComparison comparison = testing::CompareTracesWithRings(rings, out, "e2e");
   EXPECT_EQ(comparison.rings, 4);
   EXPECT_EQ(comparison.traces, 4);
-  EXPECT_GT(comparison.ring_records, 4u * 40);
+  EXPECT_GT(comparison.ring_records, min_records);
   EXPECT_EQ(comparison.stored_records, comparison.ring_records);
   EXPECT_EQ(comparison.mismatch, "");
   for (const auto& [rank, status] : comparison.status_by_rank) {
@@ -46,6 +44,21 @@ TEST(CollwatchRunTest, FourRanksEveryRecordStoredOnceInOrder) {
   EXPECT_EQ(run_json["stall_after_s"], 30.0);
   EXPECT_EQ(run_json["job"], "e2e");
 }
+
+// Every NCCL call kind: collectives, p2p in groups, a split.
+TEST(CollwatchRunTest, FourRanksEveryRecordStoredOnceInOrder) {
+  ExpectEveryRecordStoredOnce({COLLWATCH_NCCL_RANKS_PATH, "4", "all", "RENDEZVOUS_DIR"}, 4u * 40);
+}
+
+#ifdef COLLWATCH_TRAINER_PATH
+// The bundled trainer: a real training schedule (hundreds of collectives per rank).
+TEST(CollwatchRunTest, TrainerEveryRecordStoredOnceInOrder) {
+  ExpectEveryRecordStoredOnce({COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", "clean",
+                               "--steps", "3", "--hidden", "32", "--layers", "2",
+                               "--vision-layers", "1", "--seq", "16", "--vocab", "32", "--batch", "2"},
+                              4u * 150);
+}
+#endif
 
 TEST(CollwatchRunTest, ExitsWithTheCommandsStatus) {
   TempDir dir;
