@@ -1,0 +1,93 @@
+// The analyzer: aligns the ranks of every communicator and names the first divergence
+// (PATH_DIVERGENCE, SKIPPED_REDUCE_SCATTER, SIGNATURE_MISMATCH, OP_MISMATCH) and the
+// stalls (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST), with rank classes,
+// regions and a summary. Incremental: feed records into model(), call Analyze(now) as
+// often as wanted; each call looks only at what is new. The same code serves the
+// collector (online) and `collwatch analyze` (post-mortem, now = end of the trace).
+// Threading: single-threaded; callers serialise.
+#ifndef COLLWATCH_ANALYZER_ANALYZER_H_
+#define COLLWATCH_ANALYZER_ANALYZER_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "analyzer/expected_duration.h"
+#include "analyzer/finding.h"
+#include "analyzer/job_model.h"
+
+namespace collwatch::analyzer {
+
+struct AnalyzerOptions {
+  double stall_after_s = 10;      // floor of the stall threshold (--stall-after)
+  double stall_multiple = 8;      // threshold = max(floor, multiple x expected time)
+  double class_grace_s = 0.5;     // a mismatch waits this long for the ranks not yet there
+  size_t alignment_window = 256;  // calls per rank compared from the first mismatch
+  size_t history_window = 4096;   // agreed calls searched for the schedule template
+};
+
+class Analyzer {
+ public:
+  explicit Analyzer(AnalyzerOptions options = {}) : options_(options) {}
+
+  JobModel& model() { return model_; }
+  const JobModel& model() const { return model_; }
+  const AnalyzerOptions& options() const { return options_; }
+
+  // Examines what changed up to `now_ns` (CLOCK_REALTIME) and returns the findings that
+  // are new. `final_pass`: the trace is complete (post-mortem): a mismatch does not wait
+  // for ranks that will never report, and latency counts from when the trace could tell.
+  std::vector<Finding> Analyze(int64_t now_ns, bool final_pass = false);
+  // Every finding so far, in the order found.
+  const std::vector<Finding>& findings() const { return findings_; }
+  // The stall threshold for a collective of `bytes` (per rank) on `comm`.
+  double StallThresholdS(const Comm& comm, double bytes) const;
+
+ private:
+  struct CommProgress {
+    uint64_t agreed_seq = 0;          // every rank reported seqs up to here, all equal
+    bool diverged = false;            // a divergence finding exists: stalls are its echo
+    int64_t mismatch_seen_ns = 0;     // a mismatch waiting for the grace period
+    uint64_t stall_reported_seq = 0;  // last seq a stall finding named
+    bool init_stall_reported = false;
+    uint64_t timed_seq = 0;           // seqs up to here fed the expected-time model
+    std::vector<size_t> p2p_cursor;   // per rank: p2p calls already paired
+  };
+  struct P2pKey {
+    uint64_t comm_id;
+    int32_t sender;
+    int32_t receiver;
+    uint64_t seq;
+    auto operator<=>(const P2pKey&) const = default;
+  };
+  struct P2pSide {
+    ProcessId process;
+    uint32_t call;
+  };
+
+  void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
+                      std::vector<Finding>* out);
+  void LearnTimes(const Comm& comm, CommProgress& progress);
+  void CheckStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
+                  std::vector<Finding>* out);
+  void CheckInit(const Comm& comm, CommProgress& progress, int64_t now_ns, std::vector<Finding>* out);
+  void CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
+                std::vector<Finding>* out);
+  Finding ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_ns, bool final_pass) const;
+  // True when `process` is blocked in a collective of a communicator that already has a
+  // divergence finding: its lateness elsewhere is an echo of that one.
+  bool BlockedInDivergedComm(ProcessId process) const;
+  std::string GlobalRanksNote(const Comm& comm, const std::vector<int32_t>& ranks) const;
+  void Emit(Finding finding, std::vector<Finding>* out);
+
+  AnalyzerOptions options_;
+  JobModel model_;
+  ExpectedDuration expected_;
+  std::vector<CommProgress> progress_;  // by CommIndex
+  std::map<P2pKey, P2pSide> unpaired_p2p_;
+  std::vector<Finding> findings_;
+};
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_ANALYZER_H_

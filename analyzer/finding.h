@@ -1,0 +1,63 @@
+// A diagnosis: what went wrong, where, which ranks, and what to do about it. The kinds
+// and field names are DESIGN.md's contract (report.json findings[]).
+// Threading: plain values.
+#ifndef COLLWATCH_ANALYZER_FINDING_H_
+#define COLLWATCH_ANALYZER_FINDING_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace collwatch::analyzer {
+
+// Values equal proto FindingKind's.
+enum class FindingKind : int {
+  kPathDivergence = 1,
+  kSkippedReduceScatter = 2,
+  kSignatureMismatch = 3,
+  kOpMismatch = 4,
+  kNotJoined = 5,
+  kTransportStall = 6,
+  kCommInitStall = 7,
+  kRankLost = 8,
+};
+std::string_view FindingKindName(FindingKind kind);  // "PATH_DIVERGENCE"
+std::optional<FindingKind> ParseFindingKind(std::string_view name);
+
+// Ranks that behaved identically (ranks in the communicator, ascending).
+struct RankClass {
+  std::vector<int32_t> ranks;
+  std::string label;  // e.g. "ran 5 extra collectives in fwd/vision.*"
+};
+
+// What one rank class did around the divergence, one line per call.
+struct ClassContext {
+  std::vector<int32_t> ranks;
+  std::vector<std::string> lines;  // "  = 41 all-gather ... in fwd/embed" ('=' agreed, '>' after)
+};
+
+struct Finding {
+  FindingKind kind = FindingKind::kPathDivergence;
+  uint64_t comm_id = 0;
+  uint64_t seq = 0;                    // the first bad collective (p2p: per-peer seq)
+  std::vector<RankClass> rank_classes; // divergences: largest class first
+  std::vector<int32_t> lagging_ranks;  // stalls: ranks that have not arrived / are lost
+  std::vector<std::string> regions;    // NVTX regions involved
+  double detect_latency_s = 0;         // first bad record -> finding
+  std::string headline;                // one line: kind, comm, seq, ranks
+  std::string summary;                 // one paragraph: what, likely cause, fix
+  int64_t first_bad_ns = 0;            // CLOCK_REALTIME of the first bad record
+  int64_t found_ns = 0;                // CLOCK_REALTIME when the analyzer could tell
+  std::vector<ClassContext> context;   // the aligned sequences around the divergence
+};
+
+// "0-3", "0,2,4", "0-4094/2" (every second rank), shortened past `max_parts` parts.
+std::string RankListText(const std::vector<int32_t>& ranks, size_t max_parts = 8);
+// "comm 3f2a9c01" (the first 8 hex digits).
+std::string CommText(uint64_t comm_id);
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_FINDING_H_

@@ -1,0 +1,374 @@
+// Merging ring records into calls, and the per-communicator views the analyzer reads.
+#include "analyzer/job_model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+using ring::ApiFn;
+using ring::RecordKind;
+
+uint64_t PendingKey(uint32_t lane, uint64_t index) { return (static_cast<uint64_t>(lane) << 48) | index; }
+
+bool CreatesComm(ApiFn fn) {
+  switch (fn) {
+    case ApiFn::kCommInitRank:
+    case ApiFn::kCommInitRankConfig:
+    case ApiFn::kCommInitRankScalable:
+    case ApiFn::kCommInitAll:
+    case ApiFn::kCommSplit:
+    case ApiFn::kCommShrink:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A return that is also the call's completion: nothing runs on a device after it.
+bool CompletesAtReturn(const Call& call, uint8_t return_flags, int32_t result) {
+  return (return_flags & (ring::kFlagCompletesAtReturn | ring::kFlagNoCompletion)) != 0 ||
+         (call.flags & ring::kFlagCaptured) != 0 || result != 0 ||
+         !(ring::IsCollective(call.fn) || ring::IsP2p(call.fn) || call.fn == ApiFn::kGroupEnd);
+}
+
+}  // namespace
+
+std::string_view ProcessStatusName(ProcessStatus status) {
+  switch (status) {
+    case ProcessStatus::kRunning: return "running";
+    case ProcessStatus::kExited: return "exited";
+    case ProcessStatus::kDisabled: return "recording disabled";
+    case ProcessStatus::kDead: return "dead";
+    case ProcessStatus::kSilent: return "silent";
+  }
+  return "unknown";
+}
+
+Fingerprint FingerprintOf(const Call& call) {
+  return Fingerprint{call.fn, call.dtype, call.redop, call.root_or_peer, call.count, call.region};
+}
+
+uint64_t HashOf(const Fingerprint& f) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+  };
+  mix(static_cast<uint64_t>(f.fn));
+  mix(f.dtype);
+  mix(static_cast<uint32_t>(f.redop));
+  mix(static_cast<uint32_t>(f.root));
+  mix(f.count);
+  mix(f.region);
+  return h ^ (h >> 33);
+}
+
+ProcessId JobModel::AddProcess(const ProcessInfo& info) {
+  processes_.emplace_back();
+  processes_.back().info = info;
+  return static_cast<ProcessId>(processes_.size() - 1);
+}
+
+RegionId JobModel::InternRegion(std::string_view name) {
+  if (name.empty()) return 0;
+  auto [it, inserted] = region_ids_.try_emplace(std::string(name), static_cast<RegionId>(region_names_.size()));
+  if (inserted) region_names_.emplace_back(name);
+  return it->second;
+}
+
+void JobModel::AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) {
+  if (writer_id == 0) return;
+  processes_[process].regions[writer_id] = InternRegion(name);
+}
+
+CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
+  auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
+  if (inserted) {
+    comms_.emplace_back();
+    comms_.back().id = comm_id;
+  }
+  Comm& comm = comms_[it->second];
+  if (nranks > comm.nranks && nranks <= (1 << 24)) {
+    comm.nranks = nranks;
+    comm.ranks.resize(static_cast<size_t>(nranks));
+  }
+  return it->second;
+}
+
+const Comm* JobModel::FindComm(uint64_t comm_id) const {
+  auto it = comm_index_.find(comm_id);
+  return it == comm_index_.end() ? nullptr : &comms_[it->second];
+}
+
+const Call* JobModel::Collective(const Comm& comm, int32_t rank, uint64_t seq) const {
+  if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size()) || seq == 0) return nullptr;
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (!entry.present || seq > entry.collectives.size()) return nullptr;
+  const uint32_t index = entry.collectives[seq - 1];
+  return index == kNoCall ? nullptr : &processes_[entry.process].calls[index];
+}
+
+void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, const ring::Record& record) {
+  Process& process = processes_[process_id];
+  Call call;
+  call.enter_ns = ToRealtime(process, record.t_ns);
+  call.count = record.count;
+  call.seq = record.seq;
+  call.group_id = record.group_id;
+  call.process = process_id;
+  call.rank = record.rank;
+  call.root_or_peer = record.root_or_peer;
+  call.redop = record.redop;
+  call.fn = static_cast<ApiFn>(record.fn);
+  call.dtype = record.dtype;
+  call.flags = record.flags;
+  if (record.region_id != 0) {
+    auto region = process.regions.find(record.region_id);
+    call.region = region == process.regions.end() ? 0 : region->second;
+  }
+  const auto call_index = static_cast<uint32_t>(process.calls.size());
+  const bool placed_in_comm = record.comm_id != 0 && record.rank >= 0 && record.nranks > 0 &&
+                              record.rank < record.nranks &&
+                              (ring::IsCollective(call.fn) || ring::IsP2p(call.fn) || CreatesComm(call.fn));
+  if (placed_in_comm) {
+    call.comm = CommFor(record.comm_id, record.nranks);
+    Comm& comm = comms_[call.comm];
+    if (static_cast<size_t>(record.rank) < comm.ranks.size()) {
+      CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
+      if (!rank.present) {
+        rank.present = true;
+        rank.process = process_id;
+        ++comm.ranks_present;
+      }
+      if (ring::IsCollective(call.fn) && record.seq > 0 && record.seq < (1ull << 32)) {
+        if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
+        rank.collectives[record.seq - 1] = call_index;
+        rank.entered_seq = std::max(rank.entered_seq, record.seq);
+        rank.last_enter_ns = call.enter_ns;
+      } else if (ring::IsP2p(call.fn)) {
+        rank.p2p.push_back(call_index);
+      } else if (CreatesComm(call.fn)) {
+        rank.init_call = call_index;
+        if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
+      }
+    }
+  } else if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
+    ++unmatched_records_;  // no communicator identity: cannot be aligned
+  }
+  if ((record.flags & ring::kFlagCaptured) != 0) {
+    // Captured into a CUDA graph: nothing runs now; the call is over when it returns.
+    call.flags |= ring::kFlagCaptured;
+  }
+  process.calls.push_back(call);
+  process.pending[PendingKey(lane, index)] = call_index;
+  process.last_record_ns = std::max(process.last_record_ns, call.enter_ns);
+  ++generation_;
+  if (auto early = process.early.find(PendingKey(lane, index)); early != process.early.end()) {
+    const std::vector<ring::Record> held = std::move(early->second);
+    process.early.erase(early);
+    for (const ring::Record& later : held) AddRecord(process_id, 0, 0, later);
+  }
+}
+
+bool JobModel::HoldEarly(Process& process, const ring::Record& record) {
+  static constexpr size_t kMaxEarly = 1 << 16;
+  if (process.early.size() >= kMaxEarly) return false;
+  process.early[PendingKey(record.ref_lane, record.ref_index)].push_back(record);
+  return true;
+}
+
+void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, const ring::Record& record) {
+  if (process_id >= processes_.size()) return;
+  Process& process = processes_[process_id];
+  switch (static_cast<RecordKind>(record.kind)) {
+    case RecordKind::kEnter:
+      AddEnter(process_id, lane, index, record);
+      return;
+    case RecordKind::kReturn: {
+      auto it = process.pending.find(PendingKey(record.ref_lane, record.ref_index));
+      if (it == process.pending.end()) {
+        if (!HoldEarly(process, record)) ++unmatched_records_;
+        return;
+      }
+      const uint32_t call_index = it->second;
+      Call& call = process.calls[call_index];
+      call.return_ns = std::max(ToRealtime(process, record.t_ns), call.enter_ns);
+      if (call.return_ns == 0) call.return_ns = 1;
+      call.result = record.result;
+      call.flags |= record.flags & ring::kReturnFlags;
+      // Creation calls learn their communicator at return (split: rank and size).
+      if (CreatesComm(call.fn) && record.comm_id != 0 && record.rank >= 0 && record.rank < record.nranks) {
+        call.comm = CommFor(record.comm_id, record.nranks);
+        call.rank = record.rank;
+        Comm& comm = comms_[call.comm];
+        CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
+        if (!rank.present) {
+          rank.present = true;
+          rank.process = process_id;
+          ++comm.ranks_present;
+        }
+        rank.init_call = call_index;
+        if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
+      }
+      process.last_record_ns = std::max(process.last_record_ns, call.return_ns);
+      if (CompletesAtReturn(call, record.flags, record.result)) {
+        process.pending.erase(it);
+        MarkCompleted(process, call_index, call.return_ns);
+      } else if (call.group_id != 0 && call.fn != ApiFn::kGroupEnd) {
+        // Its completion comes with the group's (a kComplete naming the GroupEnd).
+        process.pending.erase(it);
+        process.pending_groups[call.group_id].push_back({call_index, record.stream});
+      }
+      ++generation_;
+      return;
+    }
+    case RecordKind::kComplete: {
+      auto it = process.pending.find(PendingKey(record.ref_lane, record.ref_index));
+      if (it == process.pending.end()) {
+        if (!HoldEarly(process, record)) ++unmatched_records_;
+        return;
+      }
+      const uint32_t call_index = it->second;
+      const int64_t when = ToRealtime(process, record.t_ns);
+      process.last_record_ns = std::max(process.last_record_ns, when);
+      if (process.calls[call_index].fn == ApiFn::kGroupEnd) {
+        auto group = process.pending_groups.find(record.group_id);
+        if (group != process.pending_groups.end()) {
+          std::vector<Process::GroupedCall>& members = group->second;
+          auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
+            if (member.stream != record.stream) return false;
+            MarkCompleted(process, member.call, when);
+            return true;
+          });
+          members.erase(done, members.end());
+          if (members.empty()) process.pending_groups.erase(group);
+        }
+      }
+      MarkCompleted(process, call_index, when);
+      // Another stream of the same group may still complete through this GroupEnd.
+      if (process.calls[call_index].fn != ApiFn::kGroupEnd || !process.pending_groups.count(record.group_id)) {
+        process.pending.erase(it);
+      }
+      ++generation_;
+      return;
+    }
+    case RecordKind::kAsyncError:
+    case RecordKind::kEmpty:
+      return;
+  }
+}
+
+void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns) {
+  Call& call = process.calls[call_index];
+  if (call.complete_ns != 0) return;
+  call.complete_ns = std::max<int64_t>(when_ns, 1);
+  if (call.return_ns == 0) call.return_ns = call.complete_ns;
+  if (!ring::IsCollective(call.fn) || call.comm >= comms_.size()) return;
+  Comm& comm = comms_[call.comm];
+  if (call.rank >= 0 && static_cast<size_t>(call.rank) < comm.ranks.size()) {
+    AdvanceCompleted(comm.ranks[static_cast<size_t>(call.rank)], process);
+  }
+}
+
+void JobModel::AdvanceCompleted(CommRank& rank, const Process& process) {
+  while (rank.completed_seq < rank.collectives.size()) {
+    const uint32_t index = rank.collectives[rank.completed_seq];
+    // A gap (records lost in the ring) does not hold the frontier back.
+    if (index != kNoCall && process.calls[index].complete_ns == 0) break;
+    ++rank.completed_seq;
+  }
+}
+
+void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, int64_t heartbeat_realtime_ns,
+                         uint64_t lost_records) {
+  if (process_id >= processes_.size()) return;
+  Process& process = processes_[process_id];
+  if (process.status != status) ++generation_;
+  process.status = status;
+  process.heartbeat_ns = std::max(process.heartbeat_ns, heartbeat_realtime_ns);
+  process.lost_records = lost_records;
+}
+
+int64_t JobModel::LatestTimeNs() const {
+  int64_t latest = 0;
+  for (const Process& process : processes_) latest = std::max({latest, process.last_record_ns, process.heartbeat_ns});
+  return latest;
+}
+
+uint32_t DtypeBytes(uint8_t dtype) {
+  static constexpr uint32_t kBytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return dtype < std::size(kBytes) ? kBytes[dtype] : 0;
+}
+
+std::string_view DtypeName(uint8_t dtype) {
+  static constexpr std::string_view kNames[] = {"int8",    "uint8",   "int32",    "uint32",
+                                                "int64",   "uint64",  "float16",  "float32",
+                                                "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return dtype < std::size(kNames) ? kNames[dtype] : "none";
+}
+
+std::string_view RedOpName(int32_t redop) {
+  static constexpr std::string_view kNames[] = {"sum", "prod", "max", "min", "avg"};
+  if (redop < 0) return "none";
+  return static_cast<size_t>(redop) < std::size(kNames) ? kNames[redop] : "custom";
+}
+
+std::string_view OpName(ApiFn fn) {
+  switch (fn) {
+    case ApiFn::kAllReduce: return "all-reduce";
+    case ApiFn::kBroadcast: return "broadcast";
+    case ApiFn::kBcast: return "bcast";
+    case ApiFn::kReduce: return "reduce";
+    case ApiFn::kAllGather: return "all-gather";
+    case ApiFn::kReduceScatter: return "reduce-scatter";
+    case ApiFn::kAlltoAll: return "all-to-all";
+    case ApiFn::kGather: return "gather";
+    case ApiFn::kScatter: return "scatter";
+    case ApiFn::kSend: return "send";
+    case ApiFn::kRecv: return "recv";
+    case ApiFn::kGroupStart: return "group-start";
+    case ApiFn::kGroupEnd: return "group-end";
+    case ApiFn::kGroupSimulateEnd: return "group-simulate-end";
+    case ApiFn::kCommInitRank: return "comm-init-rank";
+    case ApiFn::kCommInitRankConfig: return "comm-init-rank-config";
+    case ApiFn::kCommInitAll: return "comm-init-all";
+    case ApiFn::kCommInitRankScalable: return "comm-init-rank-scalable";
+    case ApiFn::kCommSplit: return "comm-split";
+    case ApiFn::kCommShrink: return "comm-shrink";
+    case ApiFn::kCommFinalize: return "comm-finalize";
+    case ApiFn::kCommDestroy: return "comm-destroy";
+    case ApiFn::kCommAbort: return "comm-abort";
+    case ApiFn::kCommRevoke: return "comm-revoke";
+    case ApiFn::kCommGetAsyncError: return "comm-get-async-error";
+    default: return "other";
+  }
+}
+
+std::string HumanBytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t unit = 0;
+  while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
+}
+
+std::string DescribeCall(const JobModel& model, const Call& call) {
+  std::string text = absl::StrFormat("%s %s (%u x %s)", OpName(call.fn),
+                                     HumanBytes(static_cast<double>(call.count) * DtypeBytes(call.dtype)),
+                                     call.count, DtypeName(call.dtype));
+  if (call.redop >= 0 && call.fn != ring::ApiFn::kAllGather) absl::StrAppend(&text, " ", std::string(RedOpName(call.redop)));
+  if (call.root_or_peer >= 0) {
+    absl::StrAppend(&text, ring::IsP2p(call.fn) ? " peer " : " root ", call.root_or_peer);
+  }
+  absl::StrAppend(&text, " in ", call.region == 0 ? "(no NVTX range)" : std::string(model.RegionName(call.region)));
+  return text;
+}
+
+}  // namespace collwatch::analyzer

@@ -1,0 +1,182 @@
+// The analyzer's picture of a job: every process that called NCCL, each call with its
+// enter, return and completion times merged from the ring records (interposer/
+// ring_format.h), and per communicator the calls of each rank by sequence number.
+// Fed record by record, online (the collector, as batches arrive) or post-mortem (the
+// CLI, from trace folders or rings). Threading: single-threaded; callers serialise.
+#ifndef COLLWATCH_ANALYZER_JOB_MODEL_H_
+#define COLLWATCH_ANALYZER_JOB_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "interposer/ring_format.h"
+
+namespace collwatch::analyzer {
+
+using ProcessId = uint32_t;
+using CommIndex = uint32_t;
+using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
+
+inline constexpr uint32_t kNoCall = UINT32_MAX;
+
+// Liveness of a process as its agent (or the ring) reports it.
+enum class ProcessStatus : uint8_t { kRunning, kExited, kDisabled, kDead, kSilent };
+std::string_view ProcessStatusName(ProcessStatus status);
+
+struct ProcessInfo {
+  std::string host;
+  int32_t pid = 0;
+  int32_t global_rank = ring::kUnset;  // RANK, when the launcher set it
+  int32_t world_size = ring::kUnset;
+  int64_t realtime_offset_ns = 0;  // writer CLOCK_MONOTONIC + offset = CLOCK_REALTIME
+};
+
+// One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
+struct Call {
+  int64_t enter_ns = 0;
+  int64_t return_ns = 0;
+  int64_t complete_ns = 0;
+  uint64_t count = 0;
+  uint64_t seq = 0;
+  uint64_t group_id = 0;
+  CommIndex comm = 0;
+  RegionId region = 0;
+  ProcessId process = 0;
+  int32_t rank = ring::kUnset;
+  int32_t root_or_peer = ring::kUnset;
+  int32_t redop = ring::kUnset;
+  int32_t result = 0;
+  ring::ApiFn fn = ring::ApiFn::kNone;
+  uint8_t dtype = ring::kNoDtype;
+  uint8_t flags = 0;
+
+  bool completed() const { return complete_ns != 0; }
+  bool returned() const { return return_ns != 0; }
+};
+
+// What must match across ranks at one collective sequence number: DESIGN's fingerprint.
+struct Fingerprint {
+  ring::ApiFn fn = ring::ApiFn::kNone;
+  uint8_t dtype = ring::kNoDtype;
+  int32_t redop = ring::kUnset;
+  int32_t root = ring::kUnset;
+  uint64_t count = 0;
+  RegionId region = 0;
+  bool operator==(const Fingerprint&) const = default;
+  // Equal except for the region: the same collective issued from other code.
+  bool SameSignature(const Fingerprint& other) const {
+    return fn == other.fn && dtype == other.dtype && redop == other.redop && root == other.root &&
+           count == other.count;
+  }
+};
+Fingerprint FingerprintOf(const Call& call);
+uint64_t HashOf(const Fingerprint& fingerprint);
+
+// One rank of one communicator.
+struct CommRank {
+  ProcessId process = 0;
+  bool present = false;
+  std::vector<uint32_t> collectives;  // by seq - 1: index into the process's calls (kNoCall: gap)
+  std::vector<uint32_t> p2p;          // sends and receives, in enter order
+  uint32_t init_call = kNoCall;       // its communicator creation call
+  uint64_t entered_seq = 0;           // highest collective seq entered
+  uint64_t completed_seq = 0;         // highest seq such that every seq up to it completed
+  int64_t last_enter_ns = 0;
+};
+
+struct Comm {
+  uint64_t id = 0;
+  int32_t nranks = 0;
+  uint64_t parent_id = 0;   // split/shrink children
+  std::vector<CommRank> ranks;  // by rank in the communicator
+  int ranks_present = 0;
+};
+
+struct Process {
+  ProcessInfo info;
+  ProcessStatus status = ProcessStatus::kRunning;
+  int64_t heartbeat_ns = 0;   // latest heartbeat, realtime
+  int64_t last_record_ns = 0; // latest record time, realtime
+  uint64_t lost_records = 0;  // overwritten in the ring, torn, or dropped
+  std::vector<Call> calls;    // in arrival order (enter order per thread)
+  std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
+  // Calls waiting for their return or completion, by their enter record's (lane, index).
+  std::unordered_map<uint64_t, uint32_t> pending;
+  // Grouped calls waiting for the completion of their group: group id -> call indexes.
+  struct GroupedCall {
+    uint32_t call;
+    uint64_t stream;
+  };
+  std::unordered_map<uint64_t, std::vector<GroupedCall>> pending_groups;
+  // Returns and completions that arrived before their enter (lanes are shipped
+  // independently), by the enter's (lane, index); replayed when it comes.
+  std::unordered_map<uint64_t, std::vector<ring::Record>> early;
+};
+
+class JobModel {
+ public:
+  ProcessId AddProcess(const ProcessInfo& info);
+  // A region name of `process` (the writer's id as its records carry it).
+  void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name);
+  // One ring record, lanes in their order (as the ring reader or the trace store yield
+  // them). Returns and completions find their call by (ref_lane, ref_index).
+  void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
+  void SetStatus(ProcessId process, ProcessStatus status, int64_t heartbeat_realtime_ns,
+                 uint64_t lost_records);
+
+  size_t process_count() const { return processes_.size(); }
+  const Process& process(ProcessId id) const { return processes_[id]; }
+  const std::vector<Comm>& comms() const { return comms_; }
+  const Comm* FindComm(uint64_t comm_id) const;
+  const Call& call(ProcessId process, uint32_t index) const { return processes_[process].calls[index]; }
+  // The call of `rank` at collective `seq` of `comm` (nullptr: not reported).
+  const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;
+  std::string_view RegionName(RegionId id) const { return region_names_[id]; }
+  const std::vector<std::string>& region_names() const { return region_names_; }
+  RegionId InternRegion(std::string_view name);
+
+  // Latest record or heartbeat time over all processes (the "now" of a finished trace).
+  int64_t LatestTimeNs() const;
+  // Records that could not be placed (no communicator, unknown enter): counted, not fatal.
+  uint64_t unmatched_records() const { return unmatched_records_; }
+  // Bumped whenever a call enters, returns or completes: lets the analyzer skip work.
+  uint64_t generation() const { return generation_; }
+
+ private:
+  CommIndex CommFor(uint64_t comm_id, int32_t nranks);
+  void AddEnter(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
+  // Holds a return or completion whose enter has not arrived; false when over the cap.
+  bool HoldEarly(Process& process, const ring::Record& record);
+  void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
+  void AdvanceCompleted(CommRank& rank, const Process& process);
+  int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const {
+    return static_cast<int64_t>(monotonic_ns) + process.info.realtime_offset_ns;
+  }
+
+  std::vector<Process> processes_;
+  std::vector<Comm> comms_;
+  std::unordered_map<uint64_t, CommIndex> comm_index_;
+  std::vector<std::string> region_names_ = {""};
+  std::unordered_map<std::string, RegionId> region_ids_;
+  uint64_t unmatched_records_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// Bytes per element of an ncclDataType_t (0 when unknown).
+uint32_t DtypeBytes(uint8_t dtype);
+std::string_view DtypeName(uint8_t dtype);
+std::string_view RedOpName(int32_t redop);
+// "all-gather", "reduce-scatter", ...
+std::string_view OpName(ring::ApiFn fn);
+// "1.5 MiB"
+std::string HumanBytes(double bytes);
+// "all-gather 1.5 MiB (393216 x float32) in fwd/vision.block0"
+std::string DescribeCall(const JobModel& model, const Call& call);
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_JOB_MODEL_H_

@@ -1,0 +1,32 @@
+// Loading a finished (or crashed) job into the analyzer's model: from a `collwatch run`
+// output folder, a job folder or one rank's trace in the trace store, or from ring files
+// alone when no collector ran. Damaged inputs are reported and skipped, never fatal to
+// the rest. Threading: single-threaded.
+#ifndef COLLWATCH_CLI_TRACE_LOADER_H_
+#define COLLWATCH_CLI_TRACE_LOADER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "analyzer/job_model.h"
+
+namespace collwatch {
+
+struct LoadSummary {
+  std::string job;
+  std::string source;                 // "trace store" or "rings"
+  std::vector<std::string> inputs;    // rank traces or ring files read
+  std::vector<std::string> warnings;  // inputs skipped or damaged, records lost
+  uint64_t records = 0;
+  double stall_after_s = 0;           // from run.json when present (0: not set)
+};
+
+// Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
+// rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
+// file. NOT_FOUND when the path holds none of these.
+absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_TRACE_LOADER_H_
