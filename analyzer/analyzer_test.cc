@@ -1,0 +1,397 @@
+// The analyzer on synthetic jobs: every finding kind, blocking (CPU backend) and
+// asynchronous (GPU) completion, p2p, groups, split communicators, many ranks.
+#include "analyzer/analyzer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "analyzer/report.h"
+#include "analyzer/synthetic_job.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+using ring::ApiFn;
+using testing::HasSubstr;
+
+constexpr uint64_t kComm = 0xabcdef0123456789ull;
+constexpr int64_t kT0 = 1'700'000'000 * kSecond;  // a plausible CLOCK_REALTIME
+
+SyntheticOp Gather(const std::string& region, uint64_t count = 1024) {
+  return SyntheticOp{ApiFn::kAllGather, count, 7, region};
+}
+SyntheticOp Scatter(const std::string& region, uint64_t count = 1024, uint8_t dtype = 7) {
+  return SyntheticOp{ApiFn::kReduceScatter, count, dtype, region, 0};
+}
+
+// A job of `nranks` ranks on one communicator, each issuing its own op list.
+class JobBuilder {
+ public:
+  explicit JobBuilder(int nranks, AnalyzerOptions options = {}) : analyzer_(options), job_(&analyzer_.model()) {
+    for (int rank = 0; rank < nranks; ++rank) {
+      processes_.push_back(job_.AddProcess(rank));
+      job_.Init(processes_.back(), kComm, rank, nranks, kT0);
+    }
+    next_seq_.assign(static_cast<size_t>(nranks), 1);
+    clock_.assign(static_cast<size_t>(nranks), kT0 + 10 * kMs);
+  }
+  int nranks() const { return static_cast<int>(processes_.size()); }
+  // Rank issues `ops`; each takes 1 ms and completes (blocking) unless `stuck_last`.
+  void Issue(int rank, const std::vector<SyntheticOp>& ops, bool stuck_last = false, bool blocking = true) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      int64_t& t = clock_[static_cast<size_t>(rank)];
+      const bool stuck = stuck_last && i + 1 == ops.size();
+      job_.Collective(processes_[static_cast<size_t>(rank)], kComm, rank, nranks(), next_seq_[static_cast<size_t>(rank)]++,
+                      ops[i], t, stuck ? 0 : t + kMs, blocking);
+      t += 2 * kMs;
+    }
+  }
+  void IssueAll(const std::vector<SyntheticOp>& ops) {
+    for (int rank = 0; rank < nranks(); ++rank) Issue(rank, ops);
+  }
+  int64_t Now(double plus_s = 0) const {
+    return *std::max_element(clock_.begin(), clock_.end()) + static_cast<int64_t>(plus_s * kSecond);
+  }
+  std::vector<Finding> Run(double plus_s = 0.1, bool final_pass = false) { return analyzer_.Analyze(Now(plus_s), final_pass); }
+  Analyzer& analyzer() { return analyzer_; }
+  SyntheticJob& job() { return job_; }
+  ProcessId process(int rank) const { return processes_[static_cast<size_t>(rank)]; }
+
+ private:
+  Analyzer analyzer_;
+  SyntheticJob job_;
+  std::vector<ProcessId> processes_;
+  std::vector<uint64_t> next_seq_;
+  std::vector<int64_t> clock_;
+};
+
+std::vector<SyntheticOp> Step(bool vision) {
+  std::vector<SyntheticOp> ops;
+  if (vision) {
+    ops.push_back(Gather("fwd/vision.patch", 4096));
+    ops.push_back(Gather("fwd/vision.block0", 8192));
+  }
+  ops.push_back(Gather("fwd/embed", 2048));
+  ops.push_back(Gather("fwd/trunk.block0", 8192));
+  ops.push_back(Gather("bwd/trunk.block0", 8192));
+  ops.push_back(Scatter("bwd/trunk.block0", 2048));
+  ops.push_back(Scatter("bwd/embed", 512));
+  return ops;
+}
+
+TEST(AnalyzerTest, CleanJobHasNoFinding) {
+  JobBuilder job(4);
+  for (int step = 0; step < 5; ++step) job.IssueAll(Step(true));
+  EXPECT_TRUE(job.Run(0.1).empty());
+  EXPECT_TRUE(job.Run(60, /*final_pass=*/true).empty()) << "a finished clean job is not stalled";
+  const nlohmann::json report = ReportJson(job.analyzer().findings(), DescribeJob(job.analyzer().model()));
+  EXPECT_TRUE(report["findings"].empty());
+  EXPECT_TRUE(report["healthy"].get<bool>());
+}
+
+TEST(AnalyzerTest, AsyncPathDivergenceIsAlignedIntoAnInsertedRun) {
+  JobBuilder job(4);
+  job.IssueAll(Step(true));
+  // GPU style: ranks keep enqueueing; odd ranks drew text-only batches.
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<SyntheticOp> ops = Step(rank % 2 == 0);
+    const std::vector<SyntheticOp> next = Step(true);
+    ops.insert(ops.end(), next.begin(), next.end());
+    job.Issue(rank, ops, /*stuck_last=*/true, /*blocking=*/false);
+  }
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  const Finding& finding = found[0];
+  EXPECT_EQ(finding.kind, FindingKind::kPathDivergence) << finding.summary;
+  EXPECT_EQ(finding.seq, 8u);
+  ASSERT_EQ(finding.rank_classes.size(), 2u);
+  EXPECT_EQ(finding.rank_classes[0].ranks, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(finding.rank_classes[1].ranks, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(finding.regions, (std::vector<std::string>{"fwd/vision.patch", "fwd/vision.block0"}));
+  EXPECT_THAT(finding.summary, HasSubstr("dummy image"));
+  EXPECT_THAT(finding.headline, HasSubstr("ranks 0,2 ran 2 all-gathers"));
+  EXPECT_LT(finding.detect_latency_s, 2.0);
+  EXPECT_EQ(finding.context.size(), 2u);
+}
+
+TEST(AnalyzerTest, BlockingPathDivergenceReadsTheRunOffTheAgreedSchedule) {
+  JobBuilder job(4);
+  job.IssueAll(Step(true));
+  // CPU backend: every rank blocks inside its first divergent collective.
+  for (int rank = 0; rank < 4; ++rank) job.Issue(rank, {Step(rank % 2 == 0).front()}, /*stuck_last=*/true);
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kPathDivergence);
+  EXPECT_EQ(found[0].regions, (std::vector<std::string>{"fwd/vision.patch", "fwd/vision.block0"}));
+  EXPECT_THAT(found[0].summary, HasSubstr("agreed on before"));
+  // The stall that follows is the divergence's echo, not another finding.
+  EXPECT_TRUE(job.Run(120).empty());
+}
+
+TEST(AnalyzerTest, BlockingDivergenceWithoutHistoryNamesBothRegions) {
+  JobBuilder job(2);
+  job.Issue(0, {Gather("fwd/vision.patch", 4096)}, true);
+  job.Issue(1, {Gather("fwd/embed", 2048)}, true);
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kPathDivergence);
+  EXPECT_EQ(found[0].regions, (std::vector<std::string>{"fwd/vision.patch", "fwd/embed"}));
+}
+
+TEST(AnalyzerTest, SkippedReduceScatterBlocking) {
+  JobBuilder job(4);
+  const std::vector<SyntheticOp> backward = {Gather("bwd/trunk.expert1"), Scatter("bwd/trunk.expert1", 300),
+                                             Gather("bwd/trunk.block1"), Scatter("bwd/trunk.block1")};
+  job.IssueAll(backward);
+  for (int rank = 0; rank < 4; ++rank) {
+    if (rank % 2 == 0) {
+      job.Issue(rank, {backward[0], backward[1]}, true);
+    } else {
+      job.Issue(rank, {backward[0], backward[2]}, true);
+    }
+  }
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSkippedReduceScatter) << found[0].summary;
+  EXPECT_EQ(found[0].seq, 6u);
+  EXPECT_EQ(found[0].regions, (std::vector<std::string>{"bwd/trunk.expert1"}));
+  EXPECT_THAT(found[0].headline, HasSubstr("ranks 1,3 did not reduce-scatter bwd/trunk.expert1"));
+  EXPECT_THAT(found[0].summary, HasSubstr("4.7 KiB"));  // the unit: 300 x 4 bytes x 4 ranks
+}
+
+TEST(AnalyzerTest, SkippedReduceScatterAsync) {
+  JobBuilder job(2);
+  job.Issue(0, {Gather("bwd/e1"), Scatter("bwd/e1"), Gather("bwd/b1"), Scatter("bwd/b1"), Gather("bwd/b0")}, true, false);
+  job.Issue(1, {Gather("bwd/e1"), Gather("bwd/b1"), Scatter("bwd/b1"), Gather("bwd/b0")}, true, false);
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSkippedReduceScatter);
+  EXPECT_EQ(found[0].rank_classes[0].ranks, (std::vector<int32_t>{0}));
+}
+
+TEST(AnalyzerTest, DtypeMismatchIsASignatureMismatchWithTheByteRatio) {
+  JobBuilder job(4);
+  job.IssueAll({Gather("fwd/a")});
+  for (int rank = 0; rank < 4; ++rank) job.Issue(rank, {Scatter("bwd/mtp.head0", 1000, rank == 1 ? 9 : 7)}, true);
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSignatureMismatch);
+  EXPECT_EQ(found[0].rank_classes[0].ranks, (std::vector<int32_t>{0, 2, 3}));
+  EXPECT_EQ(found[0].rank_classes[1].ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].summary, HasSubstr("float32 vs bfloat16, byte ratio 2.00"));
+}
+
+TEST(AnalyzerTest, DifferentCollectivesAreAnOpMismatch) {
+  JobBuilder job(2);
+  job.Issue(0, {SyntheticOp{ApiFn::kAllReduce, 10, 7, "", 0}}, true);
+  job.Issue(1, {SyntheticOp{ApiFn::kBroadcast, 10, 7, "", ring::kUnset, 0}}, true);
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kOpMismatch);
+}
+
+TEST(AnalyzerTest, MismatchWaitsBrieflyForRanksNotThereYet) {
+  JobBuilder job(3);
+  job.Issue(0, {Gather("a")}, true);
+  job.Issue(1, {Gather("b")}, true);
+  const int64_t seen = job.Now(0.1);
+  EXPECT_TRUE(job.analyzer().Analyze(seen).empty());
+  const std::vector<Finding> found = job.analyzer().Analyze(seen + kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{2}));
+}
+
+TEST(AnalyzerTest, LateRankIsNotJoinedAfterTheThreshold) {
+  JobBuilder job(4);
+  for (int rank : {0, 2, 3}) job.Issue(rank, {Gather("fwd/vision.patch")}, true);
+  EXPECT_TRUE(job.Run(5).empty()) << "before the 10 s floor";
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+  EXPECT_EQ(found[0].seq, 1u);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].summary, HasSubstr("before their first forward"));
+  EXPECT_THAT(found[0].summary, HasSubstr("comm-init-rank"));
+  EXPECT_GT(found[0].detect_latency_s, 10.0);
+  EXPECT_TRUE(job.Run(30).empty()) << "reported once";
+}
+
+TEST(AnalyzerTest, AsyncEnteredFrontierAheadOfCompletedStillFindsTheLateRank) {
+  JobBuilder stuck(4);
+  stuck.IssueAll({Gather("x"), Gather("y")});
+  // GPU style: ranks 0-2 enqueue 6 more that never complete; rank 3 stopped after two.
+  for (int rank : {0, 1, 2}) {
+    for (int i = 0; i < 6; ++i) stuck.Issue(rank, {Gather("z")}, /*stuck_last=*/true, /*blocking=*/false);
+  }
+  const std::vector<Finding> found = stuck.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+  EXPECT_EQ(found[0].seq, 3u) << "the lowest collective not completed everywhere";
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{3}));
+}
+
+TEST(AnalyzerTest, TransportStallWhenEveryoneEnteredAndNothingCompletes) {
+  JobBuilder job(2);
+  job.IssueAll({Gather("a"), Gather("b")});
+  for (int rank = 0; rank < 2; ++rank) job.Issue(rank, {Gather("c")}, true);
+  EXPECT_TRUE(job.Run(5).empty());
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kTransportStall);
+  EXPECT_EQ(found[0].seq, 3u);
+}
+
+TEST(AnalyzerTest, FirstGigabyteAllGatherGetsTimeBeforeItIsAStall) {
+  JobBuilder job(2);
+  for (int rank = 0; rank < 2; ++rank) job.Issue(rank, {Gather("fwd/all", 1ull << 30)}, true);  // 4 GiB per rank
+  EXPECT_TRUE(job.Run(30).empty()) << "no completed op yet: the prior bandwidth rules";
+  EXPECT_GT(job.analyzer().StallThresholdS(job.analyzer().model().comms()[0], 4.0 * (1ull << 30)), 60.0);
+  EXPECT_EQ(job.Run(600).size(), 1u) << "still long before a 10-minute watchdog... at 600 s it is reported";
+}
+
+TEST(AnalyzerTest, DeadRankIsLostAtOnce) {
+  JobBuilder job(3);
+  job.IssueAll({Gather("a")});
+  job.Issue(0, {Gather("b")}, true);
+  job.Issue(1, {Gather("b")}, true);
+  job.analyzer().model().SetStatus(job.process(2), ProcessStatus::kDead, job.Now(0.05), 0);
+  const std::vector<Finding> found = job.Run(0.5);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{2}));
+}
+
+TEST(AnalyzerTest, RankKilledLongAfterItWasLateIsStillNotJoined) {
+  JobBuilder job(2);
+  job.Issue(0, {Gather("a")}, true);
+  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kDead, job.Now(30), 0);  // killed by the launcher
+  const std::vector<Finding> found = job.Run(30, /*final_pass=*/true);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+}
+
+TEST(AnalyzerTest, CommunicatorCreationWaitingForAMissingRank) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  for (int rank = 0; rank < 3; ++rank) job.Init(job.AddProcess(rank), kComm, rank, 4, kT0, /*returned=*/false);
+  EXPECT_TRUE(analyzer.Analyze(kT0 + 5 * kSecond).empty());
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + 11 * kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kCommInitStall);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{3}));
+}
+
+TEST(AnalyzerTest, P2pPairsBySenderReceiverAndSequence) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  const ProcessId p0 = job.AddProcess(0), p1 = job.AddProcess(1);
+  job.P2p(p0, kComm, 0, 2, ApiFn::kSend, 1, 1, 100, 7, kT0, kT0 + kMs);
+  job.P2p(p1, kComm, 1, 2, ApiFn::kRecv, 0, 1, 100, 7, kT0, kT0 + kMs);
+  EXPECT_TRUE(analyzer.Analyze(kT0 + kSecond).empty());
+  job.P2p(p0, kComm, 0, 2, ApiFn::kSend, 1, 2, 100, 7, kT0 + 2 * kMs, 0);
+  job.P2p(p1, kComm, 1, 2, ApiFn::kRecv, 0, 2, 200, 7, kT0 + 2 * kMs, 0);
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSignatureMismatch);
+  EXPECT_EQ(found[0].seq, 2u);
+  EXPECT_THAT(found[0].summary, HasSubstr("byte ratio 0.50"));
+}
+
+TEST(AnalyzerTest, P2pWithoutItsPeerIsNotJoined) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  const ProcessId p0 = job.AddProcess(0);
+  job.AddProcess(1);
+  job.P2p(p0, kComm, 0, 2, ApiFn::kSend, 1, 1, 100, 7, kT0, 0);
+  EXPECT_TRUE(analyzer.Analyze(kT0 + 5 * kSecond).empty());
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + 11 * kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+}
+
+TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  std::vector<ProcessId> processes;
+  for (int rank = 0; rank < 2; ++rank) processes.push_back(job.AddProcess(rank));
+  for (int rank = 0; rank < 2; ++rank) {
+    job.Group(processes[rank], kComm, rank, 2, 1, {Gather("g"), Gather("g")}, kT0, kT0 + 5 * kMs);
+    job.Group(processes[rank], kComm, rank, 2, 3, {Gather("h"), Gather("h")}, kT0 + 10 * kMs, 0);
+  }
+  const Comm& comm = analyzer.model().comms()[0];
+  EXPECT_EQ(comm.ranks[0].completed_seq, 2u);
+  EXPECT_EQ(comm.ranks[0].entered_seq, 4u);
+  EXPECT_TRUE(analyzer.Analyze(kT0 + kSecond).empty());
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + 20 * kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kTransportStall);
+  EXPECT_EQ(found[0].seq, 3u);
+}
+
+TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
+  Analyzer analyzer;
+  const ProcessId process = analyzer.model().AddProcess({});
+  ring::Record enter{};
+  enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  enter.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+  enter.comm_id = kComm;
+  enter.rank = 0;
+  enter.nranks = 1;
+  enter.seq = 1;
+  enter.t_ns = 100;
+  ring::Record back = enter;
+  back.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+  back.ref_lane = 2;
+  back.ref_index = 5;
+  back.t_ns = 200;
+  back.flags = ring::kFlagCompletesAtReturn;
+  analyzer.model().AddRecord(process, 0, 0, back);
+  analyzer.model().AddRecord(process, 2, 5, enter);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 1u);
+  EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
+}
+
+TEST(AnalyzerTest, SplitCommunicatorNamesGlobalRanks) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  const uint64_t child = 0x1111222233334444ull;
+  std::vector<ProcessId> processes;
+  for (int rank = 0; rank < 4; ++rank) processes.push_back(job.AddProcess(rank));
+  // Global ranks 2 and 3 form a child communicator (ranks 0 and 1 in it).
+  job.Collective(processes[2], child, 0, 2, 1, Gather("x"), kT0, 0);
+  job.Collective(processes[3], child, 1, 2, 1, Gather("x", 99), kT0, 0);
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].comm_id, child);
+  EXPECT_THAT(found[0].summary, HasSubstr("rank 0 (global rank 2)"));
+}
+
+TEST(AnalyzerTest, ThousandsOfRanksInThreeClassesReadAsClasses) {
+  constexpr int kRanks = 1024;
+  JobBuilder job(kRanks);
+  job.IssueAll({Gather("a"), Gather("b")});
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const SyntheticOp op = rank % 4 == 3 ? Gather("fwd/vision.patch") : rank % 4 == 1 ? Gather("fwd/audio") : Gather("fwd/embed");
+    job.Issue(rank, {op}, true);
+  }
+  const std::vector<Finding> found = job.Run();
+  ASSERT_EQ(found.size(), 1u);
+  const Finding& finding = found[0];
+  EXPECT_EQ(finding.context.size(), 3u);
+  EXPECT_EQ(finding.rank_classes[0].ranks.size(), 512u);
+  EXPECT_THAT(finding.summary, HasSubstr("3 classes in all"));
+  EXPECT_THAT(finding.summary, HasSubstr("ranks 3-1023/4"));
+  EXPECT_LT(FindingText(finding).size(), 6000u) << "reads as classes, not one line per rank";
+}
+
+TEST(RankListTextTest, CompressesRunsAndProgressions) {
+  EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
+  EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");
+  EXPECT_EQ(RankListText({0, 2}), "0,2");
+  EXPECT_EQ(RankListText({5, 1, 2, 3, 9}), "1-3,5,9");
+  EXPECT_EQ(RankListText({}), "none");
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer

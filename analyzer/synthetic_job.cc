@@ -1,0 +1,145 @@
+// Synthetic records: every call on lane 1, returns as separate kReturn records.
+#include "analyzer/synthetic_job.h"
+
+#include <algorithm>
+
+namespace collwatch::analyzer {
+
+using ring::ApiFn;
+using ring::RecordKind;
+
+ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
+  ProcessInfo info;
+  info.host = "node" + std::to_string(global_rank / 8);
+  info.pid = 1000 + global_rank;
+  info.global_rank = global_rank;
+  const ProcessId id = model_->AddProcess(info);
+  next_index_.resize(id + 1, 0);
+  regions_.resize(id + 1);
+  return id;
+}
+
+uint32_t SyntheticJob::Region(ProcessId process, const std::string& name) {
+  if (name.empty()) return 0;
+  std::vector<std::string>& names = regions_[process];
+  auto it = std::find(names.begin(), names.end(), name);
+  if (it != names.end()) return static_cast<uint32_t>(it - names.begin()) + 1;
+  names.push_back(name);
+  const auto id = static_cast<uint32_t>(names.size());
+  model_->AddRegionName(process, id, name);
+  return id;
+}
+
+ring::Record SyntheticJob::Base(ProcessId /*process*/, RecordKind kind, ApiFn fn, int64_t t_ns) {
+  ring::Record record{};
+  record.kind = static_cast<uint16_t>(kind);
+  record.fn = static_cast<uint16_t>(fn);
+  record.dtype = ring::kNoDtype;
+  record.redop = ring::kUnset;
+  record.root_or_peer = ring::kUnset;
+  record.rank = ring::kUnset;
+  record.nranks = ring::kUnset;
+  record.t_ns = static_cast<uint64_t>(t_ns);
+  return record;
+}
+
+uint64_t SyntheticJob::Enter(ProcessId process, const ring::Record& record) {
+  const uint64_t index = next_index_[process]++;
+  model_->AddRecord(process, 1, index, record);
+  return index;
+}
+
+void SyntheticJob::Return(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns, uint8_t flags) {
+  record.kind = static_cast<uint16_t>(RecordKind::kReturn);
+  record.ref_lane = 1;
+  record.ref_index = enter_index;
+  record.t_ns = static_cast<uint64_t>(t_ns);
+  record.flags = flags;
+  record.result = 0;
+  model_->AddRecord(process, 1, next_index_[process]++, record);
+}
+
+void SyntheticJob::Complete(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns) {
+  record.kind = static_cast<uint16_t>(RecordKind::kComplete);
+  record.ref_lane = 1;
+  record.ref_index = enter_index;
+  record.t_ns = static_cast<uint64_t>(t_ns);
+  model_->AddRecord(process, 0, next_index_[process]++, record);
+}
+
+void SyntheticJob::Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns,
+                        bool returned) {
+  ring::Record record = Base(process, RecordKind::kEnter, ApiFn::kCommInitRank, t_ns);
+  record.comm_id = comm_id;
+  record.aux0 = comm_id;
+  record.rank = rank;
+  record.nranks = nranks;
+  const uint64_t index = Enter(process, record);
+  if (returned) Return(process, index, record, t_ns + kMs, 0);
+}
+
+void SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
+                              const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking) {
+  ring::Record record = Base(process, RecordKind::kEnter, op.fn, t_ns);
+  record.comm_id = comm_id;
+  record.rank = rank;
+  record.nranks = nranks;
+  record.seq = seq;
+  record.count = op.count;
+  record.dtype = op.dtype;
+  record.redop = op.redop;
+  record.root_or_peer = op.root_or_peer;
+  record.region_id = Region(process, op.region);
+  const uint64_t index = Enter(process, record);
+  if (blocking) {
+    // CPU backend: the call returns when the collective is done.
+    if (complete_ns > 0) Return(process, index, record, complete_ns, ring::kFlagCompletesAtReturn);
+    return;
+  }
+  Return(process, index, record, t_ns + 1000, 0);
+  if (complete_ns > 0) Complete(process, index, record, complete_ns);
+}
+
+void SyntheticJob::P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, ApiFn fn, int32_t peer,
+                       uint64_t seq, uint64_t count, uint8_t dtype, int64_t t_ns, int64_t complete_ns) {
+  ring::Record record = Base(process, RecordKind::kEnter, fn, t_ns);
+  record.comm_id = comm_id;
+  record.rank = rank;
+  record.nranks = nranks;
+  record.seq = seq;
+  record.count = count;
+  record.dtype = dtype;
+  record.root_or_peer = peer;
+  const uint64_t index = Enter(process, record);
+  if (complete_ns > 0) Return(process, index, record, complete_ns, ring::kFlagCompletesAtReturn);
+}
+
+void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
+                         const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns) {
+  const uint64_t group = next_group_++;
+  ring::Record start = Base(process, RecordKind::kEnter, ApiFn::kGroupStart, t_ns);
+  start.group_id = group;
+  Return(process, Enter(process, start), start, t_ns, ring::kFlagCompletesAtReturn);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ring::Record record = Base(process, RecordKind::kEnter, ops[i].fn, t_ns + 1000);
+    record.comm_id = comm_id;
+    record.rank = rank;
+    record.nranks = nranks;
+    record.seq = first_seq + i;
+    record.count = ops[i].count;
+    record.dtype = ops[i].dtype;
+    record.group_id = group;
+    record.stream = 77;
+    record.region_id = Region(process, ops[i].region);
+    const uint64_t index = Enter(process, record);
+    Return(process, index, record, t_ns + 2000, 0);
+  }
+  ring::Record end = Base(process, RecordKind::kEnter, ApiFn::kGroupEnd, t_ns + 3000);
+  end.group_id = group;
+  end.stream = 77;
+  const uint64_t end_index = Enter(process, end);
+  Return(process, end_index, end, t_ns + 4000, 0);
+  if (complete_ns > 0) Complete(process, end_index, end, complete_ns);
+}
+
+}  // namespace collwatch::analyzer

@@ -1,0 +1,61 @@
+// Builds synthetic jobs record by record, as rings would yield them: for the analyzer's
+// unit tests and the scale benchmark. Threading: single-threaded.
+#ifndef COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
+#define COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/job_model.h"
+
+namespace collwatch::analyzer {
+
+inline constexpr int64_t kMs = 1'000'000;
+inline constexpr int64_t kSecond = 1'000'000'000;
+
+// One collective to issue: what every rank of a class issues at one position.
+struct SyntheticOp {
+  ring::ApiFn fn = ring::ApiFn::kAllGather;
+  uint64_t count = 1024;
+  uint8_t dtype = 7;  // ncclFloat32
+  std::string region;
+  int32_t redop = ring::kUnset;
+  int32_t root_or_peer = ring::kUnset;
+};
+
+class SyntheticJob {
+ public:
+  explicit SyntheticJob(JobModel* model) : model_(model) {}
+
+  // A process whose writer clock equals CLOCK_REALTIME (offset 0).
+  ProcessId AddProcess(int32_t global_rank);
+  // Communicator creation: enter now; returned unless `returned` is false.
+  void Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns, bool returned = true);
+  // A collective entered at t_ns. complete_ns: 0 never completes; >0 completes then
+  // (returns at enter + 1 us, or at complete_ns when `blocking`).
+  void Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
+                  const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking = true);
+  // Point-to-point: `peer` is the other rank, seq per (peer, direction).
+  void P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, ring::ApiFn fn, int32_t peer,
+           uint64_t seq, uint64_t count, uint8_t dtype, int64_t t_ns, int64_t complete_ns);
+  // Grouped ops on a GPU: each op returns at once; one completion for the group's GroupEnd.
+  void Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
+             const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns);
+
+ private:
+  ring::Record Base(ProcessId process, ring::RecordKind kind, ring::ApiFn fn, int64_t t_ns);
+  uint64_t Enter(ProcessId process, const ring::Record& record);
+  void Return(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns, uint8_t flags);
+  void Complete(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns);
+  uint32_t Region(ProcessId process, const std::string& name);
+
+  JobModel* model_;
+  std::vector<uint64_t> next_index_;
+  std::vector<std::vector<std::string>> regions_;  // per process: writer id - 1 -> name
+  uint64_t next_group_ = 1;
+};
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
