@@ -114,6 +114,22 @@ std::optional<std::vector<const Call*>> TemplateRun(const std::vector<const Call
   return std::nullopt;
 }
 
+// The fix for a path divergence, told in the regions' words where they name a vision tower.
+std::string PathFix(const std::vector<std::string>& regions) {
+  const bool vision = std::any_of(regions.begin(), regions.end(), [](const std::string& region) {
+    return Contains(region, "vision") || Contains(region, "image") || Contains(region, "visual") ||
+           Contains(region, "patch");
+  });
+  if (vision) {
+    return "the ranks in the vision regions had image batches and the others text-only ones; with ZeRO-3 / "
+           "FSDP every rank must gather every unit any rank runs. Give text-only batches a dummy image (zero "
+           "pixels, masked out of the loss) so every rank runs the vision tower, or make all ranks agree on "
+           "the batch type (rank 0 decides and broadcasts it).";
+  }
+  return "make the module run on every rank (a dummy input on the ranks that would skip it) or make the "
+         "branch decision collectively (rank 0 decides and broadcasts it).";
+}
+
 }  // namespace
 
 double Analyzer::StallThresholdS(const Comm& /*comm*/, double bytes) const {
@@ -289,7 +305,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
         states.push_back(absl::StrFormat("rank %d (%s pid %d) %s", rank, process.info.host, process.info.pid,
                                          ProcessStatusName(process.status)));
       }
-      finding.headline = absl::StrFormat("RANK_LOST: %s%s gone while %s waits at %s", RanksText(lost),
+      finding.headline = absl::StrFormat("RANK_LOST: %s%s gone; %s waiting at %s", RanksText(lost),
                                          GlobalRanksNote(comm, lost), RanksText(entered), where);
       finding.summary = absl::StrFormat(
           "%s. The other ranks entered this collective and will wait for it until the NCCL or PyTorch "
@@ -663,16 +679,12 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
             "NCCL matches collectives by order only, so from here on the ranks exchange the wrong tensors "
             "(silently, while the sizes happen to agree) or hang.%s Likely cause: a data-dependent branch, "
             "e.g. a module that runs only for some batches (image vs text-only samples, an unused expert, "
-            "a conditional head). Fix: make every rank take the same path (give the skipped module a dummy "
-            "input on every rank) or decide the branch collectively (rank 0 decides and broadcasts).",
+            "a conditional head). Fix: %s",
             seq, comm_text, RanksText(classes[0]), GlobalRanksNote(comm, classes[0]), DescribeCall(model_, a),
-            RanksText(classes[1]), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others);
+            RanksText(classes[1]), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others,
+            PathFix(run_regions));
         break;
       }
-      const bool vision = std::any_of(run_regions.begin(), run_regions.end(), [](const std::string& region) {
-        return Contains(region, "vision") || Contains(region, "image") || Contains(region, "visual") ||
-               Contains(region, "patch");
-      });
       const std::string run_text = absl::StrFormat("%s in %s", OpsText(relation.run), RegionListText(run_regions));
       finding.rank_classes = {
           RankClass{with_run, absl::StrCat("ran ", relation.run.size(), " extra collective",
@@ -690,13 +702,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
           DescribeCall(model_, with_head), RanksText(without_run), GlobalRanksNote(comm, without_run),
           DescribeCall(model_, without_head),
           relation.from_template ? " (the run is read off the schedule the ranks agreed on before)" : "", others,
-          vision ? "these are the vision tower's all-gathers: some ranks had image batches and others "
-                   "text-only ones, and with ZeRO-3 / FSDP every rank must gather every unit it or any other "
-                   "rank runs. Give text-only batches a dummy image (zero pixels, masked out of the loss) so "
-                   "every rank runs the vision tower, or make all ranks agree on the batch type (rank 0 "
-                   "decides and broadcasts it)."
-                 : "make the module run on every rank (a dummy input on the ranks that would skip it) or "
-                   "make the branch decision collectively (rank 0 decides and broadcasts it).");
+          PathFix(run_regions));
       break;
     }
     case FindingKind::kSkippedReduceScatter: {

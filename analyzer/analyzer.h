@@ -33,6 +33,8 @@ class Analyzer {
   JobModel& model() { return model_; }
   const JobModel& model() const { return model_; }
   const AnalyzerOptions& options() const { return options_; }
+  // Options may change between Analyze calls (e.g. a threshold read from run.json).
+  void set_options(const AnalyzerOptions& options) { options_ = options; }
 
   // Examines what changed up to `now_ns` (CLOCK_REALTIME) and returns the findings that
   // are new. `final_pass`: the trace is complete (post-mortem): a mismatch does not wait

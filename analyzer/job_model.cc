@@ -294,6 +294,15 @@ void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, int64_t hea
   process.lost_records = lost_records;
 }
 
+void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
+  for (Process& process : processes_) {
+    const bool died = process.status == ProcessStatus::kDead || process.status == ProcessStatus::kSilent;
+    // The last heartbeat before a kill can be up to a beat (100 ms) older than the kill.
+    if (died && process.heartbeat_ns >= realtime_ns - 1'000'000'000) process.status = ProcessStatus::kRunning;
+  }
+  ++generation_;
+}
+
 int64_t JobModel::LatestTimeNs() const {
   int64_t latest = 0;
   for (const Process& process : processes_) latest = std::max({latest, process.last_record_ns, process.heartbeat_ns});

@@ -128,6 +128,10 @@ class JobModel {
   void SetStatus(ProcessId process, ProcessStatus status, int64_t heartbeat_realtime_ns,
                  uint64_t lost_records);
 
+  // Processes that died at or after `realtime_ns` count as running (their end was
+  // caused from outside, e.g. by collwatch stopping a hung job).
+  void ForgetDeathsAfter(int64_t realtime_ns);
+
   size_t process_count() const { return processes_.size(); }
   const Process& process(ProcessId id) const { return processes_[id]; }
   const std::vector<Comm>& comms() const { return comms_; }

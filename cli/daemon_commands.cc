@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/report.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -104,7 +105,12 @@ std::string DefaultJobId() {
 
 pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& env) {
   const pid_t child = fork();
-  if (child != 0) return child;
+  if (child != 0) {
+    if (child > 0) setpgid(child, child);  // both sides set it: no race with exec
+    return child;
+  }
+  // Its own process group, so a hung job's ranks can be stopped together.
+  setpgid(0, 0);
   // The child gets default signal handling back and the extra environment.
   sigset_t set = StopSignals();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
@@ -115,6 +121,34 @@ pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::
   execvp(argv[0], argv.data());
   std::fprintf(stderr, "collwatch run: cannot run %s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
+}
+
+// Stops the job's process group: SIGTERM, then SIGKILL for what is left after
+// `grace_s`. Returns the leader's exit code (128 + signal when killed).
+int StopJob(pid_t child, double grace_s) {
+  kill(-child, SIGTERM);
+  int exit_code = -1;
+  for (double waited = 0; waited < grace_s; waited += 0.1) {
+    int status = 0;
+    // Reap the leader: as a zombie it would keep the group alive.
+    if (exit_code < 0 && waitpid(child, &status, WNOHANG) == child) {
+      exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (kill(-child, 0) != 0) break;  // the whole group is gone
+    usleep(100'000);
+  }
+  kill(-child, SIGKILL);
+  if (exit_code < 0) {
+    int status = 0;
+    if (waitpid(child, &status, 0) == child) exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return exit_code;
+}
+
+int64_t RealtimeNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 }  // namespace
@@ -211,6 +245,8 @@ int RunJobCommand(const RunOptions& options) {
     collector.listen = "127.0.0.1:0";
     collector.out_dir = options.out_dir;
     collector.job = job;
+    collector.log = false;  // `collwatch run` prints findings itself
+    if (options.stall_after_s > 0) collector.analyzer.stall_after_s = options.stall_after_s;
     absl::StatusOr<std::unique_ptr<CollectorServer>> started = CollectorServer::Start(collector);
     if (!started.ok()) {
       std::cerr << "collwatch run: embedded collector: " << started.status().message() << "\n";
@@ -247,6 +283,9 @@ int RunJobCommand(const RunOptions& options) {
   timespec last_print{};
   clock_gettime(CLOCK_MONOTONIC, &last_print);
   int exit_code = -1;
+  size_t findings_shown = 0;
+  bool stopped_hung_job = false;
+  int64_t stopped_at_ns = 0;
   while (exit_code < 0) {
     int status = 0;
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -255,10 +294,30 @@ int RunJobCommand(const RunOptions& options) {
       break;
     }
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
-    if (const int signal = WaitForStopSignal(0.1); signal != 0) kill(child, signal);
+    if (const int signal = WaitForStopSignal(0.1); signal != 0) kill(-child, signal);
+    if (server == nullptr) continue;
+    // Each finding the moment it appears.
+    const std::vector<analyzer::Finding> findings = server->service().online_analyzer().Findings();
+    for (; findings_shown < findings.size(); ++findings_shown) {
+      if (tty) std::cerr << "\r\033[K";
+      std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
+    }
+    if (options.kill_on_hang && !findings.empty() && !stopped_hung_job) {
+      // What follows is collwatch's doing, not the job's: analyse no more.
+      server->service().online_analyzer().Freeze();
+      if (absl::Status written = server->service().WriteReport(options.out_dir); !written.ok()) {
+        std::cerr << "collwatch run: " << written.message() << "\n";
+      }
+      std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options.out_dir
+                << "/report.txt)\n";
+      stopped_at_ns = RealtimeNs();
+      exit_code = StopJob(child, options.kill_grace_s);
+      stopped_hung_job = true;
+      break;
+    }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (server != nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
+    if (static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
       const std::string line = StatusLine(server->service().live_state().Summary());
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
@@ -289,11 +348,33 @@ int RunJobCommand(const RunOptions& options) {
                         {"lost", stats.lost},
                         {"drained", drained},
                         {"stall_after_s", options.stall_after_s},
-                        {"kill_on_hang", options.kill_on_hang}};
+                        {"kill_on_hang", options.kill_on_hang},
+                        {"stopped_hung_job", stopped_hung_job},
+                        {"stopped_at_ns", stopped_at_ns}};
   std::ofstream(absl::StrCat(options.out_dir, "/run.json")) << run.dump(2) << "\n";
-  if (server != nullptr) server->Shutdown();
+  if (server != nullptr) {
+    CollectorService& service = server->service();
+    if (!stopped_hung_job) {
+      // Everything is in: the last look needs no grace for ranks that will never report.
+      for (const analyzer::Finding& finding : service.online_analyzer().Tick(RealtimeNs(), /*final_pass=*/true)) {
+        std::cerr << "\ncollwatch: " << analyzer::FindingText(finding) << "\n";
+      }
+    }
+    service.StopAnalysis();
+    if (absl::Status written = service.WriteReport(options.out_dir); !written.ok()) {
+      std::cerr << "collwatch run: " << written.message() << "\n";
+    }
+    const size_t count = service.online_analyzer().Findings().size();
+    std::cerr << "collwatch run: " << (count == 0 ? std::string("no findings") : absl::StrCat(count, " finding(s)"))
+              << "; report in " << options.out_dir << "/report.txt\n";
+    server->Shutdown();
+  }
   if (own_ring_dir && drained) std::filesystem::remove_all(ring_dir, fs_error);
   std::cerr << "collwatch run: traces in " << options.out_dir << "/" << job << "; command exited with " << exit_code << "\n";
+  if (stopped_hung_job) {
+    std::cerr << "collwatch run: the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob << "\n";
+    return kExitStoppedHungJob;
+  }
   return exit_code;
 }
 

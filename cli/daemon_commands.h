@@ -24,11 +24,15 @@ struct RunOptions {
   std::string collector;   // an external collector; empty: embedded one on loopback
   std::string ring_dir;    // keep rings here; empty: a private temporary folder, removed after
   std::string token;       // for an external collector
-  double stall_after_s = 0;   // for the analyzer (stored in run.json)
-  bool kill_on_hang = false;  // for the analyzer (stored in run.json)
+  double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
+  bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
+  double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long
   double drain_timeout_s = 30;
   double status_interval_s = 1;
 };
+
+// `collwatch run`'s exit status when it stopped a hung job (--kill-on-hang).
+inline constexpr int kExitStoppedHungJob = 3;
 
 // Runs CMD under collwatch and returns CMD's exit status (128 + signal if killed).
 int RunJobCommand(const RunOptions& options);

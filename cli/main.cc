@@ -3,6 +3,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "cli/analyze_command.h"
 #include "cli/daemon_commands.h"
 #include "cli/ring_dump.h"
 
@@ -51,9 +52,20 @@ int main(int argc, char** argv) {
   run->add_option("--collector", run_options.collector, "stream to this collector instead of an embedded one");
   run->add_option("--token-file", run_token_file, "shared secret of --collector");
   run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
-  run->add_option("--stall-after", run_options.stall_after_s, "seconds before a stall is a finding (analyzer)");
-  run->add_flag("--kill-on-hang", run_options.kill_on_hang, "stop a hung job (analyzer)");
+  run->add_option("--stall-after", run_options.stall_after_s,
+                  "seconds a collective may wait before it is a stall (floor; the analyzer raises it for "
+                  "large ops from this job's own timings; default 10)");
+  run->add_flag("--kill-on-hang", run_options.kill_on_hang,
+                "at the first finding, write the report and stop the job (exit 3)");
   run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
+
+  collwatch::AnalyzeOptions analyze_options;
+  CLI::App* analyze = app.add_subcommand("analyze", "post-mortem report of a trace folder (or of rings alone)");
+  analyze->add_option("dir", analyze_options.path, "collwatch run --out folder, a job or rank trace folder, "
+                                                   "a ring folder or a ring file")->required();
+  analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
+  analyze->add_option("--stall-after", analyze_options.stall_after_s,
+                      "stall threshold floor in seconds (default: run.json's, else 10)");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -80,6 +92,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     return collwatch::RunAgentCommand(agent_options);
+  } else if (analyze->parsed()) {
+    return collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr);
   } else if (run->parsed()) {
     if (!run_token_file.empty() && !collwatch::ReadSecretFile(run_token_file, &run_options.token, &error)) {
       std::cerr << "collwatch run: " << error << "\n";

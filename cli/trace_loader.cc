@@ -157,6 +157,9 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
       if (run.contains("stall_after_s") && run["stall_after_s"].is_number()) {
         summary->stall_after_s = run["stall_after_s"].get<double>();
       }
+      if (run.contains("stopped_at_ns") && run["stopped_at_ns"].is_number_integer()) {
+        summary->stopped_at_ns = run["stopped_at_ns"].get<int64_t>();
+      }
       const std::vector<std::string> traces = ListRankTraces(path, summary->job);
       if (!traces.empty()) {
         summary->source = "trace store";

@@ -20,6 +20,7 @@ struct LoadSummary {
   std::vector<std::string> warnings;  // inputs skipped or damaged, records lost
   uint64_t records = 0;
   double stall_after_s = 0;           // from run.json when present (0: not set)
+  int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
 };
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of

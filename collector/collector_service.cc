@@ -3,15 +3,17 @@
 // flight at a time, acks are cumulative so a pending ack is replaced by a newer one.
 #include "collector/collector_service.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include <chrono>
-
-#include "grpcpp/alarm.h"
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/alarm.h"
 
 namespace collwatch {
 namespace {
@@ -29,6 +31,19 @@ double MonotonicSeconds() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+}
+
+int64_t RealtimeNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Helper threads leave signals to the thread that waits for them.
+void BlockAllSignals() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
 constexpr uint32_t kMaxLanes = 1024;  // as the ring reader accepts
@@ -112,6 +127,7 @@ class EventStreamReactor final
       identity_ = request_.rank();
       key_ = ProcessKey(identity_);
       service_->live_state().StreamOpened(key_, identity_);
+      service_->online_analyzer().StreamOpened(key_, identity_);
       bucket_time_ = MonotonicSeconds();
       bucket_ = service_->options().max_events_per_second;
     } else if (request_.has_rank() && !SameIdentity(request_.rank(), identity_)) {
@@ -149,6 +165,7 @@ class EventStreamReactor final
     absl::StatusOr<AppendResult> appended = writer_->Append(request_);
     if (!appended.ok()) return appended.status();
     service_->live_state().BatchAccepted(key_, request_, appended->stored);
+    service_->online_analyzer().Feed(key_, request_);
     if (request_.batch_seq() != 0) last_batch_seq_ = request_.batch_seq();
     answer.set_acked_batch_seq(last_batch_seq_);
     return answer;
@@ -268,9 +285,53 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 }
 
 CollectorService::CollectorService(const CollectorOptions& options)
-    : options_(options), store_(options.out_dir, StoreOptions{options.fsync}), job_(options.job) {}
+    : options_(options),
+      store_(options.out_dir, StoreOptions{options.fsync}),
+      online_analyzer_(options.analyzer),
+      job_(options.job) {
+  if (options_.analyze) analysis_thread_ = std::thread([this] { AnalysisLoop(); });
+}
 
-CollectorService::~CollectorService() = default;
+CollectorService::~CollectorService() { StopAnalysis(); }
+
+void CollectorService::StopAnalysis() {
+  {
+    std::lock_guard<std::mutex> lock(analysis_mutex_);
+    analysis_stop_ = true;
+  }
+  analysis_wake_.notify_all();
+  if (analysis_thread_.joinable()) analysis_thread_.join();
+}
+
+void CollectorService::AnalysisLoop() {
+  BlockAllSignals();
+  std::unique_lock<std::mutex> lock(analysis_mutex_);
+  const auto period = std::chrono::duration<double>(options_.analyze_interval_s);
+  while (!analysis_wake_.wait_for(lock, period, [this] { return analysis_stop_; })) {
+    lock.unlock();
+    for (const analyzer::Finding& finding : online_analyzer_.Tick(RealtimeNs())) {
+      v1::Finding proto;
+      FindingToProto(finding, &proto);
+      live_state_.AddFinding(proto);
+      Log(absl::StrCat("finding: ", finding.headline));
+    }
+    lock.lock();
+  }
+}
+
+absl::Status CollectorService::WriteReport(const std::string& dir) {
+  const std::vector<analyzer::Finding> findings = online_analyzer_.Findings();
+  analyzer::ReportInfo info = online_analyzer_.Info(job());
+  info.source = options_.out_dir;
+  const std::string json_path = absl::StrCat(dir, "/report.json");
+  const std::string text_path = absl::StrCat(dir, "/report.txt");
+  std::ofstream json(json_path);
+  json << analyzer::ReportJson(findings, info).dump(2) << "\n";
+  std::ofstream text(text_path);
+  text << analyzer::ReportText(findings, info);
+  if (!json.good() || !text.good()) return absl::InternalError(absl::StrCat("cannot write ", json_path));
+  return absl::OkStatus();
+}
 
 void CollectorService::StopWatchers() { stopping_ = true; }
 

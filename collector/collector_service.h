@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "analyzer/analyzer.h"
 #include "collector/live_state.h"
+#include "collector/online_analyzer.h"
 #include "collector/trace_store.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collwatch.grpc.pb.h"
@@ -39,6 +41,9 @@ struct CollectorOptions {
   double max_events_per_second = 4e6;  // per stream, averaged over a second
   double watch_interval_s = 0.5;
   bool log = true;            // log refused streams and errors on stderr
+  bool analyze = true;        // run the analyzer online
+  double analyze_interval_s = 0.1;
+  analyzer::AnalyzerOptions analyzer;
 };
 
 // True for 127.0.0.0/8, ::1, localhost and unix sockets.
@@ -58,9 +63,14 @@ class CollectorService final : public v1::Collector::CallbackService {
                                                      const v1::WatchRequest* request) override;
 
   LiveState& live_state() { return live_state_; }
+  OnlineAnalyzer& online_analyzer() { return online_analyzer_; }
   std::string job();
+  // Writes report.json and report.txt of the findings so far into `dir`.
+  absl::Status WriteReport(const std::string& dir);
   // Ends the Watch streams at their next tick; call before the server shuts down.
   void StopWatchers();
+  // Stops the analysis thread (idempotent).
+  void StopAnalysis();
 
   // Used by the reactors.
   absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
@@ -76,9 +86,16 @@ class CollectorService final : public v1::Collector::CallbackService {
 
  private:
 
+  void AnalysisLoop();
+
   CollectorOptions options_;
   TraceStore store_;
   LiveState live_state_;
+  OnlineAnalyzer online_analyzer_;
+  std::mutex analysis_mutex_;
+  std::condition_variable analysis_wake_;
+  bool analysis_stop_ = false;
+  std::thread analysis_thread_;
   std::mutex job_mutex_;
   std::string job_;
   std::atomic<bool> stopping_{false};

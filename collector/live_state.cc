@@ -138,6 +138,11 @@ LiveSummary LiveState::Summary() {
   return summary;
 }
 
+void LiveState::AddFinding(const v1::Finding& finding) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  findings_.push_back(finding);
+}
+
 v1::ClusterState LiveState::Snapshot(const std::string& job) {
   const uint64_t now = NowNs();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -168,6 +173,7 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
       out->set_oldest_inflight_age_s(static_cast<double>(now - comm.first_enter_ns.begin()->second) / 1e9);
     }
   }
+  for (const v1::Finding& finding : findings_) *state.add_findings() = finding;
   return state;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "proto/collwatch.pb.h"
 
@@ -33,6 +34,9 @@ class LiveState {
   void StreamClosed(const std::string& key);
   // An accepted batch; `stored` of its events were new.
   void BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored);
+
+  // A finding of the online analyzer, served with the state.
+  void AddFinding(const v1::Finding& finding);
 
   v1::ClusterState Snapshot(const std::string& job);
   LiveSummary Summary();
@@ -65,6 +69,7 @@ class LiveState {
   std::mutex mutex_;
   std::map<std::string, Process> processes_;
   std::map<uint64_t, Comm> comms_;
+  std::vector<v1::Finding> findings_;
 };
 
 }  // namespace collwatch

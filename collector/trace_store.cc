@@ -378,9 +378,13 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
   status.set_lost(batch.lost());
   status.set_torn(batch.torn());
   status.set_dropped(batch.dropped());
+  // A heartbeat a second newer is news too: post-mortem analysis measures a hang up to
+  // the last sign of life.
+  constexpr uint64_t kHeartbeatStoreNs = 1'000'000'000;
   const bool status_changed = status.writer_status() != status_.writer_status() ||
                               status.lost() != status_.lost() || status.torn() != status_.torn() ||
-                              status.dropped() != status_.dropped();
+                              status.dropped() != status_.dropped() ||
+                              batch.heartbeat_ns() >= status_.heartbeat_ns() + kHeartbeatStoreNs;
   status.set_heartbeat_ns(batch.heartbeat_ns());
   status.set_collector_time_ns(RealtimeNs());
   if (status_changed && batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) {

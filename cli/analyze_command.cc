@@ -1,0 +1,46 @@
+// Post-mortem analysis: load, analyse as of the end of the trace, report.
+#include "cli/analyze_command.h"
+
+#include "analyzer/analyzer.h"
+#include "analyzer/report.h"
+#include "cli/trace_loader.h"
+
+namespace collwatch {
+
+int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
+  analyzer::Analyzer analyzer;
+  LoadSummary summary;
+  if (absl::Status loaded = LoadTraces(options.path, &analyzer.model(), &summary); !loaded.ok()) {
+    err << "collwatch analyze: " << loaded.message() << "\n";
+    return 2;
+  }
+  for (const std::string& warning : summary.warnings) err << "collwatch analyze: warning: " << warning << "\n";
+  analyzer::AnalyzerOptions analyzer_options;
+  if (options.stall_after_s > 0) {
+    analyzer_options.stall_after_s = options.stall_after_s;
+  } else if (summary.stall_after_s > 0) {
+    analyzer_options.stall_after_s = summary.stall_after_s;
+  }
+  analyzer.set_options(analyzer_options);
+  // As of the end of the trace (the last record or heartbeat of any rank), or of the
+  // moment `collwatch run --kill-on-hang` stopped the job: the deaths it caused are not
+  // the job's.
+  int64_t as_of = analyzer.model().LatestTimeNs();
+  if (summary.stopped_at_ns > 0) {
+    as_of = summary.stopped_at_ns;
+    analyzer.model().ForgetDeathsAfter(summary.stopped_at_ns);
+  }
+  const std::vector<analyzer::Finding> findings = analyzer.Analyze(as_of, /*final_pass=*/true);
+  analyzer::ReportInfo info = analyzer::DescribeJob(analyzer.model());
+  info.job = summary.job;
+  info.source = options.path + " (" + summary.source + ")";
+  info.notes = summary.warnings;
+  if (options.json) {
+    out << analyzer::ReportJson(findings, info).dump(2) << "\n";
+  } else {
+    out << analyzer::ReportText(findings, info);
+  }
+  return findings.empty() ? 0 : 1;
+}
+
+}  // namespace collwatch

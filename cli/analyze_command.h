@@ -1,0 +1,23 @@
+// `collwatch analyze DIR [--json]`: the post-mortem report of a trace folder or of
+// rings alone. Threading: called from main.
+#ifndef COLLWATCH_CLI_ANALYZE_COMMAND_H_
+#define COLLWATCH_CLI_ANALYZE_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+namespace collwatch {
+
+struct AnalyzeOptions {
+  std::string path;
+  bool json = false;
+  double stall_after_s = 0;  // 0: run.json's value, else the analyzer's default
+};
+
+// Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings,
+// 2 nothing readable at `path`.
+int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_ANALYZE_COMMAND_H_
