@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/collector/trace_check.h"
+#include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {
@@ -26,7 +27,7 @@ void ExpectEveryRecordStoredOnce(const std::vector<std::string>& workload, uint6
   for (const std::string& arg : workload) {
     argv.push_back(arg == "RENDEZVOUS_DIR" ? dir.path() : arg);
   }
-  Subprocess run(argv, {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_JOB_ID", "e2e"}});
+  Subprocess run(argv, testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_JOB_ID", "e2e"}}));
   ASSERT_EQ(run.Wait(120), 0);
 
   const testing::TraceComparison comparison = testing::CompareTracesWithRings(rings, out, "e2e");
@@ -62,9 +63,11 @@ TEST(CollwatchRunTest, TrainerEveryRecordStoredOnceInOrder) {
 
 TEST(CollwatchRunTest, ExitsWithTheCommandsStatus) {
   TempDir dir;
-  Subprocess run({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", "sh", "-c", "exit 7"}, {});
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", "sh", "-c", "exit 7"},
+                 testing::CollwatchRunEnv({}));
   EXPECT_EQ(run.Wait(30), 7);
-  Subprocess missing({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", dir.path() + "/no-such-program"}, {});
+  Subprocess missing({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", dir.path() + "/no-such-program"},
+                     testing::CollwatchRunEnv({}));
   EXPECT_EQ(missing.Wait(30), 127);
 }
 

@@ -1,0 +1,181 @@
+// The analyzer end to end: the bundled trainer on 4 CPU ranks under `collwatch run
+// --kill-on-hang`. Each failing scenario really hangs and is named (kind, rank classes,
+// regions) within 2 s of its first bad collective (a stall: within its threshold), the
+// job is stopped with exit 3 and report.json says why; `collwatch analyze` finds the same
+// post-mortem, from the trace store and from rings alone; clean runs and both fixes give
+// no finding at all.
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+#ifdef COLLWATCH_TRAINER_PATH
+
+constexpr double kStallAfterS = 4;
+
+struct Outcome {
+  int exit_code = -1;
+  nlohmann::json report;    // the online report.json
+  nlohmann::json analyzed;  // `collwatch analyze --json` of the same output folder
+  std::string out_dir;
+  std::string ring_dir;
+};
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+}
+
+// Runs the trainer in `scenario` under collwatch and reads both reports.
+Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::vector<std::string>& extra = {}) {
+  Outcome outcome;
+  outcome.out_dir = dir.path() + "/out";
+  outcome.ring_dir = dir.path() + "/rings";
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", outcome.out_dir, "--ring-dir", outcome.ring_dir,
+                                   "--kill-on-hang", "--stall-after", std::to_string(kStallAfterS), "--",
+                                   COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", scenario, "--steps", "3",
+                                   "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16",
+                                   "--vocab", "32", "--batch", "2"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  Subprocess run(argv, testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
+  outcome.exit_code = run.Wait(150);
+  outcome.report = ReadJson(outcome.out_dir + "/report.json");
+  const std::string analyzed = dir.path() + "/analyzed.json";
+  Subprocess analyze({"/bin/sh", "-c", std::string(COLLWATCH_CLI_PATH) + " analyze --json " + outcome.out_dir + " > " + analyzed},
+                     testing::CollwatchRunEnv({}));
+  analyze.Wait(60);
+  outcome.analyzed = ReadJson(analyzed);
+  return outcome;
+}
+
+std::vector<std::vector<int>> Classes(const nlohmann::json& finding) {
+  std::vector<std::vector<int>> classes = finding["rank_classes"].get<std::vector<std::vector<int>>>();
+  std::sort(classes.begin(), classes.end());
+  return classes;
+}
+
+bool Contains(const nlohmann::json& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// The first finding of a hung run, online and post-mortem alike.
+const nlohmann::json& ExpectHungAndNamed(const Outcome& outcome, const std::string& kind) {
+  EXPECT_EQ(outcome.exit_code, 3) << "collwatch run should stop the hung job";
+  EXPECT_TRUE(outcome.report.is_object()) << "no report.json";
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  if (!outcome.report.is_object() || outcome.report["findings"].empty()) return kEmpty;
+  const nlohmann::json& finding = outcome.report["findings"][0];
+  EXPECT_EQ(finding["kind"], kind) << finding.dump(2);
+  EXPECT_FALSE(finding["summary"].get<std::string>().empty());
+  EXPECT_TRUE(outcome.analyzed.is_object()) << "collwatch analyze gave no JSON";
+  if (outcome.analyzed.is_object()) {
+    EXPECT_FALSE(outcome.analyzed["findings"].empty());
+    if (!outcome.analyzed["findings"].empty()) {
+      EXPECT_EQ(outcome.analyzed["findings"][0]["kind"], kind) << "post-mortem disagrees:\n"
+                                                               << outcome.analyzed.dump(2);
+      EXPECT_EQ(outcome.analyzed["findings"][0]["seq"], finding["seq"]);
+    }
+  }
+  return finding;
+}
+
+TEST(FindingsEndToEndTest, ImageTextIsAPathDivergenceOfImageAndTextRanks) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "image-text");
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "PATH_DIVERGENCE");
+  if (finding.empty()) return;
+  // Even ranks drew image batches, odd ranks text-only ones (trainer's per-rank skew).
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_TRUE(Contains(finding["regions"], "fwd/vision.patch")) << finding["regions"];
+  EXPECT_LT(finding["detect_latency_s"].get<double>(), 2.0);
+  EXPECT_NE(finding["summary"].get<std::string>().find("dummy image"), std::string::npos);
+}
+
+TEST(FindingsEndToEndTest, ImageTextFromRingsAlone) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "image-text");
+  ASSERT_EQ(outcome.exit_code, 3);
+  Subprocess analyze({"/bin/sh", "-c", std::string(COLLWATCH_CLI_PATH) + " analyze --json " + outcome.ring_dir + " > " +
+                                           dir.path() + "/rings.json"},
+                     testing::CollwatchRunEnv({}));
+  EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
+  const nlohmann::json report = ReadJson(dir.path() + "/rings.json");
+  ASSERT_TRUE(report.is_object());
+  ASSERT_FALSE(report["findings"].empty());
+  EXPECT_EQ(report["findings"][0]["kind"], "PATH_DIVERGENCE");
+  EXPECT_EQ(report["source"].get<std::string>().find("rings") != std::string::npos, true);
+}
+
+TEST(FindingsEndToEndTest, ExpertSkipIsASkippedReduceScatter) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "expert-skip");
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "SKIPPED_REDUCE_SCATTER");
+  if (finding.empty()) return;
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_TRUE(Contains(finding["regions"], "bwd/trunk.expert1")) << finding["regions"];
+  EXPECT_LT(finding["detect_latency_s"].get<double>(), 2.0);
+}
+
+TEST(FindingsEndToEndTest, DtypeMismatchIsASignatureMismatch) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "dtype-mismatch");
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "SIGNATURE_MISMATCH");
+  if (finding.empty()) return;
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2, 3}, {1}}));
+  EXPECT_NE(finding["summary"].get<std::string>().find("byte ratio 2.00"), std::string::npos) << finding["summary"];
+  EXPECT_LT(finding["detect_latency_s"].get<double>(), 2.0);
+}
+
+TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "first-forward-stall", {"--stall-seconds", "60"});
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "NOT_JOINED");
+  if (finding.empty()) return;
+  EXPECT_EQ(finding["lagging_ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(finding["seq"], 1);
+  EXPECT_NE(finding["summary"].get<std::string>().find("before their first forward"), std::string::npos);
+  // Reported once the threshold passed, and not much later.
+  EXPECT_GE(finding["detect_latency_s"].get<double>(), kStallAfterS);
+  EXPECT_LT(finding["detect_latency_s"].get<double>(), kStallAfterS + 2.0);
+}
+
+class HealthyScenarioTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HealthyScenarioTest, HasNoFindingAtAll) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, GetParam());
+  EXPECT_EQ(outcome.exit_code, 0);
+  ASSERT_TRUE(outcome.report.is_object());
+  EXPECT_TRUE(outcome.report["findings"].empty()) << outcome.report.dump(2);
+  EXPECT_EQ(outcome.report["healthy"], true);
+  ASSERT_TRUE(outcome.analyzed.is_object());
+  EXPECT_TRUE(outcome.analyzed["findings"].empty()) << outcome.analyzed.dump(2);
+}
+
+INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
+                         ::testing::Values("clean", "image-text-dummy", "image-text-batchsync",
+                                           "mtp-sequential-backward"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+#else
+TEST(FindingsEndToEndTest, NeedsTheTrainer) { GTEST_SKIP() << "built without the trainer (no LibTorch)"; }
+#endif
+
+}  // namespace
+}  // namespace collwatch
