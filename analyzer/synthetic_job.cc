@@ -21,13 +21,10 @@ ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
 
 uint32_t SyntheticJob::Region(ProcessId process, const std::string& name) {
   if (name.empty()) return 0;
-  std::vector<std::string>& names = regions_[process];
-  auto it = std::find(names.begin(), names.end(), name);
-  if (it != names.end()) return static_cast<uint32_t>(it - names.begin()) + 1;
-  names.push_back(name);
-  const auto id = static_cast<uint32_t>(names.size());
-  model_->AddRegionName(process, id, name);
-  return id;
+  std::unordered_map<std::string, uint32_t>& ids = regions_[process];
+  auto [it, inserted] = ids.try_emplace(name, static_cast<uint32_t>(ids.size()) + 1);
+  if (inserted) model_->AddRegionName(process, it->second, name);
+  return it->second;
 }
 
 ring::Record SyntheticJob::Base(ProcessId /*process*/, RecordKind kind, ApiFn fn, int64_t t_ns) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analyzer/job_model.h"
@@ -52,7 +53,7 @@ class SyntheticJob {
 
   JobModel* model_;
   std::vector<uint64_t> next_index_;
-  std::vector<std::vector<std::string>> regions_;  // per process: writer id - 1 -> name
+  std::vector<std::unordered_map<std::string, uint32_t>> regions_;  // per process: name -> writer id
   uint64_t next_group_ = 1;
 };
 
