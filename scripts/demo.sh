@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job, for now: a 4-process NCCL program on the CPU NCCL backend with
-# libcollwatch.so preloaded, then `collwatch dump` of the rings it left. Then the same
-# program with one rank skipping an all-reduce: a real hang, read live from the rings.
+# The main job: the bundled ZeRO-3 VLM trainer on 4 CPU ranks, with image batches on
+# some ranks and text-only batches on the others. It hangs as real jobs do, and
+# `collwatch run` names why within a second and stops it; then the fix runs clean, and
+# two more failures are named. No GPU needed: the ranks run on collwatch's CPU NCCL
+# backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -10,28 +12,29 @@ cmake --build --preset default -j "$(nproc)" >/dev/null
 
 work=$(mktemp -d /tmp/collwatch-demo-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-preload="$PWD/build/interposer/libcollwatch.so"
-export COLLWATCH_RING_DIR="$work/rings" COLLWATCH_CPU_NCCL_SHM_DIR="$work"
+export COLLWATCH_CPU_NCCL_SHM_DIR="$work"
+collwatch=build/cli/collwatch
+trainer=(build/trainer/collwatch-trainer --nproc 4 --steps 5 --hidden 64 --layers 2 --vision-layers 2)
 
-echo "== 4 ranks, every collective, p2p in a group, a split; preloaded =="
-LD_PRELOAD="$preload" NVTX_INJECTION64_PATH="$preload" \
-  build/tests/collwatch_nccl_ranks 4 all "$work"
-build/cli/collwatch dump "$COLLWATCH_RING_DIR"
+# Runs one scenario under collwatch; shows its findings and how it ended.
+run_scenario() {
+  local scenario=$1
+  shift
+  echo
+  echo "== collwatch run --kill-on-hang -- collwatch-trainer --scenario $scenario $* =="
+  local status=0
+  "$collwatch" run --out "$work/$scenario" --kill-on-hang --stall-after 5 -- \
+    "${trainer[@]}" --scenario "$scenario" "$@" || status=$?
+  echo "-- exit status $status ($( [ "$status" = 3 ] && echo "collwatch stopped the hung job" || echo "the job's own" ))"
+}
 
+run_scenario image-text
 echo
-echo "== 3 ranks, rank 1 skips an all-reduce: ranks 0 and 2 hang inside it =="
-rm -rf "$COLLWATCH_RING_DIR" "$work/unique_id"
-LD_PRELOAD="$preload" build/tests/collwatch_nccl_ranks 3 skip "$work" &
-job=$!
-sleep 3
-echo "-- rings while the job hangs: the last record of each rank (an 'enter' with no"
-echo "   'return' after it means the rank is inside that call):"
-build/cli/collwatch dump "$COLLWATCH_RING_DIR" | awk '
-  /^ring / { if (last != "") print last; print; next }
-  /^  +[0-9]+:[0-9]+ / { last = $0 }
-  END { if (last != "") print last }'
-pkill -KILL -P "$job" 2>/dev/null || true
-kill -KILL "$job" 2>/dev/null || true
-wait "$job" 2>/dev/null || true
-echo "-- killed; the rings still hold every record:"
-build/cli/collwatch dump "$COLLWATCH_RING_DIR" | grep -E "^ring|records=" | head -12
+echo "== the same diagnosis post-mortem, from the trace store: collwatch analyze =="
+"$collwatch" analyze "$work/image-text" | head -8 || true
+
+run_scenario image-text-dummy
+run_scenario expert-skip
+run_scenario first-forward-stall --stall-seconds 60
+echo
+echo "Reports: report.txt and report.json beside the traces of each run (collwatch run --out DIR)."
