@@ -1,7 +1,7 @@
 // Load tool for the collector: N simulated ranks stream synthetic events over loopback
 // into one in-process collector that stores them; prints events per second. Each
 // simulated rank is one thread with one stream, keeping up to --window batches unacked.
-// Usage: collwatch_collector_load [--streams N] [--seconds S] [--batch B] [--out DIR]
+// Usage: collwatch_collector_load [--streams N] [--seconds S] [--batch B] [--out DIR] [--analyze 0|1]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -24,17 +24,21 @@ struct LoadOptions {
   int batch = 4096;
   int window = 4;
   std::string out = "/tmp/collwatch-load";
+  bool analyze = true;  // the collector's online analysis (as `collwatch run` has it)
 };
 
-v1::StreamEventsRequest MakeBatch(int batch) {
+// A batch of one rank's calls as a CPU run ships them: each collective's enter, then its
+// return (which is also its completion).
+v1::StreamEventsRequest MakeBatch(int batch, int rank, int nranks) {
   v1::StreamEventsRequest request;
   for (int i = 0; i < batch; ++i) {
     v1::Event* event = request.add_events();
-    event->set_kind(v1::EVENT_KIND_ENTER);
+    const bool enter = i % 2 == 0;
+    event->set_kind(enter ? v1::EVENT_KIND_ENTER : v1::EVENT_KIND_RETURN);
     event->set_fn(1);
     event->set_comm_id(0x9e3779b97f4a7c15ull);
-    event->set_rank(3);
-    event->set_nranks(8);
+    event->set_rank(rank);
+    event->set_nranks(nranks);
     event->set_count(1 << 20);
     event->set_dtype(7);
     event->set_redop(0);
@@ -43,8 +47,9 @@ v1::StreamEventsRequest MakeBatch(int batch) {
     event->set_t_ns(1'000'000'000ull);
     event->set_region_id(2);
     event->set_tid(4242);
-    event->set_flags(0);
+    event->set_flags(enter ? 0 : 2);  // return: ring::kFlagCompletesAtReturn
     event->set_lane(1);
+    event->set_ref_lane(1);
   }
   request.set_writer_status(v1::WRITER_STATUS_RUNNING);
   return request;
@@ -59,6 +64,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--batch") options.batch = std::atoi(argv[i + 1]);
     else if (flag == "--window") options.window = std::atoi(argv[i + 1]);
     else if (flag == "--out") options.out = argv[i + 1];
+    else if (flag == "--analyze") options.analyze = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -71,6 +77,7 @@ int Main(int argc, char** argv) {
   collector.max_events_per_second = 1e12;
   collector.max_message_bytes = 64 << 20;
   collector.log = false;
+  collector.analyze = options.analyze;
   auto server = CollectorServer::Start(collector);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
@@ -84,7 +91,6 @@ int Main(int argc, char** argv) {
     arguments.SetInt("collwatch.channel", i);  // distinct channels, not one pooled connection
     channels.push_back(grpc::CreateCustomChannel((*server)->address(), grpc::InsecureChannelCredentials(), arguments));
   }
-  const v1::StreamEventsRequest batch_template = MakeBatch(options.batch);
   std::atomic<bool> stop{false};
   std::atomic<int> opened{0};
   std::atomic<uint64_t> acked_events{0};
@@ -108,15 +114,19 @@ int Main(int argc, char** argv) {
         return;
       }
       ++opened;
-      v1::StreamEventsRequest batch = batch_template;
+      v1::StreamEventsRequest batch = MakeBatch(options.batch, stream_index, options.streams);
       uint64_t index = 0;
       uint64_t sent = 0;
       uint64_t acked = 0;
       while (!stop.load(std::memory_order_relaxed)) {
         batch.set_batch_seq(++sent);
         for (v1::Event& event : *batch.mutable_events()) {
+          const bool enter = event.kind() == v1::EVENT_KIND_ENTER;
           event.set_index(index);
-          event.set_seq(++index);
+          event.set_seq(index / 2 + 1);
+          event.set_t_ns(1'000'000'000ull + index * 1000);
+          if (!enter) event.set_ref_index(index - 1);
+          ++index;
         }
         if (!stream->Write(batch)) break;
         while (sent - acked >= static_cast<uint64_t>(options.window)) {
@@ -158,6 +168,10 @@ int Main(int argc, char** argv) {
               static_cast<double>(events), elapsed, static_cast<double>(events) / elapsed,
               static_cast<unsigned long long>(summary.events),
               summary.events > 0 ? static_cast<double>(bytes) / static_cast<double>(summary.events) : 0.0);
+  if (options.analyze) {
+    std::printf("online analysis: %llu events queued past its bound and not analysed\n",
+                static_cast<unsigned long long>((*server)->service().online_analyzer().dropped_records()));
+  }
   (*server)->Shutdown();
   std::filesystem::remove_all(options.out);
   return failures.load() == 0 ? 0 : 1;

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   collector->add_option("--tls-key", tls_key_file, "TLS private key (PEM)");
   collector->add_option("--job", collector_options.job, "serve only this job (default: the first that connects)");
   collector->add_flag("--fsync", collector_options.fsync, "fdatasync every batch before acknowledging it");
+  bool no_analyze = false;
+  collector->add_flag("--no-analyze", no_analyze, "store only: no online analysis (collwatch analyze later)");
+  collector->add_option("--stall-after", collector_options.analyzer.stall_after_s,
+                        "stall threshold floor in seconds (online analysis)")->capture_default_str();
   collector->add_option("--max-message-bytes", collector_options.max_message_bytes, "largest accepted message")
       ->capture_default_str();
   collector->add_option("--max-stream-rate", collector_options.max_events_per_second,
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
       std::cerr << "collwatch collector: " << error << "\n";
       return 2;
     }
+    collector_options.analyze = !no_analyze;
     return collwatch::RunCollectorCommand(collector_options);
   } else if (agent->parsed()) {
     if ((!agent_token_file.empty() && !collwatch::ReadSecretFile(agent_token_file, &agent_options.token, &error)) ||

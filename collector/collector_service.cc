@@ -127,7 +127,6 @@ class EventStreamReactor final
       identity_ = request_.rank();
       key_ = ProcessKey(identity_);
       service_->live_state().StreamOpened(key_, identity_);
-      service_->online_analyzer().StreamOpened(key_, identity_);
       bucket_time_ = MonotonicSeconds();
       bucket_ = service_->options().max_events_per_second;
     } else if (request_.has_rank() && !SameIdentity(request_.rank(), identity_)) {
@@ -165,7 +164,7 @@ class EventStreamReactor final
     absl::StatusOr<AppendResult> appended = writer_->Append(request_);
     if (!appended.ok()) return appended.status();
     service_->live_state().BatchAccepted(key_, request_, appended->stored);
-    service_->online_analyzer().Feed(key_, request_);
+    if (service_->options().analyze) service_->online_analyzer().Enqueue(key_, identity_, request_);
     if (request_.batch_seq() != 0) last_batch_seq_ = request_.batch_seq();
     answer.set_acked_batch_seq(last_batch_seq_);
     return answer;

@@ -18,65 +18,100 @@ analyzer::ProcessStatus StatusFromWire(v1::WriterStatus status) {
 
 }  // namespace
 
-void OnlineAnalyzer::StreamOpened(const std::string& key, const v1::RankIdentity& identity) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (streams_.count(key) != 0) return;  // a reconnect of a known process
-  analyzer::ProcessInfo info;
-  info.host = identity.host();
-  info.pid = identity.pid();
-  info.global_rank = identity.rank();
-  info.world_size = identity.world_size();
-  info.realtime_offset_ns =
-      static_cast<int64_t>(identity.start_realtime_ns()) - static_cast<int64_t>(identity.start_monotonic_ns());
+void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& identity,
+                             const v1::StreamEventsRequest& batch) {
+  Item item;
+  item.key = key;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
   Stream& stream = streams_[key];
-  stream.process = analyzer_.model().AddProcess(info);
-  stream.realtime_offset_ns = info.realtime_offset_ns;
-}
-
-void OnlineAnalyzer::Feed(const std::string& key, const v1::StreamEventsRequest& batch) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (frozen_) return;
-  auto found = streams_.find(key);
-  if (found == streams_.end()) return;
-  Stream& stream = found->second;
-  analyzer::JobModel& model = analyzer_.model();
-  for (const v1::RegionName& region : batch.regions()) model.AddRegionName(stream.process, region.id(), region.name());
+  if (stream.identity.pid() == 0 && stream.identity.host().empty()) stream.identity = identity;
+  item.records.reserve(static_cast<size_t>(batch.events_size()));
   for (const v1::Event& event : batch.events()) {
     const uint64_t position = LanePosition(event);
     uint64_t& next = stream.next_position[event.lane()];
-    if (position < next) continue;  // a resend of what was fed already
+    if (position < next) continue;  // a resend of what was queued already
     next = position + 1;
-    model.AddRecord(stream.process, event.lane(), event.index(), RecordFromEvent(event));
+    item.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
   }
-  if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) {
+  for (const v1::RegionName& region : batch.regions()) item.regions.emplace_back(region.id(), region.name());
+  item.status = batch.writer_status();
+  item.heartbeat_ns = batch.heartbeat_ns();
+  item.lost = batch.lost() + batch.torn() + batch.dropped();
+  if (queued_records_ + item.records.size() > kMaxQueuedRecords) {
+    dropped_ += item.records.size();  // the analysis is behind: say so, never stall ingest
+    item.records.clear();
+  }
+  queued_records_ += item.records.size();
+  queue_.push_back(std::move(item));
+}
+
+void OnlineAnalyzer::FeedLocked(const Item& item) {
+  Stream* stream = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stream = &streams_[item.key];  // std::map: the address stays valid
+  }
+  analyzer::JobModel& model = analyzer_.model();
+  if (!stream->in_model) {
+    const v1::RankIdentity& identity = stream->identity;
+    analyzer::ProcessInfo info;
+    info.host = identity.host();
+    info.pid = identity.pid();
+    info.global_rank = identity.rank();
+    info.world_size = identity.world_size();
+    info.realtime_offset_ns =
+        static_cast<int64_t>(identity.start_realtime_ns()) - static_cast<int64_t>(identity.start_monotonic_ns());
+    stream->process = model.AddProcess(info);
+    stream->realtime_offset_ns = info.realtime_offset_ns;
+    stream->in_model = true;
+  }
+  for (const auto& [id, name] : item.regions) model.AddRegionName(stream->process, id, name);
+  for (const IndexedRecord& record : item.records) model.AddRecord(stream->process, record.lane, record.index, record.record);
+  if (item.status != v1::WRITER_STATUS_UNSPECIFIED) {
     const int64_t heartbeat =
-        batch.heartbeat_ns() == 0 ? 0 : static_cast<int64_t>(batch.heartbeat_ns()) + stream.realtime_offset_ns;
-    model.SetStatus(stream.process, StatusFromWire(batch.writer_status()), heartbeat,
-                    batch.lost() + batch.torn() + batch.dropped());
+        item.heartbeat_ns == 0 ? 0 : static_cast<int64_t>(item.heartbeat_ns) + stream->realtime_offset_ns;
+    model.SetStatus(stream->process, StatusFromWire(item.status), heartbeat, item.lost);
   }
 }
 
 std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_pass) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Item> items;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    items.swap(queue_);
+    queued_records_ = 0;
+  }
+  std::lock_guard<std::mutex> lock(model_mutex_);
   if (frozen_) return {};
+  for (const Item& item : items) FeedLocked(item);
   return analyzer_.Analyze(now_ns, final_pass);
 }
 
 void OnlineAnalyzer::Freeze() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(model_mutex_);
   frozen_ = true;
 }
 
 std::vector<analyzer::Finding> OnlineAnalyzer::Findings() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(model_mutex_);
   return analyzer_.findings();
 }
 
+uint64_t OnlineAnalyzer::dropped_records() {
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  return dropped_;
+}
+
 analyzer::ReportInfo OnlineAnalyzer::Info(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t dropped = dropped_records();
+  std::lock_guard<std::mutex> lock(model_mutex_);
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer_.model());
   info.job = job;
   info.online = true;
+  if (dropped > 0) {
+    info.notes.push_back(std::to_string(dropped) + " records arrived faster than the online analysis could take "
+                         "them and were not analysed (they are in the trace store: run collwatch analyze)");
+  }
   return info;
 }
 

@@ -1,8 +1,10 @@
-// The analyzer run online inside the collector: fed every accepted batch (duplicates
-// already stored are skipped by lane position, as the store does), ticked a few times a
-// second, its findings published to the live state (Watch) and to `collwatch run`.
-// Threading: thread-safe (one mutex); Feed runs on gRPC threads, Tick on the collector's
-// analysis thread.
+// The analyzer run online inside the collector. gRPC threads hand it each accepted
+// batch (Enqueue: a copy of the records not fed before, by lane position as the store
+// dedups); the collector's analysis thread feeds them to the model and analyses (Tick),
+// so ingest never waits for analysis. The queue is bounded: past it, records are dropped
+// and counted, and the analysis says it is incomplete.
+// Threading: thread-safe. Enqueue from any thread; Tick, Freeze and the readers from
+// any thread (one mutex for the queue, one for the model).
 #ifndef COLLWATCH_COLLECTOR_ONLINE_ANALYZER_H_
 #define COLLWATCH_COLLECTOR_ONLINE_ANALYZER_H_
 
@@ -10,22 +12,26 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
+#include "interposer/ring_reader.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {
 
 class OnlineAnalyzer {
  public:
+  static constexpr size_t kMaxQueuedRecords = 1 << 21;  // ~300 MiB of records
+
   explicit OnlineAnalyzer(const analyzer::AnalyzerOptions& options) : analyzer_(options) {}
 
-  void StreamOpened(const std::string& key, const v1::RankIdentity& identity);
-  // An accepted batch of the stream `key`.
-  void Feed(const std::string& key, const v1::StreamEventsRequest& batch);
-  // Analyses up to `now_ns` (CLOCK_REALTIME); returns the findings that are new.
+  // An accepted batch of the stream `key` (its hello's identity).
+  void Enqueue(const std::string& key, const v1::RankIdentity& identity, const v1::StreamEventsRequest& batch);
+  // Feeds what is queued, then analyses up to `now_ns` (CLOCK_REALTIME); returns the
+  // findings that are new.
   std::vector<analyzer::Finding> Tick(int64_t now_ns, bool final_pass = false);
   // Stops analysing: what happens next (e.g. `collwatch run` killing a hung job) is
   // not the job's doing and must not become findings.
@@ -33,16 +39,35 @@ class OnlineAnalyzer {
 
   std::vector<analyzer::Finding> Findings();
   analyzer::ReportInfo Info(const std::string& job);
+  uint64_t dropped_records();
 
  private:
+  // One batch's worth of work for the model.
+  struct Item {
+    std::string key;
+    std::vector<IndexedRecord> records;
+    std::vector<std::pair<uint32_t, std::string>> regions;
+    v1::WriterStatus status = v1::WRITER_STATUS_UNSPECIFIED;
+    uint64_t heartbeat_ns = 0;
+    uint64_t lost = 0;
+  };
   struct Stream {
+    v1::RankIdentity identity;
+    std::map<uint32_t, uint64_t> next_position;  // lane -> first position queued
+    bool in_model = false;
     analyzer::ProcessId process = 0;
     int64_t realtime_offset_ns = 0;
-    std::map<uint32_t, uint64_t> next_position;  // lane -> first position not fed
   };
-  std::mutex mutex_;
-  analyzer::Analyzer analyzer_;
+  void FeedLocked(const Item& item);
+
+  std::mutex queue_mutex_;  // guards queue_, streams_ positions, queued_records_, dropped_
+  std::vector<Item> queue_;
   std::map<std::string, Stream> streams_;
+  size_t queued_records_ = 0;
+  uint64_t dropped_ = 0;
+
+  std::mutex model_mutex_;  // guards analyzer_, frozen_; taken after queue_mutex_, never before
+  analyzer::Analyzer analyzer_;
   bool frozen_ = false;
 };
 
