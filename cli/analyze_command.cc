@@ -10,11 +10,12 @@ namespace collwatch {
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
   analyzer::Analyzer analyzer;
   LoadSummary summary;
-  if (absl::Status loaded = LoadTraces(options.path, &analyzer.model(), &summary); !loaded.ok()) {
+  const absl::Status loaded = LoadTraces(options.path, &analyzer.model(), &summary);
+  for (const std::string& warning : summary.warnings) err << "collwatch analyze: warning: " << warning << "\n";
+  if (!loaded.ok()) {
     err << "collwatch analyze: " << loaded.message() << "\n";
     return 2;
   }
-  for (const std::string& warning : summary.warnings) err << "collwatch analyze: warning: " << warning << "\n";
   analyzer::AnalyzerOptions analyzer_options;
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;

@@ -5,6 +5,7 @@
 // post-mortem, from the trace store and from rings alone; clean runs and both fixes give
 // no finding at all.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -172,6 +173,45 @@ INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// A torn trace loses nothing before the tear; unreadable input is a clear error.
+TEST(AnalyzeCommandTest, DamagedInputIsReportedAndTheRestAnalysed) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "clean");
+  ASSERT_EQ(outcome.exit_code, 0);
+  // Tear one rank's log: the collector died mid-write.
+  std::string torn_log;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(outcome.out_dir)) {
+    if (entry.path().filename() == "trace.cwlog") torn_log = entry.path().string();
+  }
+  ASSERT_FALSE(torn_log.empty());
+  std::ofstream(torn_log, std::ios::app) << "\x5a\x17garbage-that-is-no-frame";
+  const std::string cli = COLLWATCH_CLI_PATH;
+  Subprocess analyze({"/bin/sh", "-c", cli + " analyze " + outcome.out_dir + " > " + dir.path() + "/report.txt 2> " +
+                                           dir.path() + "/errors.txt"},
+                     testing::CollwatchRunEnv({}));
+  EXPECT_EQ(analyze.Wait(60), 0) << ReadFile(dir.path() + "/errors.txt");
+  EXPECT_NE(ReadFile(dir.path() + "/errors.txt").find("torn tail"), std::string::npos)
+      << ReadFile(dir.path() + "/errors.txt");
+  EXPECT_NE(ReadFile(dir.path() + "/report.txt").find("No findings"), std::string::npos);
+
+  Subprocess missing({"/bin/sh", "-c", cli + " analyze " + dir.path() + "/nowhere 2> " + dir.path() + "/missing.txt"},
+                     testing::CollwatchRunEnv({}));
+  EXPECT_EQ(missing.Wait(60), 2);
+  EXPECT_NE(ReadFile(dir.path() + "/missing.txt").find("no such file"), std::string::npos);
+
+  std::filesystem::create_directories(dir.path() + "/junk");
+  std::ofstream(dir.path() + "/junk/x.ring") << "not a ring";
+  Subprocess junk({"/bin/sh", "-c", cli + " analyze " + dir.path() + "/junk 2> " + dir.path() + "/junk.txt"},
+                  testing::CollwatchRunEnv({}));
+  EXPECT_EQ(junk.Wait(60), 2);
+  EXPECT_NE(ReadFile(dir.path() + "/junk.txt").find("x.ring"), std::string::npos) << ReadFile(dir.path() + "/junk.txt");
+}
 
 #else
 TEST(FindingsEndToEndTest, NeedsTheTrainer) { GTEST_SKIP() << "built without the trainer (no LibTorch)"; }
