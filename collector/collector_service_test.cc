@@ -201,6 +201,46 @@ TEST_F(CollectorServiceTest, WatchStreamsTheClusterState) {
   reader->Finish();
 }
 
+// The online analyzer: two ranks disagree on a collective's size; the finding reaches
+// Watch subscribers without anyone asking.
+TEST_F(CollectorServiceTest, WatchCarriesTheOnlineAnalyzersFindings) {
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::StreamEventsRequest hello = Hello();
+    hello.mutable_rank()->set_pid(200 + rank);
+    hello.mutable_rank()->set_rank(rank);
+    v1::StreamEventsRequest batch;
+    batch.set_batch_seq(1);
+    v1::Event* event = batch.add_events();
+    event->set_lane(1);
+    event->set_kind(v1::EVENT_KIND_ENTER);
+    event->set_fn(5);  // all-gather
+    event->set_comm_id(77);
+    event->set_rank(rank);
+    event->set_nranks(2);
+    event->set_seq(1);
+    event->set_count(rank == 0 ? 10 : 20);
+    event->set_dtype(7);
+    ASSERT_TRUE(Exchange({hello, batch}, nullptr).ok());
+  }
+  grpc::ClientContext context;
+  context.AddMetadata(kTokenMetadataKey, "s3cret");
+  auto reader = stub_->Watch(&context, v1::WatchRequest());
+  v1::WatchResponse response;
+  bool found = false;
+  for (int i = 0; i < 100 && !found && reader->Read(&response); ++i) {
+    for (const v1::Finding& finding : response.state().findings()) {
+      found = finding.kind() == v1::SIGNATURE_MISMATCH && finding.comm_id() == 77 && finding.seq() == 1;
+      EXPECT_FALSE(finding.summary().empty());
+      EXPECT_FALSE(finding.headline().empty());
+    }
+  }
+  EXPECT_TRUE(found) << "no finding on the Watch stream";
+  context.TryCancel();
+  while (reader->Read(&response)) {
+  }
+  reader->Finish();
+}
+
 TEST(CollectorSecurityTest, NonLoopbackNeedsAToken) {
   CollectorOptions options;
   options.listen = "0.0.0.0:0";
