@@ -2,6 +2,7 @@
 #include "analyzer/analyzer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -137,6 +138,8 @@ double Analyzer::StallThresholdS(const Comm& /*comm*/, double bytes) const {
 }
 
 void Analyzer::Emit(Finding finding, std::vector<Finding>* out) {
+  // Summaries often open with "ranks ...": a sentence starts with a capital.
+  if (!finding.summary.empty()) finding.summary[0] = static_cast<char>(std::toupper(finding.summary[0]));
   finding.detect_latency_s = std::max(0.0, Seconds(finding.found_ns - finding.first_bad_ns));
   findings_.push_back(finding);
   out->push_back(std::move(finding));
@@ -341,7 +344,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       }
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
       if (!entry.present) {
-        doing.push_back(absl::StrFormat("rank %d has not reported on this communicator at all", rank));
+        doing.push_back(absl::StrFormat("Rank %d has not reported on this communicator at all", rank));
         continue;
       }
       const Process& process = model_.process(entry.process);
@@ -357,7 +360,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
                                call.completed() ? "finished" : (call.returned() ? "returned" : "still inside NCCL"));
         if (call.region != 0) absl::StrAppend(&last, ", in ", std::string(model_.RegionName(call.region)));
       }
-      doing.push_back(absl::StrFormat("rank %d%s %s; %s (process %s)", rank, GlobalRanksNote(comm, {rank}),
+      doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s)", rank, GlobalRanksNote(comm, {rank}),
                                       position, last, ProcessStatusName(process.status)));
     }
     finding.headline = absl::StrFormat("NOT_JOINED: %s not at %s after %.1f s; %s waiting", RanksText(lagging),

@@ -99,10 +99,11 @@ std::string FindingText(const Finding& finding) {
   absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
                         WallClock(finding.first_bad_ns));
   for (const RankClass& rank_class : finding.rank_classes) {
-    absl::StrAppendFormat(&text, "  ranks %-16s %s\n", RankListText(rank_class.ranks), rank_class.label);
+    absl::StrAppendFormat(&text, "  %-5s %-16s %s\n", rank_class.ranks.size() == 1 ? "rank" : "ranks",
+                          RankListText(rank_class.ranks), rank_class.label);
   }
   if (!finding.lagging_ranks.empty()) {
-    absl::StrAppendFormat(&text, "  lagging ranks    %s\n", RankListText(finding.lagging_ranks));
+    absl::StrAppendFormat(&text, "  lagging          %s\n", RankListText(finding.lagging_ranks));
   }
   if (!finding.regions.empty()) {
     absl::StrAppend(&text, "  regions          ");
@@ -111,7 +112,7 @@ std::string FindingText(const Finding& finding) {
   }
   absl::StrAppend(&text, "\n", Fold(finding.summary, 96, "  "), "\n");
   for (const ClassContext& context : finding.context) {
-    absl::StrAppend(&text, "\n  ranks ", RankListText(context.ranks), ":\n");
+    absl::StrAppend(&text, "\n  ", context.ranks.size() == 1 ? "rank " : "ranks ", RankListText(context.ranks), ":\n");
     for (const std::string& line : context.lines) absl::StrAppend(&text, "    ", line, "\n");
   }
   return text;
