@@ -2,6 +2,7 @@
 #include "analyzer/report.h"
 
 #include <ctime>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -119,9 +120,14 @@ std::string FindingText(const Finding& finding) {
 }
 
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info) {
-  std::string text = absl::StrFormat("collwatch report%s%s: %d processes, %d communicators, %d NCCL calls (%s)\n",
-                                     info.job.empty() ? "" : " for job ", info.job, info.processes,
-                                     info.communicators, info.calls, info.online ? "live" : "post-mortem");
+  std::string text = absl::StrFormat("collwatch report%s%s (%s", info.job.empty() ? "" : " for job ", info.job,
+                                     info.online ? "live" : "post-mortem");
+  if (info.processes > 0) {
+    absl::StrAppendFormat(&text, ": %d processes, %d communicators, %d NCCL calls", info.processes,
+                          info.communicators, info.calls);
+  }
+  if (!info.source.empty()) absl::StrAppend(&text, "; from ", info.source);
+  absl::StrAppend(&text, ")\n");
   if (info.lost_records > 0) {
     absl::StrAppendFormat(&text, "warning: %d records were lost before they were read; gaps are skipped\n",
                           info.lost_records);
@@ -136,6 +142,23 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
                         findings.size(), findings.size() == 1 ? "" : "s");
   for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingText(findings[i]));
   return text;
+}
+
+bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,
+                      std::string* error) {
+  const std::string json_path = dir + "/report.json";
+  const std::string text_path = dir + "/report.txt";
+  std::ofstream json(json_path);
+  json << ReportJson(findings, info).dump(2) << "\n";
+  std::ofstream text(text_path);
+  text << ReportText(findings, info);
+  json.close();
+  text.close();
+  if (json.fail() || text.fail()) {
+    *error = "cannot write " + json_path + " and " + text_path;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace collwatch::analyzer

@@ -34,6 +34,10 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
 std::string FindingText(const Finding& finding);
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info);
 
+// Writes DIR/report.json and DIR/report.txt; false (and `error`) when they cannot be written.
+bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,
+                      std::string* error);
+
 }  // namespace collwatch::analyzer
 
 #endif  // COLLWATCH_ANALYZER_REPORT_H_

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
+#include "collector/finding_watcher.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -282,6 +283,21 @@ int RunJobCommand(const RunOptions& options) {
   const double print_every = tty ? options.status_interval_s : 10 * options.status_interval_s;
   timespec last_print{};
   clock_gettime(CLOCK_MONOTONIC, &last_print);
+  // Findings come from the embedded collector, or from the external one's Watch stream.
+  std::unique_ptr<FindingWatcher> watcher;
+  if (server == nullptr) watcher = std::make_unique<FindingWatcher>(address, options.token, job);
+  auto current_findings = [&] {
+    return server != nullptr ? server->service().online_analyzer().Findings() : watcher->Findings();
+  };
+  auto write_report = [&](const std::vector<analyzer::Finding>& findings) {
+    analyzer::ReportInfo info;
+    if (server != nullptr) info = server->service().online_analyzer().Info(job);
+    info.job = job;
+    info.online = true;
+    info.source = server != nullptr ? options.out_dir : absl::StrCat("collector ", address);
+    std::string write_error;
+    if (!analyzer::WriteReportFiles(options.out_dir, findings, info, &write_error)) std::cerr << "collwatch run: " << write_error << "\n";
+  };
   int exit_code = -1;
   size_t findings_shown = 0;
   bool stopped_hung_job = false;
@@ -295,19 +311,16 @@ int RunJobCommand(const RunOptions& options) {
     }
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
     if (const int signal = WaitForStopSignal(0.1); signal != 0) kill(-child, signal);
-    if (server == nullptr) continue;
     // Each finding the moment it appears.
-    const std::vector<analyzer::Finding> findings = server->service().online_analyzer().Findings();
+    const std::vector<analyzer::Finding> findings = current_findings();
     for (; findings_shown < findings.size(); ++findings_shown) {
       if (tty) std::cerr << "\r\033[K";
       std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
     }
     if (options.kill_on_hang && !findings.empty() && !stopped_hung_job) {
       // What follows is collwatch's doing, not the job's: analyse no more.
-      server->service().online_analyzer().Freeze();
-      if (absl::Status written = server->service().WriteReport(options.out_dir); !written.ok()) {
-        std::cerr << "collwatch run: " << written.message() << "\n";
-      }
+      if (server != nullptr) server->service().online_analyzer().Freeze();
+      write_report(findings);
       std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options.out_dir
                 << "/report.txt)\n";
       stopped_at_ns = RealtimeNs();
@@ -317,7 +330,7 @@ int RunJobCommand(const RunOptions& options) {
     }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
+    if (server != nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
       const std::string line = StatusLine(server->service().live_state().Summary());
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
@@ -356,21 +369,24 @@ int RunJobCommand(const RunOptions& options) {
     CollectorService& service = server->service();
     if (!stopped_hung_job) {
       // Everything is in: the last look needs no grace for ranks that will never report.
-      for (const analyzer::Finding& finding : service.online_analyzer().Tick(RealtimeNs(), /*final_pass=*/true)) {
-        std::cerr << "\ncollwatch: " << analyzer::FindingText(finding) << "\n";
-      }
+      service.online_analyzer().Tick(RealtimeNs(), /*final_pass=*/true);
     }
     service.StopAnalysis();
-    if (absl::Status written = service.WriteReport(options.out_dir); !written.ok()) {
-      std::cerr << "collwatch run: " << written.message() << "\n";
-    }
-    const size_t count = service.online_analyzer().Findings().size();
-    std::cerr << "collwatch run: " << (count == 0 ? std::string("no findings") : absl::StrCat(count, " finding(s)"))
-              << "; report in " << options.out_dir << "/report.txt\n";
-    server->Shutdown();
   }
+  const std::vector<analyzer::Finding> findings = current_findings();
+  for (; findings_shown < findings.size(); ++findings_shown) {
+    std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
+  }
+  write_report(findings);
+  std::cerr << "collwatch run: "
+            << (findings.empty() ? std::string("no findings") : absl::StrCat(findings.size(), " finding(s)"))
+            << "; report in " << options.out_dir << "/report.txt\n";
+  watcher.reset();
+  if (server != nullptr) server->Shutdown();
   if (own_ring_dir && drained) std::filesystem::remove_all(ring_dir, fs_error);
-  std::cerr << "collwatch run: traces in " << options.out_dir << "/" << job << "; command exited with " << exit_code << "\n";
+  std::cerr << "collwatch run: traces in "
+            << (server != nullptr ? absl::StrCat(options.out_dir, "/", job) : absl::StrCat("the collector at ", address))
+            << "; command exited with " << exit_code << "\n";
   if (stopped_hung_job) {
     std::cerr << "collwatch run: the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob << "\n";
     return kExitStoppedHungJob;

@@ -319,16 +319,10 @@ void CollectorService::AnalysisLoop() {
 }
 
 absl::Status CollectorService::WriteReport(const std::string& dir) {
-  const std::vector<analyzer::Finding> findings = online_analyzer_.Findings();
   analyzer::ReportInfo info = online_analyzer_.Info(job());
   info.source = options_.out_dir;
-  const std::string json_path = absl::StrCat(dir, "/report.json");
-  const std::string text_path = absl::StrCat(dir, "/report.txt");
-  std::ofstream json(json_path);
-  json << analyzer::ReportJson(findings, info).dump(2) << "\n";
-  std::ofstream text(text_path);
-  text << analyzer::ReportText(findings, info);
-  if (!json.good() || !text.good()) return absl::InternalError(absl::StrCat("cannot write ", json_path));
+  std::string error;
+  if (!analyzer::WriteReportFiles(dir, online_analyzer_.Findings(), info, &error)) return absl::InternalError(error);
   return absl::OkStatus();
 }
 

@@ -138,3 +138,28 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
 }
 
 }  // namespace collwatch
+
+namespace collwatch {
+
+analyzer::Finding FindingFromProto(const v1::Finding& finding) {
+  analyzer::Finding out;
+  out.kind = static_cast<analyzer::FindingKind>(static_cast<int>(finding.kind()));
+  out.comm_id = finding.comm_id();
+  out.seq = finding.seq();
+  for (const v1::RankClass& rank_class : finding.rank_classes()) {
+    out.rank_classes.push_back({{rank_class.ranks().begin(), rank_class.ranks().end()}, rank_class.label()});
+  }
+  out.lagging_ranks.assign(finding.lagging_ranks().begin(), finding.lagging_ranks().end());
+  out.regions.assign(finding.regions().begin(), finding.regions().end());
+  out.detect_latency_s = finding.detect_latency_s();
+  out.summary = finding.summary();
+  out.first_bad_ns = static_cast<int64_t>(finding.first_bad_t_ns());
+  out.found_ns = out.first_bad_ns + static_cast<int64_t>(finding.detect_latency_s() * 1e9);
+  out.headline = finding.headline();
+  for (const v1::FindingContext& context : finding.context()) {
+    out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
+  }
+  return out;
+}
+
+}  // namespace collwatch

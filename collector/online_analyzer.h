@@ -72,6 +72,7 @@ class OnlineAnalyzer {
 };
 
 void FindingToProto(const analyzer::Finding& finding, v1::Finding* out);
+analyzer::Finding FindingFromProto(const v1::Finding& finding);
 
 }  // namespace collwatch
 

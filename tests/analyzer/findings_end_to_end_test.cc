@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -177,6 +179,26 @@ INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
 std::string ReadFile(const std::string& path) {
   std::ifstream file(path);
   return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// A standalone collector analyses too: `collwatch run --collector` gets its findings over
+// Watch, prints them and stops the hung job.
+TEST(FindingsEndToEndTest, ExternalCollectorsFindingsStopTheJob) {
+  TempDir dir;
+  const std::string address = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  Subprocess collector({COLLWATCH_CLI_PATH, "collector", "--listen", address, "--out", dir.path() + "/store"},
+                       testing::CollwatchRunEnv({}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--collector", address, "--out", dir.path() + "/out", "--kill-on-hang",
+                  "--", COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", "dtype-mismatch", "--steps", "3",
+                  "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16", "--vocab", "32",
+                  "--batch", "2"},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
+  EXPECT_EQ(run.Wait(120), 3);
+  const nlohmann::json report = ReadJson(dir.path() + "/out/report.json");
+  ASSERT_TRUE(report.is_object());
+  ASSERT_FALSE(report["findings"].empty());
+  EXPECT_EQ(report["findings"][0]["kind"], "SIGNATURE_MISMATCH");
 }
 
 // A torn trace loses nothing before the tear; unreadable input is a clear error.

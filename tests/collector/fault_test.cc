@@ -24,23 +24,11 @@ using testing::TempDir;
 
 constexpr char kJob[] = "faults";
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 void Sleep(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
 
 class FaultTest : public ::testing::Test {
  protected:
-  FaultTest() : address_("127.0.0.1:" + std::to_string(FreeLoopbackPort())) {}
+  FaultTest() : address_("127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())) {}
 
   std::string Out() const { return dir_.path() + "/out"; }
   std::string Rings() const { return dir_.path() + "/rings"; }

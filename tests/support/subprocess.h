@@ -44,6 +44,9 @@ class TempDir {
   std::string path_;
 };
 
+// A loopback TCP port nobody listens on right now (the kernel's pick).
+int FreeLoopbackPort();
+
 }  // namespace collwatch::testing
 
 #endif  // COLLWATCH_TESTS_SUPPORT_SUBPROCESS_H_
