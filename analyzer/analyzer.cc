@@ -81,8 +81,8 @@ std::string OpsText(const std::vector<const Call*>& calls) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string RanksText(const std::vector<int32_t>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankListText(ranks));
+std::string RanksText(const std::vector<int32_t>& ranks, int32_t nranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankListText(ranks, 8, nranks));
 }
 
 std::string ContextLine(const JobModel& model, char mark, const Call& call) {
@@ -308,8 +308,8 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
         states.push_back(absl::StrFormat("rank %d (%s pid %d) %s", rank, process.info.host, process.info.pid,
                                          ProcessStatusName(process.status)));
       }
-      finding.headline = absl::StrFormat("RANK_LOST: %s%s gone; %s waiting at %s", RanksText(lost),
-                                         GlobalRanksNote(comm, lost), RanksText(entered), where);
+      finding.headline = absl::StrFormat("RANK_LOST: %s%s gone; %s waiting at %s", RanksText(lost, comm.nranks),
+                                         GlobalRanksNote(comm, lost), RanksText(entered, comm.nranks), where);
       finding.summary = absl::StrFormat(
           "%s. The other ranks entered this collective and will wait for it until the NCCL or PyTorch "
           "timeout: nothing they do from here on can complete. Look at the lost process's own output for "
@@ -363,11 +363,11 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s)", rank, GlobalRanksNote(comm, {rank}),
                                       position, last, ProcessStatusName(process.status)));
     }
-    finding.headline = absl::StrFormat("NOT_JOINED: %s not at %s after %.1f s; %s waiting", RanksText(lagging),
-                                       where, age, RanksText(entered));
+    finding.headline = absl::StrFormat("NOT_JOINED: %s not at %s after %.1f s; %s waiting", RanksText(lagging, comm.nranks),
+                                       where, age, RanksText(entered, comm.nranks));
     finding.summary = absl::StrFormat(
         "%s entered %s %.1f s ago and wait for %s (stall threshold %.1f s). %s. %s",
-        RanksText(entered), where, age, RanksText(lagging), threshold, absl::StrJoin(doing, "; "),
+        RanksText(entered, comm.nranks), where, age, RanksText(lagging, comm.nranks), threshold, absl::StrJoin(doing, "; "),
         none_started
             ? "The late ranks have not started this communicator's first collective: they are still "
               "before their first forward (data loading, a checkpoint load, compilation, or a filesystem "
@@ -439,21 +439,21 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
   finding.first_bad_ns = first_enter;
   finding.found_ns = now_ns;
   finding.headline = absl::StrFormat("COMM_INIT_STALL: %s of %d (size %d) waits %.1f s in creation%s",
-                                     RanksText(waiting), comm.ranks_present, comm.nranks, age,
-                                     missing.empty() ? "" : absl::StrCat("; missing ", RanksText(missing)));
+                                     RanksText(waiting, comm.nranks), comm.ranks_present, comm.nranks, age,
+                                     missing.empty() ? "" : absl::StrCat("; missing ", RanksText(missing, comm.nranks)));
   finding.summary =
       missing.empty()
           ? absl::StrFormat("Every rank of %s (%d ranks) entered communicator creation, and %s have not "
                             "left it after %.1f s. The ranks found each other, so the bootstrap network "
                             "or the transport setup is stuck: check NCCL_SOCKET_IFNAME / NCCL_IB_HCA, "
                             "firewalls between nodes, and NCCL_DEBUG=INFO output of the waiting ranks.",
-                            CommText(comm.id), comm.nranks, RanksText(waiting), age)
+                            CommText(comm.id), comm.nranks, RanksText(waiting, comm.nranks), age)
           : absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s, which never "
                             "called it. Those ranks did not start, crashed before it, took another path "
                             "(a new_group or split called on some ranks only), or were given another "
                             "unique id or world size. Check their logs and that every rank calls the "
                             "same communicator creations in the same order with the same MASTER_ADDR.",
-                            RanksText(waiting), CommText(comm.id), comm.nranks, age, RanksText(missing));
+                            RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age, RanksText(missing, comm.nranks));
   Emit(std::move(finding), out);
 }
 
@@ -634,12 +634,12 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     std::vector<std::string> parts;
     for (size_t c = 2; c < classes.size(); ++c) {
       const Call& head = *calls_by_rank[static_cast<size_t>(representative(classes[c]))].front();
-      parts.push_back(absl::StrFormat("%s issued %s", RanksText(classes[c]), DescribeCall(model_, head)));
+      parts.push_back(absl::StrFormat("%s issued %s", RanksText(classes[c], comm.nranks), DescribeCall(model_, head)));
     }
     others = absl::StrCat(" ", classes.size(), " classes in all; also ", absl::StrJoin(parts, "; "), ".");
   }
   if (!not_there.empty()) {
-    absl::StrAppend(&others, " ", RanksText(not_there), " had not reached seq ", seq, " yet.");
+    absl::StrAppend(&others, " ", RanksText(not_there, comm.nranks), " had not reached seq ", seq, " yet.");
   }
 
   const bool all_reduce_scatters =
@@ -675,7 +675,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
         finding.rank_classes = {RankClass{classes[0], absl::StrCat("issued it in ", RegionOf(model_, a))},
                                 RankClass{classes[1], absl::StrCat("issued it in ", RegionOf(model_, b))}};
         finding.headline = absl::StrFormat("PATH_DIVERGENCE at %s seq %d: %s in %s, %s in %s", comm_text, seq,
-                                           RanksText(classes[0]), RegionOf(model_, a), RanksText(classes[1]),
+                                           RanksText(classes[0], comm.nranks), RegionOf(model_, a), RanksText(classes[1], comm.nranks),
                                            RegionOf(model_, b));
         finding.summary = absl::StrFormat(
             "At seq %d of %s, %s%s issued %s while %s%s issued %s: the ranks are running different code. "
@@ -683,8 +683,8 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
             "(silently, while the sizes happen to agree) or hang.%s Likely cause: a data-dependent branch, "
             "e.g. a module that runs only for some batches (image vs text-only samples, an unused expert, "
             "a conditional head). Fix: %s",
-            seq, comm_text, RanksText(classes[0]), GlobalRanksNote(comm, classes[0]), DescribeCall(model_, a),
-            RanksText(classes[1]), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others,
+            seq, comm_text, RanksText(classes[0], comm.nranks), GlobalRanksNote(comm, classes[0]), DescribeCall(model_, a),
+            RanksText(classes[1], comm.nranks), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others,
             PathFix(run_regions));
         break;
       }
@@ -695,14 +695,14 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
           RankClass{without_run, absl::StrCat("skipped them; went on with ", RegionOf(model_, without_head))}};
       if (finding.rank_classes[0].ranks != classes[0]) std::swap(finding.rank_classes[0], finding.rank_classes[1]);
       finding.headline = absl::StrFormat("PATH_DIVERGENCE at %s seq %d: %s ran %s that %s skipped", comm_text, seq,
-                                         RanksText(with_run), run_text, RanksText(without_run));
+                                         RanksText(with_run, comm.nranks), run_text, RanksText(without_run, comm.nranks));
       finding.summary = absl::StrFormat(
           "From seq %d of %s, %s%s issued %s (first: %s) that %s%s did not issue; those went straight on "
           "with %s. The ranks took different code paths%s. NCCL matches collectives by order only, so the "
           "two classes now pair unrelated collectives: they corrupt each other's parameters while sizes "
           "agree, and hang when they do not.%s Fix: %s",
-          seq, comm_text, RanksText(with_run), GlobalRanksNote(comm, with_run), run_text,
-          DescribeCall(model_, with_head), RanksText(without_run), GlobalRanksNote(comm, without_run),
+          seq, comm_text, RanksText(with_run, comm.nranks), GlobalRanksNote(comm, with_run), run_text,
+          DescribeCall(model_, with_head), RanksText(without_run, comm.nranks), GlobalRanksNote(comm, without_run),
           DescribeCall(model_, without_head),
           relation.from_template ? " (the run is read off the schedule the ranks agreed on before)" : "", others,
           PathFix(run_regions));
@@ -717,7 +717,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
           RankClass{skipped_rs, absl::StrCat("skipped it; went on with ", RegionOf(model_, without_head))}};
       if (finding.rank_classes[0].ranks != classes[0]) std::swap(finding.rank_classes[0], finding.rank_classes[1]);
       finding.headline = absl::StrFormat("SKIPPED_REDUCE_SCATTER at %s seq %d: %s did not reduce-scatter %s",
-                                         comm_text, seq, RanksText(skipped_rs), RegionListText(finding.regions));
+                                         comm_text, seq, RanksText(skipped_rs, comm.nranks), RegionListText(finding.regions));
       finding.summary = absl::StrFormat(
           "At seq %d of %s, %s%s issued %s (%zu reduce-scatter%s: the gradient of a parameter unit of %s, "
           "%s per rank) and %s%s did not: they went on with %s. Their gradient hook for that unit never "
@@ -728,9 +728,9 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
           "through each expert, or add 0 * sum(unit parameters) to the loss), or have the optimizer "
           "reduce-scatter a zero gradient for units a rank did not use (FSDP: use_orig_params with "
           "all units in every forward; DeepSpeed: keep experts in the graph).",
-          seq, comm_text, RanksText(issued_rs), GlobalRanksNote(comm, issued_rs), DescribeCall(model_, with_head),
+          seq, comm_text, RanksText(issued_rs, comm.nranks), GlobalRanksNote(comm, issued_rs), DescribeCall(model_, with_head),
           relation.run.size(), relation.run.size() == 1 ? "" : "s", HumanBytes(unit_bytes), HumanBytes(CallBytes(rs)),
-          RanksText(skipped_rs), GlobalRanksNote(comm, skipped_rs), DescribeCall(model_, without_head), others);
+          RanksText(skipped_rs, comm.nranks), GlobalRanksNote(comm, skipped_rs), DescribeCall(model_, without_head), others);
       break;
     }
     case FindingKind::kSignatureMismatch: {
@@ -766,8 +766,8 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
                 "configuration that differs between ranks. Fix: pass the same op and root on every rank.";
       }
       finding.summary = absl::StrFormat("At seq %d of %s, %s%s issued %s while %s%s issued %s. %s%s", seq,
-                                        comm_text, RanksText(classes[0]), GlobalRanksNote(comm, classes[0]),
-                                        DescribeCall(model_, a), RanksText(classes[1]),
+                                        comm_text, RanksText(classes[0], comm.nranks), GlobalRanksNote(comm, classes[0]),
+                                        DescribeCall(model_, a), RanksText(classes[1], comm.nranks),
                                         GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), cause, others);
       break;
     }
@@ -784,8 +784,8 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
           "ranks run different code or different configurations (a collective under a rank-dependent "
           "condition, a metric all-reduce on some ranks only). Fix: issue the same collectives in the "
           "same order on every rank; compare the two ranks' schedules with `collwatch diff`.",
-          seq, comm_text, RanksText(classes[0]), GlobalRanksNote(comm, classes[0]), DescribeCall(model_, a),
-          RanksText(classes[1]), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others);
+          seq, comm_text, RanksText(classes[0], comm.nranks), GlobalRanksNote(comm, classes[0]), DescribeCall(model_, a),
+          RanksText(classes[1], comm.nranks), GlobalRanksNote(comm, classes[1]), DescribeCall(model_, b), others);
       break;
     }
   }

@@ -391,6 +391,11 @@ TEST(RankListTextTest, CompressesRunsAndProgressions) {
   EXPECT_EQ(RankListText({0, 2}), "0,2");
   EXPECT_EQ(RankListText({5, 1, 2, 3, 9}), "1-3,5,9");
   EXPECT_EQ(RankListText({}), "none");
+  std::vector<int32_t> most;
+  for (int32_t rank = 0; rank < 64; ++rank) {
+    if (rank % 4 != 1) most.push_back(rank);
+  }
+  EXPECT_EQ(RankListText(most, 8, 64), "all but 1-61/4");
 }
 
 }  // namespace

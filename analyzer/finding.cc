@@ -40,11 +40,28 @@ std::optional<FindingKind> ParseFindingKind(std::string_view name) {
   return std::nullopt;
 }
 
-std::string RankListText(const std::vector<int32_t>& unsorted, size_t max_parts) {
+std::string RankListText(const std::vector<int32_t>& unsorted, size_t max_parts, int32_t nranks) {
   std::vector<int32_t> ranks = unsorted;
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   if (ranks.empty()) return "none";
+  if (nranks > 0 && ranks.size() > max_parts && ranks.size() < static_cast<size_t>(nranks)) {
+    std::vector<int32_t> others;
+    size_t next = 0;
+    for (int32_t rank = 0; rank < nranks; ++rank) {
+      if (next < ranks.size() && ranks[next] == rank) {
+        ++next;
+      } else {
+        others.push_back(rank);
+      }
+    }
+    const std::string plain = RankListText(ranks, max_parts);
+    const std::string complement = RankListText(others, max_parts);
+    if (plain.find("...") != std::string::npos && complement.find("...") == std::string::npos) {
+      return "all but " + complement;
+    }
+    return plain;
+  }
   // One arithmetic progression (every second rank, ...) reads best as such.
   if (ranks.size() >= 4) {
     const int32_t step = ranks[1] - ranks[0];

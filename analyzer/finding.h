@@ -54,7 +54,9 @@ struct Finding {
 };
 
 // "0-3", "0,2,4", "0-4094/2" (every second rank), shortened past `max_parts` parts.
-std::string RankListText(const std::vector<int32_t>& ranks, size_t max_parts = 8);
+// Given the communicator size, a long list whose complement is short reads
+// "all but 1-4093/4".
+std::string RankListText(const std::vector<int32_t>& ranks, size_t max_parts = 8, int32_t nranks = 0);
 // "comm 3f2a9c01" (the first 8 hex digits).
 std::string CommText(uint64_t comm_id);
 
