@@ -82,7 +82,9 @@ std::string OpsText(const std::vector<const Call*>& calls) {
 }
 
 std::string RanksText(const std::vector<int32_t>& ranks, int32_t nranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankListText(ranks, 8, nranks));
+  const std::string list = RankListText(ranks, 8, nranks);
+  if (list.rfind("all but ", 0) == 0) return absl::StrCat("all ranks but ", list.substr(8));
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", list);
 }
 
 std::string ContextLine(const JobModel& model, char mark, const Call& call) {
