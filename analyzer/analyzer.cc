@@ -582,6 +582,21 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) {
     return a.size() != b.size() ? a.size() > b.size() : a.front() < b.front();
   });
+  if (classes.size() < 2) {
+    // The disagreement rests on calls lost in the ring: say what is known.
+    Finding finding;
+    finding.kind = FindingKind::kOpMismatch;
+    finding.comm_id = comm.id;
+    finding.seq = seq;
+    finding.lagging_ranks = not_there;
+    finding.first_bad_ns = first_bad == INT64_MAX ? now_ns : first_bad;
+    finding.found_ns = now_ns;
+    finding.headline = absl::StrFormat("OP_MISMATCH at %s seq %d (records lost around it)", CommText(comm.id), seq);
+    finding.summary = "The ranks disagree at this collective, but records around it were lost in the ring "
+                      "before they were read, so the classes cannot be told apart. Rerun with a larger ring "
+                      "(COLLWATCH_RING_RECORDS) and compare the ranks' schedules with collwatch diff.";
+    return finding;
+  }
   // Each class speaks through its member that reported the most.
   auto representative = [&](const std::vector<int32_t>& ranks) {
     int32_t best = ranks.front();

@@ -385,6 +385,18 @@ TEST(AnalyzerTest, ThousandsOfRanksInThreeClassesReadAsClasses) {
   EXPECT_LT(FindingText(finding).size(), 6000u) << "reads as classes, not one line per rank";
 }
 
+TEST(AnalyzerTest, DamagedRecordsAreCountedNotAllocated) {
+  Analyzer analyzer;
+  SyntheticJob job(&analyzer.model());
+  const ProcessId process = job.AddProcess(0);
+  job.Collective(process, kComm, 0, 2, 1, Gather("a"), kT0, kT0 + kMs);
+  job.Collective(process, kComm, 0, 2, 1ull << 40, Gather("a"), kT0, kT0 + kMs);  // seq from nowhere
+  job.Collective(process, 77, 0, 1 << 30, 1, Gather("a"), kT0, kT0 + kMs);       // a billion ranks
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].collectives.size(), 1u);
+  EXPECT_EQ(analyzer.model().FindComm(77), nullptr);
+  EXPECT_GE(analyzer.model().unmatched_records(), 2u);
+}
+
 TEST(RankListTextTest, CompressesRunsAndProgressions) {
   EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");

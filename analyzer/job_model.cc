@@ -93,7 +93,7 @@ CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
     comms_.back().id = comm_id;
   }
   Comm& comm = comms_[it->second];
-  if (nranks > comm.nranks && nranks <= (1 << 24)) {
+  if (nranks > comm.nranks && nranks <= kMaxRanks) {
     comm.nranks = nranks;
     comm.ranks.resize(static_cast<size_t>(nranks));
   }
@@ -133,7 +133,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   }
   const auto call_index = static_cast<uint32_t>(process.calls.size());
   const bool placed_in_comm = record.comm_id != 0 && record.rank >= 0 && record.nranks > 0 &&
-                              record.rank < record.nranks &&
+                              record.rank < record.nranks && record.nranks <= kMaxRanks &&
                               (ring::IsCollective(call.fn) || ring::IsP2p(call.fn) || CreatesComm(call.fn));
   if (placed_in_comm) {
     call.comm = CommFor(record.comm_id, record.nranks);
@@ -145,11 +145,15 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
         rank.process = process_id;
         ++comm.ranks_present;
       }
-      if (ring::IsCollective(call.fn) && record.seq > 0 && record.seq < (1ull << 32)) {
+      // A sequence number far past the last one is damage, not a gap from lost records
+      // (a ring loses at most its capacity): it must not make us allocate gigabytes.
+      if (ring::IsCollective(call.fn) && record.seq > 0 && record.seq <= rank.collectives.size() + kMaxSeqJump) {
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
         rank.collectives[record.seq - 1] = call_index;
         rank.entered_seq = std::max(rank.entered_seq, record.seq);
         rank.last_enter_ns = call.enter_ns;
+      } else if (ring::IsCollective(call.fn)) {
+        ++unmatched_records_;
       } else if (ring::IsP2p(call.fn)) {
         rank.p2p.push_back(call_index);
       } else if (CreatesComm(call.fn)) {
@@ -202,7 +206,8 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       call.result = record.result;
       call.flags |= record.flags & ring::kReturnFlags;
       // Creation calls learn their communicator at return (split: rank and size).
-      if (CreatesComm(call.fn) && record.comm_id != 0 && record.rank >= 0 && record.rank < record.nranks) {
+      if (CreatesComm(call.fn) && record.comm_id != 0 && record.rank >= 0 && record.rank < record.nranks &&
+          record.nranks <= kMaxRanks) {
         call.comm = CommFor(record.comm_id, record.nranks);
         call.rank = record.rank;
         Comm& comm = comms_[call.comm];

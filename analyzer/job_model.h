@@ -22,6 +22,8 @@ using CommIndex = uint32_t;
 using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
+inline constexpr int32_t kMaxRanks = 1 << 17;       // larger communicator sizes are damage
+inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
 
 // Liveness of a process as its agent (or the ring) reports it.
 enum class ProcessStatus : uint8_t { kRunning, kExited, kDisabled, kDead, kSilent };
