@@ -975,9 +975,9 @@ absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table) {
       if (words.size() == 6) {
         const auto parent = ParseNumber(words[5].text, INT32_MAX);
         if (!parent || *parent == 0 || *parent >= static_cast<uint64_t>(expected_index)) {
-          return LineError(line_number, absl::StrCat("parent ", Shown(words[5].text),
-                                                     " must name an earlier communicator (1 to ", expected_index - 1,
-                                                     ")"));
+          return LineError(line_number,
+                           absl::StrCat("parent ", Shown(words[5].text), " must name an earlier communicator",
+                                        expected_index > 1 ? absl::StrCat(" (1 to ", expected_index - 1, ")") : ""));
         }
         next.parent = static_cast<int>(*parent);
       }
@@ -1094,7 +1094,12 @@ std::string CheckClass(const BaselineSection& section, const std::vector<uint32_
     Expansion expansion(segments, std::move(counts));
     const std::optional<uint64_t> first = FirstDifference(expansion, actual);
     if (!first) return "";
-    if (!best || *first > best_first) {
+    // The furthest match wins; at a tie, the length nearer the run's (a dropped collective
+    // is then shown as such, not as a missing step).
+    const auto distance = [&](const Expansion& e) {
+      return e.size() > actual.size() ? e.size() - actual.size() : actual.size() - e.size();
+    };
+    if (!best || *first > best_first || (*first == best_first && distance(expansion) < distance(*best))) {
       best.emplace(expansion);
       best_first = *first;
     }
