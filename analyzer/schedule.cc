@@ -424,21 +424,25 @@ class Expansion {
     return out;
   }
 
-  // "step 2 of 3, line 12 of 58" / "before the step, line 3" / "after the steps, line 1".
-  std::string Describe(const Where& where, bool with_file_line) const {
+  // "step 2 of 3, line 12 of 58" / "before the steps, line 3" / "after the steps, line 1";
+  // without `with_counts` the number of steps is left out ("step 2, line 12 of 58").
+  std::string Describe(const Where& where, bool with_counts, bool with_file_line) const {
     if (where.segment >= segments_.size()) return "past the end";
     const Segment& segment = segments_[where.segment];
-    bool after_steps = false;
-    for (size_t i = 0; i < where.segment; ++i) after_steps |= segments_[i].steps;
+    bool after_steps = false, any_steps = false;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      any_steps |= segments_[i].steps;
+      if (i < where.segment) after_steps |= segments_[i].steps;
+    }
     std::string text;
     if (segment.steps) {
-      text = absl::StrFormat("step %d of %d, line %d of %d", where.iteration + 1, counts_[where.segment],
-                             where.line + 1, segment.ops.size());
-    } else {
+      text = absl::StrCat("step ", where.iteration + 1,
+                          with_counts ? absl::StrCat(" of ", counts_[where.segment]) : std::string(), ", line ",
+                          where.line + 1, " of ", segment.ops.size());
+    } else if (any_steps) {
       text = absl::StrFormat("%s, line %d", after_steps ? "after the steps" : "before the steps", where.line + 1);
-      bool any_steps = false;
-      for (const Segment& other : segments_) any_steps |= other.steps;
-      if (!any_steps) text = absl::StrFormat("line %d of %d", where.line + 1, segment.ops.size());
+    } else {
+      text = absl::StrFormat("line %d of %d", where.line + 1, segment.ops.size());
     }
     if (with_file_line && where.line < segment.lines.size()) {
       absl::StrAppend(&text, "; baseline line ", segment.lines[where.line]);
@@ -470,7 +474,10 @@ constexpr size_t kMaxChangedLines = 24;
 
 enum class Edit : char { kSame = ' ', kRemoved = '-', kAdded = '+' };
 
-// Longest-common-subsequence edit script of two short windows; removals before additions.
+// Longest-common-subsequence edit script of two short windows. Where both readings keep
+// as much in common, the second side is taken to have inserted (a run that does extra
+// work, then what was expected) rather than to have skipped; within each block of
+// changes, removals are listed before additions, as in unified diffs.
 std::vector<Edit> EditScript(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
   const size_t na = a.size(), nb = b.size();
   std::vector<uint32_t> lcs((na + 1) * (nb + 1), 0);
@@ -486,13 +493,20 @@ std::vector<Edit> EditScript(const std::vector<uint32_t>& a, const std::vector<u
     if (i < na && j < nb && a[i] == b[j]) {
       script.push_back(Edit::kSame);
       ++i, ++j;
-    } else if (j >= nb || (i < na && at(i + 1, j) >= at(i, j + 1))) {
+    } else if (j >= nb || (i < na && at(i + 1, j) > at(i, j + 1))) {
       script.push_back(Edit::kRemoved);
       ++i;
     } else {
       script.push_back(Edit::kAdded);
       ++j;
     }
+  }
+  for (size_t begin = 0; begin < script.size();) {
+    size_t end = begin;
+    while (end < script.size() && script[end] != Edit::kSame) ++end;
+    std::stable_partition(script.begin() + static_cast<std::ptrdiff_t>(begin),
+                          script.begin() + static_cast<std::ptrdiff_t>(end), [](Edit e) { return e == Edit::kRemoved; });
+    begin = end + 1;
   }
   return script;
 }
@@ -501,11 +515,12 @@ std::string DiffLine(char tag, uint64_t position, const std::string& text) {
   return absl::StrFormat("%c #%-6d %s\n", tag, position + 1, text);
 }
 
-// What kind of change the first differing pair is, in words.
+// What kind of change the first differing pair is, in words ("" when the two lines say
+// it all).
 std::string ChangeKind(const OpTable& table, std::optional<uint32_t> expected, std::optional<uint32_t> actual,
-                       const std::vector<Edit>& script, absl::string_view plus) {
-  if (!expected) return absl::StrCat(plus, " has more collectives");
-  if (!actual) return absl::StrCat(plus, " stops early");
+                       const std::vector<Edit>& script, absl::string_view minus, absl::string_view plus) {
+  if (!expected) return absl::StrCat(plus, " goes on past the end of ", minus);
+  if (!actual) return absl::StrCat(plus, " stops here");
   const ScheduleOp& a = table.op(*expected);
   const ScheduleOp& b = table.op(*actual);
   if (a.fn == b.fn && a.region == b.region && a.fn != ApiFn::kNone) {
@@ -519,13 +534,18 @@ std::string ChangeKind(const OpTable& table, std::optional<uint32_t> expected, s
   size_t removed = 0, added = 0, k = 0;
   for (; k < script.size() && script[k] != Edit::kSame; ++k) (script[k] == Edit::kRemoved ? removed : added)++;
   const bool resynced = k < script.size();
-  if (resynced && removed == 0) return absl::StrCat(plus, " inserts ", added, " collective", added == 1 ? "" : "s");
-  if (resynced && added == 0) return absl::StrCat(plus, " leaves out ", removed, " collective", removed == 1 ? "" : "s");
-  return absl::StrCat("different collective: ", Av(OpName(a.fn)), " -> ", Av(OpName(b.fn)));
+  if (resynced && removed == 0) {
+    return absl::StrCat(plus, " inserts ", added, " collective", added == 1 ? "" : "s", " here");
+  }
+  if (resynced && added == 0) {
+    return absl::StrCat(plus, " leaves out ", removed, " collective", removed == 1 ? "" : "s", " here");
+  }
+  return "";
 }
 
-// A hunk: context before `first` (equal on both sides), then the edit script of the two
-// windows from `first`, until three equal lines follow the last change.
+// A hunk: the header, the two lines that differ first, then the context before `first`
+// (equal on both sides) and the edit script of the two windows from `first`, until three
+// equal lines follow the last change.
 struct HunkSides {
   std::vector<uint32_t> context;  // positions first - context.size() .. first - 1
   std::vector<uint32_t> minus;    // from first
@@ -534,13 +554,20 @@ struct HunkSides {
   bool plus_more = false;
 };
 
-std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& sides, std::string* change_kind,
+std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& sides, const std::string& header,
                        absl::string_view minus_name, absl::string_view plus_name) {
   const std::vector<Edit> script = EditScript(sides.minus, sides.plus);
-  *change_kind = ChangeKind(table, sides.minus.empty() ? std::nullopt : std::optional(sides.minus[0]),
-                            sides.plus.empty() ? std::nullopt : std::optional(sides.plus[0]), script,
-                            plus_name);
-  std::string out;
+  const std::string kind = ChangeKind(table, sides.minus.empty() ? std::nullopt : std::optional(sides.minus[0]),
+                                      sides.plus.empty() ? std::nullopt : std::optional(sides.plus[0]), script,
+                                      minus_name, plus_name);
+  const size_t width = std::max(minus_name.size(), plus_name.size()) + 1;
+  auto label = [&](absl::string_view name) { return absl::StrCat(name, ":", std::string(width - name.size(), ' ')); };
+  std::string out = absl::StrCat("@@ ", header, " @@\n");
+  absl::StrAppend(&out, "  ", label(minus_name), sides.minus.empty() ? "(nothing more)" : table.Line(sides.minus[0]),
+                  "\n");
+  absl::StrAppend(&out, "  ", label(plus_name), sides.plus.empty() ? "(nothing more)" : table.Line(sides.plus[0]), "\n");
+  if (!kind.empty()) absl::StrAppend(&out, "  ", kind, "\n");
+  absl::StrAppend(&out, "  ('-' ", minus_name, ", '+' ", plus_name, ")\n");
   for (size_t k = 0; k < sides.context.size(); ++k) {
     out += DiffLine(' ', first - sides.context.size() + k, table.Line(sides.context[k]));
   }
@@ -1111,16 +1138,12 @@ std::string CheckClass(const BaselineSection& section, const std::vector<uint32_
   sides.plus = Slice(actual, best_first, kDiffWindow);
   sides.minus_more = best_first + sides.minus.size() < expected.size();
   sides.plus_more = best_first + sides.plus.size() < actual.size();
-  std::string kind;
-  const std::string body = RenderHunk(table, best_first, sides, &kind, "the baseline", "the run");
-  std::string where;
-  if (best_first < expected.size()) {
-    where = absl::StrCat(" (baseline: ", expected.Describe(expected.Locate(best_first), true), ")");
-  } else {
-    where = " (past the baseline's end)";
-  }
-  return absl::StrCat("@@ ", comm_name, ", ranks ", Ranks(ranks), ": collective ", best_first + 1, " differs", where,
-                      ": ", kind, " @@\n", "  ('-' the baseline expects, '+' the run issued)\n", body);
+  const std::string where = best_first < expected.size()
+                                ? expected.Describe(expected.Locate(best_first), /*with_counts=*/false, true)
+                                : "past the baseline's end";
+  const std::string header =
+      absl::StrCat(comm_name, ", ranks ", Ranks(ranks), ": collective ", best_first + 1, " differs (", where, ")");
+  return RenderHunk(table, best_first, sides, header, "the baseline", "the run");
 }
 
 CommCheck CheckComm(const BaselineComm& expected, const CommSchedule* actual, const OpTable& table) {
@@ -1253,9 +1276,10 @@ std::string CheckJunitXml(const CheckResult& result, std::string_view suite_name
 
 ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpTable& table,
                            std::string_view label_a_in, std::string_view label_b_in) {
-  const absl::string_view label_a = Av(label_a_in), label_b = Av(label_b_in);
+  // The runs are A and B in the hunks; the header names them.
+  const absl::string_view label_a = "A", label_b = "B";
   ScheduleDiff diff;
-  std::string out = absl::StrCat("--- ", label_a, "\n+++ ", label_b, "\n");
+  std::string out = absl::StrCat("--- A: ", Av(label_a_in), "\n+++ B: ", Av(label_b_in), "\n");
   std::vector<std::pair<int, int32_t>> shapes_a, shapes_b;
   for (const CommSchedule& comm : a.comms) shapes_a.emplace_back(comm.parent, comm.size);
   for (const CommSchedule& comm : b.comms) shapes_b.emplace_back(comm.parent, comm.size);
@@ -1309,18 +1333,18 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
         sides.plus = Slice(ops_b, first, kDiffWindow);
         sides.minus_more = first + sides.minus.size() < ops_a.size();
         sides.plus_more = first + sides.plus.size() < ops_b.size();
-        std::string kind;
-        const std::string body = RenderHunk(table, first, sides, &kind, label_a, label_b);
         // Where in A's step the difference falls.
         const std::vector<Segment> folded = FoldSchedule(ops_a);
         std::vector<uint64_t> counts;
         for (const Segment& segment : folded) counts.push_back(segment.repeat);
         const Expansion expansion(folded, std::move(counts));
         const std::string where =
-            first < ops_a.size() ? absl::StrCat(" (", label_a, ": ", expansion.Describe(expansion.Locate(first), false), ")")
-                                 : "";
-        absl::StrAppend(&out, "@@ ", both, ", ranks ", Ranks(ranks), ": first difference at collective ", first + 1,
-                        where, ": ", kind, " @@\n", body);
+            first < ops_a.size()
+                ? absl::StrCat(" (", label_a, ": ", expansion.Describe(expansion.Locate(first), true, false), ")")
+                : "";
+        const std::string header =
+            absl::StrCat(both, ", ranks ", Ranks(ranks), ": first difference at collective ", first + 1, where);
+        out += RenderHunk(table, first, sides, header, label_a, label_b);
       }
     }
   }

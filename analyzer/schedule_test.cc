@@ -487,9 +487,12 @@ TEST(CheckTest, ACountChangeInTheSecondStepIsNamedWithContext) {
   const CheckResult result = CheckRun(baseline, ops, &table);
   ASSERT_FALSE(result.passed);
   const std::string& message = result.comms[0].message;
-  EXPECT_THAT(message, HasSubstr("@@ comm 1 (size 4), ranks 0-3: collective 11 differs (baseline: step 2 of 3, "
-                                 "line 3 of 8; baseline line "));
-  EXPECT_THAT(message, HasSubstr("all-gather changed: count 1024 -> 2048"));
+  EXPECT_THAT(message, HasSubstr("@@ comm 1 (size 4), ranks 0-3: collective 11 differs (step 2, line 3 of 8; "
+                                 "baseline line 13) @@\n"
+                                 "  the baseline: all-gather 1024 float32 \"fwd/block1\"\n"
+                                 "  the run:      all-gather 2048 float32 \"fwd/block1\"\n"
+                                 "  all-gather changed: count 1024 -> 2048\n"
+                                 "  ('-' the baseline, '+' the run)\n"));
   EXPECT_THAT(message, HasSubstr("  #10     all-gather 1024 float32 \"fwd/block0\"\n"
                                  "- #11     all-gather 1024 float32 \"fwd/block1\"\n"
                                  "+ #11     all-gather 2048 float32 \"fwd/block1\"\n"
@@ -514,7 +517,7 @@ TEST(CheckTest, DtypeAndInsertedCollectivesAreChanges) {
   const CheckResult insert = CheckRun(baseline, inserted, &table);
   ASSERT_FALSE(insert.passed);
   EXPECT_THAT(insert.comms[0].message, HasSubstr("collective 4 differs"));
-  EXPECT_THAT(insert.comms[0].message, HasSubstr("the run inserts 2 collectives"));
+  EXPECT_THAT(insert.comms[0].message, HasSubstr("the run inserts 2 collectives here"));
   EXPECT_THAT(insert.comms[0].message, HasSubstr("+ #4      all-gather 1024 float32 \"bwd/extra.block1\"\n"
                                                  "+ #5      reduce-scatter 256 float32 avg \"bwd/extra.block1\"\n"
                                                  "  #6      all-gather 1024 float32 \"bwd/block1\"\n"));
@@ -523,7 +526,7 @@ TEST(CheckTest, DtypeAndInsertedCollectivesAreChanges) {
   dropped.erase(dropped.begin() + 12);
   const CheckResult drop = CheckRun(baseline, dropped, &table);
   ASSERT_FALSE(drop.passed);
-  EXPECT_THAT(drop.comms[0].message, HasSubstr("the run leaves out 1 collective"));
+  EXPECT_THAT(drop.comms[0].message, HasSubstr("the run leaves out 1 collective here"));
 }
 
 TEST(CheckTest, RegionsCountUnlessIgnored) {
@@ -546,7 +549,10 @@ TEST(CheckTest, AStoppedRunAndExtraCollectivesAreChanges) {
   EXPECT_THAT(early.comms[0].message, HasSubstr("(the run ends here)"));
   const CheckResult extra = CheckRun(baseline, Repeat({}, Step(), 3, {Gather("tail"), Gather("more")}), &table);
   ASSERT_FALSE(extra.passed);
-  EXPECT_THAT(extra.comms[0].message, HasSubstr("collective 26 differs (past the baseline's end): the run has more"));
+  EXPECT_THAT(extra.comms[0].message, HasSubstr("collective 26 differs (past the baseline's end) @@\n"
+                                                "  the baseline: (nothing more)\n"
+                                                "  the run:      all-gather 1024 float32 \"more\"\n"
+                                                "  the run goes on past the end of the baseline\n"));
   EXPECT_THAT(extra.comms[0].message, HasSubstr("+ #26     all-gather 1024 float32 \"more\"\n  (the baseline ends here)"));
 }
 
@@ -562,7 +568,7 @@ TEST(CheckTest, APinnedStepCountIsKept) {
                            "      all-gather 1 float32 -\n    end\n";
   const CheckResult result = CheckRun(huge, Repeat({}, {step[0]}, 3), &table);
   ASSERT_FALSE(result.passed);
-  EXPECT_THAT(result.comms[0].message, HasSubstr("the run stops early"));
+  EXPECT_THAT(result.comms[0].message, HasSubstr("the run stops here"));
 }
 
 TEST(CheckTest, RankClassesAreCheckedOneByOne) {
@@ -642,9 +648,13 @@ TEST(DiffTest, IdenticalRunsAndTheFirstDifferenceWithContext) {
   EXPECT_THAT(same.text, HasSubstr("identical: 1 communicator, 96 collective calls"));
   const ScheduleDiff diff = DiffSchedules(sa, sc, table, "runs/a", "runs/c");
   EXPECT_FALSE(diff.identical);
-  EXPECT_THAT(diff.text, HasSubstr("--- runs/a\n+++ runs/c\n"));
-  EXPECT_THAT(diff.text, HasSubstr("@@ comm 1 (size 4), ranks 0-3: first difference at collective 12 (runs/a: step 2 "
-                                   "of 3, line 4 of 8): runs/c inserts 1 collective @@\n"
+  EXPECT_THAT(diff.text, HasSubstr("--- A: runs/a\n+++ B: runs/c\n"));
+  EXPECT_THAT(diff.text, HasSubstr("@@ comm 1 (size 4), ranks 0-3: first difference at collective 12 (A: step 2 "
+                                   "of 3, line 4 of 8) @@\n"
+                                   "  A: all-gather 1024 float32 \"bwd/block1\"\n"
+                                   "  B: all-gather 1024 float32 \"bwd/extra\"\n"
+                                   "  B inserts 1 collective here\n"
+                                   "  ('-' A, '+' B)\n"
                                    "  #9      all-gather 512 float32 \"fwd/embed\"\n"
                                    "  #10     all-gather 1024 float32 \"fwd/block0\"\n"
                                    "  #11     all-gather 1024 float32 \"fwd/block1\"\n"
