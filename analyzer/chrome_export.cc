@@ -34,7 +34,8 @@ class EventWriter {
 };
 
 std::string ProcessName(const ProcessInfo& info, ProcessId id) {
-  const std::string who = info.global_rank >= 0 ? absl::StrCat("rank ", info.global_rank) : absl::StrCat("process ", id);
+  const std::string who =
+      info.global_rank >= 0 ? absl::StrCat("rank ", info.global_rank) : absl::StrCat("process ", id);
   return absl::StrCat(who, " (", info.host.empty() ? "unknown host" : info.host, ", pid ", info.pid, ")");
 }
 
@@ -160,7 +161,8 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
       ++stats.slices;
       if (!finished) {
         ++stats.unfinished;
-        const std::string what = ring::IsCollective(call.fn) ? absl::StrCat(std::string(op), " #", call.seq) : std::string(op);
+        const std::string what =
+            ring::IsCollective(call.fn) ? absl::StrCat(std::string(op), " #", call.seq) : std::string(op);
         writer.Write({{"ph", "i"}, {"s", "t"},
                       {"name", absl::StrCat(call.returned() ? "never completed: " : "never returned: ", what)},
                       {"cat", "hang"}, {"pid", pid}, {"tid", tid}, {"ts", micros(call.enter_ns)}, {"args", args}});

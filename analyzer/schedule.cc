@@ -346,8 +346,9 @@ std::vector<size_t> CandidatePeriods(const std::vector<uint32_t>& ops) {
     if (gap_count[gap] > 0) ranked.emplace_back(gap_count[gap], gap);
   }
   const size_t keep = std::min(ranked.size(), kGapCandidates);
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
-                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::partial_sort(
+      ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
+      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (size_t i = 0; i < keep; ++i) periods.push_back(ranked[i].second);
   return periods;
 }
@@ -505,7 +506,8 @@ std::vector<Edit> EditScript(const std::vector<uint32_t>& a, const std::vector<u
     size_t end = begin;
     while (end < script.size() && script[end] != Edit::kSame) ++end;
     std::stable_partition(script.begin() + static_cast<std::ptrdiff_t>(begin),
-                          script.begin() + static_cast<std::ptrdiff_t>(end), [](Edit e) { return e == Edit::kRemoved; });
+                          script.begin() + static_cast<std::ptrdiff_t>(end),
+                          [](Edit e) { return e == Edit::kRemoved; });
     begin = end + 1;
   }
   return script;
@@ -565,7 +567,8 @@ std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& si
   std::string out = absl::StrCat("@@ ", header, " @@\n");
   absl::StrAppend(&out, "  ", label(minus_name), sides.minus.empty() ? "(nothing more)" : table.Line(sides.minus[0]),
                   "\n");
-  absl::StrAppend(&out, "  ", label(plus_name), sides.plus.empty() ? "(nothing more)" : table.Line(sides.plus[0]), "\n");
+  absl::StrAppend(&out, "  ", label(plus_name), sides.plus.empty() ? "(nothing more)" : table.Line(sides.plus[0]),
+                  "\n");
   if (!kind.empty()) absl::StrAppend(&out, "  ", kind, "\n");
   absl::StrAppend(&out, "  ('-' ", minus_name, ", '+' ", plus_name, ")\n");
   for (size_t k = 0; k < sides.context.size(); ++k) {
@@ -678,7 +681,9 @@ absl::StatusOr<std::vector<int32_t>> ParseRankList(std::string_view text, int32_
 absl::Status FinishComm(const BaselineComm& comm) {
   if (comm.sections.empty()) return LineError(comm.line, "communicator without a 'ranks' section");
   std::vector<int32_t> all;
-  for (const BaselineSection& section : comm.sections) all.insert(all.end(), section.ranks.begin(), section.ranks.end());
+  for (const BaselineSection& section : comm.sections) {
+    all.insert(all.end(), section.ranks.begin(), section.ranks.end());
+  }
   std::sort(all.begin(), all.end());
   if (const auto twice = std::adjacent_find(all.begin(), all.end()); twice != all.end()) {
     return LineError(comm.line, absl::StrCat("rank ", *twice, " is in two 'ranks' sections of comm ", comm.index));
@@ -1019,7 +1024,9 @@ absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table) {
         return LineError(line_number, absl::StrCat("'ranks' inside the step opened on line ", open_step_line,
                                                    " (an 'end' is missing)"));
       }
-      if (words.size() != 2 || words[1].quoted) return LineError(line_number, "expected 'ranks LIST' (e.g. 0-3 or 0,2)");
+      if (words.size() != 2 || words[1].quoted) {
+        return LineError(line_number, "expected 'ranks LIST' (e.g. 0-3 or 0,2)");
+      }
       absl::StatusOr<std::vector<int32_t>> ranks = ParseRankList(words[1].text, comm->size, &list_budget);
       if (!ranks.ok()) return LineError(line_number, ranks.status().message());
       BaselineSection next;
@@ -1034,7 +1041,9 @@ absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table) {
       if (open_step_line != 0) {
         return LineError(line_number, absl::StrCat("a step inside the step opened on line ", open_step_line));
       }
-      if (words.size() != 3 || words[1].text != "x") return LineError(line_number, "expected 'step x N' or 'step x COUNT'");
+      if (words.size() != 3 || words[1].text != "x") {
+        return LineError(line_number, "expected 'step x N' or 'step x COUNT'");
+      }
       for (const Segment& segment : section->segments) {
         if (segment.steps) return LineError(line_number, "a 'ranks' section has one step at most");
       }
@@ -1045,8 +1054,8 @@ absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table) {
       } else {
         const auto count = ParseNumber(words[2].text, kMaxStepRepeat);
         if (!count || *count == 0) {
-          return LineError(line_number, absl::StrCat("step count ", Shown(words[2].text), " is neither N nor a number from 1 to ",
-                                                     kMaxStepRepeat));
+          return LineError(line_number, absl::StrCat("step count ", Shown(words[2].text),
+                                                     " is neither N nor a number from 1 to ", kMaxStepRepeat));
         }
         step.repeat = *count;
       }
@@ -1227,7 +1236,8 @@ CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, cons
   return result;
 }
 
-std::string CheckReportText(const CheckResult& result, std::string_view baseline_name_in, std::string_view run_name_in) {
+std::string CheckReportText(const CheckResult& result, std::string_view baseline_name_in,
+                            std::string_view run_name_in) {
   const absl::string_view baseline_name = Av(baseline_name_in), run_name = Av(run_name_in);
   std::string out;
   size_t failed = 0;
@@ -1357,7 +1367,9 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
   if (diff.identical) {
     size_t collectives = 0;
     for (const CommSchedule& comm : a.comms) {
-      for (const ClassSchedule& rank_class : comm.classes) collectives += rank_class.ops.size() * rank_class.ranks.size();
+      for (const ClassSchedule& rank_class : comm.classes) {
+        collectives += rank_class.ops.size() * rank_class.ranks.size();
+      }
     }
     absl::StrAppend(&out, "identical: ", a.comms.size(), " communicator", a.comms.size() == 1 ? "" : "s", ", ",
                     collectives, " collective calls\n");

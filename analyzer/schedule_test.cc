@@ -355,7 +355,8 @@ TEST(BaselineTest, RejectsMalformedFilesNamingTheLine) {
       {head + "all-gather 1 float32 -\n", "line 2: a collective outside a 'ranks' section"},
       {head + comm + "    all-gather 1 float32\n", "line 4: all-gather needs COUNT DTYPE"},
       {head + comm + "    allgather 1 float32 -\n", "line 4: unknown collective 'allgather'"},
-      {head + comm + "    step x N\n      all-gather 1 float32 -\n", "line 5: the file ends inside the step opened on line 4"},
+      {head + comm + "    step x N\n      all-gather 1 float32 -\n",
+       "line 5: the file ends inside the step opened on line 4"},
       {head + comm + "    step x N\n    end\n", "line 5: the step opened on line 4 has no collectives"},
       {head + comm + "    end\n", "line 4: 'end' without a 'step x N'"},
       {head + comm + "    step x 0\n", "line 4: step count '0'"},
@@ -553,7 +554,8 @@ TEST(CheckTest, AStoppedRunAndExtraCollectivesAreChanges) {
                                                 "  the baseline: (nothing more)\n"
                                                 "  the run:      all-gather 1024 float32 \"more\"\n"
                                                 "  the run goes on past the end of the baseline\n"));
-  EXPECT_THAT(extra.comms[0].message, HasSubstr("+ #26     all-gather 1024 float32 \"more\"\n  (the baseline ends here)"));
+  EXPECT_THAT(extra.comms[0].message,
+              HasSubstr("+ #26     all-gather 1024 float32 \"more\"\n  (the baseline ends here)"));
 }
 
 TEST(CheckTest, APinnedStepCountIsKept) {
@@ -610,7 +612,8 @@ TEST(CheckTest, MissingAndExtraCommunicatorsFail) {
   EXPECT_TRUE(result.comms[0].passed);
   EXPECT_FALSE(result.comms[1].passed);
   EXPECT_THAT(result.comms[1].message, HasSubstr("comm 2 (size 2, split from comm 1): not in the run"));
-  EXPECT_THAT(result.comms[2].message, HasSubstr("comm 2 (size 4, split from comm 1): a communicator the baseline does not have"));
+  EXPECT_THAT(result.comms[2].message,
+              HasSubstr("comm 2 (size 4, split from comm 1): a communicator the baseline does not have"));
 }
 
 TEST(CheckTest, JunitHasATestcasePerCommunicatorAndTheDiffAsFailure) {

@@ -29,7 +29,9 @@ struct Op {
   int32_t root = ring::kUnset;
 };
 
-inline Op Gather(std::string region, uint64_t count = 1024) { return Op{ring::ApiFn::kAllGather, count, kFloat32, std::move(region)}; }
+inline Op Gather(std::string region, uint64_t count = 1024) {
+  return Op{ring::ApiFn::kAllGather, count, kFloat32, std::move(region)};
+}
 inline Op ReduceScatter(std::string region, uint64_t count = 256) {
   return Op{ring::ApiFn::kReduceScatter, count, kFloat32, std::move(region), kAvg};
 }

@@ -24,7 +24,9 @@ using analyzer::OpTable;
 bool Load(const std::string& command, const std::string& dir, JobModel* model, LoadSummary* summary,
           std::ostream& err) {
   const absl::Status status = LoadTraces(dir, model, summary);
-  for (const std::string& warning : summary->warnings) err << "collwatch " << command << ": warning: " << warning << "\n";
+  for (const std::string& warning : summary->warnings) {
+    err << "collwatch " << command << ": warning: " << warning << "\n";
+  }
   if (!status.ok()) {
     err << "collwatch " << command << ": " << status.message() << "\n";
     return false;

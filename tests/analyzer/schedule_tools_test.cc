@@ -109,7 +109,8 @@ TEST(ScheduleToolsTest, CheckAndDiffCatchThePerHeadBackward) {
                                 "+ #12     all-gather 1064 float32 \"bwd/trunk.expert0\"\n"));
   const std::string xml = ReadFile(junit);
   EXPECT_THAT(xml, HasSubstr("tests=\"1\" failures=\"1\""));
-  EXPECT_THAT(xml, HasSubstr("<failure type=\"ScheduleChanged\" message=\"@@ comm 1 (size 4), ranks 0-3: collective 12"));
+  EXPECT_THAT(xml,
+              HasSubstr("<failure type=\"ScheduleChanged\" message=\"@@ comm 1 (size 4), ranks 0-3: collective 12"));
 
   ASSERT_EQ(Collwatch({"diff", clean, mtp}, dir.path() + "/diff.out"), 1);
   const std::string diff = ReadFile(dir.path() + "/diff.out");
