@@ -576,6 +576,8 @@ std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& si
   }
   size_t i = 0, j = 0, changed = 0, same_run = 0;
   bool stopped = false;
+  // Where one side has ended, a few lines of the other say enough.
+  const size_t max_changed = sides.minus.empty() || sides.plus.empty() ? kContextLines + 2 : kMaxChangedLines;
   for (const Edit edit : script) {
     if (edit == Edit::kSame) {
       if (same_run == kContextLines) {
@@ -587,7 +589,7 @@ std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& si
       continue;
     }
     same_run = 0;
-    if (++changed > kMaxChangedLines) {
+    if (++changed > max_changed) {
       stopped = true;
       break;
     }
