@@ -6,6 +6,7 @@
 #include "cli/analyze_command.h"
 #include "cli/daemon_commands.h"
 #include "cli/ring_dump.h"
+#include "cli/schedule_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"collwatch: catches collective-ordering bugs and hangs in NCCL jobs"};
@@ -71,7 +72,41 @@ int main(int argc, char** argv) {
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
                       "stall threshold floor in seconds (default: run.json's, else 10)");
 
-  CLI11_PARSE(app, argc, argv);
+  std::string diff_a, diff_b;
+  bool diff_ignore_regions = false;
+  CLI::App* diff = app.add_subcommand("diff", "first difference between two runs' collective schedules, per "
+                                              "communicator (exit 0 same, 1 different, 2 bad input)");
+  diff->add_option("dir_a", diff_a, "trace folder of the first run (collwatch run --out)")->required();
+  diff->add_option("dir_b", diff_b, "trace folder of the second run")->required();
+  diff->add_flag("--ignore-regions", diff_ignore_regions, "compare op, count, dtype, reduce op and root only");
+
+  std::string baseline_dir, baseline_file;
+  CLI::App* baseline = app.add_subcommand("baseline", "write a run's collective schedule as a baseline file for "
+                                                      "collwatch check (docs/ci-regression.md)");
+  baseline->add_option("dir", baseline_dir, "trace folder of the reference run")->required();
+  baseline->add_option("-o,--out", baseline_file, "baseline file to write (- for standard output)")->required();
+
+  collwatch::CheckCommandOptions check_options;
+  CLI::App* check = app.add_subcommand("check", "compare a run's collective schedule with a baseline (exit 0 "
+                                                "same, 1 changed, 2 bad input)");
+  check->add_option("--baseline", check_options.baseline_file, "baseline file (collwatch baseline)")->required();
+  check->add_option("dir", check_options.dir, "trace folder of the run to check")->required();
+  check->add_option("--junit", check_options.junit_file, "also write a JUnit XML report here");
+  check->add_flag("--ignore-regions", check_options.ignore_regions,
+                  "compare op, count, dtype, reduce op and root only, not the NVTX regions");
+
+  std::string export_dir, export_file;
+  CLI::App* export_command = app.add_subcommand("export", "export a run's NCCL calls for other tools");
+  export_command->add_option("--chrome", export_dir, "trace folder to write as Chrome trace-event JSON "
+                                                     "(Perfetto, chrome://tracing)")->required();
+  export_command->add_option("-o,--out", export_file, "JSON file to write (- for standard output)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; a usage error is bad input: 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   std::string error;
   if (dump->parsed()) {
@@ -105,6 +140,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     return collwatch::RunJobCommand(run_options);
+  } else if (diff->parsed()) {
+    return collwatch::RunDiffCommand(diff_a, diff_b, diff_ignore_regions, std::cout, std::cerr);
+  } else if (baseline->parsed()) {
+    return collwatch::RunBaselineCommand(baseline_dir, baseline_file, std::cout, std::cerr);
+  } else if (check->parsed()) {
+    return collwatch::RunCheckCommand(check_options, std::cout, std::cerr);
+  } else if (export_command->parsed()) {
+    return collwatch::RunExportChromeCommand(export_dir, export_file, std::cout, std::cerr);
   }
   return 0;
 }

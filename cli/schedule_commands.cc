@@ -1,0 +1,184 @@
+// The schedule commands (see schedule_commands.h): loading, files, exit statuses.
+#include "cli/schedule_commands.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "analyzer/chrome_export.h"
+#include "analyzer/schedule.h"
+#include "cli/trace_loader.h"
+
+namespace collwatch {
+namespace {
+
+using analyzer::JobModel;
+using analyzer::JobSchedule;
+using analyzer::OpTable;
+
+// Loads `dir` into `model`, printing what the loader had to skip. False (after an error
+// message naming `command`) when nothing could be read.
+bool Load(const std::string& command, const std::string& dir, JobModel* model, LoadSummary* summary,
+          std::ostream& err) {
+  const absl::Status status = LoadTraces(dir, model, summary);
+  for (const std::string& warning : summary->warnings) {
+    err << "collwatch " << command << ": warning: " << warning << "\n";
+  }
+  if (!status.ok()) {
+    err << "collwatch " << command << ": " << status.message() << "\n";
+    return false;
+  }
+  if (model->unmatched_records() > 0) {
+    err << "collwatch " << command << ": warning: " << dir << ": " << model->unmatched_records()
+        << " records could not be placed (no communicator, or their call was lost)\n";
+  }
+  return true;
+}
+
+std::string RunLabel(const std::string& dir, const LoadSummary& summary) {
+  return summary.job.empty() ? dir : dir + " (job " + summary.job + ")";
+}
+
+// Writes `text` to `file` through a temporary beside it ("-": `out`).
+bool WriteTextFile(const std::string& command, const std::string& file, const std::string& text, std::ostream& out,
+                   std::ostream& err) {
+  if (file == "-") {
+    out << text;
+    return static_cast<bool>(out);
+  }
+  const std::string temporary = file + ".tmp";
+  {
+    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
+    stream << text;
+    stream.flush();
+    if (!stream) {
+      err << "collwatch " << command << ": cannot write " << temporary << "\n";
+      return false;
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, file, error);
+  if (error) {
+    err << "collwatch " << command << ": cannot write " << file << ": " << error.message() << "\n";
+    std::filesystem::remove(temporary, error);
+    return false;
+  }
+  return true;
+}
+
+// The baseline file's text; false (with a message) when it cannot be read or is too large.
+bool ReadBaselineFile(const std::string& file, std::string* text, std::ostream& err) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    err << "collwatch check: " << file << ": no such baseline file\n";
+    return false;
+  }
+  if (static_cast<uint64_t>(info.st_size) > analyzer::kMaxBaselineBytes) {
+    err << "collwatch check: " << file << ": " << info.st_size << " bytes is too large for a baseline (at most "
+        << analyzer::kMaxBaselineBytes << ")\n";
+    return false;
+  }
+  std::ifstream stream(file, std::ios::binary);
+  std::ostringstream content;
+  content << stream.rdbuf();
+  if (!stream.good() && !stream.eof()) {
+    err << "collwatch check: " << file << ": cannot read\n";
+    return false;
+  }
+  *text = content.str();
+  return true;
+}
+
+}  // namespace
+
+int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool ignore_regions, std::ostream& out,
+                   std::ostream& err) {
+  JobModel model_a, model_b;
+  LoadSummary summary_a, summary_b;
+  if (!Load("diff", dir_a, &model_a, &summary_a, err) || !Load("diff", dir_b, &model_b, &summary_b, err)) {
+    return kExitBadInput;
+  }
+  OpTable table(ignore_regions);
+  const JobSchedule a = analyzer::ExtractSchedule(model_a, &table);
+  const JobSchedule b = analyzer::ExtractSchedule(model_b, &table);
+  if (a.comms.empty() && b.comms.empty()) {
+    err << "collwatch diff: neither run recorded an NCCL communicator\n";
+    return kExitBadInput;
+  }
+  const analyzer::ScheduleDiff diff =
+      analyzer::DiffSchedules(a, b, table, RunLabel(dir_a, summary_a), RunLabel(dir_b, summary_b));
+  out << diff.text;
+  return diff.identical ? kExitSame : kExitChanged;
+}
+
+int RunBaselineCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
+  JobModel model;
+  LoadSummary summary;
+  if (!Load("baseline", dir, &model, &summary, err)) return kExitBadInput;
+  OpTable table;
+  const JobSchedule schedule = analyzer::ExtractSchedule(model, &table);
+  absl::StatusOr<analyzer::Baseline> baseline = analyzer::MakeBaseline(schedule);
+  if (!baseline.ok()) {
+    err << "collwatch baseline: " << dir << ": " << baseline.status().message() << "\n";
+    return kExitBadInput;
+  }
+  if (!WriteTextFile("baseline", file, analyzer::FormatBaseline(*baseline, table), out, err)) return kExitBadInput;
+  if (file != "-") {
+    size_t sections = 0, steps = 0;
+    for (const analyzer::BaselineComm& comm : baseline->comms) {
+      sections += comm.sections.size();
+      for (const analyzer::BaselineSection& section : comm.sections) {
+        for (const analyzer::Segment& segment : section.segments) steps += segment.steps ? 1 : 0;
+      }
+    }
+    out << "collwatch baseline: wrote " << file << ": " << baseline->comms.size() << " communicator"
+        << (baseline->comms.size() == 1 ? "" : "s") << ", " << sections << " rank class"
+        << (sections == 1 ? "" : "es") << ", " << steps << " with a repeating step; review it and commit it\n";
+  }
+  return kExitSame;
+}
+
+int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err) {
+  std::string text;
+  if (!ReadBaselineFile(options.baseline_file, &text, err)) return kExitBadInput;
+  OpTable table(options.ignore_regions);
+  absl::StatusOr<analyzer::Baseline> baseline = analyzer::ParseBaseline(text, &table);
+  if (!baseline.ok()) {
+    err << "collwatch check: " << options.baseline_file << ": " << baseline.status().message() << "\n";
+    return kExitBadInput;
+  }
+  JobModel model;
+  LoadSummary summary;
+  if (!Load("check", options.dir, &model, &summary, err)) return kExitBadInput;
+  const JobSchedule run = analyzer::ExtractSchedule(model, &table);
+  const analyzer::CheckResult result = analyzer::CheckSchedule(*baseline, run, table);
+  out << analyzer::CheckReportText(result, options.baseline_file, RunLabel(options.dir, summary));
+  if (!options.junit_file.empty()) {
+    const std::string suite = "collwatch check " + options.baseline_file;
+    if (!WriteTextFile("check", options.junit_file, analyzer::CheckJunitXml(result, suite), out, err)) {
+      return kExitBadInput;
+    }
+  }
+  return result.passed ? kExitSame : kExitChanged;
+}
+
+int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
+  JobModel model;
+  LoadSummary summary;
+  if (!Load("export", dir, &model, &summary, err)) return kExitBadInput;
+  std::ostringstream json;
+  const analyzer::ChromeExportStats stats = analyzer::WriteChromeTrace(model, json);
+  if (!WriteTextFile("export", file, json.str(), out, err)) return kExitBadInput;
+  if (file != "-") {
+    out << "collwatch export: wrote " << file << ": " << stats.processes << " rank" << (stats.processes == 1 ? "" : "s")
+        << ", " << stats.slices << " calls";
+    if (stats.unfinished > 0) out << ", " << stats.unfinished << " never finished (instant events named 'never ...')";
+    out << "; open it in https://ui.perfetto.dev or chrome://tracing\n";
+  }
+  return kExitSame;
+}
+
+}  // namespace collwatch

@@ -1,0 +1,38 @@
+// `collwatch diff`, `baseline`, `check` and `export --chrome`: load trace folders, run the
+// analyzer's schedule tools (analyzer/schedule.h, analyzer/chrome_export.h), write the
+// files, and turn the outcome into an exit status. Threading: the caller's thread.
+#ifndef COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
+#define COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
+
+#include <ostream>
+#include <string>
+
+namespace collwatch {
+
+// Exit statuses of the schedule commands.
+inline constexpr int kExitSame = 0;      // identical / matches the baseline / written
+inline constexpr int kExitChanged = 1;   // the schedules differ
+inline constexpr int kExitBadInput = 2;  // unreadable folder or baseline, unwritable file
+
+// Prints the first difference of each communicator's schedule between two runs.
+int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool ignore_regions, std::ostream& out,
+                   std::ostream& err);
+
+// Writes the baseline of the run in `dir` to `file` ("-": standard output).
+int RunBaselineCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err);
+
+struct CheckCommandOptions {
+  std::string baseline_file;
+  std::string dir;
+  std::string junit_file;  // empty: none
+  bool ignore_regions = false;
+};
+// Compares the run in `dir` with the baseline; a JUnit file too when asked.
+int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err);
+
+// Writes the run's calls as Chrome trace-event JSON to `file` ("-": standard output).
+int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
