@@ -56,8 +56,7 @@ Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::
   outcome.exit_code = run.Wait(150);
   outcome.report = ReadJson(outcome.out_dir + "/report.json");
   const std::string analyzed = dir.path() + "/analyzed.json";
-  Subprocess analyze({"/bin/sh", "-c", std::string(COLLWATCH_CLI_PATH) + " analyze --json " + outcome.out_dir + " > " + analyzed},
-                     testing::CollwatchRunEnv({}));
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", outcome.out_dir}, testing::CollwatchRunEnv({}), analyzed);
   analyze.Wait(60);
   outcome.analyzed = ReadJson(analyzed);
   return outcome;
@@ -110,9 +109,8 @@ TEST(FindingsEndToEndTest, ImageTextFromRingsAlone) {
   TempDir dir;
   const Outcome outcome = RunScenario(dir, "image-text");
   ASSERT_EQ(outcome.exit_code, 3);
-  Subprocess analyze({"/bin/sh", "-c", std::string(COLLWATCH_CLI_PATH) + " analyze --json " + outcome.ring_dir + " > " +
-                                           dir.path() + "/rings.json"},
-                     testing::CollwatchRunEnv({}));
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", outcome.ring_dir}, testing::CollwatchRunEnv({}),
+                     dir.path() + "/rings.json");
   EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
   const nlohmann::json report = ReadJson(dir.path() + "/rings.json");
   ASSERT_TRUE(report.is_object());
@@ -214,23 +212,21 @@ TEST(AnalyzeCommandTest, DamagedInputIsReportedAndTheRestAnalysed) {
   ASSERT_FALSE(torn_log.empty());
   std::ofstream(torn_log, std::ios::app) << "\x5a\x17garbage-that-is-no-frame";
   const std::string cli = COLLWATCH_CLI_PATH;
-  Subprocess analyze({"/bin/sh", "-c", cli + " analyze " + outcome.out_dir + " > " + dir.path() + "/report.txt 2> " +
-                                           dir.path() + "/errors.txt"},
-                     testing::CollwatchRunEnv({}));
+  Subprocess analyze({cli, "analyze", outcome.out_dir}, testing::CollwatchRunEnv({}), dir.path() + "/report.txt",
+                     dir.path() + "/errors.txt");
   EXPECT_EQ(analyze.Wait(60), 0) << ReadFile(dir.path() + "/errors.txt");
   EXPECT_NE(ReadFile(dir.path() + "/errors.txt").find("torn tail"), std::string::npos)
       << ReadFile(dir.path() + "/errors.txt");
   EXPECT_NE(ReadFile(dir.path() + "/report.txt").find("No findings"), std::string::npos);
 
-  Subprocess missing({"/bin/sh", "-c", cli + " analyze " + dir.path() + "/nowhere 2> " + dir.path() + "/missing.txt"},
-                     testing::CollwatchRunEnv({}));
+  Subprocess missing({cli, "analyze", dir.path() + "/nowhere"}, testing::CollwatchRunEnv({}), "",
+                     dir.path() + "/missing.txt");
   EXPECT_EQ(missing.Wait(60), 2);
   EXPECT_NE(ReadFile(dir.path() + "/missing.txt").find("no such file"), std::string::npos);
 
   std::filesystem::create_directories(dir.path() + "/junk");
   std::ofstream(dir.path() + "/junk/x.ring") << "not a ring";
-  Subprocess junk({"/bin/sh", "-c", cli + " analyze " + dir.path() + "/junk 2> " + dir.path() + "/junk.txt"},
-                  testing::CollwatchRunEnv({}));
+  Subprocess junk({cli, "analyze", dir.path() + "/junk"}, testing::CollwatchRunEnv({}), "", dir.path() + "/junk.txt");
   EXPECT_EQ(junk.Wait(60), 2);
   EXPECT_NE(ReadFile(dir.path() + "/junk.txt").find("x.ring"), std::string::npos) << ReadFile(dir.path() + "/junk.txt");
 }

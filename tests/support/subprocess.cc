@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -15,11 +16,20 @@
 
 namespace collwatch::testing {
 
-Subprocess::Subprocess(const std::vector<std::string>& argv,
-                       const std::map<std::string, std::string>& env) {
+Subprocess::Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                       const std::string& stdout_path, const std::string& stderr_path) {
   pid_ = fork();
   if (pid_ != 0) return;
   setpgid(0, 0);
+  // Output to files, without a shell (a sanitizer runtime preloaded into sh crashes it).
+  if (!stdout_path.empty()) {
+    const int fd = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, STDOUT_FILENO);
+  }
+  if (!stderr_path.empty()) {
+    const int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, STDERR_FILENO);
+  }
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));

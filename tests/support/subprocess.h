@@ -14,8 +14,10 @@ namespace collwatch::testing {
 
 class Subprocess {
  public:
-  // Starts `argv` with the current environment plus `env` (which overrides).
-  Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // Starts `argv` with the current environment plus `env` (which overrides); stdout
+  // and stderr go to the named files when given.
+  Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+             const std::string& stdout_path = "", const std::string& stderr_path = "");
   ~Subprocess();  // kills the whole group if still running
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
