@@ -61,7 +61,7 @@ std::string BaselineText(const std::vector<Op>& ops, OpTable* table, int world =
 std::vector<uint32_t> Ids(OpTable* table, const std::vector<Op>& ops) {
   std::vector<uint32_t> ids;
   for (const Op& op : ops) {
-    ids.push_back(table->Intern(ScheduleOp{op.fn, op.count, op.dtype, op.redop, op.root, op.region}));
+    ids.push_back(table->Intern(ScheduleOp{op.fn, op.count, op.dtype, op.redop, op.root_or_peer, op.region}));
   }
   return ids;
 }

@@ -13,6 +13,10 @@ ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
   info.host = "node" + std::to_string(global_rank / 8);
   info.pid = 1000 + global_rank;
   info.global_rank = global_rank;
+  return AddProcess(info);
+}
+
+ProcessId SyntheticJob::AddProcess(const ProcessInfo& info) {
   const ProcessId id = model_->AddProcess(info);
   next_index_.resize(id + 1, 0);
   regions_.resize(id + 1);
@@ -56,7 +60,11 @@ void SyntheticJob::Return(ProcessId process, uint64_t enter_index, ring::Record 
   model_->AddRecord(process, 1, next_index_[process]++, record);
 }
 
-void SyntheticJob::Complete(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns) {
+void SyntheticJob::Complete(ProcessId process, uint64_t enter_index, int64_t t_ns) {
+  CompleteRecord(process, enter_index, Base(process, RecordKind::kComplete, ApiFn::kNone, t_ns), t_ns);
+}
+
+void SyntheticJob::CompleteRecord(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns) {
   record.kind = static_cast<uint16_t>(RecordKind::kComplete);
   record.ref_lane = 1;
   record.ref_index = enter_index;
@@ -65,18 +73,19 @@ void SyntheticJob::Complete(ProcessId process, uint64_t enter_index, ring::Recor
 }
 
 void SyntheticJob::Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns,
-                        bool returned) {
-  ring::Record record = Base(process, RecordKind::kEnter, ApiFn::kCommInitRank, t_ns);
+                        bool returned, uint64_t parent) {
+  ring::Record record =
+      Base(process, RecordKind::kEnter, parent != 0 ? ApiFn::kCommSplit : ApiFn::kCommInitRank, t_ns);
   record.comm_id = comm_id;
-  record.aux0 = comm_id;
+  record.aux0 = parent != 0 ? parent : comm_id;
   record.rank = rank;
   record.nranks = nranks;
   const uint64_t index = Enter(process, record);
   if (returned) Return(process, index, record, t_ns + kMs, 0);
 }
 
-void SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
-                              const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking) {
+uint64_t SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
+                                  const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking) {
   ring::Record record = Base(process, RecordKind::kEnter, op.fn, t_ns);
   record.comm_id = comm_id;
   record.rank = rank;
@@ -91,10 +100,11 @@ void SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t rank,
   if (blocking) {
     // CPU backend: the call returns when the collective is done.
     if (complete_ns > 0) Return(process, index, record, complete_ns, ring::kFlagCompletesAtReturn);
-    return;
+    return index;
   }
   Return(process, index, record, t_ns + 1000, 0);
-  if (complete_ns > 0) Complete(process, index, record, complete_ns);
+  if (complete_ns > 0) CompleteRecord(process, index, record, complete_ns);
+  return index;
 }
 
 void SyntheticJob::P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, ApiFn fn, int32_t peer,
@@ -136,7 +146,7 @@ void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int3
   end.stream = 77;
   const uint64_t end_index = Enter(process, end);
   Return(process, end_index, end, t_ns + 4000, 0);
-  if (complete_ns > 0) Complete(process, end_index, end, complete_ns);
+  if (complete_ns > 0) CompleteRecord(process, end_index, end, complete_ns);
 }
 
 }  // namespace collwatch::analyzer

@@ -31,12 +31,18 @@ class SyntheticJob {
 
   // A process whose writer clock equals CLOCK_REALTIME (offset 0).
   ProcessId AddProcess(int32_t global_rank);
-  // Communicator creation: enter now; returned unless `returned` is false.
-  void Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns, bool returned = true);
+  ProcessId AddProcess(const ProcessInfo& info);
+  // Communicator creation: enter now; returned unless `returned` is false. A split
+  // child names its `parent`.
+  void Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns, bool returned = true,
+            uint64_t parent = 0);
   // A collective entered at t_ns. complete_ns: 0 never completes; >0 completes then
-  // (returns at enter + 1 us, or at complete_ns when `blocking`).
-  void Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
-                  const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking = true);
+  // (returns at enter + 1 us, or at complete_ns when `blocking`). Returns the enter's
+  // record index (for Complete).
+  uint64_t Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
+                      const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking = true);
+  // The device completion of an asynchronous call entered as record `enter_index`.
+  void Complete(ProcessId process, uint64_t enter_index, int64_t t_ns);
   // Point-to-point: `peer` is the other rank, seq per (peer, direction).
   void P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, ring::ApiFn fn, int32_t peer,
            uint64_t seq, uint64_t count, uint8_t dtype, int64_t t_ns, int64_t complete_ns);
@@ -48,7 +54,7 @@ class SyntheticJob {
   ring::Record Base(ProcessId process, ring::RecordKind kind, ring::ApiFn fn, int64_t t_ns);
   uint64_t Enter(ProcessId process, const ring::Record& record);
   void Return(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns, uint8_t flags);
-  void Complete(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns);
+  void CompleteRecord(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns);
   uint32_t Region(ProcessId process, const std::string& name);
 
   JobModel* model_;
