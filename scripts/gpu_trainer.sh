@@ -6,6 +6,8 @@
 # scripts/pack_carry.sh). Writes everything under $OUT.
 #   bash scripts/gpu_trainer.sh [NPROC [SCENARIO...]]   (default: every scenario, then
 #   `clean` without the preload; name scenarios to split the runs over several calls)
+# With UNDER_COLLWATCH=1 each scenario runs under the carried `collwatch run
+# --kill-on-hang` instead of a bare LD_PRELOAD: its report.txt/report.json land in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -53,10 +55,21 @@ run_scenario() {  # NAME STEPS [extra flags...]
   shift 2
   echo "-- $name" | tee -a "$out/run.log"
   local started=$SECONDS
-  COLLWATCH_RING_DIR="$work/rings-$name" LD_PRELOAD="$preload" NVTX_INJECTION64_PATH="$preload" \
-    timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda \
-    --scenario "$name" --steps "$steps" "${model[@]}" "$@" > "$out/$name.log" 2>&1
+  if [ -n "${UNDER_COLLWATCH:-}" ]; then
+    LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH" COLLWATCH_PRELOAD="$preload" \
+      timeout --kill-after=10 "$scenario_timeout" .carry/bin/collwatch run --out "$work/run-$name" \
+      --ring-dir "$work/rings-$name" --kill-on-hang -- "$trainer" --nproc "$nproc_gpu" --device cuda \
+      --scenario "$name" --steps "$steps" "${model[@]}" "$@" > "$out/$name.log" 2>&1
+  else
+    COLLWATCH_RING_DIR="$work/rings-$name" LD_PRELOAD="$preload" NVTX_INJECTION64_PATH="$preload" \
+      timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda \
+      --scenario "$name" --steps "$steps" "${model[@]}" "$@" > "$out/$name.log" 2>&1
+  fi
   local rc=$?
+  if [ -f "$work/run-$name/report.txt" ]; then
+    cp "$work/run-$name/report.txt" "$out/$name.report.txt"
+    cp "$work/run-$name/report.json" "$out/$name.report.json"
+  fi
   kill_leftovers
   echo "$name: exit $rc after $((SECONDS - started)) s (124/137: stopped by timeout)" | tee -a "$out/run.log"
   grep -m1 "first forward all-gather" "$out/$name.log" | tee -a "$out/run.log"
