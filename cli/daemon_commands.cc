@@ -302,6 +302,7 @@ int RunJobCommand(const RunOptions& options) {
   size_t findings_shown = 0;
   bool stopped_hung_job = false;
   int64_t stopped_at_ns = 0;
+  std::vector<analyzer::Finding> findings_at_stop;  // later ones would be the stop's echo
   while (exit_code < 0) {
     int status = 0;
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -320,6 +321,7 @@ int RunJobCommand(const RunOptions& options) {
     if (options.kill_on_hang && !findings.empty() && !stopped_hung_job) {
       // What follows is collwatch's doing, not the job's: analyse no more.
       if (server != nullptr) server->service().online_analyzer().Freeze();
+      findings_at_stop = findings;
       write_report(findings);
       std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options.out_dir
                 << "/report.txt)\n";
@@ -373,7 +375,7 @@ int RunJobCommand(const RunOptions& options) {
     }
     service.StopAnalysis();
   }
-  const std::vector<analyzer::Finding> findings = current_findings();
+  const std::vector<analyzer::Finding> findings = stopped_hung_job ? findings_at_stop : current_findings();
   for (; findings_shown < findings.size(); ++findings_shown) {
     std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
   }
