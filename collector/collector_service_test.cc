@@ -4,6 +4,7 @@
 #include "collector/collector_service.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -255,6 +256,55 @@ TEST(CollectorSecurityTest, NonLoopbackNeedsAToken) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+std::string ReadTlsFile(const std::string& name) {
+  std::ifstream file(std::string(COLLWATCH_TEST_DATA_DIR) + "/tls/" + name);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// With a certificate, the collector speaks TLS only: a client that trusts the
+// certificate streams; a plaintext client gets nowhere.
+TEST(CollectorSecurityTest, TlsServesTlsClientsOnly) {
+  const std::string out = std::filesystem::temp_directory_path() / ("collwatch-tls-" + std::to_string(getpid()));
+  CollectorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.out_dir = out;
+  options.token = "t0ken";
+  options.tls_cert_pem = ReadTlsFile("test-cert.pem");
+  options.tls_key_pem = ReadTlsFile("test-key.pem");
+  ASSERT_FALSE(options.tls_cert_pem.empty()) << "test certificate missing";
+  options.log = false;
+  auto server = CollectorServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  auto exchange_hello = [&](const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+    auto stub = v1::Collector::NewStub(grpc::CreateChannel((*server)->address(), credentials));
+    grpc::ClientContext context;
+    context.AddMetadata(kTokenMetadataKey, "t0ken");
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    auto stream = stub->StreamEvents(&context);
+    v1::StreamEventsRequest hello;
+    hello.mutable_rank()->set_job("job1");
+    hello.mutable_rank()->set_host("node1");
+    hello.mutable_rank()->set_pid(100);
+    hello.mutable_rank()->set_lane_count(4);
+    v1::StreamEventsResponse answer;
+    const bool answered = stream->Write(hello) && stream->Read(&answer);
+    stream->WritesDone();
+    while (stream->Read(&answer)) {
+    }
+    const grpc::Status status = stream->Finish();
+    return answered && status.ok();
+  };
+  grpc::SslCredentialsOptions trusted;
+  trusted.pem_root_certs = options.tls_cert_pem;
+  EXPECT_TRUE(exchange_hello(grpc::SslCredentials(trusted)));
+  EXPECT_FALSE(exchange_hello(grpc::InsecureChannelCredentials()));
+  grpc::SslCredentialsOptions untrusted;  // the system roots: our self-signed cert is not among them
+  EXPECT_FALSE(exchange_hello(grpc::SslCredentials(untrusted)));
+  (*server)->Shutdown();
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace
