@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {
@@ -29,10 +30,9 @@ std::string ReadFile(const std::string& path) {
 
 // Runs `collwatch ARGS...` with its standard output in `stdout_file`; returns the exit status.
 int Collwatch(const std::vector<std::string>& args, const std::string& stdout_file) {
-  std::string command = "exec '" COLLWATCH_CLI_PATH "'";
-  for (const std::string& arg : args) command += " '" + arg + "'";
-  command += " > '" + stdout_file + "'";
-  Subprocess cli({"/bin/sh", "-c", command}, {});
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess cli(argv, testing::CollwatchRunEnv({}), stdout_file);
   return cli.Wait(60);
 }
 
@@ -46,7 +46,7 @@ std::string RunTrainer(const TempDir& dir, const std::string& name, const std::s
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--out", out, "--", COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario",
                   scenario, "--steps", std::to_string(steps), "--hidden", "32", "--layers", "2", "--vision-layers", "1",
                   "--seq", "16", "--vocab", "32", "--batch", "2"},
-                 {{"COLLWATCH_CPU_NCCL_SHM_DIR", shm}, {"COLLWATCH_JOB_ID", name}});
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", shm}, {"COLLWATCH_JOB_ID", name}}));
   EXPECT_EQ(run.Wait(90), 0) << scenario;
   return out;
 }
@@ -163,9 +163,8 @@ TEST(ScheduleToolsTest, BadInputExitsTwoWithAMessage) {
   EXPECT_EQ(Collwatch({"check", dir.path()}, out), 2);  // usage: --baseline missing
   // A malformed baseline: the error names the file and the line.
   std::ofstream(dir.path() + "/bad.baseline") << "collwatch-baseline 1\ncomm 1 size 4\n  ranks 0-3\n    all-gather x\n";
-  const std::string command = "exec '" COLLWATCH_CLI_PATH "' check --baseline '" + dir.path() + "/bad.baseline' '" +
-                              dir.path() + "' 2> '" + dir.path() + "/err'";
-  Subprocess check({"/bin/sh", "-c", command}, {});
+  Subprocess check({COLLWATCH_CLI_PATH, "check", "--baseline", dir.path() + "/bad.baseline", dir.path()},
+                   testing::CollwatchRunEnv({}), "", dir.path() + "/err");
   EXPECT_EQ(check.Wait(30), 2);
   EXPECT_THAT(ReadFile(dir.path() + "/err"), HasSubstr("bad.baseline: baseline line 4: all-gather needs COUNT DTYPE"));
 }
