@@ -60,13 +60,16 @@ class OnlineAnalyzer {
   };
   void FeedLocked(const Item& item);
 
-  std::mutex queue_mutex_;  // guards queue_, streams_ positions, queued_records_, dropped_
+  std::mutex queue_mutex_;  // guards queue_, streams_ (the map, identities, positions), queued_records_, dropped_
   std::vector<Item> queue_;
   std::map<std::string, Stream> streams_;
   size_t queued_records_ = 0;
   uint64_t dropped_ = 0;
 
-  std::mutex model_mutex_;  // guards analyzer_, frozen_; taken after queue_mutex_, never before
+  // Guards analyzer_, frozen_ and the Stream fields the model side owns (in_model,
+  // process, realtime_offset_ns). queue_mutex_ may be taken while it is held, never the
+  // other way round.
+  std::mutex model_mutex_;
   analyzer::Analyzer analyzer_;
   bool frozen_ = false;
 };
