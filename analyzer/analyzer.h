@@ -19,7 +19,7 @@
 namespace collwatch::analyzer {
 
 struct AnalyzerOptions {
-  double stall_after_s = 10;      // floor of the stall threshold (--stall-after)
+  double stall_after_s = 30;      // floor of the stall threshold (--stall-after)
   double stall_multiple = 8;      // threshold = max(floor, multiple x expected time)
   double class_grace_s = 0.5;     // a mismatch waits this long for the ranks not yet there
   size_t alignment_window = 256;  // calls per rank compared from the first mismatch

@@ -17,6 +17,13 @@ using testing::HasSubstr;
 constexpr uint64_t kComm = 0xabcdef0123456789ull;
 constexpr int64_t kT0 = 1'700'000'000 * kSecond;  // a plausible CLOCK_REALTIME
 
+// The tests' stall floor: 10 s (the default is 30 s).
+AnalyzerOptions TestOptions() {
+  AnalyzerOptions options;
+  options.stall_after_s = 10;
+  return options;
+}
+
 SyntheticOp Gather(const std::string& region, uint64_t count = 1024) {
   return SyntheticOp{ApiFn::kAllGather, count, 7, region};
 }
@@ -27,7 +34,7 @@ SyntheticOp Scatter(const std::string& region, uint64_t count = 1024, uint8_t dt
 // A job of `nranks` ranks on one communicator, each issuing its own op list.
 class JobBuilder {
  public:
-  explicit JobBuilder(int nranks, AnalyzerOptions options = {}) : analyzer_(options), job_(&analyzer_.model()) {
+  explicit JobBuilder(int nranks, AnalyzerOptions options = TestOptions()) : analyzer_(options), job_(&analyzer_.model()) {
     for (int rank = 0; rank < nranks; ++rank) {
       processes_.push_back(job_.AddProcess(rank));
       job_.Init(processes_.back(), kComm, rank, nranks, kT0);
@@ -271,7 +278,7 @@ TEST(AnalyzerTest, RankKilledLongAfterItWasLateIsStillNotJoined) {
 }
 
 TEST(AnalyzerTest, CommunicatorCreationWaitingForAMissingRank) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   for (int rank = 0; rank < 3; ++rank) job.Init(job.AddProcess(rank), kComm, rank, 4, kT0, /*returned=*/false);
   EXPECT_TRUE(analyzer.Analyze(kT0 + 5 * kSecond).empty());
@@ -282,7 +289,7 @@ TEST(AnalyzerTest, CommunicatorCreationWaitingForAMissingRank) {
 }
 
 TEST(AnalyzerTest, P2pPairsBySenderReceiverAndSequence) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const ProcessId p0 = job.AddProcess(0), p1 = job.AddProcess(1);
   job.P2p(p0, kComm, 0, 2, ApiFn::kSend, 1, 1, 100, 7, kT0, kT0 + kMs);
@@ -298,7 +305,7 @@ TEST(AnalyzerTest, P2pPairsBySenderReceiverAndSequence) {
 }
 
 TEST(AnalyzerTest, P2pWithoutItsPeerIsNotJoined) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const ProcessId p0 = job.AddProcess(0);
   job.AddProcess(1);
@@ -311,7 +318,7 @@ TEST(AnalyzerTest, P2pWithoutItsPeerIsNotJoined) {
 }
 
 TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   std::vector<ProcessId> processes;
   for (int rank = 0; rank < 2; ++rank) processes.push_back(job.AddProcess(rank));
@@ -330,7 +337,7 @@ TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
 }
 
 TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   const ProcessId process = analyzer.model().AddProcess({});
   ring::Record enter{};
   enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
@@ -353,7 +360,7 @@ TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
 }
 
 TEST(AnalyzerTest, SplitCommunicatorNamesGlobalRanks) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const uint64_t child = 0x1111222233334444ull;
   std::vector<ProcessId> processes;
@@ -386,7 +393,7 @@ TEST(AnalyzerTest, ThousandsOfRanksInThreeClassesReadAsClasses) {
 }
 
 TEST(AnalyzerTest, DamagedRecordsAreCountedNotAllocated) {
-  Analyzer analyzer;
+  Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const ProcessId process = job.AddProcess(0);
   job.Collective(process, kComm, 0, 2, 1, Gather("a"), kT0, kT0 + kMs);

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
   run->add_option("--stall-after", run_options.stall_after_s,
                   "seconds a collective may wait before it is a stall (floor; the analyzer raises it for "
-                  "large ops from this job's own timings; default 10)");
+                  "large ops from this job's own timings; default 30)");
   run->add_flag("--kill-on-hang", run_options.kill_on_hang,
                 "at the first finding, write the report and stop the job (exit 3)");
   run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
                                                    "a ring folder or a ring file")->required();
   analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
-                      "stall threshold floor in seconds (default: run.json's, else 10)");
+                      "stall threshold floor in seconds (default: run.json's, else 30)");
 
   std::string diff_a, diff_b;
   bool diff_ignore_regions = false;
