@@ -279,6 +279,14 @@ int RunJobCommand(const RunOptions& options) {
     std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
     return 2;
   }
+  // The job has its own process group (to stop it whole); on a terminal it becomes the
+  // foreground group, as a shell would make it, so it may read the terminal (pdb) and
+  // gets Ctrl-C itself.
+  const bool terminal_job = isatty(STDIN_FILENO) != 0 && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  if (terminal_job) {
+    signal(SIGTTOU, SIG_IGN);  // we keep writing status lines from the background
+    tcsetpgrp(STDIN_FILENO, child);
+  }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const double print_every = tty ? options.status_interval_s : 10 * options.status_interval_s;
   timespec last_print{};
@@ -342,6 +350,7 @@ int RunJobCommand(const RunOptions& options) {
       last_print = now;
     }
   }
+  if (terminal_job) tcsetpgrp(STDIN_FILENO, getpgrp());
   const bool drained = (*agent)->Drain(options.drain_timeout_s);
   const AgentStats stats = (*agent)->Stats();
   (*agent)->Stop();
