@@ -10,12 +10,7 @@ namespace collwatch {
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
   analyzer::Analyzer analyzer;
   LoadSummary summary;
-  const absl::Status loaded = LoadTraces(options.path, &analyzer.model(), &summary);
-  for (const std::string& warning : summary.warnings) err << "collwatch analyze: warning: " << warning << "\n";
-  if (!loaded.ok()) {
-    err << "collwatch analyze: " << loaded.message() << "\n";
-    return 2;
-  }
+  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err)) return 2;
   analyzer::AnalyzerOptions analyzer_options;
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;

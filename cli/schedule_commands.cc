@@ -19,25 +19,6 @@ using analyzer::JobModel;
 using analyzer::JobSchedule;
 using analyzer::OpTable;
 
-// Loads `dir` into `model`, printing what the loader had to skip. False (after an error
-// message naming `command`) when nothing could be read.
-bool Load(const std::string& command, const std::string& dir, JobModel* model, LoadSummary* summary,
-          std::ostream& err) {
-  const absl::Status status = LoadTraces(dir, model, summary);
-  for (const std::string& warning : summary->warnings) {
-    err << "collwatch " << command << ": warning: " << warning << "\n";
-  }
-  if (!status.ok()) {
-    err << "collwatch " << command << ": " << status.message() << "\n";
-    return false;
-  }
-  if (model->unmatched_records() > 0) {
-    err << "collwatch " << command << ": warning: " << dir << ": " << model->unmatched_records()
-        << " records could not be placed (no communicator, or their call was lost)\n";
-  }
-  return true;
-}
-
 std::string RunLabel(const std::string& dir, const LoadSummary& summary) {
   return summary.job.empty() ? dir : dir + " (job " + summary.job + ")";
 }
@@ -98,7 +79,8 @@ int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool igno
                    std::ostream& err) {
   JobModel model_a, model_b;
   LoadSummary summary_a, summary_b;
-  if (!Load("diff", dir_a, &model_a, &summary_a, err) || !Load("diff", dir_b, &model_b, &summary_b, err)) {
+  if (!LoadTracesForCommand("diff", dir_a, &model_a, &summary_a, err) ||
+      !LoadTracesForCommand("diff", dir_b, &model_b, &summary_b, err)) {
     return kExitBadInput;
   }
   OpTable table(ignore_regions);
@@ -117,7 +99,7 @@ int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool igno
 int RunBaselineCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
   JobModel model;
   LoadSummary summary;
-  if (!Load("baseline", dir, &model, &summary, err)) return kExitBadInput;
+  if (!LoadTracesForCommand("baseline", dir, &model, &summary, err)) return kExitBadInput;
   OpTable table;
   const JobSchedule schedule = analyzer::ExtractSchedule(model, &table);
   absl::StatusOr<analyzer::Baseline> baseline = analyzer::MakeBaseline(schedule);
@@ -152,7 +134,7 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
   }
   JobModel model;
   LoadSummary summary;
-  if (!Load("check", options.dir, &model, &summary, err)) return kExitBadInput;
+  if (!LoadTracesForCommand("check", options.dir, &model, &summary, err)) return kExitBadInput;
   const JobSchedule run = analyzer::ExtractSchedule(model, &table);
   const analyzer::CheckResult result = analyzer::CheckSchedule(*baseline, run, table);
   out << analyzer::CheckReportText(result, options.baseline_file, RunLabel(options.dir, summary));
@@ -168,7 +150,7 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
 int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
   JobModel model;
   LoadSummary summary;
-  if (!Load("export", dir, &model, &summary, err)) return kExitBadInput;
+  if (!LoadTracesForCommand("export", dir, &model, &summary, err)) return kExitBadInput;
   std::ostringstream json;
   const analyzer::ChromeExportStats stats = analyzer::WriteChromeTrace(model, json);
   if (!WriteTextFile("export", file, json.str(), out, err)) return kExitBadInput;

@@ -194,4 +194,21 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));
 }
 
+bool LoadTracesForCommand(const std::string& command, const std::string& path, JobModel* model, LoadSummary* summary,
+                          std::ostream& err) {
+  const absl::Status status = LoadTraces(path, model, summary);
+  for (const std::string& warning : summary->warnings) {
+    err << "collwatch " << command << ": warning: " << warning << "\n";
+  }
+  if (!status.ok()) {
+    err << "collwatch " << command << ": " << status.message() << "\n";
+    return false;
+  }
+  if (model->unmatched_records() > 0) {
+    err << "collwatch " << command << ": warning: " << path << ": " << model->unmatched_records()
+        << " records could not be placed (no communicator, or their call was lost)\n";
+  }
+  return true;
+}
+
 }  // namespace collwatch

@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_CLI_TRACE_LOADER_H_
 #define COLLWATCH_CLI_TRACE_LOADER_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct LoadSummary {
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
 // file. NOT_FOUND when the path holds none of these.
 absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary);
+
+// LoadTraces for the commands: the loader's warnings, records it could not place and
+// any error go to `err` as "collwatch COMMAND: ...". False when nothing could be read.
+bool LoadTracesForCommand(const std::string& command, const std::string& path, analyzer::JobModel* model,
+                          LoadSummary* summary, std::ostream& err);
 
 }  // namespace collwatch
 
