@@ -261,7 +261,7 @@ TEST(AnalyzerTest, DeadRankIsLostAtOnce) {
   job.IssueAll({Gather("a")});
   job.Issue(0, {Gather("b")}, true);
   job.Issue(1, {Gather("b")}, true);
-  job.analyzer().model().SetStatus(job.process(2), ProcessStatus::kDead, job.Now(0.05), 0);
+  job.analyzer().model().SetStatus(job.process(2), ProcessStatus::kDead, static_cast<uint64_t>(job.Now(0.05)), 0);
   const std::vector<Finding> found = job.Run(0.5);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
@@ -271,7 +271,7 @@ TEST(AnalyzerTest, DeadRankIsLostAtOnce) {
 TEST(AnalyzerTest, RankKilledLongAfterItWasLateIsStillNotJoined) {
   JobBuilder job(2);
   job.Issue(0, {Gather("a")}, true);
-  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kDead, job.Now(30), 0);  // killed by the launcher
+  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kDead, static_cast<uint64_t>(job.Now(30)), 0);  // killed by the launcher
   const std::vector<Finding> found = job.Run(30, /*final_pass=*/true);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);

@@ -289,13 +289,13 @@ void JobModel::AdvanceCompleted(CommRank& rank, const Process& process) {
   }
 }
 
-void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, int64_t heartbeat_realtime_ns,
+void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t heartbeat_writer_ns,
                          uint64_t lost_records) {
   if (process_id >= processes_.size()) return;
   Process& process = processes_[process_id];
   if (process.status != status) ++generation_;
   process.status = status;
-  process.heartbeat_ns = std::max(process.heartbeat_ns, heartbeat_realtime_ns);
+  if (heartbeat_writer_ns != 0) process.heartbeat_ns = std::max(process.heartbeat_ns, ToRealtime(process, heartbeat_writer_ns));
   process.lost_records = lost_records;
 }
 

@@ -127,7 +127,9 @@ class JobModel {
   // One ring record, lanes in their order (as the ring reader or the trace store yield
   // them). Returns and completions find their call by (ref_lane, ref_index).
   void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
-  void SetStatus(ProcessId process, ProcessStatus status, int64_t heartbeat_realtime_ns,
+  // `heartbeat_writer_ns`: the writer's latest heartbeat on its own CLOCK_MONOTONIC (0:
+  // none), as rings and agents report it.
+  void SetStatus(ProcessId process, ProcessStatus status, uint64_t heartbeat_writer_ns,
                  uint64_t lost_records);
 
   // Processes that died at or after `realtime_ns` count as running (their end was

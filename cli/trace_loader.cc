@@ -35,39 +35,17 @@ std::vector<std::string> RankTracesIn(const fs::path& dir) {
   return traces;
 }
 
-ProcessStatus StatusFromWire(v1::WriterStatus status) {
-  switch (status) {
-    case v1::WRITER_STATUS_EXITED: return ProcessStatus::kExited;
-    case v1::WRITER_STATUS_DISABLED: return ProcessStatus::kDisabled;
-    case v1::WRITER_STATUS_DEAD: return ProcessStatus::kDead;
-    case v1::WRITER_STATUS_SILENT: return ProcessStatus::kSilent;
-    default: return ProcessStatus::kRunning;
-  }
-}
-
-int64_t RealtimeOffset(uint64_t start_realtime_ns, uint64_t start_monotonic_ns) {
-  return static_cast<int64_t>(start_realtime_ns) - static_cast<int64_t>(start_monotonic_ns);
-}
-
 absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary) {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
   if (!reader.ok()) return reader.status();
   const v1::RankIdentity& identity = (*reader)->identity();
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
-  ProcessInfo info;
-  info.host = identity.host();
-  info.pid = identity.pid();
-  info.global_rank = identity.rank();
-  info.world_size = identity.world_size();
-  info.realtime_offset_ns = RealtimeOffset(identity.start_realtime_ns(), identity.start_monotonic_ns());
-  const analyzer::ProcessId process = model->AddProcess(info);
+  const analyzer::ProcessId process = model->AddProcess(ProcessInfoFromIdentity(identity));
   for (const auto& [id, name] : (*reader)->regions()) model->AddRegionName(process, id, name);
   for (const v1::Event& event : *events) model->AddRecord(process, event.lane(), event.index(), RecordFromEvent(event));
   const v1::StoredStatus& status = (*reader)->status();
-  const uint64_t heartbeat = status.heartbeat_ns();
-  model->SetStatus(process, StatusFromWire(status.writer_status()),
-                   heartbeat == 0 ? 0 : static_cast<int64_t>(heartbeat) + info.realtime_offset_ns,
+  model->SetStatus(process, ProcessStatusFromWire(status.writer_status()), status.heartbeat_ns(),
                    status.lost() + status.torn() + status.dropped());
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
@@ -95,7 +73,8 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   info.pid = identity.pid;
   info.global_rank = identity.rank;
   info.world_size = identity.world_size;
-  info.realtime_offset_ns = RealtimeOffset(identity.start_realtime_ns, identity.start_monotonic_ns);
+  info.realtime_offset_ns =
+      static_cast<int64_t>(identity.start_realtime_ns) - static_cast<int64_t>(identity.start_monotonic_ns);
   const analyzer::ProcessId process = model->AddProcess(info);
   std::set<uint32_t> regions;
   for (const IndexedRecord& item : batch.records) {
@@ -108,9 +87,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (state == ring::WriterState::kExited) status = ProcessStatus::kExited;
   if (state == ring::WriterState::kDisabled) status = ProcessStatus::kDisabled;
   if (state == ring::WriterState::kRunning && !alive) status = ProcessStatus::kDead;
-  const uint64_t heartbeat = (*reader)->heartbeat_ns();
-  model->SetStatus(process, status, heartbeat == 0 ? 0 : static_cast<int64_t>(heartbeat) + info.realtime_offset_ns,
-                   batch.lost + batch.torn + (*reader)->dropped());
+  model->SetStatus(process, status, (*reader)->heartbeat_ns(), batch.lost + batch.torn + (*reader)->dropped());
   if (batch.lost + batch.torn + (*reader)->dropped() > 0) {
     summary->warnings.push_back(absl::StrCat(path, ": ", batch.lost, " records overwritten, ", batch.torn,
                                              " torn, ", (*reader)->dropped(), " dropped by the writer"));

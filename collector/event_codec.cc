@@ -82,4 +82,25 @@ ring::Record RecordFromEvent(const v1::Event& event) {
   return r;
 }
 
+analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity) {
+  analyzer::ProcessInfo info;
+  info.host = identity.host();
+  info.pid = identity.pid();
+  info.global_rank = identity.rank();
+  info.world_size = identity.world_size();
+  info.realtime_offset_ns =
+      static_cast<int64_t>(identity.start_realtime_ns()) - static_cast<int64_t>(identity.start_monotonic_ns());
+  return info;
+}
+
+analyzer::ProcessStatus ProcessStatusFromWire(v1::WriterStatus status) {
+  switch (status) {
+    case v1::WRITER_STATUS_EXITED: return analyzer::ProcessStatus::kExited;
+    case v1::WRITER_STATUS_DISABLED: return analyzer::ProcessStatus::kDisabled;
+    case v1::WRITER_STATUS_DEAD: return analyzer::ProcessStatus::kDead;
+    case v1::WRITER_STATUS_SILENT: return analyzer::ProcessStatus::kSilent;
+    default: return analyzer::ProcessStatus::kRunning;
+  }
+}
+
 }  // namespace collwatch

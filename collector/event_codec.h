@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "analyzer/job_model.h"
 #include "interposer/ring_reader.h"
 #include "proto/collwatch.pb.h"
 
@@ -25,6 +26,10 @@ LaneCursor CursorAt(uint64_t next_position);
 void EventFromRecord(const IndexedRecord& item, v1::Event* event);
 // Inverse of EventFromRecord for the payload: the commit word is left 0.
 ring::Record RecordFromEvent(const v1::Event& event);
+
+// A rank stream's identity and liveness as the analyzer's model takes them.
+analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);
+analyzer::ProcessStatus ProcessStatusFromWire(v1::WriterStatus status);
 
 }  // namespace collwatch
 

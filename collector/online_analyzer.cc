@@ -6,16 +6,6 @@
 namespace collwatch {
 namespace {
 
-analyzer::ProcessStatus StatusFromWire(v1::WriterStatus status) {
-  switch (status) {
-    case v1::WRITER_STATUS_EXITED: return analyzer::ProcessStatus::kExited;
-    case v1::WRITER_STATUS_DISABLED: return analyzer::ProcessStatus::kDisabled;
-    case v1::WRITER_STATUS_DEAD: return analyzer::ProcessStatus::kDead;
-    case v1::WRITER_STATUS_SILENT: return analyzer::ProcessStatus::kSilent;
-    default: return analyzer::ProcessStatus::kRunning;
-  }
-}
-
 }  // namespace
 
 void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& identity,
@@ -53,24 +43,13 @@ void OnlineAnalyzer::FeedLocked(const Item& item) {
   }
   analyzer::JobModel& model = analyzer_.model();
   if (!stream->in_model) {
-    const v1::RankIdentity& identity = stream->identity;
-    analyzer::ProcessInfo info;
-    info.host = identity.host();
-    info.pid = identity.pid();
-    info.global_rank = identity.rank();
-    info.world_size = identity.world_size();
-    info.realtime_offset_ns =
-        static_cast<int64_t>(identity.start_realtime_ns()) - static_cast<int64_t>(identity.start_monotonic_ns());
-    stream->process = model.AddProcess(info);
-    stream->realtime_offset_ns = info.realtime_offset_ns;
+    stream->process = model.AddProcess(ProcessInfoFromIdentity(stream->identity));
     stream->in_model = true;
   }
   for (const auto& [id, name] : item.regions) model.AddRegionName(stream->process, id, name);
   for (const IndexedRecord& record : item.records) model.AddRecord(stream->process, record.lane, record.index, record.record);
   if (item.status != v1::WRITER_STATUS_UNSPECIFIED) {
-    const int64_t heartbeat =
-        item.heartbeat_ns == 0 ? 0 : static_cast<int64_t>(item.heartbeat_ns) + stream->realtime_offset_ns;
-    model.SetStatus(stream->process, StatusFromWire(item.status), heartbeat, item.lost);
+    model.SetStatus(stream->process, ProcessStatusFromWire(item.status), item.heartbeat_ns, item.lost);
   }
 }
 

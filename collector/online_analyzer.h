@@ -56,7 +56,6 @@ class OnlineAnalyzer {
     std::map<uint32_t, uint64_t> next_position;  // lane -> first position queued
     bool in_model = false;
     analyzer::ProcessId process = 0;
-    int64_t realtime_offset_ns = 0;
   };
   void FeedLocked(const Item& item);
 
@@ -67,7 +66,7 @@ class OnlineAnalyzer {
   uint64_t dropped_ = 0;
 
   // Guards analyzer_, frozen_ and the Stream fields the model side owns (in_model,
-  // process, realtime_offset_ns). queue_mutex_ may be taken while it is held, never the
+  // process). queue_mutex_ may be taken while it is held, never the
   // other way round.
   std::mutex model_mutex_;
   analyzer::Analyzer analyzer_;
