@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
 #include "collector/finding_watcher.h"
+#include "collector/wall_clock.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -144,12 +145,6 @@ int StopJob(pid_t child, double grace_s) {
     if (waitpid(child, &status, 0) == child) exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return exit_code;
-}
-
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 }  // namespace
@@ -333,7 +328,7 @@ int RunJobCommand(const RunOptions& options) {
       write_report(findings);
       std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options.out_dir
                 << "/report.txt)\n";
-      stopped_at_ns = RealtimeNs();
+      stopped_at_ns = static_cast<int64_t>(RealtimeNs());
       exit_code = StopJob(child, options.kill_grace_s);
       stopped_hung_job = true;
       break;
@@ -380,7 +375,7 @@ int RunJobCommand(const RunOptions& options) {
     CollectorService& service = server->service();
     if (!stopped_hung_job) {
       // Everything is in: the last look needs no grace for ranks that will never report.
-      service.online_analyzer().Tick(RealtimeNs(), /*final_pass=*/true);
+      service.online_analyzer().Tick(static_cast<int64_t>(RealtimeNs()), /*final_pass=*/true);
     }
     service.StopAnalysis();
   }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collector/wall_clock.h"
 #include "grpcpp/alarm.h"
 
 namespace collwatch {
@@ -31,12 +32,6 @@ double MonotonicSeconds() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
-
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 // Helper threads leave signals to the thread that waits for them.
@@ -308,7 +303,7 @@ void CollectorService::AnalysisLoop() {
   const auto period = std::chrono::duration<double>(options_.analyze_interval_s);
   while (!analysis_wake_.wait_for(lock, period, [this] { return analysis_stop_; })) {
     lock.unlock();
-    for (const analyzer::Finding& finding : online_analyzer_.Tick(RealtimeNs())) {
+    for (const analyzer::Finding& finding : online_analyzer_.Tick(static_cast<int64_t>(RealtimeNs()))) {
       v1::Finding proto;
       FindingToProto(finding, &proto);
       live_state_.AddFinding(proto);

@@ -5,16 +5,11 @@
 
 #include <algorithm>
 
+#include "collector/wall_clock.h"
 #include "interposer/ring_format.h"
 
 namespace collwatch {
 namespace {
-
-uint64_t NowNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
 
 bool IsCollectiveEvent(const v1::Event& event) {
   return ring::IsCollective(static_cast<ring::ApiFn>(event.fn())) && event.comm_id() != 0 && event.seq() > 0;
@@ -37,7 +32,7 @@ void LiveState::StreamOpened(const std::string& key, const v1::RankIdentity& ide
   Process& process = processes_[key];
   process.identity = identity;
   process.status.set_connected(true);
-  process.status.set_last_activity_ns(NowNs());
+  process.status.set_last_activity_ns(RealtimeNs());
 }
 
 void LiveState::StreamClosed(const std::string& key) {
@@ -47,7 +42,7 @@ void LiveState::StreamClosed(const std::string& key) {
 }
 
 void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored) {
-  const uint64_t now = NowNs();
+  const uint64_t now = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
   Process& process = processes_[key];
   v1::RankStatus& status = process.status;
@@ -114,7 +109,7 @@ void LiveState::UpdateRates(uint64_t now_ns) {
 }
 
 LiveSummary LiveState::Summary() {
-  const uint64_t now = NowNs();
+  const uint64_t now = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
   UpdateRates(now);
   LiveSummary summary;
@@ -144,7 +139,7 @@ void LiveState::AddFinding(const v1::Finding& finding) {
 }
 
 v1::ClusterState LiveState::Snapshot(const std::string& job) {
-  const uint64_t now = NowNs();
+  const uint64_t now = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
   UpdateRates(now);
   v1::ClusterState state;

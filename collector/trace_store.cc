@@ -16,6 +16,7 @@
 #include "collector/crc32c.h"
 #include "collector/event_codec.h"
 #include "collector/trace_store_format.h"
+#include "collector/wall_clock.h"
 
 namespace collwatch {
 namespace {
@@ -164,12 +165,6 @@ std::vector<v1::StoreIndexEntry> MatchingIndexPrefix(const std::string& index_pa
     ++next_log;
   }
   return entries;
-}
-
-uint64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
 }
 
 bool SameProcess(const v1::RankIdentity& a, const v1::RankIdentity& b) {
