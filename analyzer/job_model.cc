@@ -171,7 +171,6 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   process.calls.push_back(call);
   process.pending[PendingKey(lane, index)] = call_index;
   process.last_record_ns = std::max(process.last_record_ns, call.enter_ns);
-  ++generation_;
   if (auto early = process.early.find(PendingKey(lane, index)); early != process.early.end()) {
     const std::vector<ring::Record> held = std::move(early->second);
     process.early.erase(early);
@@ -229,7 +228,6 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         process.pending.erase(it);
         process.pending_groups[call.group_id].push_back({call_index, record.stream});
       }
-      ++generation_;
       return;
     }
     case RecordKind::kComplete: {
@@ -259,7 +257,6 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       if (process.calls[call_index].fn != ApiFn::kGroupEnd || !process.pending_groups.count(record.group_id)) {
         process.pending.erase(it);
       }
-      ++generation_;
       return;
     }
     case RecordKind::kAsyncError:
@@ -293,7 +290,6 @@ void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t he
                          uint64_t lost_records) {
   if (process_id >= processes_.size()) return;
   Process& process = processes_[process_id];
-  if (process.status != status) ++generation_;
   process.status = status;
   if (heartbeat_writer_ns != 0) process.heartbeat_ns = std::max(process.heartbeat_ns, ToRealtime(process, heartbeat_writer_ns));
   process.lost_records = lost_records;
@@ -305,7 +301,6 @@ void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
     // The last heartbeat before a kill can be up to a beat (100 ms) older than the kill.
     if (died && process.heartbeat_ns >= realtime_ns - 1'000'000'000) process.status = ProcessStatus::kRunning;
   }
-  ++generation_;
 }
 
 int64_t JobModel::LatestTimeNs() const {

@@ -151,8 +151,6 @@ class JobModel {
   int64_t LatestTimeNs() const;
   // Records that could not be placed (no communicator, unknown enter): counted, not fatal.
   uint64_t unmatched_records() const { return unmatched_records_; }
-  // Bumped whenever a call enters, returns or completes: lets the analyzer skip work.
-  uint64_t generation() const { return generation_; }
 
  private:
   CommIndex CommFor(uint64_t comm_id, int32_t nranks);
@@ -171,7 +169,6 @@ class JobModel {
   std::vector<std::string> region_names_ = {""};
   std::unordered_map<std::string, RegionId> region_ids_;
   uint64_t unmatched_records_ = 0;
-  uint64_t generation_ = 0;
 };
 
 // Bytes per element of an ncclDataType_t (0 when unknown).
