@@ -250,31 +250,68 @@ std::string Analyzer::GlobalRanksNote(const Comm& comm, const std::vector<int32_
   return differs ? absl::StrCat(" (global ", global.size() == 1 ? "rank " : "ranks ", RankListText(global), ")") : "";
 }
 
+std::optional<Analyzer::Frontier> Analyzer::FrontierOf(const Comm& comm) const {
+  const auto nranks = static_cast<int32_t>(comm.ranks.size());
+  uint64_t completed = UINT64_MAX;
+  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.completed_seq : 0);
+  Frontier frontier;
+  frontier.seq = completed + 1;
+  for (int32_t rank = 0; rank < nranks; ++rank) {
+    const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+    if (entry.present && entry.entered_seq >= frontier.seq) {
+      frontier.entered.push_back(rank);
+      if (const Call* call = model_.Collective(comm, rank, frontier.seq)) {
+        frontier.first_enter_ns = std::min(frontier.first_enter_ns, call->enter_ns);
+        frontier.last_enter_ns = std::max(frontier.last_enter_ns, call->enter_ns);
+        frontier.sample = call;
+      }
+    } else {
+      frontier.lagging.push_back(rank);
+    }
+  }
+  if (frontier.entered.empty() || frontier.sample == nullptr) return std::nullopt;
+  if (frontier.lagging.empty()) {
+    const double bytes = CallBytes(*frontier.sample);
+    frontier.expected_s = expected_.TransferS(bytes);
+    frontier.threshold_s = StallThresholdS(comm, bytes);
+  } else {
+    frontier.expected_s = expected_.JoinS();
+    frontier.threshold_s = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
+  }
+  return frontier;
+}
+
+std::vector<InflightCollective> Analyzer::Inflight() const {
+  std::vector<InflightCollective> inflight;
+  for (const Comm& comm : model_.comms()) {
+    if (comm.nranks <= 0) continue;
+    const std::optional<Frontier> frontier = FrontierOf(comm);
+    if (!frontier || (frontier->lagging.empty() && frontier->sample->completed())) continue;
+    InflightCollective item;
+    item.comm_id = comm.id;
+    item.seq = frontier->seq;
+    item.description = DescribeCall(model_, *frontier->sample);
+    item.waiting_for_ranks = !frontier->lagging.empty();
+    item.since_ns = item.waiting_for_ranks ? frontier->first_enter_ns : frontier->last_enter_ns;
+    item.expected_s = frontier->expected_s;
+    item.threshold_s = frontier->threshold_s;
+    inflight.push_back(std::move(item));
+  }
+  return inflight;
+}
+
 void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                           std::vector<Finding>* out) {
   if (progress.diverged) return;
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
-  uint64_t completed = UINT64_MAX;
-  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.completed_seq : 0);
-  const uint64_t seq = completed + 1;
-  if (seq <= progress.stall_reported_seq) return;
-  std::vector<int32_t> entered, lagging;
-  int64_t first_enter = INT64_MAX, last_enter = 0;
-  const Call* sample = nullptr;
-  for (int32_t rank = 0; rank < nranks; ++rank) {
-    const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (entry.present && entry.entered_seq >= seq) {
-      entered.push_back(rank);
-      if (const Call* call = model_.Collective(comm, rank, seq)) {
-        first_enter = std::min(first_enter, call->enter_ns);
-        last_enter = std::max(last_enter, call->enter_ns);
-        sample = call;
-      }
-    } else {
-      lagging.push_back(rank);
-    }
-  }
-  if (entered.empty() || sample == nullptr) return;
+  const std::optional<Frontier> frontier = FrontierOf(comm);
+  if (!frontier || frontier->seq <= progress.stall_reported_seq) return;
+  const uint64_t seq = frontier->seq;
+  const std::vector<int32_t>& entered = frontier->entered;
+  const std::vector<int32_t>& lagging = frontier->lagging;
+  const int64_t first_enter = frontier->first_enter_ns;
+  const int64_t last_enter = frontier->last_enter_ns;
+  const Call* sample = frontier->sample;
   const double bytes = CallBytes(*sample);
 
   Finding finding;
@@ -283,8 +320,8 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
   finding.regions = {RegionOf(model_, *sample)};
   const std::string where = absl::StrFormat("%s seq %d (%s)", CommText(comm.id), seq, DescribeCall(model_, *sample));
 
+  const double threshold = frontier->threshold_s;
   if (!lagging.empty()) {
-    const double threshold = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
     // Ranks whose process ended before the others had waited a threshold: lost, not late.
     std::vector<int32_t> lost;
     int64_t lost_at = 0;
@@ -386,7 +423,6 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
 
   // Everyone entered: the collective is running, or the transport is stuck.
   if (sample->completed()) return;
-  const double threshold = StallThresholdS(comm, bytes);
   const double age = Seconds(now_ns - last_enter);
   if (age < threshold) return;
   for (int32_t rank : entered) {
@@ -408,7 +444,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       "(a flapping link, an InfiniBand or RoCE error), a GPU that stopped making progress (Xid errors in "
       "dmesg), or an earlier kernel on that stream that never finished. Check NCCL_DEBUG=INFO output and "
       "dmesg on each node, and nvidia-smi for a GPU at 100%% with no progress.",
-      CommText(comm.id), seq, age, expected_.TransferS(bytes), HumanBytes(bytes), threshold);
+      CommText(comm.id), seq, age, frontier->expected_s, HumanBytes(bytes), threshold);
   progress.stall_reported_seq = seq;
   Emit(std::move(finding), out);
 }

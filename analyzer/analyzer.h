@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "analyzer/expected_duration.h"
@@ -24,6 +26,19 @@ struct AnalyzerOptions {
   double class_grace_s = 0.5;     // a mismatch waits this long for the ranks not yet there
   size_t alignment_window = 256;  // calls per rank compared from the first mismatch
   size_t history_window = 4096;   // agreed calls searched for the schedule template
+};
+
+// The oldest collective of a communicator that not every rank has completed, with how
+// long it should take: what a dashboard shows against its age.
+struct InflightCollective {
+  uint64_t comm_id = 0;
+  uint64_t seq = 0;
+  std::string description;       // DescribeCall of one rank's call
+  bool waiting_for_ranks = false;  // some ranks have not entered it
+  int64_t since_ns = 0;          // CLOCK_REALTIME it waits since: the first arrival while
+                                 // ranks are missing, else the last arrival
+  double expected_s = 0;         // how long that wait should last (0: no timing learned yet)
+  double threshold_s = 0;        // past this the analyzer calls it a stall
 };
 
 class Analyzer {
@@ -44,6 +59,8 @@ class Analyzer {
   const std::vector<Finding>& findings() const { return findings_; }
   // The stall threshold for a collective of `bytes` (per rank) on `comm`.
   double StallThresholdS(const Comm& comm, double bytes) const;
+  // Per communicator with something in flight, its oldest collective.
+  std::vector<InflightCollective> Inflight() const;
 
  private:
   struct CommProgress {
@@ -66,6 +83,18 @@ class Analyzer {
     ProcessId process;
     uint32_t call;
   };
+
+  // The oldest collective of `comm` not completed by every rank, split into the ranks
+  // that entered it and those that have not.
+  struct Frontier {
+    uint64_t seq = 0;
+    std::vector<int32_t> entered, lagging;
+    int64_t first_enter_ns = INT64_MAX, last_enter_ns = 0;
+    const Call* sample = nullptr;  // one entered rank's call
+    double expected_s = 0;         // arrival spread (lagging) or transfer time (all in)
+    double threshold_s = 0;
+  };
+  std::optional<Frontier> FrontierOf(const Comm& comm) const;
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);

@@ -21,8 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
-#include "collector/finding_watcher.h"
+#include "collector/cluster_watcher.h"
 #include "collector/wall_clock.h"
+#include "dashboard/terminal_ui.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -105,7 +106,10 @@ std::string DefaultJobId() {
   return absl::StrCat("run-", stamp, "-", getpid());
 }
 
-pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& env) {
+// Starts CMD in its own process group. `output_fd` >= 0: its stdout and stderr go there
+// and its stdin is /dev/null (the terminal belongs to the dashboard).
+pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& env,
+                   int output_fd) {
   const pid_t child = fork();
   if (child != 0) {
     if (child > 0) setpgid(child, child);  // both sides set it: no race with exec
@@ -117,6 +121,12 @@ pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::
   sigset_t set = StopSignals();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  if (output_fd >= 0) {
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    dup2(output_fd, STDOUT_FILENO);
+    dup2(output_fd, STDERR_FILENO);
+  }
   std::vector<char*> argv;
   for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -145,6 +155,18 @@ int StopJob(pid_t child, double grace_s) {
     if (waitpid(child, &status, 0) == child) exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return exit_code;
+}
+
+// The last `lines` lines of the job's log, after the dashboard gave the terminal back.
+void PrintTail(const std::string& path, size_t lines) {
+  std::ifstream file(path);
+  std::vector<std::string> tail;
+  for (std::string line; std::getline(file, line);) {
+    tail.push_back(line);
+    if (tail.size() > lines) tail.erase(tail.begin());
+  }
+  std::cerr << "collwatch run: the job's output is in " << path << (tail.empty() ? " (empty)" : "; its end:") << "\n";
+  for (const std::string& line : tail) std::cerr << "  " << line << "\n";
 }
 
 }  // namespace
@@ -262,6 +284,17 @@ int RunJobCommand(const RunOptions& options) {
     return 2;
   }
 
+  // The dashboard needs the terminal to itself: the job's output goes to a log.
+  const bool show_dashboard = options.dashboard && isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
+  const std::string job_log = absl::StrCat(options.out_dir, "/job.log");
+  int job_log_fd = -1;
+  if (show_dashboard) {
+    job_log_fd = open(job_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (job_log_fd < 0) {
+      std::cerr << "collwatch run: cannot write " << job_log << ": " << std::strerror(errno) << "\n";
+      return 2;
+    }
+  }
   std::string ld_preload = preload;
   if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && existing[0] != '\0') {
     ld_preload = absl::StrCat(existing, ":", preload);
@@ -269,7 +302,9 @@ int RunJobCommand(const RunOptions& options) {
   const pid_t child = StartCommand(options.command, {{"LD_PRELOAD", ld_preload},
                                                      {"NVTX_INJECTION64_PATH", preload},
                                                      {"COLLWATCH_RING_DIR", ring_dir},
-                                                     {"COLLWATCH_JOB_ID", job}});
+                                                     {"COLLWATCH_JOB_ID", job}},
+                                   job_log_fd);
+  if (job_log_fd >= 0) close(job_log_fd);
   if (child < 0) {
     std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
     return 2;
@@ -277,7 +312,7 @@ int RunJobCommand(const RunOptions& options) {
   // The job has its own process group (to stop it whole); on a terminal it becomes the
   // foreground group, as a shell would make it, so it may read the terminal (pdb) and
   // gets Ctrl-C itself.
-  const bool terminal_job = isatty(STDIN_FILENO) != 0 && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  const bool terminal_job = !show_dashboard && isatty(STDIN_FILENO) != 0 && tcgetpgrp(STDIN_FILENO) == getpgrp();
   if (terminal_job) {
     signal(SIGTTOU, SIG_IGN);  // we keep writing status lines from the background
     tcsetpgrp(STDIN_FILENO, child);
@@ -286,9 +321,21 @@ int RunJobCommand(const RunOptions& options) {
   const double print_every = tty ? options.status_interval_s : 10 * options.status_interval_s;
   timespec last_print{};
   clock_gettime(CLOCK_MONOTONIC, &last_print);
-  // Findings come from the embedded collector, or from the external one's Watch stream.
-  std::unique_ptr<FindingWatcher> watcher;
-  if (server == nullptr) watcher = std::make_unique<FindingWatcher>(address, options.token, job);
+  // Findings come from the embedded collector, or from the external one's Watch stream
+  // (which also feeds the dashboard).
+  std::unique_ptr<ClusterWatcher> watcher;
+  if (server == nullptr || show_dashboard) {
+    watcher = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{.address = address, .token = options.token, .job = job});
+  }
+  std::unique_ptr<dashboard::TerminalScreen> screen;
+  dashboard::DashboardModel model;
+  if (show_dashboard) {
+    std::string screen_error;
+    screen = dashboard::TerminalScreen::Open(/*plain=*/false, &screen_error);
+    if (screen == nullptr) std::cerr << "collwatch run: no dashboard: " << screen_error << "\n";
+  } else if (server != nullptr) {
+    std::cerr << "collwatch run: live dashboard: collwatch top --collector " << address << "\n";
+  }
   auto current_findings = [&] {
     return server != nullptr ? server->service().online_analyzer().Findings() : watcher->Findings();
   };
@@ -313,15 +360,25 @@ int RunJobCommand(const RunOptions& options) {
       exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       break;
     }
+    if (screen != nullptr) {
+      const ClusterView view = watcher->View();
+      model.Update(view.state, dashboard::ConnectionOf(view, address), static_cast<int64_t>(RealtimeNs()));
+      screen->Draw(model.Render(screen->width(), screen->height()));
+      if (const int key = screen->ReadKey(0.1); key >= 0 && !model.HandleKey(key)) {
+        screen.reset();
+        std::cerr << "collwatch run: dashboard closed; the job goes on (its output: " << job_log << ")\n";
+      }
+    }
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
-    if (const int signal = WaitForStopSignal(0.1); signal != 0) kill(-child, signal);
-    // Each finding the moment it appears.
+    if (const int signal = WaitForStopSignal(screen != nullptr ? 0 : 0.1); signal != 0) kill(-child, signal);
+    // Each finding the moment it appears (on the dashboard while it is up).
     const std::vector<analyzer::Finding> findings = current_findings();
-    for (; findings_shown < findings.size(); ++findings_shown) {
+    for (; screen == nullptr && findings_shown < findings.size(); ++findings_shown) {
       if (tty) std::cerr << "\r\033[K";
       std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
     }
     if (options.kill_on_hang && !findings.empty() && !stopped_hung_job) {
+      screen.reset();  // the terminal is needed for what follows
       // What follows is collwatch's doing, not the job's: analyse no more.
       if (server != nullptr) server->service().online_analyzer().Freeze();
       findings_at_stop = findings;
@@ -335,7 +392,7 @@ int RunJobCommand(const RunOptions& options) {
     }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (server != nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
+    if (server != nullptr && screen == nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
       const std::string line = StatusLine(server->service().live_state().Summary());
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
@@ -345,11 +402,13 @@ int RunJobCommand(const RunOptions& options) {
       last_print = now;
     }
   }
+  screen.reset();
   if (terminal_job) tcsetpgrp(STDIN_FILENO, getpgrp());
   const bool drained = (*agent)->Drain(options.drain_timeout_s);
   const AgentStats stats = (*agent)->Stats();
   (*agent)->Stop();
   if (tty) std::cerr << "\r\033[K";
+  if (show_dashboard) PrintTail(job_log, 10);
   if (server != nullptr) std::cerr << StatusLine(server->service().live_state().Summary()) << "\n";
   if (!drained) {
     std::cerr << "collwatch run: not every record reached the collector within " << options.drain_timeout_s

@@ -29,6 +29,9 @@ struct RunOptions {
   double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long
   double drain_timeout_s = 30;
   double status_interval_s = 1;
+  // On a terminal, show the dashboard (collwatch top) while the job runs; the job's
+  // output then goes to DIR/job.log.
+  bool dashboard = true;
 };
 
 // `collwatch run`'s exit status when it stopped a hung job (--kill-on-hang).

@@ -7,6 +7,7 @@
 #include "cli/daemon_commands.h"
 #include "cli/ring_dump.h"
 #include "cli/schedule_commands.h"
+#include "dashboard/terminal_ui.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"collwatch: catches collective-ordering bugs and hangs in NCCL jobs"};
@@ -62,7 +63,22 @@ int main(int argc, char** argv) {
                   "large ops from this job's own timings; default 30)");
   run->add_flag("--kill-on-hang", run_options.kill_on_hang,
                 "at the first finding, write the report and stop the job (exit 3)");
+  bool run_no_dashboard = false;
+  run->add_flag("--no-dashboard", run_no_dashboard,
+                "print findings and status lines instead of the full-screen dashboard on a terminal");
   run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
+
+  collwatch::dashboard::TopOptions top_options;
+  top_options.watch.address = "127.0.0.1:7777";
+  std::string top_token_file, top_ca_file;
+  CLI::App* top = app.add_subcommand("top", "live terminal dashboard of a collector's job");
+  top->add_option("--collector", top_options.watch.address, "collector address (collwatch run prints its own)")
+      ->capture_default_str();
+  top->add_option("--token-file", top_token_file, "shared secret of the collector");
+  top->add_option("--tls-ca", top_ca_file, "root certificates (PEM): connect with TLS");
+  top->add_option("--job", top_options.watch.job, "job id (default: the collector's only job)");
+  top->add_flag("--plain", top_options.plain, "no colours, ASCII only (also when the terminal has no colours)");
+  top->add_option("--refresh", top_options.refresh_s, "seconds between redraws")->capture_default_str();
 
   collwatch::AnalyzeOptions analyze_options;
   CLI::App* analyze = app.add_subcommand("analyze", "post-mortem report of a trace folder (or of rings alone)");
@@ -139,7 +155,15 @@ int main(int argc, char** argv) {
       std::cerr << "collwatch run: " << error << "\n";
       return 2;
     }
+    run_options.dashboard = !run_no_dashboard;
     return collwatch::RunJobCommand(run_options);
+  } else if (top->parsed()) {
+    if ((!top_token_file.empty() && !collwatch::ReadSecretFile(top_token_file, &top_options.watch.token, &error)) ||
+        (!top_ca_file.empty() && !collwatch::ReadSecretFile(top_ca_file, &top_options.watch.tls_ca_pem, &error))) {
+      std::cerr << "collwatch top: " << error << "\n";
+      return 2;
+    }
+    return collwatch::dashboard::RunTop(top_options);
   } else if (diff->parsed()) {
     return collwatch::RunDiffCommand(diff_a, diff_b, diff_ignore_regions, std::cout, std::cerr);
   } else if (baseline->parsed()) {

@@ -14,9 +14,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collector/wall_clock.h"
+#include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
 
 namespace collwatch {
+void BlockAllSignalsInThisThread() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
 namespace {
 
 std::string ProcessKey(const v1::RankIdentity& identity) {
@@ -32,13 +39,6 @@ double MonotonicSeconds() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
-
-// Helper threads leave signals to the thread that waits for them.
-void BlockAllSignals() {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
 constexpr uint32_t kMaxLanes = 1024;  // as the ring reader accepts
@@ -248,10 +248,19 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
     }
   }
 
+  // The whole state first, then what changed since the previous message.
   void SendState() {
-    response_.Clear();
-    *response_.mutable_state() = service_->live_state().Snapshot(service_->job());
-    response_.set_full(true);
+    v1::ClusterState current = service_->live_state().Snapshot(service_->job());
+    if (sent_any_) {
+      response_ = MakeWatchDelta(last_sent_, current);
+    } else {
+      response_.Clear();
+      *response_.mutable_state() = current;
+      response_.set_full(true);
+      sent_any_ = true;
+    }
+    response_.set_collector_time_ns(RealtimeNs());
+    last_sent_ = std::move(current);
     StartWrite(&response_);
   }
 
@@ -259,6 +268,8 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
   std::mutex mutex_;
   grpc::Alarm alarm_;
   v1::WatchResponse response_;
+  v1::ClusterState last_sent_;  // what the dashboard has, to send the next delta against
+  bool sent_any_ = false;
   bool alarm_pending_ = false;
   bool cancelled_ = false;
 };
@@ -298,7 +309,7 @@ void CollectorService::StopAnalysis() {
 }
 
 void CollectorService::AnalysisLoop() {
-  BlockAllSignals();
+  BlockAllSignalsInThisThread();
   std::unique_lock<std::mutex> lock(analysis_mutex_);
   const auto period = std::chrono::duration<double>(options_.analyze_interval_s);
   while (!analysis_wake_.wait_for(lock, period, [this] { return analysis_stop_; })) {
@@ -309,6 +320,7 @@ void CollectorService::AnalysisLoop() {
       live_state_.AddFinding(proto);
       Log(absl::StrCat("finding: ", finding.headline));
     }
+    live_state_.SetInflight(online_analyzer_.Inflight());
     lock.lock();
   }
 }

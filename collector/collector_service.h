@@ -25,6 +25,9 @@
 
 namespace collwatch {
 
+// Helper threads leave signals to the thread that waits for them: each calls this first.
+void BlockAllSignalsInThisThread();
+
 // Call metadata that carries the shared secret.
 inline constexpr char kTokenMetadataKey[] = "x-collwatch-token";
 

@@ -31,6 +31,7 @@ void LiveState::StreamOpened(const std::string& key, const v1::RankIdentity& ide
   std::lock_guard<std::mutex> lock(mutex_);
   Process& process = processes_[key];
   process.identity = identity;
+  process.status.set_process(key);
   process.status.set_connected(true);
   process.status.set_last_activity_ns(RealtimeNs());
 }
@@ -138,6 +139,12 @@ void LiveState::AddFinding(const v1::Finding& finding) {
   findings_.push_back(finding);
 }
 
+void LiveState::SetInflight(std::vector<analyzer::InflightCollective> inflight) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  inflight_.clear();
+  for (analyzer::InflightCollective& item : inflight) inflight_[item.comm_id] = std::move(item);
+}
+
 v1::ClusterState LiveState::Snapshot(const std::string& job) {
   const uint64_t now = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -163,9 +170,24 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
       auto process = processes_.find(progress.process_key);
       if (process != processes_.end()) item->set_status(process->second.status.writer_status());
     }
-    if (!comm.first_enter_ns.empty() && !AllExited(comm)) {
-      out->set_oldest_inflight_seq(comm.first_enter_ns.begin()->first);
-      out->set_oldest_inflight_age_s(static_cast<double>(now - comm.first_enter_ns.begin()->second) / 1e9);
+    if (comm.first_enter_ns.empty() || AllExited(comm)) continue;
+    // The analyzer's view when it has one (it knows the op and its expected time), else
+    // the collector's own from arrival times.
+    if (auto analyzed = inflight_.find(id); analyzed != inflight_.end()) {
+      const analyzer::InflightCollective& item = analyzed->second;
+      out->set_oldest_inflight_seq(item.seq);
+      out->set_oldest_inflight_age_s(std::max(0.0, static_cast<double>(static_cast<int64_t>(now) - item.since_ns) / 1e9));
+      out->set_oldest_inflight_op(item.description);
+      out->set_oldest_inflight_expected_s(item.expected_s);
+      out->set_stall_threshold_s(item.threshold_s);
+      out->set_waiting_for_ranks(item.waiting_for_ranks);
+    } else {
+      const auto& [seq, since] = *comm.first_enter_ns.begin();
+      out->set_oldest_inflight_seq(seq);
+      out->set_oldest_inflight_age_s(static_cast<double>(now - since) / 1e9);
+      bool waiting = comm.nranks > 0 && static_cast<int32_t>(comm.ranks.size()) < comm.nranks;
+      for (const auto& [rank, progress] : comm.ranks) waiting = waiting || progress.entered_seq < seq;
+      out->set_waiting_for_ranks(waiting);
     }
   }
   for (const v1::Finding& finding : findings_) *state.add_findings() = finding;

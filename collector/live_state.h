@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/analyzer.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {
@@ -37,6 +38,9 @@ class LiveState {
 
   // A finding of the online analyzer, served with the state.
   void AddFinding(const v1::Finding& finding);
+  // The online analyzer's view of what is in flight (replaces the previous one): names
+  // the op, its expected time and its stall threshold for the dashboards.
+  void SetInflight(std::vector<analyzer::InflightCollective> inflight);
 
   v1::ClusterState Snapshot(const std::string& job);
   LiveSummary Summary();
@@ -70,6 +74,7 @@ class LiveState {
   std::map<std::string, Process> processes_;
   std::map<uint64_t, Comm> comms_;
   std::vector<v1::Finding> findings_;
+  std::map<uint64_t, analyzer::InflightCollective> inflight_;  // by comm id
 };
 
 }  // namespace collwatch

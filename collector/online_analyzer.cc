@@ -71,6 +71,11 @@ void OnlineAnalyzer::Freeze() {
   frozen_ = true;
 }
 
+std::vector<analyzer::InflightCollective> OnlineAnalyzer::Inflight() {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  return analyzer_.Inflight();
+}
+
 std::vector<analyzer::Finding> OnlineAnalyzer::Findings() {
   std::lock_guard<std::mutex> lock(model_mutex_);
   return analyzer_.findings();

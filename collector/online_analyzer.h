@@ -38,6 +38,8 @@ class OnlineAnalyzer {
   void Freeze();
 
   std::vector<analyzer::Finding> Findings();
+  // Each communicator's oldest collective in flight, as of the last Tick.
+  std::vector<analyzer::InflightCollective> Inflight();
   analyzer::ReportInfo Info(const std::string& job);
   uint64_t dropped_records();
 

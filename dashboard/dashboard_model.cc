@@ -1,0 +1,605 @@
+// The dashboard's model. Threading: see dashboard_model.h.
+#include "dashboard/dashboard_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "analyzer/finding.h"
+
+namespace collwatch::dashboard {
+namespace {
+
+constexpr double kNsPerS = 1e9;
+// A late rank is slow once it is this far behind the first arrival, whatever the
+// expected time says (early in a job nothing has been learned yet).
+constexpr double kSlowAfterS = 1.0;
+
+bool IsDivergence(v1::FindingKind kind) {
+  return kind == v1::PATH_DIVERGENCE || kind == v1::SKIPPED_REDUCE_SCATTER || kind == v1::SIGNATURE_MISMATCH ||
+         kind == v1::OP_MISMATCH;
+}
+
+Health FindingHealth(v1::FindingKind kind) { return IsDivergence(kind) ? Health::kDiverged : Health::kStuck; }
+
+bool Contains(const google::protobuf::RepeatedField<int32_t>& ranks, int32_t rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+// Counts UTF-8 code points: every glyph we draw is one column wide.
+size_t Columns(std::string_view text) {
+  size_t columns = 0;
+  for (char c : text) columns += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return columns;
+}
+
+// Cuts `line` to `width` columns (whole code points).
+void Clip(Line* line, size_t width) {
+  size_t used = 0;
+  for (size_t i = 0; i < line->size(); ++i) {
+    std::string& text = (*line)[i].text;
+    const size_t columns = Columns(text);
+    if (used + columns <= width) {
+      used += columns;
+      continue;
+    }
+    size_t keep = 0, bytes = 0;
+    while (bytes < text.size() && keep < width - used) {
+      ++bytes;
+      while (bytes < text.size() && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) ++bytes;
+      ++keep;
+    }
+    text.resize(bytes);
+    line->resize(i + 1);
+    return;
+  }
+}
+
+std::string Pad(std::string text, size_t width) {
+  const size_t columns = Columns(text);
+  if (columns < width) text.append(width - columns, ' ');
+  return text;
+}
+
+// A title bar: "── text ──────" to the full width.
+Line Rule(const std::string& text, int width, const std::string& dash) {
+  std::string bar = absl::StrCat(dash, dash, " ", text, " ");
+  while (Columns(bar) < static_cast<size_t>(width)) bar += dash;
+  return {{bar, Style::kTitle}};
+}
+
+std::string Seconds(double s) {
+  if (s < 10) return absl::StrFormat("%.2f s", s);
+  if (s < 600) return absl::StrFormat("%.1f s", s);
+  return absl::StrFormat("%.0f min", s / 60);
+}
+
+// Word-wraps `text` into lines of at most `width` columns.
+std::vector<std::string> Wrap(const std::string& text, int width) {
+  std::vector<std::string> lines;
+  std::string current;
+  for (const std::string& word : std::vector<std::string>(absl::StrSplit(text, ' ', absl::SkipEmpty()))) {
+    if (!current.empty() && Columns(current) + 1 + Columns(word) > static_cast<size_t>(width)) {
+      lines.push_back(current);
+      current.clear();
+    }
+    if (!current.empty()) current += ' ';
+    current.append(word);
+  }
+  if (!current.empty()) lines.push_back(current);
+  return lines;
+}
+
+std::string KindName(v1::FindingKind kind) { return v1::FindingKind_Name(kind); }
+
+// The headline without its "KIND: " prefix (the kind has its own column).
+std::string HeadlineRest(const v1::Finding& finding) {
+  absl::string_view headline = finding.headline();
+  const std::string prefix = absl::StrCat(KindName(finding.kind()), ": ");
+  absl::ConsumePrefix(&headline, prefix);
+  return std::string(headline);
+}
+
+}  // namespace
+
+std::string_view HealthName(Health health) {
+  switch (health) {
+    case Health::kIdle: return "idle";
+    case Health::kHealthy: return "healthy";
+    case Health::kSlow: return "slow";
+    case Health::kStuck: return "stuck";
+    case Health::kDiverged: return "diverged";
+  }
+  return "?";
+}
+
+Style HealthStyle(Health health) {
+  switch (health) {
+    case Health::kIdle: return Style::kIdle;
+    case Health::kHealthy: return Style::kHealthy;
+    case Health::kSlow: return Style::kSlow;
+    case Health::kStuck: return Style::kStuck;
+    case Health::kDiverged: return Style::kDiverged;
+  }
+  return Style::kNormal;
+}
+
+std::string LineText(const Line& line) {
+  std::string text;
+  for (const Span& span : line) text += span.text;
+  return text;
+}
+
+std::optional<std::vector<int32_t>> ParseRankList(std::string_view list) {
+  const absl::string_view text(list.data(), list.size());
+  std::set<int32_t> ranks;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    const size_t dash = part.find('-');
+    int32_t first = 0, last = 0;
+    if (dash == absl::string_view::npos) {
+      if (!absl::SimpleAtoi(part, &first)) return std::nullopt;
+      last = first;
+    } else if (!absl::SimpleAtoi(part.substr(0, dash), &first) || !absl::SimpleAtoi(part.substr(dash + 1), &last)) {
+      return std::nullopt;
+    }
+    if (first < 0 || last < first || last - first > (1 << 20)) return std::nullopt;
+    for (int32_t rank = first; rank <= last; ++rank) ranks.insert(rank);
+  }
+  if (ranks.empty()) return std::nullopt;
+  return std::vector<int32_t>(ranks.begin(), ranks.end());
+}
+
+CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
+                       const std::optional<std::vector<int32_t>>& rank_filter) {
+  CommView view;
+  view.comm_id = comm.comm_id();
+  view.nranks = comm.nranks();
+  view.reporting = comm.ranks_size();
+  view.collectives_per_second = comm.collectives_per_second();
+  view.inflight_seq = comm.oldest_inflight_seq();
+  view.inflight_op = comm.oldest_inflight_op();
+  view.inflight_age_s = comm.oldest_inflight_age_s();
+  view.inflight_expected_s = comm.oldest_inflight_expected_s();
+  view.stall_threshold_s = comm.stall_threshold_s();
+  view.waiting_for_ranks = comm.waiting_for_ranks();
+  for (const v1::RankProgress& rank : comm.ranks()) view.max_entered = std::max(view.max_entered, rank.entered_seq());
+
+  // The latest finding about this communicator explains its ranks.
+  const v1::Finding* finding = nullptr;
+  for (const v1::Finding& candidate : state.findings()) {
+    if (candidate.comm_id() == comm.comm_id()) finding = &candidate;
+  }
+
+  std::map<int32_t, const v1::RankProgress*> reported;
+  for (const v1::RankProgress& rank : comm.ranks()) reported[rank.rank()] = &rank;
+  const int32_t nranks = std::max<int32_t>(comm.nranks(), reported.empty() ? 0 : reported.rbegin()->first + 1);
+  const uint64_t seq = view.inflight_seq;
+  const double age = view.inflight_age_s;
+  const double slow_after = std::max(kSlowAfterS, view.inflight_expected_s);
+  const bool stalled = seq != 0 && view.stall_threshold_s > 0 && age >= view.stall_threshold_s;
+  for (int32_t number = 0; number < nranks; ++number) {
+    if (rank_filter && !std::binary_search(rank_filter->begin(), rank_filter->end(), number)) continue;
+    RankRow row;
+    row.ranks = {number};
+    auto found = reported.find(number);
+    const v1::RankProgress* rank = found == reported.end() ? nullptr : found->second;
+    if (rank != nullptr) {
+      row.entered_seq = rank->entered_seq();
+      row.completed_seq = rank->completed_seq();
+    }
+    const v1::WriterStatus status = rank != nullptr ? rank->status() : v1::WRITER_STATUS_UNSPECIFIED;
+    if (finding != nullptr) {
+      row.health = FindingHealth(finding->kind());
+      if (IsDivergence(finding->kind())) {
+        row.note = "diverged";
+        for (int i = 0; i < finding->rank_classes_size(); ++i) {
+          const v1::RankClass& rank_class = finding->rank_classes(i);
+          if (!Contains(rank_class.ranks(), number)) continue;
+          row.note = absl::StrFormat("class %d/%d at seq %d: %s", i + 1, finding->rank_classes_size(), finding->seq(),
+                                     rank_class.label());
+        }
+      } else if (Contains(finding->lagging_ranks(), number)) {
+        row.note = finding->kind() == v1::RANK_LOST ? "lost" : absl::StrFormat("not at seq %d", finding->seq());
+      } else {
+        row.health = Health::kSlow;
+        row.note = finding->kind() == v1::TRANSPORT_STALL ? absl::StrFormat("in seq %d, not completing", finding->seq())
+                                                          : absl::StrFormat("waiting at seq %d", finding->seq());
+        if (finding->kind() == v1::TRANSPORT_STALL) row.health = Health::kStuck;
+      }
+    } else if (rank == nullptr) {
+      row.health = seq != 0 && age >= slow_after ? (stalled ? Health::kStuck : Health::kSlow) : Health::kIdle;
+      row.note = "not reported on this communicator";
+    } else if (status == v1::WRITER_STATUS_DEAD || status == v1::WRITER_STATUS_SILENT) {
+      row.health = Health::kStuck;
+      row.note = status == v1::WRITER_STATUS_DEAD ? "process died" : "process silent";
+    } else if (status == v1::WRITER_STATUS_EXITED) {
+      row.health = Health::kIdle;
+      row.note = "exited";
+    } else if (seq != 0 && row.entered_seq < seq) {
+      row.health = stalled ? Health::kStuck : (age >= slow_after ? Health::kSlow : Health::kHealthy);
+      row.note = row.health == Health::kHealthy ? absl::StrFormat("before seq %d", seq)
+                                                : absl::StrFormat("not at seq %d for %s", seq, Seconds(age));
+    } else if (seq != 0 && row.completed_seq < seq) {
+      row.health = stalled && !view.waiting_for_ranks ? Health::kStuck : Health::kHealthy;
+      row.note = view.waiting_for_ranks ? absl::StrFormat("waiting at seq %d", seq) : absl::StrFormat("in seq %d", seq);
+    } else {
+      row.health = Health::kHealthy;
+      row.note = "running";
+    }
+    view.health = std::max(view.health, row.health);
+    view.rows.push_back(std::move(row));
+  }
+  return view;
+}
+
+std::vector<RankRow> GroupRows(const std::vector<RankRow>& rows) {
+  std::map<std::tuple<int, uint64_t, uint64_t, std::string>, RankRow> groups;
+  for (const RankRow& row : rows) {
+    // Worst health first, then the least progress.
+    auto key = std::make_tuple(-static_cast<int>(row.health), row.entered_seq, row.completed_seq, row.note);
+    auto [group, inserted] = groups.try_emplace(key, row);
+    if (!inserted) group->second.ranks.insert(group->second.ranks.end(), row.ranks.begin(), row.ranks.end());
+  }
+  std::vector<RankRow> grouped;
+  for (auto& [key, group] : groups) grouped.push_back(std::move(group));
+  return grouped;
+}
+
+void DashboardModel::Update(const v1::ClusterState& state, const ConnectionState& connection, int64_t now_ns) {
+  connection_ = connection;
+  if (paused_) {
+    pending_ = state;
+    has_pending_ = true;
+    return;
+  }
+  state_ = state;
+  now_ns_ = now_ns;
+  if (selected_comm_ >= static_cast<size_t>(state_.comms_size())) selected_comm_ = 0;
+}
+
+int DashboardModel::FindingIndex(size_t position) const {
+  return state_.findings_size() - 1 - static_cast<int>(position);
+}
+
+bool DashboardModel::HandleKey(int key) {
+  if (editing_filter_) {
+    if (key == kKeyEnter) {
+      editing_filter_ = false;
+      filter_error_.clear();
+      if (absl::StripAsciiWhitespace(filter_text_).empty()) {
+        rank_filter_.reset();
+      } else if (auto ranks = ParseRankList(filter_text_)) {
+        rank_filter_ = std::move(ranks);
+      } else {
+        filter_error_ = absl::StrCat("not a rank list: '", filter_text_, "' (e.g. 0-3,8)");
+      }
+    } else if (key == kKeyEscape) {
+      editing_filter_ = false;
+    } else if (key == kKeyBackspace) {
+      if (!filter_text_.empty()) filter_text_.pop_back();
+    } else if (key >= 0x20 && key < 0x7f) {
+      filter_text_ += static_cast<char>(key);
+    }
+    return true;
+  }
+  if (finding_open_) {
+    switch (key) {
+      case kKeyEscape: case kKeyBackspace: case kKeyEnter: case 'b': finding_open_ = false; break;
+      case kKeyUp: case 'k': detail_scroll_ = std::max(0, detail_scroll_ - 1); break;
+      case kKeyDown: case 'j': ++detail_scroll_; break;
+      case kKeyPageUp: detail_scroll_ = std::max(0, detail_scroll_ - 10); break;
+      case kKeyPageDown: detail_scroll_ += 10; break;
+      case 'q': case 'Q': return false;
+      default: break;
+    }
+    return true;
+  }
+  const size_t comms = static_cast<size_t>(state_.comms_size());
+  const size_t findings = static_cast<size_t>(state_.findings_size());
+  switch (key) {
+    case 'q': case 'Q': return false;
+    case kKeyRight: case kKeyTab: case 'l': case 'n':
+      if (comms > 0) selected_comm_ = (selected_comm_ + 1) % comms;
+      break;
+    case kKeyLeft: case 'h': case 'N':
+      if (comms > 0) selected_comm_ = (selected_comm_ + comms - 1) % comms;
+      break;
+    case kKeyUp: case 'k':
+      if (selected_finding_ > 0) --selected_finding_;
+      break;
+    case kKeyDown: case 'j':
+      if (selected_finding_ + 1 < findings) ++selected_finding_;
+      break;
+    case kKeyEnter: case 'o':
+      if (selected_finding_ < findings) {
+        finding_open_ = true;
+        detail_scroll_ = 0;
+      }
+      break;
+    case 'p': case ' ':
+      paused_ = !paused_;
+      if (!paused_ && has_pending_) {
+        state_ = pending_;
+        has_pending_ = false;
+        if (selected_comm_ >= static_cast<size_t>(state_.comms_size())) selected_comm_ = 0;
+      }
+      break;
+    case '/': case 'f':
+      editing_filter_ = true;
+      filter_text_.clear();
+      break;
+    case kKeyEscape:
+      rank_filter_.reset();
+      filter_error_.clear();
+      break;
+    default: break;
+  }
+  return true;
+}
+
+std::vector<Line> DashboardModel::Render(int width, int height) const {
+  std::vector<Line> lines = finding_open_ ? RenderFinding(width, height) : RenderOverview(width, height);
+  if (lines.size() > static_cast<size_t>(height)) lines.resize(static_cast<size_t>(height));
+  for (Line& line : lines) Clip(&line, static_cast<size_t>(std::max(width, 0)));
+  return lines;
+}
+
+std::string DashboardModel::Strip(const RankRow& row, uint64_t max_entered, int cells) const {
+  // The last `cells` collectives up to the newest any rank entered: done, entered, not yet.
+  const std::string done = options_.ascii ? "#" : "█";
+  const std::string entered = options_.ascii ? "+" : "▒";
+  const std::string ahead = options_.ascii ? "." : "·";
+  std::string strip;
+  const uint64_t first = max_entered >= static_cast<uint64_t>(cells) ? max_entered - static_cast<uint64_t>(cells) + 1 : 1;
+  for (uint64_t seq = first; seq < first + static_cast<uint64_t>(cells); ++seq) {
+    if (seq > max_entered) {
+      strip += ' ';
+    } else if (seq <= row.completed_seq) {
+      strip += done;
+    } else if (seq <= row.entered_seq) {
+      strip += entered;
+    } else {
+      strip += ahead;
+    }
+  }
+  return strip;
+}
+
+void DashboardModel::AppendRankView(const CommView& view, int width, int rows, std::vector<Line>* lines) const {
+  const int strip_cells = std::clamp((width - 44) / 3, 8, 40);
+  const bool one_per_rank = static_cast<int>(view.rows.size()) <= rows - 1;
+  std::vector<RankRow> shown = one_per_rank ? view.rows : GroupRows(view.rows);
+  const int32_t nranks = std::max(view.nranks, static_cast<int32_t>(view.rows.size()));
+  auto label_of = [&](const RankRow& row) {
+    return one_per_rank ? absl::StrCat(row.ranks.front())
+                        : absl::StrFormat("%s (%d)", analyzer::RankListText(row.ranks, 4, nranks), row.ranks.size());
+  };
+  size_t label_width = one_per_rank ? 4 : 13;
+  for (const RankRow& row : shown) label_width = std::max(label_width, Columns(label_of(row)));
+  lines->push_back({{absl::StrFormat(" %s %9s %9s  %s  %s", Pad(one_per_rank ? "rank" : "ranks (alike)", label_width),
+                                     "entered", "completed", Pad("last collectives", static_cast<size_t>(strip_cells)),
+                                     "state"),
+                     Style::kDim}});
+  if (!one_per_rank) {
+    // A heat strip over all shown ranks, each cell the worst of the ranks it covers.
+    const int cells = std::max(8, width - 8);
+    const size_t per_cell = (view.rows.size() + static_cast<size_t>(cells) - 1) / static_cast<size_t>(cells);
+    Line heat{{" map  ", Style::kDim}};
+    for (size_t first = 0; first < view.rows.size(); first += std::max<size_t>(per_cell, 1)) {
+      Health worst = Health::kIdle;
+      for (size_t i = first; i < std::min(view.rows.size(), first + per_cell); ++i) worst = std::max(worst, view.rows[i].health);
+      static constexpr const char* kAscii[] = {".", "#", "~", "!", "x"};
+      static constexpr const char* kBlocks[] = {"·", "█", "▒", "░", "╳"};
+      heat.push_back({(options_.ascii ? kAscii : kBlocks)[static_cast<int>(worst)], HealthStyle(worst)});
+    }
+    lines->push_back(heat);
+    --rows;
+  }
+  int shown_rows = 0;
+  for (const RankRow& row : shown) {
+    if (shown_rows == rows - 1 && static_cast<int>(shown.size()) > rows) {
+      lines->push_back({{absl::StrFormat(" ... %d more lines", static_cast<int>(shown.size()) - shown_rows), Style::kDim}});
+      break;
+    }
+    const Style style = HealthStyle(row.health);
+    lines->push_back({{absl::StrFormat(" %s %9d %9d  ", Pad(label_of(row), label_width), row.entered_seq,
+                                       row.completed_seq),
+                       Style::kNormal},
+                      {Strip(row, view.max_entered, strip_cells), style},
+                      {absl::StrCat("  ", std::string(HealthName(row.health)), ": ", row.note), style}});
+    ++shown_rows;
+  }
+}
+
+std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
+  std::vector<Line> lines;
+  const std::string dash = options_.ascii ? "-" : "─";
+  // The job.
+  std::set<std::string> hosts;
+  int reporting = 0, lost = 0;
+  uint64_t events = 0;
+  for (int i = 0; i < state_.ranks_size(); ++i) hosts.insert(state_.ranks(i).host());
+  for (const v1::RankStatus& status : state_.rank_status()) {
+    reporting += status.connected() ? 1 : 0;
+    lost += status.writer_status() == v1::WRITER_STATUS_DEAD || status.writer_status() == v1::WRITER_STATUS_SILENT;
+    events += status.events();
+  }
+  double rate = 0;
+  for (const v1::CommState& comm : state_.comms()) rate += comm.collectives_per_second();
+  Line title{{absl::StrCat("collwatch top  job ", state_.job().empty() ? "(none yet)" : state_.job()), Style::kTitle}};
+  if (paused_) title.push_back({"  PAUSED (p resumes)", Style::kWarning});
+  lines.push_back(title);
+
+  Line connection;
+  if (connection_.connected) {
+    connection.push_back({absl::StrCat("collector ", connection_.address, " connected"), Style::kDim});
+    if (connection_.connections > 1) {
+      connection.push_back({absl::StrFormat(" (reconnected %d time%s)", connection_.connections - 1,
+                                            connection_.connections == 2 ? "" : "s"),
+                            Style::kWarning});
+    }
+  } else {
+    std::string text = connection_.ever_connected
+                           ? absl::StrFormat("collector %s lost: reconnecting (attempt %d); showing the last state",
+                                             connection_.address, std::max(1, connection_.failed_attempts))
+                           : absl::StrFormat("collector %s: connecting (attempt %d)", connection_.address,
+                                             std::max(1, connection_.failed_attempts));
+    if (!connection_.last_error.empty()) absl::StrAppend(&text, " - ", connection_.last_error);
+    connection.push_back({text, Style::kWarning});
+  }
+  lines.push_back(connection);
+  lines.push_back({{absl::StrFormat("%d ranks on %d node%s (%d reporting, %d lost)  %d communicator%s  %.1f coll/s  %d events",
+                                    state_.ranks_size(), hosts.size(), hosts.size() == 1 ? "" : "s", reporting, lost,
+                                    state_.comms_size(), state_.comms_size() == 1 ? "" : "s", rate, events),
+                    Style::kNormal}});
+
+  // Findings take up to a third of the screen, at least 3 lines.
+  const int finding_lines = std::max(1, std::min(state_.findings_size(), std::max(3, height / 3)));
+  const int comm_budget = height - static_cast<int>(lines.size()) - finding_lines - 2;
+
+  // Communicators: a tab line, then the selected one.
+  if (state_.comms_size() == 0) {
+    lines.push_back(Rule("communicators", width, dash));
+    lines.push_back({{" none yet: no collective has been reported", Style::kDim}});
+  } else {
+    const size_t selected = std::min(selected_comm_, static_cast<size_t>(state_.comms_size() - 1));
+    Line tabs{{absl::StrCat(dash, dash, " communicator ", selected + 1, "/", state_.comms_size(), " (<- ->) "),
+               Style::kTitle}};
+    for (int i = 0; i < state_.comms_size(); ++i) {
+      const CommView tab = BuildCommView(state_, state_.comms(i), std::nullopt);
+      const std::string name = analyzer::CommText(tab.comm_id).substr(5);
+      tabs.push_back({static_cast<size_t>(i) == selected ? absl::StrCat("[", name, "]") : absl::StrCat(" ", name, " "),
+                      static_cast<size_t>(i) == selected ? Style::kSelected : HealthStyle(tab.health)});
+      tabs.push_back({" ", Style::kNormal});
+    }
+    lines.push_back(tabs);
+    const CommView view = BuildCommView(state_, state_.comms(static_cast<int>(selected)), rank_filter_);
+    const v1::CommState& comm = state_.comms(static_cast<int>(selected));
+    Line about{{absl::StrFormat(" %s: %d ranks (%d reporting)%s, %.1f coll/s, newest seq %d",
+                                analyzer::CommText(view.comm_id), view.nranks, view.reporting,
+                                comm.parent_id() != 0 ? absl::StrCat(", split from ", analyzer::CommText(comm.parent_id()))
+                                                      : "",
+                                view.collectives_per_second, view.max_entered),
+                Style::kNormal}};
+    if (rank_filter_) {
+      about.push_back({absl::StrCat("  filter: ranks ", analyzer::RankListText(*rank_filter_, 6)), Style::kWarning});
+    }
+    lines.push_back(about);
+    Line inflight;
+    if (view.inflight_seq == 0) {
+      inflight.push_back({" nothing in flight", Style::kDim});
+    } else {
+      const Health health = view.stall_threshold_s > 0 && view.inflight_age_s >= view.stall_threshold_s
+                                ? Health::kStuck
+                                : (view.inflight_age_s >= std::max(kSlowAfterS, view.inflight_expected_s)
+                                       ? Health::kSlow
+                                       : Health::kHealthy);
+      std::string text = absl::StrFormat(" oldest in flight: seq %d%s, %s", view.inflight_seq,
+                                         view.inflight_op.empty() ? "" : absl::StrCat(" ", view.inflight_op),
+                                         Seconds(view.inflight_age_s));
+      if (view.inflight_expected_s > 0) absl::StrAppend(&text, " (expected ", Seconds(view.inflight_expected_s), ")");
+      if (view.stall_threshold_s > 0) absl::StrAppend(&text, ", stall at ", Seconds(view.stall_threshold_s));
+      if (view.waiting_for_ranks) absl::StrAppend(&text, "; waiting for ranks");
+      inflight.push_back({text, HealthStyle(health)});
+    }
+    lines.push_back(inflight);
+    AppendRankView(view, width, std::max(2, comm_budget - 3), &lines);
+  }
+
+  // Findings, newest first.
+  lines.push_back(Rule(absl::StrFormat("findings: %d, newest first (up/down, Enter opens)", state_.findings_size()),
+                       width, dash));
+  if (state_.findings_size() == 0) {
+    lines.push_back({{" none: every communicator agrees so far", Style::kHealthy}});
+  }
+  const int first = std::max(0, static_cast<int>(selected_finding_) - finding_lines + 1);
+  for (int position = first; position < state_.findings_size() && position < first + finding_lines; ++position) {
+    const v1::Finding& finding = state_.findings(FindingIndex(static_cast<size_t>(position)));
+    const double ago = std::max(0.0, static_cast<double>(now_ns_ - static_cast<int64_t>(finding.first_bad_t_ns())) / kNsPerS);
+    const bool selected = static_cast<size_t>(position) == selected_finding_;
+    Line line{{selected ? ">" : " ", Style::kNormal},
+              {absl::StrFormat("%-22s", KindName(finding.kind())),
+               selected ? Style::kSelected : HealthStyle(FindingHealth(finding.kind()))},
+              {absl::StrFormat(" %s ago, found in %s: ", Seconds(ago), Seconds(finding.detect_latency_s())), Style::kDim},
+              {HeadlineRest(finding), Style::kNormal}};
+    lines.push_back(line);
+  }
+
+  // Keys, or the filter being typed.
+  while (static_cast<int>(lines.size()) < height - 1) lines.push_back({});
+  if (editing_filter_) {
+    lines.push_back({{absl::StrCat("filter ranks (e.g. 0-3,8; empty: all; Enter applies, Esc cancels): ", filter_text_, "_"),
+                      Style::kWarning}});
+  } else if (!filter_error_.empty()) {
+    lines.push_back({{filter_error_, Style::kWarning}});
+  } else {
+    lines.push_back({{"<- -> communicator  up/down finding  Enter open  / filter ranks  Esc clear filter  p pause  q quit",
+                      Style::kDim}});
+  }
+  return lines;
+}
+
+std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
+  const std::string dash = options_.ascii ? "-" : "─";
+  std::vector<Line> body;
+  const int index = FindingIndex(selected_finding_);
+  if (index < 0 || index >= state_.findings_size()) return {{{"no finding", Style::kDim}}};
+  const v1::Finding& finding = state_.findings(index);
+  const Style kind_style = HealthStyle(FindingHealth(finding.kind()));
+  body.push_back({{KindName(finding.kind()), kind_style},
+                  {absl::StrFormat("  %s seq %d, found %s after the first bad record", analyzer::CommText(finding.comm_id()),
+                                   finding.seq(), Seconds(finding.detect_latency_s())),
+                   Style::kNormal}});
+  for (const std::string& line : Wrap(finding.headline(), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kTitle}});
+  body.push_back({});
+  for (const std::string& line : Wrap(finding.summary(), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kNormal}});
+  body.push_back({});
+  if (finding.rank_classes_size() > 0) {
+    body.push_back({{"rank classes", Style::kTitle}});
+    for (int i = 0; i < finding.rank_classes_size(); ++i) {
+      const v1::RankClass& rank_class = finding.rank_classes(i);
+      const std::vector<int32_t> ranks(rank_class.ranks().begin(), rank_class.ranks().end());
+      body.push_back({{absl::StrFormat(" %d. ranks %s", i + 1, analyzer::RankListText(ranks, 8)), kind_style},
+                      {absl::StrCat(": ", rank_class.label()), Style::kNormal}});
+    }
+  }
+  if (finding.lagging_ranks_size() > 0) {
+    const std::vector<int32_t> ranks(finding.lagging_ranks().begin(), finding.lagging_ranks().end());
+    body.push_back({{"lagging ranks: ", Style::kTitle}, {analyzer::RankListText(ranks, 8), Style::kStuck}});
+  }
+  if (finding.regions_size() > 0) {
+    std::string regions;
+    for (const std::string& region : finding.regions()) absl::StrAppend(&regions, regions.empty() ? "" : ", ", region);
+    body.push_back({{"regions: ", Style::kTitle}, {regions, Style::kNormal}});
+  }
+  if (finding.context_size() > 0) {
+    body.push_back({});
+    body.push_back({{"aligned sequences ('=' agreed, '>' after the divergence)", Style::kTitle}});
+    for (const v1::FindingContext& context : finding.context()) {
+      const std::vector<int32_t> ranks(context.ranks().begin(), context.ranks().end());
+      body.push_back({{absl::StrCat(" ranks ", analyzer::RankListText(ranks, 8), ":"), kind_style}});
+      for (const std::string& line : context.lines()) body.push_back({{absl::StrCat("   ", line), Style::kNormal}});
+    }
+  }
+
+  std::vector<Line> lines;
+  lines.push_back(Rule(absl::StrFormat("finding %d of %d (Esc back, up/down scroll, q quit)", selected_finding_ + 1,
+                                       state_.findings_size()),
+                       width, dash));
+  const int room = std::max(1, height - 1);
+  const int scroll = std::clamp(detail_scroll_, 0, std::max(0, static_cast<int>(body.size()) - room));
+  for (int i = scroll; i < static_cast<int>(body.size()) && static_cast<int>(lines.size()) < height; ++i) {
+    lines.push_back(body[static_cast<size_t>(i)]);
+  }
+  return lines;
+}
+
+}  // namespace collwatch::dashboard
