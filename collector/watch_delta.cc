@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "google/protobuf/util/message_differencer.h"
 
@@ -35,18 +36,21 @@ v1::WatchResponse MakeWatchDelta(const v1::ClusterState& previous, const v1::Clu
   v1::ClusterState& delta = *response.mutable_state();
   if (current.job() != previous.job()) delta.set_job(current.job());
 
+  // New processes first (identity and status, in `ranks` and the first entries of
+  // `rank_status`), then the changed ones (status only: an identity never changes).
   std::map<std::string, int> previous_process;
   for (int i = 0; i < previous.rank_status_size(); ++i) previous_process[previous.rank_status(i).process()] = i;
+  std::vector<int> changed_processes;
   for (int i = 0; i < current.rank_status_size() && i < current.ranks_size(); ++i) {
     auto found = previous_process.find(current.rank_status(i).process());
-    if (found != previous_process.end() && found->second < previous.ranks_size() &&
-        MessageDifferencer::Equals(previous.rank_status(found->second), current.rank_status(i)) &&
-        MessageDifferencer::Equals(previous.ranks(found->second), current.ranks(i))) {
-      continue;
+    if (found == previous_process.end() || found->second >= previous.ranks_size()) {
+      *delta.add_ranks() = current.ranks(i);
+      *delta.add_rank_status() = current.rank_status(i);
+    } else if (!MessageDifferencer::Equals(previous.rank_status(found->second), current.rank_status(i))) {
+      changed_processes.push_back(i);
     }
-    *delta.add_ranks() = current.ranks(i);
-    *delta.add_rank_status() = current.rank_status(i);
   }
+  for (int i : changed_processes) *delta.add_rank_status() = current.rank_status(i);
 
   std::map<uint64_t, const v1::CommState*> previous_comm;
   for (const v1::CommState& comm : previous.comms()) previous_comm[comm.comm_id()] = &comm;
@@ -87,8 +91,10 @@ void ApplyWatchResponse(const v1::WatchResponse& response, v1::ClusterState* sta
     for (int i = 0; i < state->rank_status_size() && i < state->ranks_size(); ++i) {
       processes[state->rank_status(i).process()] = {state->ranks(i), state->rank_status(i)};
     }
-    for (int i = 0; i < update.rank_status_size() && i < update.ranks_size(); ++i) {
-      processes[update.rank_status(i).process()] = {update.ranks(i), update.rank_status(i)};
+    for (int i = 0; i < update.rank_status_size(); ++i) {
+      auto& process = processes[update.rank_status(i).process()];
+      if (i < update.ranks_size()) process.first = update.ranks(i);  // a new process
+      process.second = update.rank_status(i);
     }
     state->clear_ranks();
     state->clear_rank_status();

@@ -1,7 +1,12 @@
 // The Watch stream's deltas: what changed between two snapshots of the cluster state,
-// and how a dashboard applies it. A delta names only the processes and rank entries
-// that changed (a communicator it names carries all its scalar fields) and the findings
-// that are new, so a dashboard over a slow link receives little while a job runs.
+// and how a dashboard applies it, so a dashboard over a slow link receives little. A
+// delta's ClusterState holds:
+//   ranks + rank_status  the new processes: identity i goes with rank_status i; the
+//                        rank_status entries past ranks_size() are changed processes
+//                        (an identity never changes), all keyed by RankStatus.process
+//   comms                the communicators that changed, with all their scalar fields
+//                        and only the rank entries that changed
+//   findings             the new findings (they are only ever appended)
 // Threading: pure functions.
 #ifndef COLLWATCH_COLLECTOR_WATCH_DELTA_H_
 #define COLLWATCH_COLLECTOR_WATCH_DELTA_H_

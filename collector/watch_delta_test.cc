@@ -61,6 +61,7 @@ TEST(WatchDeltaTest, OneRankMovingSendsThatRankOnly) {
   EXPECT_EQ(delta.state().comms(0).ranks(0).rank(), 7);
   ASSERT_EQ(delta.state().rank_status_size(), 1);
   EXPECT_EQ(delta.state().rank_status(0).process(), "key-1007");
+  EXPECT_EQ(delta.state().ranks_size(), 0) << "an identity is sent once";
   EXPECT_LT(delta.ByteSizeLong() * 20, before.ByteSizeLong()) << "delta " << delta.ByteSizeLong() << " B, full "
                                                                << before.ByteSizeLong() << " B";
   EXPECT_TRUE(MessageDifferencer::Equals(Applied(before, after), after));

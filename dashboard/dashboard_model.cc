@@ -99,11 +99,13 @@ std::vector<std::string> Wrap(const std::string& text, int width) {
 
 std::string KindName(v1::FindingKind kind) { return v1::FindingKind_Name(kind); }
 
-// The headline without its "KIND: " prefix (the kind has its own column).
+// The headline without the kind it opens with (the kind has its own column).
 std::string HeadlineRest(const v1::Finding& finding) {
   absl::string_view headline = finding.headline();
-  const std::string prefix = absl::StrCat(KindName(finding.kind()), ": ");
-  absl::ConsumePrefix(&headline, prefix);
+  if (absl::ConsumePrefix(&headline, KindName(finding.kind()))) {
+    absl::ConsumePrefix(&headline, ":");
+    headline = absl::StripLeadingAsciiWhitespace(headline);
+  }
   return std::string(headline);
 }
 
@@ -483,7 +485,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
     lines.push_back(tabs);
     const CommView view = BuildCommView(state_, state_.comms(static_cast<int>(selected)), rank_filter_);
     const v1::CommState& comm = state_.comms(static_cast<int>(selected));
-    Line about{{absl::StrFormat(" %s: %d ranks (%d reporting)%s, %.1f coll/s, newest seq %d",
+    Line about{{absl::StrFormat(" %s: %d ranks (%d heard from)%s, %.1f coll/s, newest seq %d",
                                 analyzer::CommText(view.comm_id), view.nranks, view.reporting,
                                 comm.parent_id() != 0 ? absl::StrCat(", split from ", analyzer::CommText(comm.parent_id()))
                                                       : "",

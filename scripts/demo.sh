@@ -23,7 +23,7 @@ run_scenario() {
   echo
   echo "== collwatch run --kill-on-hang -- collwatch-trainer --scenario $scenario $* =="
   local status=0
-  "$collwatch" run --out "$work/$scenario" --kill-on-hang --stall-after 5 -- \
+  "$collwatch" run --out "$work/$scenario" --kill-on-hang --stall-after 5 --no-dashboard -- \
     "${trainer[@]}" --scenario "$scenario" "$@" || status=$?
   echo "-- exit status $status ($( [ "$status" = 3 ] && echo "collwatch stopped the hung job" || echo "the job's own" ))"
 }

@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libtorch-dev
+  libcli11-dev nlohmann-json3-dev libtorch-dev libncurses-dev tmux
 )
 
 missing=()

@@ -1,0 +1,143 @@
+// `collwatch top` end to end, in a real terminal (tmux): a standalone collector fed by
+// the bundled trainer's image-text hang on 4 CPU ranks; the captured screen names the
+// finding and each rank's class, the finding opens with its aligned sequences, and when
+// the collector is killed and restarted the screen says so and reconnects.
+// COLLWATCH_SCREENSHOT_DIR=DIR keeps the captured screens (docs/dashboard.md shows them).
+#include <signal.h>
+#include <stdio.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+// Runs a shell command and returns its standard output.
+std::string Output(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return output;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+// A tmux server of our own (its own socket), with one 150x45 window running a command.
+class Terminal {
+ public:
+  explicit Terminal(const std::string& command)
+      : socket_("collwatch-top-test-" + std::to_string(getpid())) {
+    std::system((Tmux() + " new-session -d -s top -x 150 -y 45 '" + command + "'").c_str());
+  }
+  ~Terminal() { std::system((Tmux() + " kill-server 2>/dev/null").c_str()); }
+
+  std::string Screen() const { return Output(Tmux() + " capture-pane -p -t top 2>/dev/null"); }
+  void Keys(const std::string& keys) const { std::system((Tmux() + " send-keys -t top " + keys).c_str()); }
+  bool Alive() const { return std::system((Tmux() + " has-session -t top 2>/dev/null").c_str()) == 0; }
+
+  // Polls the screen until `done` holds or `seconds` pass; returns the last screen.
+  std::string WaitFor(const std::function<bool(const std::string&)>& done, double seconds) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::string screen = Screen();
+    while (!done(screen) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      screen = Screen();
+    }
+    return screen;
+  }
+
+ private:
+  std::string Tmux() const { return "tmux -L " + socket_ + " -f /dev/null"; }
+  std::string socket_;
+};
+
+bool Has(const std::string& screen, const std::string& text) { return screen.find(text) != std::string::npos; }
+
+// The screen line that shows rank `rank` in the per-rank view.
+std::string RankLine(const std::string& screen, int rank) {
+  const std::string prefix = "\n " + std::to_string(rank) + " ";
+  const size_t at = screen.find(prefix);
+  if (at == std::string::npos) return "";
+  return screen.substr(at + 1, screen.find('\n', at + 1) - at - 1);
+}
+
+void KeepScreenshot(const std::string& name, const std::string& screen) {
+  if (const char* dir = std::getenv("COLLWATCH_SCREENSHOT_DIR"); dir != nullptr && dir[0] != '\0') {
+    std::ofstream(std::string(dir) + "/" + name + ".txt") << screen;
+  }
+}
+
+#if defined(COLLWATCH_TRAINER_PATH)
+
+TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
+  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
+  TempDir dir;
+  const std::string address = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  const std::vector<std::string> collector_argv = {COLLWATCH_CLI_PATH, "collector", "--listen", address, "--out",
+                                                   dir.path() + "/store", "--stall-after", "5"};
+  auto collector = std::make_unique<Subprocess>(collector_argv, testing::CollwatchRunEnv({}), "",
+                                                dir.path() + "/collector.log");
+  // The job hangs on its first forward all-gather; with --kill-on-hang it is stopped once
+  // the collector's finding reaches `collwatch run`, and the collector keeps the finding.
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--collector", address, "--out", dir.path() + "/run", "--no-dashboard",
+                  "--kill-on-hang", "--", COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", "image-text", "--steps",
+                  "3", "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16", "--vocab", "32",
+                  "--batch", "2"},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}), dir.path() + "/run.out",
+                 dir.path() + "/run.err");
+
+  Terminal terminal(std::string(COLLWATCH_CLI_PATH) + " top --collector " + address);
+  std::string screen = terminal.WaitFor(
+      [](const std::string& s) { return Has(s, "PATH_DIVERGENCE") && Has(s, "diverged: class 2/2"); }, 90);
+  KeepScreenshot("top-image-text", screen);
+  ASSERT_TRUE(Has(screen, "PATH_DIVERGENCE")) << screen;
+  EXPECT_TRUE(Has(screen, "4 ranks on 1 node")) << screen;
+  EXPECT_TRUE(Has(screen, "ranks 0,2 in fwd/vision.patch, ranks 1,3 in fwd/embed")) << screen;
+  for (int rank : {0, 2}) EXPECT_TRUE(Has(RankLine(screen, rank), "diverged: class 1/2 at seq 1")) << screen;
+  for (int rank : {1, 3}) EXPECT_TRUE(Has(RankLine(screen, rank), "diverged: class 2/2 at seq 1")) << screen;
+  EXPECT_EQ(run.Wait(60), 3) << "collwatch run should have stopped the hung job";
+
+  terminal.Keys("Enter");
+  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "finding 1 of 1"); }, 10);
+  KeepScreenshot("top-finding", screen);
+  EXPECT_TRUE(Has(screen, "1. ranks 0,2")) << screen;
+  EXPECT_TRUE(Has(screen, "2. ranks 1,3")) << screen;
+  EXPECT_TRUE(Has(screen, "aligned sequences")) << screen;
+  EXPECT_TRUE(Has(screen, "in fwd/vision.patch")) << screen;
+  terminal.Keys("Escape");
+
+  // The collector goes away: the screen says so and keeps the last state.
+  collector->KillGroup();
+  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "lost: reconnecting"); }, 20);
+  KeepScreenshot("top-collector-lost", screen);
+  ASSERT_TRUE(Has(screen, "collector " + address + " lost: reconnecting")) << screen;
+  EXPECT_TRUE(Has(screen, "PATH_DIVERGENCE")) << "the last state stays on screen\n" << screen;
+
+  // It comes back on the same address: the dashboard reconnects by itself.
+  collector = std::make_unique<Subprocess>(collector_argv, testing::CollwatchRunEnv({}), "",
+                                           dir.path() + "/collector2.log");
+  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "connected (reconnected 1 time)"); }, 30);
+  ASSERT_TRUE(Has(screen, "collector " + address + " connected (reconnected 1 time)")) << screen;
+
+  terminal.Keys("q");
+  for (int i = 0; i < 50 && terminal.Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(terminal.Alive()) << "q should end collwatch top";
+}
+
+#endif
+
+}  // namespace
+}  // namespace collwatch
