@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -135,6 +136,35 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
   terminal.Keys("q");
   for (int i = 0; i < 50 && terminal.Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(terminal.Alive()) << "q should end collwatch top";
+}
+
+// `collwatch run` on a terminal draws the same screen; q gives the terminal back while the
+// job goes on, and Ctrl-C then reaches the job, whose output was kept in DIR/job.log.
+TEST(TopEndToEndTest, RunShowsTheDashboardOnATerminal) {
+  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
+  TempDir dir;
+  std::string preload_runtime;
+  for (const auto& [name, value] : testing::CollwatchRunEnv({})) preload_runtime += name + "=" + value + " ";
+  // The shell stays after collwatch exits, so its last words can be read.
+  Terminal terminal("env " + preload_runtime + "COLLWATCH_CPU_NCCL_SHM_DIR=" + dir.path() + " " + COLLWATCH_CLI_PATH +
+                    " run --out " + dir.path() + "/out --stall-after 5 -- " + COLLWATCH_TRAINER_PATH +
+                    " --nproc 4 --scenario image-text --steps 3 --hidden 32 --layers 2 --vision-layers 1 --seq 16"
+                    " --vocab 32 --batch 2; echo collwatch-exit=$?; sleep 60");
+  std::string screen = terminal.WaitFor(
+      [](const std::string& s) { return Has(s, "PATH_DIVERGENCE") && Has(s, "diverged: class 2/2"); }, 90);
+  ASSERT_TRUE(Has(screen, "collwatch top  job run-")) << screen;
+  for (int rank : {0, 2}) EXPECT_TRUE(Has(RankLine(screen, rank), "diverged: class 1/2 at seq 1")) << screen;
+
+  terminal.Keys("q");
+  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "dashboard closed; the job goes on"); }, 10);
+  ASSERT_TRUE(Has(screen, "dashboard closed; the job goes on")) << screen;
+  terminal.Keys("C-c");
+  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "collwatch-exit="); }, 30);
+  EXPECT_TRUE(Has(screen, "collwatch-exit=130")) << "the job ends on Ctrl-C\n" << screen;
+  EXPECT_TRUE(Has(screen, "the job's output is in " + dir.path() + "/out/job.log")) << screen;
+  std::ifstream log(dir.path() + "/out/job.log");
+  const std::string job_output((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(Has(job_output, "collwatch-trainer: scenario image-text, 4 ranks")) << job_output;
 }
 
 #endif
