@@ -169,6 +169,36 @@ void PrintTail(const std::string& path, size_t lines) {
   for (const std::string& line : tail) std::cerr << "  " << line << "\n";
 }
 
+// While the dashboard owns the terminal, collwatch's own messages (the agent's, say) go
+// to a file instead of through the screen; they are replayed on stderr when it closes.
+class StderrAside {
+ public:
+  explicit StderrAside(std::string path) : path_(std::move(path)) {
+    const int file = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file < 0) return;
+    std::cerr.flush();
+    saved_ = dup(STDERR_FILENO);
+    dup2(file, STDERR_FILENO);
+    close(file);
+  }
+  ~StderrAside() {
+    if (saved_ < 0) return;
+    std::cerr.flush();
+    dup2(saved_, STDERR_FILENO);
+    close(saved_);
+    std::ifstream file(path_);
+    std::cerr << file.rdbuf();
+    std::cerr.clear();  // an empty file sets failbit
+    unlink(path_.c_str());
+  }
+  StderrAside(const StderrAside&) = delete;
+  StderrAside& operator=(const StderrAside&) = delete;
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
 }  // namespace
 
 bool ReadSecretFile(const std::string& path, std::string* contents, std::string* error) {
@@ -328,11 +358,20 @@ int RunJobCommand(const RunOptions& options) {
     watcher = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{.address = address, .token = options.token, .job = job});
   }
   std::unique_ptr<dashboard::TerminalScreen> screen;
+  std::unique_ptr<StderrAside> stderr_aside;
   dashboard::DashboardModel model;
+  auto close_screen = [&] {
+    screen.reset();
+    stderr_aside.reset();
+  };
   if (show_dashboard) {
     std::string screen_error;
     screen = dashboard::TerminalScreen::Open(/*plain=*/false, &screen_error);
-    if (screen == nullptr) std::cerr << "collwatch run: no dashboard: " << screen_error << "\n";
+    if (screen == nullptr) {
+      std::cerr << "collwatch run: no dashboard: " << screen_error << "\n";
+    } else {
+      stderr_aside = std::make_unique<StderrAside>(absl::StrCat(options.out_dir, "/.collwatch-messages"));
+    }
   } else if (server != nullptr) {
     std::cerr << "collwatch run: live dashboard: collwatch top --collector " << address << "\n";
   }
@@ -365,7 +404,7 @@ int RunJobCommand(const RunOptions& options) {
       model.Update(view.state, dashboard::ConnectionOf(view, address), static_cast<int64_t>(RealtimeNs()));
       screen->Draw(model.Render(screen->width(), screen->height()));
       if (const int key = screen->ReadKey(0.1); key >= 0 && !model.HandleKey(key)) {
-        screen.reset();
+        close_screen();
         std::cerr << "collwatch run: dashboard closed; the job goes on (its output: " << job_log << ")\n";
       }
     }
@@ -378,7 +417,7 @@ int RunJobCommand(const RunOptions& options) {
       std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
     }
     if (options.kill_on_hang && !findings.empty() && !stopped_hung_job) {
-      screen.reset();  // the terminal is needed for what follows
+      close_screen();  // the terminal is needed for what follows
       // What follows is collwatch's doing, not the job's: analyse no more.
       if (server != nullptr) server->service().online_analyzer().Freeze();
       findings_at_stop = findings;
@@ -402,7 +441,7 @@ int RunJobCommand(const RunOptions& options) {
       last_print = now;
     }
   }
-  screen.reset();
+  close_screen();
   if (terminal_job) tcsetpgrp(STDIN_FILENO, getpgrp());
   const bool drained = (*agent)->Drain(options.drain_timeout_s);
   const AgentStats stats = (*agent)->Stats();

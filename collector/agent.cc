@@ -340,20 +340,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentOptions& options)
   std::unique_ptr<Agent> agent(new Agent(options));
   if (agent->options_.ring_dir.empty()) agent->options_.ring_dir = DefaultRingDir();
   grpc::ChannelArguments arguments;
-  // Our own backoff paces reconnects: keep gRPC's short so a restarted collector is seen soon.
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   arguments.SetMaxSendMessageSize(64 << 20);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca_pem.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options.tls_ca_pem;
-    credentials = grpc::SslCredentials(ssl);
-  }
-  agent->channel_ = grpc::CreateCustomChannel(options.collector, credentials, arguments);
+  agent->channel_ = CollectorChannel(options.collector, options.tls_ca_pem, arguments);
   agent->tail_thread_ = std::thread([raw = agent.get()] { raw->TailLoop(); });
   return agent;
 }

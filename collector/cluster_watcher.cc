@@ -43,18 +43,8 @@ bool ClusterWatcher::connected() {
 void ClusterWatcher::Loop() {
   BlockAllSignalsInThisThread();
   grpc::ChannelArguments arguments;
-  // Our own retry paces reconnects: keep gRPC's backoff short so a restarted collector is seen soon.
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   arguments.SetMaxReceiveMessageSize(256 << 20);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options_.tls_ca_pem.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options_.tls_ca_pem;
-    credentials = grpc::SslCredentials(ssl);
-  }
-  auto stub = v1::Collector::NewStub(grpc::CreateCustomChannel(options_.address, credentials, arguments));
+  auto stub = v1::Collector::NewStub(CollectorChannel(options_.address, options_.tls_ca_pem, arguments));
   while (!stop_) {
     grpc::ClientContext context;
     if (!options_.token.empty()) context.AddMetadata(kTokenMetadataKey, options_.token);

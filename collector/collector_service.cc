@@ -18,6 +18,20 @@
 #include "grpcpp/alarm.h"
 
 namespace collwatch {
+std::shared_ptr<grpc::Channel> CollectorChannel(const std::string& address, const std::string& tls_ca_pem,
+                                                grpc::ChannelArguments arguments) {
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateCustomChannel(address, credentials, arguments);
+}
+
 void BlockAllSignalsInThisThread() {
   sigset_t all;
   sigfillset(&all);

@@ -28,6 +28,12 @@ namespace collwatch {
 // Helper threads leave signals to the thread that waits for them: each calls this first.
 void BlockAllSignalsInThisThread();
 
+// A client channel to a collector (agents, dashboards): TLS when `tls_ca_pem` holds root
+// certificates, and gRPC's reconnect backoff kept short on top of `arguments`, since
+// callers pace their own retries and a restarted collector should be seen soon.
+std::shared_ptr<grpc::Channel> CollectorChannel(const std::string& address, const std::string& tls_ca_pem,
+                                                grpc::ChannelArguments arguments = {});
+
 // Call metadata that carries the shared secret.
 inline constexpr char kTokenMetadataKey[] = "x-collwatch-token";
 
