@@ -308,6 +308,7 @@ int RunJobCommand(const RunOptions& options) {
   agent_options.ring_dir = ring_dir;
   agent_options.job = job;
   agent_options.token = options.token;
+  agent_options.tls_ca_pem = options.tls_ca_pem;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(agent_options);
   if (!agent.ok()) {
     std::cerr << "collwatch run: agent: " << agent.status().message() << "\n";
@@ -355,7 +356,8 @@ int RunJobCommand(const RunOptions& options) {
   // (which also feeds the dashboard).
   std::unique_ptr<ClusterWatcher> watcher;
   if (server == nullptr || show_dashboard) {
-    watcher = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{.address = address, .token = options.token, .job = job});
+    watcher = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{
+        .address = address, .token = options.token, .tls_ca_pem = options.tls_ca_pem, .job = job});
   }
   std::unique_ptr<dashboard::TerminalScreen> screen;
   std::unique_ptr<StderrAside> stderr_aside;

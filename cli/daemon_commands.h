@@ -24,6 +24,7 @@ struct RunOptions {
   std::string collector;   // an external collector; empty: embedded one on loopback
   std::string ring_dir;    // keep rings here; empty: a private temporary folder, removed after
   std::string token;       // for an external collector
+  std::string tls_ca_pem;  // root certificates of an external TLS collector
   double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
   bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
   double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long

@@ -52,11 +52,12 @@ int main(int argc, char** argv) {
   agent->add_option("--idle-exit", agent_options.idle_exit_s, "exit after this many seconds without a live ring");
 
   collwatch::RunOptions run_options;
-  std::string run_token_file;
+  std::string run_token_file, run_ca_file;
   CLI::App* run = app.add_subcommand("run", "run CMD with collwatch: preload, agent and collector");
   run->add_option("--out", run_options.out_dir, "trace folder")->capture_default_str();
   run->add_option("--collector", run_options.collector, "stream to this collector instead of an embedded one");
   run->add_option("--token-file", run_token_file, "shared secret of --collector");
+  run->add_option("--tls-ca", run_ca_file, "root certificates (PEM) of --collector: connect with TLS");
   run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
   run->add_option("--stall-after", run_options.stall_after_s,
                   "seconds a collective may wait before it is a stall (floor; the analyzer raises it for "
@@ -151,7 +152,8 @@ int main(int argc, char** argv) {
   } else if (analyze->parsed()) {
     return collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr);
   } else if (run->parsed()) {
-    if (!run_token_file.empty() && !collwatch::ReadSecretFile(run_token_file, &run_options.token, &error)) {
+    if ((!run_token_file.empty() && !collwatch::ReadSecretFile(run_token_file, &run_options.token, &error)) ||
+        (!run_ca_file.empty() && !collwatch::ReadSecretFile(run_ca_file, &run_options.tls_ca_pem, &error))) {
       std::cerr << "collwatch run: " << error << "\n";
       return 2;
     }
