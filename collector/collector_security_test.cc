@@ -5,22 +5,27 @@
 // with a clear status; one job's stream never writes into another job's store.
 // (TLS itself: collector_service_test, TlsServesTlsClientsOnly.)
 // Threading: single-threaded test code; the server runs on gRPC's threads.
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "collector/agent.h"
 #include "collector/collector_service.h"
 #include "collector/trace_store.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "interposer/ring_writer.h"
 
 namespace collwatch {
 namespace {
@@ -415,6 +420,88 @@ TEST_F(CollectorInputTest, OversizedMessageIsRefusedWithItsSize) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   EXPECT_NE(status.error_message().find("larger than max"), std::string::npos) << status.error_message();
   EXPECT_TRUE(Stream({Hello(Identity("job1")), Batch(1, {0})}).ok());
+}
+
+// A stream over its event rate (token bucket of one second) is stopped with
+// RESOURCE_EXHAUSTED naming the limit; other streams go on.
+TEST(CollectorLimitsTest, StreamOverItsEventRateIsRefused) {
+  ScratchDir dir;
+  CollectorOptions options = QuietOptions(dir.path() + "/out");
+  options.listen = "127.0.0.1:0";
+  options.max_events_per_second = 100;
+  auto server = CollectorServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client client((*server)->address(), grpc::InsecureChannelCredentials());
+  std::vector<uint64_t> first(60);
+  std::vector<uint64_t> second(60);
+  for (uint64_t i = 0; i < 60; ++i) {
+    first[i] = i;
+    second[i] = 60 + i;
+  }
+  const grpc::Status status = client.Stream({Hello(Identity("job1")), Batch(1, first), Batch(2, second)}, "");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("100 events per second"), std::string::npos) << status.error_message();
+  v1::RankIdentity other = Identity("job1", "node2");
+  EXPECT_TRUE(client.Stream({Hello(other), Batch(1, {0})}, "").ok());
+  (*server)->Shutdown();
+}
+
+// The agent ships rings only from a folder private to its user: one opened to others
+// (0755), or a symlink to a private one, is skipped; the same rings are shipped once the
+// folder is private again.
+TEST(AgentRingFolderTest, ShipsOnlyFromAPrivateFolder) {
+  ScratchDir dir;
+  const std::string rings = dir.path() + "/rings";
+  Config config;
+  std::snprintf(config.ring_dir, sizeof config.ring_dir, "%s", rings.c_str());
+  std::snprintf(config.job, sizeof config.job, "agentjob");
+  config.ring_records = 64;
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(config);
+  ASSERT_NE(writer, nullptr);
+  ring::Record record{};
+  record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  record.fn = static_cast<uint16_t>(ring::ApiFn::kAllReduce);
+  record.comm_id = 7;
+  record.seq = 1;
+  writer->Append(RingWriter::kSharedLane, record);
+  ASSERT_EQ(chmod(rings.c_str(), 0755), 0);
+  const std::string link = dir.path() + "/rings-link";
+  ASSERT_EQ(symlink(rings.c_str(), link.c_str()), 0);
+
+  CollectorOptions collector_options = QuietOptions(dir.path() + "/out");
+  collector_options.listen = "127.0.0.1:0";
+  auto server = CollectorServer::Start(collector_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto start_agent = [&](const std::string& ring_dir) {
+    AgentOptions options;
+    options.collector = (*server)->address();
+    options.ring_dir = ring_dir;
+    options.job = "agentjob";
+    options.log = false;
+    return Agent::Start(options);
+  };
+  auto open_folder = start_agent(rings);
+  ASSERT_TRUE(open_folder.ok());
+  ASSERT_EQ(chmod(rings.c_str(), 0700), 0);  // private again, but reached through a symlink:
+  auto through_link = start_agent(link);
+  ASSERT_TRUE(through_link.ok());
+  ASSERT_EQ(chmod(rings.c_str(), 0755), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // five rescans
+  EXPECT_EQ((*open_folder)->Stats().rings, 0);
+  EXPECT_EQ((*through_link)->Stats().rings, 0);
+  EXPECT_TRUE(ListRankTraces(collector_options.out_dir, "agentjob").empty());
+
+  ASSERT_EQ(chmod(rings.c_str(), 0700), 0);
+  bool shipped = false;
+  for (int i = 0; i < 250 && !shipped; ++i) {
+    shipped = !ListRankTraces(collector_options.out_dir, "agentjob").empty();
+    if (!shipped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(shipped) << "the agent did not ship from the private folder";
+  EXPECT_EQ((*through_link)->Stats().rings, 0) << "a symlinked folder was followed";
+  (*open_folder)->Stop();
+  (*through_link)->Stop();
+  (*server)->Shutdown();
 }
 
 }  // namespace
