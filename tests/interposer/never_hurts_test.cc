@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -144,6 +145,37 @@ bool GoneOrZombie(pid_t pid) {
   return false;
 }
 
+// The pipes and sockets `pid` holds open ("pipe:[inode]", "socket:[inode]").
+std::set<std::string> PipesAndSockets(pid_t pid) {
+  std::set<std::string> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error)) {
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (target.rfind("pipe:", 0) == 0 || target.rfind("socket:", 0) == 0) found.insert(target);
+  }
+  return found;
+}
+
+// `pid` and its children.
+std::vector<pid_t> ProcessAndChildren(pid_t pid) {
+  std::vector<pid_t> pids = {pid};
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(text.substr(paren + 2));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent == pid) pids.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return pids;
+}
+
 // Records in every ring of `dir`, by rank.
 std::map<int, uint64_t> RecordsByRank(const std::string& dir) {
   std::map<int, uint64_t> records;
@@ -236,6 +268,7 @@ class NeverHurtsTest : public ::testing::Test {
 
 // The collector is down: the agent the preload starts cannot reach anything and says so
 // in its own log; the ranks record on, silently, and train exactly as without collwatch.
+// The agent holds none of the job's descriptors.
 TEST_F(NeverHurtsTest, CollectorDown) {
   const std::string rings = dir_.path() + "/rings";
   SpawnedAgent agent(rings);
@@ -243,13 +276,25 @@ TEST_F(NeverHurtsTest, CollectorDown) {
   env["COLLWATCH_COLLECTOR"] = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
   env["COLLWATCH_AGENT"] = COLLWATCH_CLI_PATH;
   TrainerRun run(env);
+  // While the job runs, the agent holds none of its pipes or sockets: a launcher reading
+  // a pipe to its end, or a port to be bound again, would otherwise wait for the agent.
+  for (int i = 0; i < 1000 && (agent.Pid() <= 0 || RecordsByRank(rings).size() < kRanks); ++i) Sleep(0.02);
+  ASSERT_GT(agent.Pid(), 0) << "the preload started no agent";
+  const std::set<std::string> agent_holds = PipesAndSockets(agent.Pid());
+  std::vector<pid_t> job = ProcessAndChildren(run.process().pid());
+  ASSERT_TRUE(run.process().Running()) << "the job ended before its descriptors were compared";
+  EXPECT_EQ(job.size(), static_cast<size_t>(kRanks + 1)) << "the launcher and its ranks";
+  for (const pid_t process : job) {
+    for (const std::string& held : PipesAndSockets(process)) {
+      EXPECT_EQ(agent_holds.count(held), 0u) << "the agent inherited " << held << " of process " << process;
+    }
+  }
   const TrainerOutcome outcome = run.Finish();
   ExpectSameTraining(outcome);
   ExpectNoCollwatchOutput(outcome);
   const std::map<int, uint64_t> records = RecordsByRank(rings);
   EXPECT_EQ(records.size(), static_cast<size_t>(kRanks));
   for (const auto& [rank, count] : records) EXPECT_GT(count, 100u) << "rank " << rank << " stopped recording";
-  ASSERT_GT(agent.Pid(), 0) << "the preload started no agent";
   for (int i = 0; i < 100 && agent.Log().find("unreachable") == std::string::npos; ++i) Sleep(0.05);
   EXPECT_NE(agent.Log().find("unreachable"), std::string::npos) << agent.Log();
 }
