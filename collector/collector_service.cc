@@ -9,15 +9,13 @@
 #include <signal.h>
 #include <time.h>
 
-#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "collector/event_codec.h"
+#include "collector/stream_checks.h"
 #include "collector/wall_clock.h"
 #include "grpcpp/alarm.h"
 
@@ -47,48 +45,6 @@ void BlockAllSignals() {
 }
 
 constexpr uint32_t kMaxLanes = 1024;  // as the ring reader accepts
-constexpr int32_t kMaxWorldSize = 1 << 24;
-constexpr size_t kMaxNameBytes = 255;  // job and host: the ring header holds 63 bytes of each
-
-// Job and host name store folders: bounded, printable, no path separators, not "." or
-// "..". (The store also maps every unsafe character; this refuses them loudly instead.)
-absl::Status CheckName(const char* what, const std::string& name) {
-  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat("hello lacks a ", what, " name"));
-  if (name.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("hello's ", what, " name has ", name.size(), " bytes; at most ",
-                                                   kMaxNameBytes));
-  }
-  const bool bad_char = std::any_of(name.begin(), name.end(), [](char c) {
-    return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
-  if (bad_char || name == "." || name == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("hello's ", what, " name '", absl::CHexEscape(name),
-                                                   "' is not a plain name (no '/', '\\', control characters, "
-                                                   "'.' or '..')"));
-  }
-  return absl::OkStatus();
-}
-
-// A hello's identity, before anything is pinned or opened for it.
-absl::Status CheckIdentity(const v1::RankIdentity& identity) {
-  if (absl::Status job = CheckName("job", identity.job()); !job.ok()) return job;
-  if (absl::Status host = CheckName("host", identity.host()); !host.ok()) return host;
-  if (identity.pid() <= 0) return absl::InvalidArgumentError("hello lacks a pid");
-  if (identity.lane_count() > kMaxLanes) {
-    return absl::InvalidArgumentError(absl::StrCat("hello claims ", identity.lane_count(), " lanes; at most ", kMaxLanes));
-  }
-  const bool world_ok = identity.world_size() >= -1 && identity.world_size() <= kMaxWorldSize;
-  const bool rank_ok = identity.rank() >= -1 && identity.rank() < kMaxWorldSize &&
-                       (identity.world_size() <= 0 || identity.rank() < identity.world_size());
-  const bool local_rank_ok = identity.local_rank() >= -1 && identity.local_rank() < kMaxWorldSize;
-  if (!world_ok || !rank_ok || !local_rank_ok) {
-    return absl::InvalidArgumentError(absl::StrCat("hello claims rank ", identity.rank(), " (local ", identity.local_rank(),
-                                                   ") of world size ", identity.world_size(),
-                                                   ": ranks are -1 (unset) or 0 <= rank < world size <= ", kMaxWorldSize));
-  }
-  if (identity.ring_path().size() > 4096) return absl::InvalidArgumentError("hello's ring_path is over 4096 bytes");
-  return absl::OkStatus();
-}
 
 class EventStreamReactor final
     : public grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse> {
@@ -186,22 +142,14 @@ class EventStreamReactor final
                                                      " events; at most ", service_->options().max_events_per_batch));
     }
     const uint32_t lanes = identity_.lane_count() > 0 ? identity_.lane_count() : kMaxLanes;
-    // Within a batch each lane's records come in increasing position (event_codec.h):
-    // one that goes back is not a resend but a broken or forged stream.
-    std::vector<uint64_t> next_position(lanes, 0);
     for (const v1::Event& event : request_.events()) {
       if (event.lane() >= lanes || event.kind() < v1::EVENT_KIND_ENTER ||
           event.kind() > v1::EVENT_KIND_ASYNC_ERROR) {
         return absl::InvalidArgumentError(absl::StrCat("malformed event: lane ", event.lane(), " of ", lanes,
                                                        ", kind ", static_cast<int>(event.kind())));
       }
-      const uint64_t position = LanePosition(event);
-      if (position < next_position[event.lane()]) {
-        return absl::InvalidArgumentError(absl::StrCat("events out of order: lane ", event.lane(), " index ",
-                                                       event.index(), " comes after a later record of that lane"));
-      }
-      next_position[event.lane()] = position + 1;
     }
+    if (absl::Status order = CheckLaneOrder(request_, lanes); !order.ok()) return order;
     // Token bucket: a second's worth of events may arrive at once, then the rate holds.
     const double now = MonotonicSeconds();
     const double rate = service_->options().max_events_per_second;
@@ -417,7 +365,7 @@ absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& c
 
 absl::StatusOr<std::shared_ptr<RankTraceWriter>> CollectorService::Hello(const v1::RankIdentity& identity,
                                                                          v1::StreamEventsResponse* answer) {
-  if (absl::Status valid = CheckIdentity(identity); !valid.ok()) return valid;
+  if (absl::Status valid = CheckHelloIdentity(identity, kMaxLanes); !valid.ok()) return valid;
   {
     std::lock_guard<std::mutex> lock(job_mutex_);
     if (job_.empty()) job_ = identity.job();  // the first job to say hello is the one served
