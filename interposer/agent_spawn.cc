@@ -68,14 +68,27 @@ void MaybeSpawnAgent(const Config& config) noexcept {
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
   // Everything the child needs is built now: after fork only async-signal-safe calls.
-  char ring_dir[256], job[64], collector[256];
+  char ring_dir[256], job[64], collector[256], token_file[512], tls_ca[512];
   std::snprintf(ring_dir, sizeof ring_dir, "%s", config.ring_dir);
   std::snprintf(job, sizeof job, "%s", config.job);
   std::snprintf(collector, sizeof collector, "%s", config.collector);
+  std::snprintf(token_file, sizeof token_file, "%s", config.token_file);
+  std::snprintf(tls_ca, sizeof tls_ca, "%s", config.tls_ca);
   char subcommand[] = "agent", collector_flag[] = "--collector", ring_flag[] = "--ring-dir", job_flag[] = "--job",
-       idle_flag[] = "--idle-exit", idle_seconds[] = "30";
-  char* argv[] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
-                  idle_flag, idle_seconds, nullptr};
+       idle_flag[] = "--idle-exit", idle_seconds[] = "30", token_flag[] = "--token-file", ca_flag[] = "--tls-ca";
+  char* argv[16] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
+                    idle_flag, idle_seconds};
+  int argc = 10;
+  // The secrets stay in files: only their paths are on the agent's command line.
+  if (token_file[0] != '\0') {
+    argv[argc++] = token_flag;
+    argv[argc++] = token_file;
+  }
+  if (tls_ca[0] != '\0') {
+    argv[argc++] = ca_flag;
+    argv[argc++] = tls_ca;
+  }
+  argv[argc] = nullptr;
   // The agent runs without the preload (it calls no NCCL; no reason to load us into it).
   static char* envp[4096];
   size_t count = 0;
