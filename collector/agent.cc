@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "collector/collector_service.h"
 #include "collector/event_codec.h"
 #include "grpcpp/grpcpp.h"
+#include "interposer/ring_directory.h"
 #include "interposer/ring_reader.h"
 #include "proto/collwatch.grpc.pb.h"
 
@@ -360,6 +362,18 @@ void Agent::Stop() {
 }
 
 void Agent::Rescan() {
+  // Rings in a folder another user could write into are not this user's to ship.
+  const RingDirCheck dir = OpenPrivateRingDir(options_.ring_dir.c_str(), /*create=*/false);
+  if (dir.fd >= 0) close(dir.fd);
+  if (dir.verdict != RingDirVerdict::kPrivate) {
+    if (dir.verdict == RingDirVerdict::kUnusable && dir.error == ENOENT) return;  // the folder appears with the first ring
+    char why[256];
+    DescribeRingDirCheck(dir, why, sizeof why);
+    std::string& logged = unreadable_[options_.ring_dir];
+    if (options_.log && logged != why) std::cerr << "collwatch agent: not reading ring folder " << options_.ring_dir << ": " << why << "\n";
+    logged = why;
+    return;
+  }
   absl::StatusOr<std::vector<std::string>> paths = ListRingFiles(options_.ring_dir);
   if (!paths.ok()) return;  // the folder appears with the first ring
   for (const std::string& path : *paths) {

@@ -3,6 +3,8 @@
 // flight at a time, acks are cumulative so a pending ack is replaced by a newer one.
 #include "collector/collector_service.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collector/stream_checks.h"
 #include "collector/wall_clock.h"
 #include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
@@ -160,6 +163,7 @@ class EventStreamReactor final
                                                        ", kind ", static_cast<int>(event.kind())));
       }
     }
+    if (absl::Status order = CheckLaneOrder(request_, lanes); !order.ok()) return order;
     // Token bucket: a second's worth of events may arrive at once, then the rate holds.
     const double now = MonotonicSeconds();
     const double rate = service_->options().max_events_per_second;
@@ -289,16 +293,29 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
 };
 
 bool IsLoopbackAddress(const std::string& address) {
-  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "127.") ||
-         absl::StartsWith(address, "localhost:") || absl::StartsWith(address, "[::1]:") ||
-         absl::StartsWith(address, "ipv4:127.") || absl::StartsWith(address, "ipv6:[::1]:");
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) return true;
+  // host:port, [v6]:port, ipv4:host:port, ipv6:[v6]:port. The host must be a loopback IP
+  // literal or "localhost": a name such as "127.example.com" may resolve anywhere.
+  std::string host = address;
+  if (absl::StartsWith(host, "ipv4:") || absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  const size_t colon = host.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = host.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  volatile unsigned char difference = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    difference = difference | static_cast<unsigned char>(a[i] ^ b[i]);
+bool ConstantTimeEquals(const std::string& given, const std::string& expected) {
+  // No early exit: every byte of `expected` is compared whatever `given` holds, so the
+  // time taken shows neither where the first difference is nor whether the lengths differ.
+  volatile unsigned char difference = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char given_byte = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    difference = difference | static_cast<unsigned char>(given_byte ^ static_cast<unsigned char>(expected[i]));
   }
   return difference == 0;
 }
@@ -374,12 +391,7 @@ absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& c
 
 absl::StatusOr<std::shared_ptr<RankTraceWriter>> CollectorService::Hello(const v1::RankIdentity& identity,
                                                                          v1::StreamEventsResponse* answer) {
-  if (identity.job().empty() || identity.host().empty() || identity.pid() <= 0) {
-    return absl::InvalidArgumentError("hello lacks job, host or pid");
-  }
-  if (identity.lane_count() > kMaxLanes) {
-    return absl::InvalidArgumentError(absl::StrCat("hello claims ", identity.lane_count(), " lanes"));
-  }
+  if (absl::Status valid = CheckHelloIdentity(identity, kMaxLanes); !valid.ok()) return valid;
   {
     std::lock_guard<std::mutex> lock(job_mutex_);
     if (job_.empty()) job_ = identity.job();  // the first job to say hello is the one served

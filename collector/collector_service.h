@@ -55,11 +55,12 @@ struct CollectorOptions {
   analyzer::AnalyzerOptions analyzer;
 };
 
-// True for 127.0.0.0/8, ::1, localhost and unix sockets.
+// True for 127.0.0.0/8, ::1, localhost and unix sockets (IP literals only: a host name
+// other than localhost is not loopback, whatever it starts with).
 bool IsLoopbackAddress(const std::string& address);
 
-// Equal strings, in time that depends only on their lengths.
-bool ConstantTimeEquals(const std::string& a, const std::string& b);
+// Equal strings, in time that depends only on the length of `expected` (the secret).
+bool ConstantTimeEquals(const std::string& given, const std::string& expected);
 
 class CollectorService final : public v1::Collector::CallbackService {
  public:

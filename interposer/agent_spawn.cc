@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@ extern char** environ;
 
 namespace collwatch {
 namespace {
+
+constexpr int kAgentLockFd = 3;
 
 bool Executable(const char* path) noexcept { return path[0] != '\0' && access(path, X_OK) == 0; }
 
@@ -46,7 +49,8 @@ void MaybeSpawnAgent(const Config& config) noexcept {
   if (config.collector[0] == '\0' || config.disabled) return;
   char lock_path[512];
   std::snprintf(lock_path, sizeof lock_path, "%s/agent.%s.lock", config.ring_dir, config.job);
-  const int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // The ring folder was checked private when the ring was made; still, never through a link.
+  const int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (lock_fd < 0) return;
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {  // an agent of this node and job runs
     close(lock_fd);
@@ -60,18 +64,31 @@ void MaybeSpawnAgent(const Config& config) noexcept {
   }
   char log_path[512];
   std::snprintf(log_path, sizeof log_path, "%s/agent.%s.log", config.ring_dir, config.job);
-  const int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
   // Everything the child needs is built now: after fork only async-signal-safe calls.
-  char ring_dir[256], job[64], collector[256];
+  char ring_dir[256], job[64], collector[256], token_file[512], tls_ca[512];
   std::snprintf(ring_dir, sizeof ring_dir, "%s", config.ring_dir);
   std::snprintf(job, sizeof job, "%s", config.job);
   std::snprintf(collector, sizeof collector, "%s", config.collector);
+  std::snprintf(token_file, sizeof token_file, "%s", config.token_file);
+  std::snprintf(tls_ca, sizeof tls_ca, "%s", config.tls_ca);
   char subcommand[] = "agent", collector_flag[] = "--collector", ring_flag[] = "--ring-dir", job_flag[] = "--job",
-       idle_flag[] = "--idle-exit", idle_seconds[] = "30";
-  char* argv[] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
-                  idle_flag, idle_seconds, nullptr};
+       idle_flag[] = "--idle-exit", idle_seconds[] = "30", token_flag[] = "--token-file", ca_flag[] = "--tls-ca";
+  char* argv[16] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
+                    idle_flag, idle_seconds};
+  int argc = 10;
+  // The secrets stay in files: only their paths are on the agent's command line.
+  if (token_file[0] != '\0') {
+    argv[argc++] = token_flag;
+    argv[argc++] = token_file;
+  }
+  if (tls_ca[0] != '\0') {
+    argv[argc++] = ca_flag;
+    argv[argc++] = tls_ca;
+  }
+  argv[argc] = nullptr;
   // The agent runs without the preload (it calls no NCCL; no reason to load us into it).
   static char* envp[4096];
   size_t count = 0;
@@ -100,12 +117,23 @@ void MaybeSpawnAgent(const Config& config) noexcept {
       }
       _exit(0);
     }
-    fcntl(lock_fd, F_SETFD, 0);  // the agent keeps the lock for its lifetime
+    // Out of the way of descriptors 0-3 while they are rewired (the job may have closed
+    // its stdin, so the lock may sit at 0).
+    const int lock_copy = fcntl(lock_fd, F_DUPFD, 10);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    if (log_fd >= 0) {
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
+    // Never the job's own stdout or stderr: a launcher reading them to their end would
+    // wait for the agent too.
+    const int out_fd = log_fd >= 0 ? log_fd : null_fd;
+    if (out_fd >= 0) {
+      dup2(out_fd, STDOUT_FILENO);
+      dup2(out_fd, STDERR_FILENO);
     }
+    // The agent keeps the lock (as descriptor 3) for its lifetime, and nothing else of
+    // the job's: an inherited socket or pipe would outlive the job in it.
+    if (lock_copy >= 0) dup2(lock_copy, kAgentLockFd);  // dup2 clears close-on-exec
+#ifdef SYS_close_range
+    syscall(SYS_close_range, kAgentLockFd + 1, ~0u, 0);  // ENOSYS before Linux 5.9: they stay
+#endif
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

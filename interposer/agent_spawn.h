@@ -11,9 +11,11 @@
 namespace collwatch {
 
 // Does nothing unless config.collector is set and no agent of this node and job holds
-// the lock `<ring_dir>/agent.<job>.lock`. The agent inherits the locked descriptor (the
-// lock lives as long as it does) and its pid is written into the file; its output goes
-// to `<ring_dir>/agent.<job>.log`. Never fails the caller.
+// the lock `<ring_dir>/agent.<job>.lock`. The agent inherits the locked descriptor as
+// descriptor 3 (the lock lives as long as it does) and no other descriptor of the job;
+// its pid is written into the file; its output goes to `<ring_dir>/agent.<job>.log`.
+// config.token_file and config.tls_ca become its --token-file and --tls-ca.
+// Never fails the caller.
 void MaybeSpawnAgent(const Config& config) noexcept;
 
 }  // namespace collwatch

@@ -60,6 +60,8 @@ Config LoadConfig() noexcept {
   }
   if (const char* value = Env("COLLWATCH_COLLECTOR")) CopyString(config.collector, sizeof config.collector, value);
   if (const char* value = Env("COLLWATCH_AGENT")) CopyString(config.agent_path, sizeof config.agent_path, value);
+  if (const char* value = Env("COLLWATCH_TOKEN_FILE")) CopyString(config.token_file, sizeof config.token_file, value);
+  if (const char* value = Env("COLLWATCH_TLS_CA")) CopyString(config.tls_ca, sizeof config.tls_ca, value);
   const char* job = Env("COLLWATCH_JOB_ID");
   if (job == nullptr) job = Env("TORCHELASTIC_RUN_ID");
   if (job == nullptr) job = Env("SLURM_JOB_ID");

@@ -36,6 +36,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_AGENT", "",
      "the collwatch binary to start as the agent (default: beside libcollwatch.so, or "
      "../cli/ or ../bin/ from it)"},
+    {"COLLWATCH_TOKEN_FILE", "",
+     "file holding the collector's token: the agent the preload starts sends it (--token-file)"},
+    {"COLLWATCH_TLS_CA", "",
+     "root certificates (PEM file): the agent the preload starts connects with TLS (--tls-ca)"},
 };
 
 struct Config {
@@ -49,6 +53,8 @@ struct Config {
   char job[64] = {};
   char collector[256] = {};   // COLLWATCH_COLLECTOR: spawn an agent for it
   char agent_path[512] = {};  // COLLWATCH_AGENT
+  char token_file[512] = {};  // COLLWATCH_TOKEN_FILE: for the spawned agent
+  char tls_ca[512] = {};      // COLLWATCH_TLS_CA: for the spawned agent
 };
 
 // Reads kEnvVars into a Config. Never fails: bad values fall back to defaults.

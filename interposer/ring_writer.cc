@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+
+#include "interposer/ring_directory.h"
 
 namespace collwatch {
 namespace {
@@ -32,21 +35,9 @@ int32_t EnvInt(const char* name) noexcept {
                                                               : ring::kUnset;
 }
 
-// The ring folder is private to its user (0700); an existing one must be ours.
-bool EnsurePrivateDirectory(const char* dir) noexcept {
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
-  struct stat info{};
-  if (stat(dir, &info) != 0 || !S_ISDIR(info.st_mode)) return false;
-  if (info.st_uid != geteuid()) {
-    errno = EACCES;
-    return false;
-  }
-  return true;
-}
-
-void Warn(const char* what, const char* path, int error) noexcept {
+void Warn(const char* what, const char* path, const char* why) noexcept {
   std::fprintf(stderr, "collwatch: %s %s: %s; NCCL calls of this process are not recorded\n",
-               what, path, std::strerror(error));
+               what, path, why);
 }
 
 }  // namespace
@@ -62,22 +53,46 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
 
   std::unique_ptr<RingWriter> writer(new (std::nothrow) RingWriter());
   if (writer == nullptr) return nullptr;
+  // The host name becomes part of a file name: no slash may take it out of the folder.
+  char host_in_name[ring::kHostBytes];
+  std::memcpy(host_in_name, host, sizeof host_in_name);
+  for (char* c = host_in_name; *c != '\0'; ++c) {
+    if (*c == '/') *c = '_';
+  }
   std::snprintf(writer->path_, sizeof writer->path_, "%s/%s.%s.%d.ring", config.ring_dir,
-                config.job, host, static_cast<int>(pid));
-  if (!EnsurePrivateDirectory(config.ring_dir)) {
-    Warn("cannot use ring folder", config.ring_dir, errno);
+                config.job, host_in_name, static_cast<int>(pid));
+  const RingDirCheck dir = OpenPrivateRingDir(config.ring_dir, /*create=*/true);
+  if (dir.verdict != RingDirVerdict::kPrivate) {
+    char why[256];
+    DescribeRingDirCheck(dir, why, sizeof why);
+    Warn("cannot use ring folder", config.ring_dir, why);
+    return nullptr;
+  }
+  const char* name = std::strrchr(writer->path_, '/') + 1;
+  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records,
+                                             ring::kDefaultStringCapacity);
+  // Past the file size limit (ulimit -f) the kernel answers SIGXFSZ, which kills the job.
+  rlimit file_limit{};
+  if (getrlimit(RLIMIT_FSIZE, &file_limit) == 0 && file_limit.rlim_cur != RLIM_INFINITY &&
+      file_limit.rlim_cur < bytes) {
+    char why[160];
+    std::snprintf(why, sizeof why, "needs %llu bytes, over the file size limit of %llu (ulimit -f)",
+                  static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(file_limit.rlim_cur));
+    Warn("cannot create ring", writer->path_, why);
+    close(dir.fd);
     return nullptr;
   }
 
   // A file of the same name is a stale ring of a dead process with our pid: replace it.
-  unlink(writer->path_);
-  const int fd = open(writer->path_, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Relative to the checked folder, never through a symlink.
+  unlinkat(dir.fd, name, 0);
+  const int fd = openat(dir.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
-    Warn("cannot create ring", writer->path_, errno);
+    Warn("cannot create ring", writer->path_, std::strerror(errno));
+    close(dir.fd);
     return nullptr;
   }
-  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records,
-                                             ring::kDefaultStringCapacity);
   // Reserve every page now: on a full /dev/shm a sparse file would SIGBUS the job later.
   const int reserve_error = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   void* map = reserve_error == 0
@@ -86,10 +101,12 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   const int map_error = reserve_error != 0 ? reserve_error : errno;
   close(fd);
   if (map == MAP_FAILED) {
-    Warn("cannot reserve ring", writer->path_, map_error);
-    unlink(writer->path_);
+    Warn("cannot reserve ring", writer->path_, std::strerror(map_error));
+    unlinkat(dir.fd, name, 0);
+    close(dir.fd);
     return nullptr;
   }
+  close(dir.fd);
 
   auto* base = static_cast<char*>(map);
   auto* header = reinterpret_cast<ring::Header*>(base);

@@ -16,9 +16,10 @@ namespace collwatch {
 class RingWriter {
  public:
   // Creates (or replaces a stale) ring file for this process and maps it. Returns
-  // nullptr and writes one line on stderr when the folder is unwritable, the disk is
-  // full or mapping fails: the caller then stops recording. The interposer keeps its
-  // writer for the life of the process (release()).
+  // nullptr and writes one line on stderr when the folder is not private to this user
+  // (ring_directory.h), is unwritable, the disk is full, the ring would pass the file
+  // size limit or mapping fails: the caller then stops recording. The interposer keeps
+  // its writer for the life of the process (release()).
   static std::unique_ptr<RingWriter> Create(const Config& config) noexcept;
   ~RingWriter();
   RingWriter(const RingWriter&) = delete;

@@ -1,0 +1,126 @@
+// The agent the preload starts (COLLWATCH_COLLECTOR) authenticates like a hand-started
+// one: with COLLWATCH_TOKEN_FILE it reaches a collector that wants a token, and with
+// COLLWATCH_TLS_CA too it speaks TLS; without the token the collector stores nothing and
+// the agent says why in its log. The 4-rank NCCL job runs the same either way.
+// Threading: single-threaded test code driving child processes.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/collector/trace_check.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+constexpr char kJob[] = "spawned-auth";
+constexpr char kToken[] = "spawned-agent-token-1b7e";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+void Sleep(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+
+class SpawnedAgentAuthTest : public ::testing::Test {
+ protected:
+  SpawnedAgentAuthTest() : address_("127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())) {
+    std::ofstream(TokenFile()) << kToken << "\n";
+  }
+  // The agent lives in its own session, out of reach of the job's process group.
+  ~SpawnedAgentAuthTest() override {
+    if (const pid_t agent = AgentPid(); agent > 0) kill(agent, SIGKILL);
+  }
+
+  std::string Out() const { return dir_.path() + "/out"; }
+  std::string Rings() const { return dir_.path() + "/rings"; }
+  std::string TokenFile() const { return dir_.path() + "/token"; }
+  static std::string TlsFile(const std::string& name) { return std::string(COLLWATCH_TEST_DATA_DIR) + "/tls/" + name; }
+
+  std::unique_ptr<Subprocess> StartCollector(bool tls) {
+    std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "collector", "--listen", address_, "--out", Out(),
+                                     "--job", kJob, "--token-file", TokenFile()};
+    if (tls) {
+      for (const std::string& arg : {std::string("--tls-cert"), TlsFile("test-cert.pem"), std::string("--tls-key"),
+                                     TlsFile("test-key.pem")}) {
+        argv.push_back(arg);
+      }
+    }
+    return std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", dir_.path() + "/collector.log");
+  }
+
+  // Runs the 4-rank job with the preload, which starts the agent; `extra` adds to its env.
+  int RunJob(const std::map<std::string, std::string>& extra) {
+    std::map<std::string, std::string> env = {{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                                              {"COLLWATCH_RING_DIR", Rings()},
+                                              {"COLLWATCH_JOB_ID", kJob},
+                                              {"COLLWATCH_COLLECTOR", address_},
+                                              {"COLLWATCH_AGENT", COLLWATCH_CLI_PATH},
+                                              {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
+    env.insert(extra.begin(), extra.end());
+    Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "4", "all", dir_.path()}, env);
+    return job.Wait(60);
+  }
+
+  pid_t AgentPid() const {
+    std::ifstream lock(Rings() + "/agent." + kJob + ".lock");
+    pid_t pid = 0;
+    lock >> pid;
+    return pid;
+  }
+  std::string AgentLog() const { return ReadFile(Rings() + "/agent." + std::string(kJob) + ".log"); }
+
+  // Every ring stored, byte for byte.
+  void ExpectEverythingStored() {
+    testing::TraceComparison comparison;
+    for (double waited = 0; waited < 20; waited += 0.2) {
+      comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
+      if (comparison.mismatch.empty() && comparison.traces == 4) break;
+      Sleep(0.2);
+    }
+    EXPECT_EQ(comparison.rings, 4);
+    EXPECT_EQ(comparison.traces, 4) << AgentLog();
+    EXPECT_EQ(comparison.mismatch, "");
+    EXPECT_EQ(comparison.stored_records, comparison.ring_records);
+  }
+
+  TempDir dir_;
+  std::string address_;
+};
+
+TEST_F(SpawnedAgentAuthTest, TokenFileReachesACollectorThatWantsOne) {
+  auto collector = StartCollector(/*tls=*/false);
+  ASSERT_EQ(RunJob({{"COLLWATCH_TOKEN_FILE", TokenFile()}}), 0);
+  ExpectEverythingStored();
+  EXPECT_EQ(AgentLog().find(kToken), std::string::npos) << "the token itself was logged";
+}
+
+TEST_F(SpawnedAgentAuthTest, TokenAndTlsTogether) {
+  auto collector = StartCollector(/*tls=*/true);
+  ASSERT_EQ(RunJob({{"COLLWATCH_TOKEN_FILE", TokenFile()}, {"COLLWATCH_TLS_CA", TlsFile("test-cert.pem")}}), 0);
+  ExpectEverythingStored();
+}
+
+TEST_F(SpawnedAgentAuthTest, WithoutTheTokenNothingIsStoredAndTheAgentSaysWhy) {
+  auto collector = StartCollector(/*tls=*/false);
+  ASSERT_EQ(RunJob({}), 0);
+  std::string log;
+  for (int i = 0; i < 200 && log.find("refused") == std::string::npos; ++i) {
+    Sleep(0.05);
+    log = AgentLog();
+  }
+  EXPECT_NE(log.find("refused"), std::string::npos) << log;
+  EXPECT_NE(log.find("token"), std::string::npos) << log;
+  EXPECT_TRUE(ListRankTraces(Out(), kJob).empty());
+}
+
+}  // namespace
+}  // namespace collwatch
