@@ -227,6 +227,19 @@ TEST(NeverHurtsBaseline, Record) {
   if (!BaselineDir().empty()) SaveBaseline(plain, BaselineDir());
 }
 
+// Waits (up to a minute, while the job runs) until every rank has a ring and the agent
+// the preload started runs (its log says "shipping rings").
+bool WaitForRunningAgent(TrainerRun& run, const SpawnedAgent& agent, const std::string& rings) {
+  for (int i = 0; i < 3000 && run.process().Running(); ++i) {
+    if (agent.Pid() > 0 && RecordsByRank(rings).size() == static_cast<size_t>(kRanks) &&
+        agent.Log().find("shipping rings") != std::string::npos) {
+      return true;
+    }
+    Sleep(0.02);
+  }
+  return false;
+}
+
 class NeverHurtsTest : public ::testing::Test {
  protected:
   static const TrainerOutcome& Plain() {
@@ -278,8 +291,11 @@ TEST_F(NeverHurtsTest, CollectorDown) {
   TrainerRun run(env);
   // While the job runs, the agent holds none of its pipes or sockets: a launcher reading
   // a pipe to its end, or a port to be bound again, would otherwise wait for the agent.
-  for (int i = 0; i < 1000 && (agent.Pid() <= 0 || RecordsByRank(rings).size() < kRanks); ++i) Sleep(0.02);
-  ASSERT_GT(agent.Pid(), 0) << "the preload started no agent";
+  // The job is held (SIGSTOP) while they are compared, so the comparison lands mid-run
+  // however loaded the machine is; the agent must have started (its log says so), else
+  // it could still be between fork and exec.
+  ASSERT_TRUE(WaitForRunningAgent(run, agent, rings)) << agent.Log();
+  ASSERT_EQ(kill(-run.process().pid(), SIGSTOP), 0);
   const std::set<std::string> agent_holds = PipesAndSockets(agent.Pid());
   std::vector<pid_t> job = ProcessAndChildren(run.process().pid());
   ASSERT_TRUE(run.process().Running()) << "the job ended before its descriptors were compared";
@@ -289,6 +305,7 @@ TEST_F(NeverHurtsTest, CollectorDown) {
       EXPECT_EQ(agent_holds.count(held), 0u) << "the agent inherited " << held << " of process " << process;
     }
   }
+  ASSERT_EQ(kill(-run.process().pid(), SIGCONT), 0);
   const TrainerOutcome outcome = run.Finish();
   ExpectSameTraining(outcome);
   ExpectNoCollwatchOutput(outcome);
@@ -311,22 +328,25 @@ TEST_F(NeverHurtsTest, AgentKilledMidRun) {
   env["COLLWATCH_COLLECTOR"] = address;
   env["COLLWATCH_AGENT"] = COLLWATCH_CLI_PATH;
   TrainerRun run(env);
-  // Kill it once it is shipping: every rank recording, some of it already stored.
+  // The job is held (SIGSTOP) once every rank records, the agent ships some of it, is
+  // killed, and the job goes on (SIGCONT): the kill lands mid-run however loaded the
+  // machine is.
+  ASSERT_TRUE(WaitForRunningAgent(run, agent, rings)) << agent.Log();
+  ASSERT_EQ(kill(-run.process().pid(), SIGSTOP), 0);
+  const std::string traces = dir_.path() + "/out/" + kJob;
   bool shipping = false;
-  for (int i = 0; i < 1200 && !shipping && run.process().Running(); ++i) {
-    const std::map<int, uint64_t> records = RecordsByRank(rings);
-    shipping = agent.Pid() > 0 && records.size() == static_cast<size_t>(kRanks) &&
-               std::filesystem::exists(dir_.path() + "/out/" + kJob) &&
-               !std::filesystem::is_empty(dir_.path() + "/out/" + kJob);
+  for (int i = 0; i < 1500 && !shipping; ++i) {
+    shipping = std::filesystem::exists(traces) && !std::filesystem::is_empty(traces);
     if (!shipping) Sleep(0.02);
   }
-  ASSERT_TRUE(shipping) << "the agent never shipped before the job ended";
-  ASSERT_TRUE(run.process().Running()) << "the job ended before the agent could be killed";
+  ASSERT_TRUE(shipping) << "the agent shipped nothing in 30 s: " << agent.Log();
+  ASSERT_TRUE(run.process().Running());
   ASSERT_EQ(kill(agent.Pid(), SIGKILL), 0);
+  EXPECT_TRUE(GoneOrZombie(agent.Pid())) << "the agent survived SIGKILL";
+  ASSERT_EQ(kill(-run.process().pid(), SIGCONT), 0);
   const TrainerOutcome outcome = run.Finish();
   ExpectSameTraining(outcome);
   ExpectNoCollwatchOutput(outcome);
-  EXPECT_TRUE(GoneOrZombie(agent.Pid())) << "the agent survived SIGKILL";
   collector.KillGroup();
 }
 
