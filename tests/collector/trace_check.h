@@ -1,5 +1,5 @@
-// Shared by the collector's multi-process tests: compares what a trace folder stores
-// with what the ring files hold, lane by lane and byte for byte.
+// Shared by the collector's multi-process tests and the soak (bench/soak.cc): compares
+// what a trace folder stores with what the ring files hold, lane by lane and byte for byte.
 // Threading: single-threaded test code.
 #ifndef COLLWATCH_TESTS_COLLECTOR_TRACE_CHECK_H_
 #define COLLWATCH_TESTS_COLLECTOR_TRACE_CHECK_H_
@@ -33,6 +33,7 @@ struct TraceComparison {
   int traces = 0;
   uint64_t ring_records = 0;
   uint64_t stored_records = 0;
+  uint64_t ring_lost = 0;  // records the rings lost (overwritten, torn): the store cannot have them
   std::string mismatch;  // empty when every ring equals its trace
   std::map<int, v1::StoredStatus> status_by_rank;
 };
@@ -73,7 +74,9 @@ inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const
     ++result.rings;
     const bool gone = (*reader)->writer_state() != ring::WriterState::kRunning || !(*reader)->WriterProcessAlive();
     LaneRecords lanes;
-    for (const IndexedRecord& item : (*reader)->ReadAll(gone).records) {
+    const ReadBatch batch = (*reader)->ReadAll(gone);
+    result.ring_lost += batch.lost + batch.torn;
+    for (const IndexedRecord& item : batch.records) {
       lanes[item.lane].push_back(LaneRecord{LanePosition(item.lane, item.index, item.record), Payload(item.record)});
       ++result.ring_records;
     }
