@@ -13,12 +13,6 @@
 
 namespace {
 
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 void SleepUntil(int64_t realtime_ns) {
   const timespec until{static_cast<time_t>(realtime_ns / 1'000'000'000), static_cast<long>(realtime_ns % 1'000'000'000)};
   while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) != 0) {
