@@ -32,7 +32,7 @@ namespace {
 using testing::Subprocess;
 
 constexpr char kJob[] = "soak";
-constexpr int kRecordsPerStep = 5;  // all-reduce, group start, send, recv, group end
+constexpr int kRingSlotsPerStep = 5;  // all-reduce, group start, send, recv, group end
 
 struct Options {
   int ranks = 64;
@@ -127,9 +127,9 @@ class Soak {
     const auto steps = static_cast<uint64_t>(options_.seconds * options_.steps_per_second);
     // Rings large enough that nothing is overwritten, whatever the agents' downtime.
     uint64_t ring_records = 1024;
-    while (ring_records < 2 * (steps * kRecordsPerStep + 64)) ring_records *= 2;
-    std::printf("soak: %d ranks on %d agents, %.0f s, %.0f steps/s per rank (%d records each), seed %llu\n",
-                options_.ranks, options_.nodes, options_.seconds, options_.steps_per_second, kRecordsPerStep,
+    while (ring_records < 2 * (steps * kRingSlotsPerStep + 64)) ring_records *= 2;
+    std::printf("soak: %d ranks on %d agents, %.0f s, %.0f steps/s per rank (%d ring slots each), seed %llu\n",
+                options_.ranks, options_.nodes, options_.seconds, options_.steps_per_second, kRingSlotsPerStep,
                 static_cast<unsigned long long>(options_.seed));
     std::printf("soak: folder %s, collector %s, ring %llu records per lane\n", options_.dir.c_str(), address_.c_str(),
                 static_cast<unsigned long long>(ring_records));
