@@ -336,6 +336,18 @@ TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
   EXPECT_EQ(found[0].seq, 3u);
 }
 
+// No device (the preload found no CUDA): the GroupEnd completes at its return, and so
+// do its members; none stays pending (online, pending calls are never forgotten).
+TEST(AnalyzerTest, GroupEndCompletingAtReturnCompletesItsMembers) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId process = job.AddProcess(0);
+  job.Group(process, kComm, 0, 1, 1, {Gather("g"), Gather("g")}, kT0, 0, /*end_completes_at_return=*/true);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 2u);
+  EXPECT_TRUE(analyzer.model().process(process).pending_groups.empty());
+  EXPECT_TRUE(analyzer.model().process(process).pending.empty());
+}
+
 TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
   Analyzer analyzer(TestOptions());
   const ProcessId process = analyzer.model().AddProcess({});

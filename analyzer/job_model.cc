@@ -217,6 +217,8 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       if (CompletesAtReturn(call, record.flags, record.result)) {
         process.pending.erase(it);
         MarkCompleted(process, call_index, call.return_ns);
+        // A group end with no device work to wait for: its members are done as well.
+        if (call.fn == ApiFn::kGroupEnd) CompleteGroupMembers(process, call.group_id, nullptr, call.return_ns);
       } else if (call.group_id != 0 && call.fn != ApiFn::kGroupEnd) {
         // Its completion comes with the group's (a kComplete naming the GroupEnd).
         process.pending.erase(it);
@@ -234,17 +236,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       const int64_t when = ToRealtime(process, record.t_ns);
       process.last_record_ns = std::max(process.last_record_ns, when);
       if (process.calls[call_index].fn == ApiFn::kGroupEnd) {
-        auto group = process.pending_groups.find(record.group_id);
-        if (group != process.pending_groups.end()) {
-          std::vector<Process::GroupedCall>& members = group->second;
-          auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
-            if (member.stream != record.stream) return false;
-            MarkCompleted(process, member.call, when);
-            return true;
-          });
-          members.erase(done, members.end());
-          if (members.empty()) process.pending_groups.erase(group);
-        }
+        CompleteGroupMembers(process, record.group_id, &record.stream, when);
       }
       MarkCompleted(process, call_index, when);
       // Another stream of the same group may still complete through this GroupEnd.
@@ -257,6 +249,19 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
     case RecordKind::kEmpty:
       return;
   }
+}
+
+void JobModel::CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns) {
+  auto group = process.pending_groups.find(group_id);
+  if (group == process.pending_groups.end()) return;
+  std::vector<Process::GroupedCall>& members = group->second;
+  auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
+    if (stream != nullptr && member.stream != *stream) return false;
+    MarkCompleted(process, member.call, when_ns);
+    return true;
+  });
+  members.erase(done, members.end());
+  if (members.empty()) process.pending_groups.erase(group);
 }
 
 void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns) {

@@ -176,6 +176,8 @@ class JobModel {
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
+  // Completes the calls of group `group_id` waiting on `stream` (nullptr: on any stream).
+  void CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns);
   void AdvanceCompleted(CommRank& rank, const Process& process);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
