@@ -38,8 +38,9 @@ struct TraceComparison {
   std::map<int, v1::StoredStatus> status_by_rank;
 };
 
-// Every ring of `ring_dir` against the trace of the same process under `out_dir`/`job`.
-inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const std::string& out_dir,
+// Every ring of the `ring_dirs` (one per node) against the trace of the same process
+// under `out_dir`/`job`; the store is read once.
+inline TraceComparison CompareTracesWithRings(const std::vector<std::string>& ring_dirs, const std::string& out_dir,
                                               const std::string& job) {
   TraceComparison result;
   std::map<int32_t, LaneRecords> stored_by_pid;
@@ -62,12 +63,16 @@ inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const
       ++result.stored_records;
     }
   }
-  auto paths = ListRingFiles(ring_dir);
-  if (!paths.ok()) {
-    result.mismatch = paths.status().ToString();
-    return result;
+  std::vector<std::string> paths;
+  for (const std::string& ring_dir : ring_dirs) {
+    auto listed = ListRingFiles(ring_dir);
+    if (!listed.ok()) {
+      result.mismatch = listed.status().ToString();
+      return result;
+    }
+    paths.insert(paths.end(), listed->begin(), listed->end());
   }
-  for (const std::string& path : *paths) {
+  for (const std::string& path : paths) {
     auto reader = RingReader::Open(path);
     if (!reader.ok()) continue;
     if ((*reader)->identity().job != job) continue;
@@ -94,6 +99,11 @@ inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const
     if (result.mismatch.empty()) result.mismatch = absl::StrCat(path, ": the store holds records the ring does not");
   }
   return result;
+}
+
+inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const std::string& out_dir,
+                                              const std::string& job) {
+  return CompareTracesWithRings(std::vector<std::string>{ring_dir}, out_dir, job);
 }
 
 }  // namespace collwatch::testing
