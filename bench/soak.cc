@@ -285,7 +285,8 @@ class Soak {
       std::printf("  %6.0f s  %7.1f MiB\n", sample.uptime_s, sample.rss_kib / 1024.0);
       next_print = sample.uptime_s + std::max(30.0, options_.sample_every_s);
     }
-    // Flat means: what it holds after its second minute is what it holds at its end.
+    // Flat means: what it holds once the analyzer's window is full (it fills in the
+    // first minutes) is what it holds at its end: compare the second half.
     auto at = [&](double uptime_s) {
       const RssSample* best = &life.samples.front();
       for (const RssSample& sample : life.samples) {
@@ -293,10 +294,13 @@ class Soak {
       }
       return *best;
     };
-    const RssSample early = at(std::min(120.0, (life.ended_s - life.started_s) / 4));
     const RssSample late = life.samples.back();
-    std::printf("RSS at %.0f s up: %.1f MiB; at %.0f s up: %.1f MiB (%+.1f MiB)\n", early.uptime_s,
-                early.rss_kib / 1024.0, late.uptime_s, late.rss_kib / 1024.0, (late.rss_kib - early.rss_kib) / 1024.0);
+    for (const double fraction : {0.25, 0.5, 0.75}) {
+      const RssSample early = at(late.uptime_s * fraction);
+      std::printf("RSS at %.0f s up: %.1f MiB; at %.0f s up: %.1f MiB (%+.1f MiB)\n", early.uptime_s,
+                  early.rss_kib / 1024.0, late.uptime_s, late.rss_kib / 1024.0,
+                  (late.rss_kib - early.rss_kib) / 1024.0);
+    }
   }
 
   Options options_;
