@@ -549,6 +549,28 @@ TEST(AnalyzerBoundedHistoryTest, LateRankAfterALongPrefixIsNotJoinedAsWithTheWho
   ExpectSameFinding(found_pruned[0], found_whole[0]);
 }
 
+TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
+  WindowedLog<int> log;
+  for (int i = 0; i < 10; ++i) log.push_back(i * 10);
+  log.DropBefore(6, /*keep=*/{2});
+  EXPECT_EQ(log.size(), 10u);
+  EXPECT_EQ(log.first(), 6u);
+  EXPECT_EQ(log.stored(), 5u);
+  EXPECT_EQ(log[7], 70);
+  EXPECT_EQ(log[2], 20) << "a kept entry below the window stays readable";
+  EXPECT_TRUE(log.Holds(2));
+  EXPECT_FALSE(log.Holds(3));
+  EXPECT_EQ(log.front(), 60);
+  log.resize(12, -1);
+  EXPECT_EQ(log[11], -1);
+  log.DropBefore(8);
+  EXPECT_FALSE(log.Holds(2)) << "not named again: released";
+  EXPECT_EQ(log.stored(), 4u);
+  log.DropBefore(3);  // below the window: nothing comes back
+  EXPECT_EQ(log.first(), 8u);
+  EXPECT_DEATH(static_cast<void>(log[5]), "pruned history entry 5");
+}
+
 TEST(RankListTextTest, CompressesRunsAndProgressions) {
   EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");
