@@ -165,7 +165,52 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
     CheckInit(comms[i], progress_[i], now_ns, &found);
     CheckStall(comms[i], progress_[i], now_ns, final_pass, &found);
   }
+  if (options_.bounded_history) ForgetSettledHistory();
   return found;
+}
+
+// What each check still reads, per communicator, from the lowest collective on:
+// CheckAgreement from agreed_seq + 1; LearnTimes from timed_seq + 1; FrontierOf, stalls
+// and the model's completion frontier from the lowest completed_seq + 1; a divergence
+// explanation from agreed_seq + 1 and, for the schedule template and its context lines,
+// history_window agreed collectives before it. Below all of these nothing is read again.
+// A diverged communicator is left whole (its ranks are stuck; the finding is out).
+// Sends and receives are read once, at the pairing cursor; one waiting for its peer is
+// kept through unpaired_p2p_. A process keeps the calls its kept entries name, its
+// creation and pending calls, and its last kRecentCallsKept calls.
+void Analyzer::ForgetSettledHistory() {
+  const std::vector<Comm>& comms = model_.comms();
+  for (CommIndex c = 0; c < comms.size() && c < progress_.size(); ++c) {
+    const Comm& comm = comms[c];
+    CommProgress& progress = progress_[c];
+    if (comm.nranks <= 0 || progress.diverged) continue;
+    uint64_t settled = std::min(progress.agreed_seq, progress.timed_seq);
+    for (const CommRank& entry : comm.ranks) settled = std::min(settled, entry.present ? entry.completed_seq : 0);
+    const uint64_t history = std::max<uint64_t>(options_.history_window, 2);
+    const uint64_t keep_from = progress.agreed_seq + 1 > history ? std::min(settled + 1, progress.agreed_seq + 1 - history) : 1;
+    if (keep_from >= progress.forgotten_before_seq + kForgetChunk) {
+      model_.ForgetCollectivesBefore(c, keep_from);
+      progress.forgotten_before_seq = keep_from;
+    }
+    for (size_t rank = 0; rank < comm.ranks.size() && rank < progress.p2p_cursor.size(); ++rank) {
+      if (progress.p2p_cursor[rank] >= comm.ranks[rank].p2p.first() + kForgetChunk) {
+        model_.ForgetP2pBefore(c, static_cast<int32_t>(rank), progress.p2p_cursor[rank]);
+      }
+    }
+  }
+  if (next_forget_at_.size() < model_.process_count()) next_forget_at_.resize(model_.process_count(), 0);
+  for (ProcessId p = 0; p < model_.process_count(); ++p) {
+    const WindowedLog<Call>& calls = model_.process(p).calls;
+    if (calls.stored() < std::max(next_forget_at_[p], 2 * kForgetChunk)) continue;
+    std::vector<size_t> waiting_for_peer;
+    for (const auto& [key, side] : unpaired_p2p_) {
+      if (side.process == p) waiting_for_peer.push_back(side.call);
+    }
+    model_.ForgetCallsBefore(p, static_cast<uint32_t>(calls.size() - kRecentCallsKept), waiting_for_peer);
+    // When little could go (a communicator still held back), the next try waits longer:
+    // each pass costs what is stored.
+    next_forget_at_[p] = calls.stored() + std::max(kForgetChunk, calls.stored() / 4);
+  }
 }
 
 void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
@@ -227,7 +272,7 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
 
 bool Analyzer::BlockedInDivergedComm(ProcessId process_id) const {
   const Process& process = model_.process(process_id);
-  const size_t look_back = std::min<size_t>(process.calls.size(), 64);
+  const size_t look_back = std::min<size_t>(process.calls.size(), kRecentCallsKept);
   for (size_t i = process.calls.size(); i-- > process.calls.size() - look_back;) {
     const Call& call = process.calls[i];
     if (!ring::IsCollective(call.fn) || call.completed()) continue;

@@ -26,6 +26,9 @@ struct AnalyzerOptions {
   double class_grace_s = 0.5;     // a mismatch waits this long for the ranks not yet there
   size_t alignment_window = 256;  // calls per rank compared from the first mismatch
   size_t history_window = 4096;   // agreed calls searched for the schedule template
+  // Online: forget calls no check can need again, so a long job's model stays bounded
+  // (post-mortem keeps everything: schedules and exports read the whole run).
+  bool bounded_history = false;
 };
 
 // The oldest collective of a communicator that not every rank has completed, with how
@@ -71,6 +74,7 @@ class Analyzer {
     bool init_stall_reported = false;
     uint64_t timed_seq = 0;           // seqs up to here fed the expected-time model
     std::vector<size_t> p2p_cursor;   // per rank: p2p calls already paired
+    uint64_t forgotten_before_seq = 1;  // bounded history: collectives below are dropped
   };
   struct P2pKey {
     uint64_t comm_id;
@@ -110,6 +114,13 @@ class Analyzer {
   bool BlockedInDivergedComm(ProcessId process) const;
   std::string GlobalRanksNote(const Comm& comm, const std::vector<int32_t>& ranks) const;
   void Emit(Finding finding, std::vector<Finding>* out);
+  // Bounded history: drops what every check has moved past (see analyzer.cc).
+  void ForgetSettledHistory();
+
+  // Calls per process BlockedInDivergedComm looks back over: never forgotten.
+  static constexpr size_t kRecentCallsKept = 64;
+  // History is dropped in chunks of at least this many entries (amortises the scans).
+  static constexpr size_t kForgetChunk = 1024;
 
   AnalyzerOptions options_;
   JobModel model_;
@@ -117,6 +128,7 @@ class Analyzer {
   std::vector<CommProgress> progress_;  // by CommIndex
   std::map<P2pKey, P2pSide> unpaired_p2p_;
   std::vector<Finding> findings_;
+  std::vector<size_t> next_forget_at_;  // by process: stored calls that start the next pass
 };
 
 }  // namespace collwatch::analyzer

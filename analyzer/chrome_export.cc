@@ -71,8 +71,8 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
   }
   int64_t origin = 0;
   for (ProcessId p = 0; p < model.process_count(); ++p) {
-    const std::vector<Call>& calls = model.process(p).calls;
-    for (size_t i = 0; i < calls.size(); ++i) {
+    const WindowedLog<Call>& calls = model.process(p).calls;
+    for (size_t i = calls.first(); i < calls.size(); ++i) {
       if (placed[p][i] != kNotPlaced && calls[i].enter_ns > 0 && (origin == 0 || calls[i].enter_ns < origin)) {
         origin = calls[i].enter_ns;
       }

@@ -108,7 +108,7 @@ const Comm* JobModel::FindComm(uint64_t comm_id) const {
 const Call* JobModel::Collective(const Comm& comm, int32_t rank, uint64_t seq) const {
   if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size()) || seq == 0) return nullptr;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-  if (!entry.present || seq > entry.collectives.size()) return nullptr;
+  if (!entry.present || seq > entry.collectives.size() || seq - 1 < entry.collectives.first()) return nullptr;
   const uint32_t index = entry.collectives[seq - 1];
   return index == kNoCall ? nullptr : &processes_[entry.process].calls[index];
 }
@@ -139,15 +139,13 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     call.comm = CommFor(record.comm_id, record.nranks);
     Comm& comm = comms_[call.comm];
     if (static_cast<size_t>(record.rank) < comm.ranks.size()) {
+      Join(call.comm, record.rank, process_id);
       CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
-      if (!rank.present) {
-        rank.present = true;
-        rank.process = process_id;
-        ++comm.ranks_present;
-      }
       // A sequence number far past the last one is damage, not a gap from lost records
       // (a ring loses at most its capacity): it must not make us allocate gigabytes.
-      if (ring::IsCollective(call.fn) && record.seq > 0 && record.seq <= rank.collectives.size() + kMaxSeqJump) {
+      // Below the window: history already forgotten (online) has nothing to place.
+      if (ring::IsCollective(call.fn) && record.seq > rank.collectives.first() &&
+          record.seq <= rank.collectives.size() + kMaxSeqJump) {
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
         rank.collectives[record.seq - 1] = call_index;
         rank.entered_seq = std::max(rank.entered_seq, record.seq);
@@ -210,12 +208,8 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         call.comm = CommFor(record.comm_id, record.nranks);
         call.rank = record.rank;
         Comm& comm = comms_[call.comm];
+        Join(call.comm, record.rank, process_id);
         CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
-        if (!rank.present) {
-          rank.present = true;
-          rank.process = process_id;
-          ++comm.ranks_present;
-        }
         rank.init_call = call_index;
         if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
       }
@@ -223,6 +217,8 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       if (CompletesAtReturn(call, record.flags, record.result)) {
         process.pending.erase(it);
         MarkCompleted(process, call_index, call.return_ns);
+        // A group end with no device work to wait for: its members are done as well.
+        if (call.fn == ApiFn::kGroupEnd) CompleteGroupMembers(process, call.group_id, nullptr, call.return_ns);
       } else if (call.group_id != 0 && call.fn != ApiFn::kGroupEnd) {
         // Its completion comes with the group's (a kComplete naming the GroupEnd).
         process.pending.erase(it);
@@ -240,17 +236,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       const int64_t when = ToRealtime(process, record.t_ns);
       process.last_record_ns = std::max(process.last_record_ns, when);
       if (process.calls[call_index].fn == ApiFn::kGroupEnd) {
-        auto group = process.pending_groups.find(record.group_id);
-        if (group != process.pending_groups.end()) {
-          std::vector<Process::GroupedCall>& members = group->second;
-          auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
-            if (member.stream != record.stream) return false;
-            MarkCompleted(process, member.call, when);
-            return true;
-          });
-          members.erase(done, members.end());
-          if (members.empty()) process.pending_groups.erase(group);
-        }
+        CompleteGroupMembers(process, record.group_id, &record.stream, when);
       }
       MarkCompleted(process, call_index, when);
       // Another stream of the same group may still complete through this GroupEnd.
@@ -263,6 +249,19 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
     case RecordKind::kEmpty:
       return;
   }
+}
+
+void JobModel::CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns) {
+  auto group = process.pending_groups.find(group_id);
+  if (group == process.pending_groups.end()) return;
+  std::vector<Process::GroupedCall>& members = group->second;
+  auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
+    if (stream != nullptr && member.stream != *stream) return false;
+    MarkCompleted(process, member.call, when_ns);
+    return true;
+  });
+  members.erase(done, members.end());
+  if (members.empty()) process.pending_groups.erase(group);
 }
 
 void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns) {
@@ -284,6 +283,50 @@ void JobModel::AdvanceCompleted(CommRank& rank, const Process& process) {
     if (index != kNoCall && process.calls[index].complete_ns == 0) break;
     ++rank.completed_seq;
   }
+}
+
+void JobModel::Join(CommIndex comm_index, int32_t rank_number, ProcessId process) {
+  Comm& comm = comms_[comm_index];
+  CommRank& rank = comm.ranks[static_cast<size_t>(rank_number)];
+  if (rank.present) return;
+  rank.present = true;
+  rank.process = process;
+  ++comm.ranks_present;
+  processes_[process].memberships.emplace_back(comm_index, rank_number);
+}
+
+void JobModel::ForgetCollectivesBefore(CommIndex comm, uint64_t seq) {
+  if (comm >= comms_.size() || seq <= 1) return;
+  for (CommRank& rank : comms_[comm].ranks) {
+    if (rank.present) rank.collectives.DropBefore(seq - 1);
+  }
+}
+
+void JobModel::ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position) {
+  if (comm >= comms_.size() || rank < 0 || static_cast<size_t>(rank) >= comms_[comm].ranks.size()) return;
+  comms_[comm].ranks[static_cast<size_t>(rank)].p2p.DropBefore(position);
+}
+
+void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std::vector<size_t>& also_keep) {
+  if (process_id >= processes_.size()) return;
+  Process& process = processes_[process_id];
+  std::vector<size_t> keep = also_keep;
+  size_t cut = index;
+  // Calls of a communicator rank's window may sit anywhere (lanes interleave): the cut
+  // stops at the oldest one still listed.
+  for (const auto& [comm_index, rank_number] : process.memberships) {
+    const CommRank& rank = comms_[comm_index].ranks[static_cast<size_t>(rank_number)];
+    for (const uint32_t call : rank.collectives) {
+      if (call != kNoCall) cut = std::min<size_t>(cut, call);
+    }
+    for (const uint32_t call : rank.p2p) cut = std::min<size_t>(cut, call);
+    if (rank.init_call != kNoCall) keep.push_back(rank.init_call);
+  }
+  for (const auto& [key, call] : process.pending) keep.push_back(call);
+  for (const auto& [group, members] : process.pending_groups) {
+    for (const Process::GroupedCall& member : members) keep.push_back(member.call);
+  }
+  process.calls.DropBefore(cut, keep);
 }
 
 void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t heartbeat_writer_ns,

@@ -11,8 +11,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "analyzer/windowed_log.h"
 #include "interposer/ring_format.h"
 
 namespace collwatch::analyzer {
@@ -82,8 +84,10 @@ uint64_t HashOf(const Fingerprint& fingerprint);
 struct CommRank {
   ProcessId process = 0;
   bool present = false;
-  std::vector<uint32_t> collectives;  // by seq - 1: index into the process's calls (kNoCall: gap)
-  std::vector<uint32_t> p2p;          // sends and receives, in enter order
+  // By seq - 1: index into the process's calls (kNoCall: gap). Online, the front is
+  // dropped once no check can need it (Analyzer: AnalyzerOptions::bounded_history).
+  WindowedLog<uint32_t> collectives;
+  WindowedLog<uint32_t> p2p;          // sends and receives, in enter order
   uint32_t init_call = kNoCall;       // its communicator creation call
   uint64_t entered_seq = 0;           // highest collective seq entered
   uint64_t completed_seq = 0;         // highest seq such that every seq up to it completed
@@ -104,7 +108,11 @@ struct Process {
   int64_t heartbeat_ns = 0;   // latest heartbeat, realtime
   int64_t last_record_ns = 0; // latest record time, realtime
   uint64_t lost_records = 0;  // overwritten in the ring, torn, or dropped
-  std::vector<Call> calls;    // in arrival order (enter order per thread)
+  // In arrival order (enter order per thread); a call's index never changes. Online,
+  // the front nothing refers to any more is dropped (JobModel::ForgetCallsBefore).
+  WindowedLog<Call> calls;
+  // The communicator ranks this process is (comm, rank): what may refer to its calls.
+  std::vector<std::pair<CommIndex, int32_t>> memberships;
   std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
   // Calls waiting for their return or completion, by their enter record's (lane, index).
   std::unordered_map<uint64_t, uint32_t> pending;
@@ -147,6 +155,16 @@ class JobModel {
   const std::vector<std::string>& region_names() const { return region_names_; }
   RegionId InternRegion(std::string_view name);
 
+  // Bounded history (online): drops `comm`'s collectives below `seq` on every rank.
+  // Callers must not ask for them again: Collective() answers nullptr below the window.
+  void ForgetCollectivesBefore(CommIndex comm, uint64_t seq);
+  // Drops the sends and receives of `rank` of `comm` before `position` in its p2p list.
+  void ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position);
+  // Drops the calls of `process` below `index` that nothing refers to any more. Kept:
+  // every call a communicator rank of it still lists, its creation calls, calls waiting
+  // for a return or completion, and `also_keep` (e.g. a p2p call waiting for its peer).
+  void ForgetCallsBefore(ProcessId process, uint32_t index, const std::vector<size_t>& also_keep);
+
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
   int64_t LatestTimeNs() const;
   // Records that could not be placed (no communicator, unknown enter): counted, not fatal.
@@ -158,7 +176,11 @@ class JobModel {
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
+  // Completes the calls of group `group_id` waiting on `stream` (nullptr: on any stream).
+  void CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns);
   void AdvanceCompleted(CommRank& rank, const Process& process);
+  // Marks `rank` of `comm` as reported by `process` (first record of it).
+  void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const {
     return static_cast<int64_t>(monotonic_ns) + process.info.realtime_offset_ns;
   }

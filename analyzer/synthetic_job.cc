@@ -122,7 +122,8 @@ void SyntheticJob::P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_
 }
 
 void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
-                         const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns) {
+                         const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns,
+                         bool end_completes_at_return) {
   const uint64_t group = next_group_++;
   ring::Record start = Base(process, RecordKind::kEnter, ApiFn::kGroupStart, t_ns);
   start.group_id = group;
@@ -145,7 +146,7 @@ void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int3
   end.group_id = group;
   end.stream = 77;
   const uint64_t end_index = Enter(process, end);
-  Return(process, end_index, end, t_ns + 4000, 0);
+  Return(process, end_index, end, t_ns + 4000, end_completes_at_return ? ring::kFlagCompletesAtReturn : 0);
   if (complete_ns > 0) CompleteRecord(process, end_index, end, complete_ns);
 }
 

@@ -47,8 +47,10 @@ class SyntheticJob {
   void P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, ring::ApiFn fn, int32_t peer,
            uint64_t seq, uint64_t count, uint8_t dtype, int64_t t_ns, int64_t complete_ns);
   // Grouped ops on a GPU: each op returns at once; one completion for the group's GroupEnd.
+  // `end_completes_at_return`: no device to wait for (the GroupEnd's return says so).
   void Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
-             const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns);
+             const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns,
+             bool end_completes_at_return = false);
 
  private:
   ring::Record Base(ProcessId process, ring::RecordKind kind, ring::ApiFn fn, int64_t t_ns);

@@ -62,7 +62,9 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
     if (event.kind() == v1::EVENT_KIND_ENTER && event.seq() > progress.entered_seq) {
       progress.entered_seq = event.seq();
       if (event.seq() > comm.max_entered) comm.max_entered = event.seq();
-      comm.first_enter_ns.try_emplace(event.seq(), now);
+      // Only the oldest entry is ever shown; a communicator whose completions never come
+      // (a rank that never reports) must not grow this without bound.
+      if (comm.first_enter_ns.size() < kMaxTrackedInflight) comm.first_enter_ns.try_emplace(event.seq(), now);
     }
     if (Completes(event) && event.seq() > progress.completed_seq) progress.completed_seq = event.seq();
   }

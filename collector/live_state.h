@@ -57,6 +57,7 @@ class LiveState {
     uint64_t parent_id = 0;
     std::map<int32_t, Progress> ranks;
     std::map<uint64_t, uint64_t> first_enter_ns;  // seq -> collector time, not yet completed by all
+                                                  // (at most kMaxTrackedInflight)
     uint64_t max_entered = 0;
     uint64_t rate_base_seq = 0;
     uint64_t rate_base_ns = 0;
@@ -66,6 +67,7 @@ class LiveState {
     v1::RankIdentity identity;
     v1::RankStatus status;
   };
+  static constexpr size_t kMaxTrackedInflight = 4096;
   void UpdateRates(uint64_t now_ns);
   uint64_t MinCompleted(const Comm& comm) const;
   bool AllExited(const Comm& comm) const;

@@ -26,7 +26,8 @@ class OnlineAnalyzer {
  public:
   static constexpr size_t kMaxQueuedRecords = 1 << 21;  // ~300 MiB of records
 
-  explicit OnlineAnalyzer(const analyzer::AnalyzerOptions& options) : analyzer_(options) {}
+  // The collector runs for the whole job: its model forgets settled history.
+  explicit OnlineAnalyzer(analyzer::AnalyzerOptions options) : analyzer_(Bounded(options)) {}
 
   // An accepted batch of the stream `key` (its hello's identity).
   void Enqueue(const std::string& key, const v1::RankIdentity& identity, const v1::StreamEventsRequest& batch);
@@ -60,6 +61,10 @@ class OnlineAnalyzer {
     analyzer::ProcessId process = 0;
   };
   void FeedLocked(const Item& item);
+  static analyzer::AnalyzerOptions Bounded(analyzer::AnalyzerOptions options) {
+    options.bounded_history = true;
+    return options;
+  }
 
   std::mutex queue_mutex_;  // guards queue_, streams_ (the map, identities, positions), queued_records_, dropped_
   std::vector<Item> queue_;

@@ -1,5 +1,5 @@
-// Shared by the collector's multi-process tests: compares what a trace folder stores
-// with what the ring files hold, lane by lane and byte for byte.
+// Shared by the collector's multi-process tests and the soak (bench/soak.cc): compares
+// what a trace folder stores with what the ring files hold, lane by lane and byte for byte.
 // Threading: single-threaded test code.
 #ifndef COLLWATCH_TESTS_COLLECTOR_TRACE_CHECK_H_
 #define COLLWATCH_TESTS_COLLECTOR_TRACE_CHECK_H_
@@ -33,12 +33,14 @@ struct TraceComparison {
   int traces = 0;
   uint64_t ring_records = 0;
   uint64_t stored_records = 0;
+  uint64_t ring_lost = 0;  // records the rings lost (overwritten, torn): the store cannot have them
   std::string mismatch;  // empty when every ring equals its trace
   std::map<int, v1::StoredStatus> status_by_rank;
 };
 
-// Every ring of `ring_dir` against the trace of the same process under `out_dir`/`job`.
-inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const std::string& out_dir,
+// Every ring of the `ring_dirs` (one per node) against the trace of the same process
+// under `out_dir`/`job`; the store is read once.
+inline TraceComparison CompareTracesWithRings(const std::vector<std::string>& ring_dirs, const std::string& out_dir,
                                               const std::string& job) {
   TraceComparison result;
   std::map<int32_t, LaneRecords> stored_by_pid;
@@ -61,19 +63,25 @@ inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const
       ++result.stored_records;
     }
   }
-  auto paths = ListRingFiles(ring_dir);
-  if (!paths.ok()) {
-    result.mismatch = paths.status().ToString();
-    return result;
+  std::vector<std::string> paths;
+  for (const std::string& ring_dir : ring_dirs) {
+    auto listed = ListRingFiles(ring_dir);
+    if (!listed.ok()) {
+      result.mismatch = listed.status().ToString();
+      return result;
+    }
+    paths.insert(paths.end(), listed->begin(), listed->end());
   }
-  for (const std::string& path : *paths) {
+  for (const std::string& path : paths) {
     auto reader = RingReader::Open(path);
     if (!reader.ok()) continue;
     if ((*reader)->identity().job != job) continue;
     ++result.rings;
     const bool gone = (*reader)->writer_state() != ring::WriterState::kRunning || !(*reader)->WriterProcessAlive();
     LaneRecords lanes;
-    for (const IndexedRecord& item : (*reader)->ReadAll(gone).records) {
+    const ReadBatch batch = (*reader)->ReadAll(gone);
+    result.ring_lost += batch.lost + batch.torn;
+    for (const IndexedRecord& item : batch.records) {
       lanes[item.lane].push_back(LaneRecord{LanePosition(item.lane, item.index, item.record), Payload(item.record)});
       ++result.ring_records;
     }
@@ -91,6 +99,11 @@ inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const
     if (result.mismatch.empty()) result.mismatch = absl::StrCat(path, ": the store holds records the ring does not");
   }
   return result;
+}
+
+inline TraceComparison CompareTracesWithRings(const std::string& ring_dir, const std::string& out_dir,
+                                              const std::string& job) {
+  return CompareTracesWithRings(std::vector<std::string>{ring_dir}, out_dir, job);
 }
 
 }  // namespace collwatch::testing

@@ -1,0 +1,79 @@
+// A growing sequence whose indexes stay global while its front is dropped: what lets the
+// online analyzer forget history no check can need again without renumbering the call
+// indexes and sequence numbers every other structure holds. A few entries below the
+// window may be kept on purpose (calls still referenced, e.g. a communicator's creation).
+// Threading: none; the owner serialises.
+#ifndef COLLWATCH_ANALYZER_WINDOWED_LOG_H_
+#define COLLWATCH_ANALYZER_WINDOWED_LOG_H_
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace collwatch::analyzer {
+
+template <typename T>
+class WindowedLog {
+ public:
+  // One past the highest index ever stored (dropping the front does not change it).
+  size_t size() const { return first_ + items_.size(); }
+  bool empty() const { return size() == 0; }
+  // The lowest index of the window; below it only kept entries remain.
+  size_t first() const { return first_; }
+  // Entries held in memory: the window plus the kept ones.
+  size_t stored() const { return items_.size() + kept_.size(); }
+
+  // Valid for every index in [first(), size()) and for the kept ones below; anything else
+  // is a caller that lost track of what it pruned, and must not read another call.
+  const T& operator[](size_t index) const {
+    if (index >= first_ && index < size()) return items_[index - first_];
+    auto kept = kept_.find(index);
+    if (kept == kept_.end()) {
+      std::fprintf(stderr, "collwatch: internal error: pruned history entry %zu read\n", index);
+      std::abort();
+    }
+    return kept->second;
+  }
+  T& operator[](size_t index) { return const_cast<T&>(std::as_const(*this)[index]); }
+  bool Holds(size_t index) const { return (index >= first_ && index < size()) || kept_.count(index) != 0; }
+
+  const T& front() const { return items_.front(); }  // the window's first entry
+  const T& back() const { return items_.back(); }
+  T& back() { return items_.back(); }
+  void push_back(T item) { items_.push_back(std::move(item)); }
+  // Grows to `count` indexes, new ones set to `fill` (never shrinks).
+  void resize(size_t count, const T& fill) {
+    if (count > size()) items_.resize(count - first_, fill);
+  }
+
+  // The window's entries, in index order (kept entries below it are not visited).
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+  // Drops every index below `index`, except those in `keep` (any order), which stay
+  // readable; entries kept by an earlier call and not named again are dropped now.
+  void DropBefore(size_t index, const std::vector<size_t>& keep = {}) {
+    if (index > size()) index = size();
+    if (index < first_) index = first_;
+    std::map<size_t, T> kept;
+    for (size_t k : keep) {
+      if (k < index && Holds(k)) kept.emplace(k, (*this)[k]);
+    }
+    kept_.swap(kept);
+    items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(index - first_));
+    first_ = index;
+  }
+
+ private:
+  size_t first_ = 0;
+  std::deque<T> items_;
+  std::map<size_t, T> kept_;
+};
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_WINDOWED_LOG_H_
