@@ -82,6 +82,29 @@ ring::Record RecordFromEvent(const v1::Event& event) {
   return r;
 }
 
+v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring) {
+  v1::RankIdentity identity;
+  identity.set_job(ring.job);
+  identity.set_host(ring.host);
+  identity.set_pid(ring.pid);
+  identity.set_rank(ring.rank);
+  identity.set_local_rank(ring.local_rank);
+  identity.set_world_size(ring.world_size);
+  identity.set_ring_path(ring.path);
+  identity.set_ring_capacity(ring.lane_capacity);
+  identity.set_start_realtime_ns(ring.start_realtime_ns);
+  identity.set_start_monotonic_ns(ring.start_monotonic_ns);
+  identity.set_lane_count(ring.lane_count);
+  return identity;
+}
+
+v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id) {
+  v1::RegionName region;
+  region.set_id(region_id);
+  region.set_name(reader.RegionName(region_id));
+  return region;
+}
+
 analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity) {
   analyzer::ProcessInfo info;
   info.host = identity.host();

@@ -27,6 +27,11 @@ void EventFromRecord(const IndexedRecord& item, v1::Event* event);
 // Inverse of EventFromRecord for the payload: the commit word is left 0.
 ring::Record RecordFromEvent(const v1::Event& event);
 
+// What the agent sends for a ring: the hello's identity of the ring's process, and an
+// NVTX region name of it (empty name: not written yet).
+v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring);
+v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
+
 // A rank stream's identity and liveness as the analyzer's model takes them.
 analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);
 analyzer::ProcessStatus ProcessStatusFromWire(v1::WriterStatus status);
