@@ -1,12 +1,16 @@
 // Makes the fuzzers' seed files (tests/fuzz/<target>/) from the output of a real run:
-//   make_seeds ring IN.ring OUT        the ring with its string table cut to the ids its
+//   make_seeds ring IN.ring OUT [RECORDS]
+//                                      the ring with its string table cut to the ids its
 //                                      records use, renumbered (a ring's table alone is
-//                                      512 KiB; seeds should be a few KiB)
+//                                      512 KiB; seeds should be a few KiB), and its lanes
+//                                      cut to RECORDS slots (a power of two) holding each
+//                                      lane's newest records, as a ring that size would
 //   make_seeds ingest OUT TRACE_DIR... the rank traces' stored batches as the messages
 //                                      their agents sent (event_ingest_fuzzer's input)
 //   make_seeds store OUT TRACE_DIR     a rank trace's log and index (trace_store_fuzzer's)
 // Threading: single-threaded.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -33,8 +37,9 @@ bool WriteFile(const std::string& path, const std::string& bytes) {
   return static_cast<bool>(out);
 }
 
-// The ring with only the string slots its records name, as ids 1..n in order of use.
-int RepackRing(const std::string& in_path, const std::string& out_path) {
+// The ring with only the string slots its records name, as ids 1..n in order of use,
+// and `records` slots per lane (0: as it is).
+int RepackRing(const std::string& in_path, const std::string& out_path, uint64_t records) {
   const std::string in = ReadFile(in_path);
   ring::Header header;
   if (in.size() < sizeof header) return std::fprintf(stderr, "%s: too short\n", in_path.c_str()), 1;
@@ -42,11 +47,34 @@ int RepackRing(const std::string& in_path, const std::string& out_path) {
   if (header.magic != ring::kMagic || header.file_bytes != in.size()) {
     return std::fprintf(stderr, "%s: not a complete ring\n", in_path.c_str()), 1;
   }
-  std::string lanes = in.substr(header.lanes_offset, header.lane_count * header.lane_bytes);
+  if (records == 0) records = header.lane_capacity;
+  if (records > header.lane_capacity || (records & (records - 1)) != 0) {
+    return std::fprintf(stderr, "RECORDS must be a power of two up to %llu\n",
+                        static_cast<unsigned long long>(header.lane_capacity)), 1;
+  }
+  // Record n of a lane lives in slot n % capacity: the newest `records` move to their
+  // slots in the smaller lane, the older ones are what that ring would have lost.
+  const uint64_t lane_bytes = ring::LaneBytes(records);
+  std::string lanes(header.lane_count * lane_bytes, '\0');
+  for (uint32_t lane = 0; lane < header.lane_count; ++lane) {
+    const char* from = in.data() + header.lanes_offset + lane * header.lane_bytes;
+    char* to = lanes.data() + lane * lane_bytes;
+    std::memcpy(to, from, ring::kLaneHeaderBytes);
+    uint64_t written;
+    std::memcpy(&written, from, sizeof written);
+    const uint64_t first = written > records ? written - records : 0;
+    for (uint64_t n = first; n < written; ++n) {
+      std::memcpy(to + ring::kLaneHeaderBytes + (n % records) * ring::kRecordBytes,
+                  from + ring::kLaneHeaderBytes + (n % header.lane_capacity) * ring::kRecordBytes,
+                  ring::kRecordBytes);
+    }
+  }
+  header.lane_capacity = records;
+  header.lane_bytes = lane_bytes;
   std::map<uint32_t, uint32_t> renumbered;
   for (uint32_t lane = 0; lane < header.lane_count; ++lane) {
     for (uint64_t slot = 0; slot < header.lane_capacity; ++slot) {
-      char* at = lanes.data() + lane * header.lane_bytes + ring::kLaneHeaderBytes + slot * ring::kRecordBytes;
+      char* at = lanes.data() + lane * lane_bytes + ring::kLaneHeaderBytes + slot * ring::kRecordBytes;
       uint32_t region;
       std::memcpy(&region, at + offsetof(ring::Record, region_id), sizeof region);
       if (region == 0 || region > header.string_capacity) continue;
@@ -156,12 +184,14 @@ int StoreSeed(const std::string& out_path, const std::string& trace) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "ring" && argc == 4) return collwatch::RepackRing(argv[2], argv[3]);
+  if (mode == "ring" && (argc == 4 || argc == 5)) {
+    return collwatch::RepackRing(argv[2], argv[3], argc == 5 ? std::strtoull(argv[4], nullptr, 10) : 0);
+  }
   if (mode == "ingest" && argc >= 4 && argc <= 7) {
     return collwatch::IngestSeed(argv[2], std::vector<std::string>(argv + 3, argv + argc));
   }
   if (mode == "store" && argc == 4) return collwatch::StoreSeed(argv[2], argv[3]);
   std::fprintf(stderr,
-               "usage: make_seeds ring IN.ring OUT | ingest OUT TRACE_DIR... (up to 4) | store OUT TRACE_DIR\n");
+               "usage: make_seeds ring IN.ring OUT [RECORDS] | ingest OUT TRACE_DIR... (up to 4) | store OUT TRACE_DIR\n");
   return 2;
 }
