@@ -434,6 +434,19 @@ TEST(AnalyzerTest, DamagedClocksSaturateInsteadOfOverflowing) {
   analyzer.Analyze(model.LatestTimeNs(), /*final_pass=*/true);
 }
 
+// The ring fuzzer's find: `collwatch analyze --json` on a ring whose NVTX names or job
+// id are not UTF-8 threw from the JSON writer and aborted.
+TEST(ReportTest, JsonOfNamesThatAreNotUtf8IsStillJson) {
+  Finding finding;
+  finding.regions = {"fwd/\xff"};
+  finding.headline = "PATH_DIVERGENCE in fwd/\xff";
+  ReportInfo info;
+  info.job = "job\xfe";
+  const nlohmann::json report = nlohmann::json::parse(ReportJsonText({finding}, info));
+  EXPECT_EQ(report["job"], "job\xef\xbf\xbd");
+  EXPECT_EQ(report["findings"][0]["regions"][0], "fwd/\xef\xbf\xbd");
+}
+
 TEST(RankListTextTest, CompressesRunsAndProgressions) {
   EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");
