@@ -571,6 +571,49 @@ TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
   EXPECT_DEATH(static_cast<void>(log[5]), "pruned history entry 5");
 }
 
+// The ring fuzzer's find: clocks from a damaged ring header or record (an offset near
+// 2^63, a time near 2^64) overflowed the realtime conversion (undefined behaviour).
+TEST(AnalyzerTest, DamagedClocksSaturateInsteadOfOverflowing) {
+  EXPECT_EQ(RealtimeOffsetNs(UINT64_MAX, 0), kMaxTimeNs);
+  EXPECT_EQ(RealtimeOffsetNs(0, UINT64_MAX), -kMaxTimeNs);
+  Analyzer analyzer(TestOptions());
+  JobModel& model = analyzer.model();
+  ProcessInfo info;
+  info.realtime_offset_ns = INT64_MAX;
+  const ProcessId late = model.AddProcess(info);
+  info.realtime_offset_ns = INT64_MIN;
+  const ProcessId early = model.AddProcess(info);
+  for (ProcessId process : {late, early}) {
+    ring::Record record{};
+    record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+    record.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+    record.comm_id = kComm;
+    record.rank = static_cast<int32_t>(process);
+    record.nranks = 2;
+    record.seq = 1;
+    record.t_ns = UINT64_MAX - 5;
+    model.AddRecord(process, 0, 0, record);
+    model.SetStatus(process, ProcessStatus::kDead, UINT64_MAX, 0);
+  }
+  EXPECT_EQ(model.call(late, 0).enter_ns, kMaxTimeNs);
+  EXPECT_EQ(model.call(early, 0).enter_ns, 1);
+  EXPECT_EQ(model.LatestTimeNs(), kMaxTimeNs);
+  analyzer.Analyze(model.LatestTimeNs(), /*final_pass=*/true);
+}
+
+// The ring fuzzer's find: `collwatch analyze --json` on a ring whose NVTX names or job
+// id are not UTF-8 threw from the JSON writer and aborted.
+TEST(ReportTest, JsonOfNamesThatAreNotUtf8IsStillJson) {
+  Finding finding;
+  finding.regions = {"fwd/\xff"};
+  finding.headline = "PATH_DIVERGENCE in fwd/\xff";
+  ReportInfo info;
+  info.job = "job\xfe";
+  const nlohmann::json report = nlohmann::json::parse(ReportJsonText({finding}, info));
+  EXPECT_EQ(report["job"], "job\xef\xbf\xbd");
+  EXPECT_EQ(report["findings"][0]["regions"][0], "fwd/\xef\xbf\xbd");
+}
+
 TEST(RankListTextTest, CompressesRunsAndProgressions) {
   EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");

@@ -68,6 +68,20 @@ uint64_t HashOf(const Fingerprint& f) {
   return h ^ (h >> 33);
 }
 
+int64_t RealtimeOffsetNs(uint64_t start_realtime_ns, uint64_t start_monotonic_ns) {
+  const auto clamped = [](uint64_t ns) { return static_cast<int64_t>(std::min<uint64_t>(ns, kMaxTimeNs)); };
+  return clamped(start_realtime_ns) - clamped(start_monotonic_ns);
+}
+
+int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) const {
+  int64_t realtime;
+  if (__builtin_add_overflow(static_cast<int64_t>(std::min<uint64_t>(monotonic_ns, kMaxTimeNs)),
+                             process.info.realtime_offset_ns, &realtime)) {
+    realtime = process.info.realtime_offset_ns < 0 ? 1 : kMaxTimeNs;
+  }
+  return std::clamp<int64_t>(realtime, 1, kMaxTimeNs);
+}
+
 ProcessId JobModel::AddProcess(const ProcessInfo& info) {
   processes_.emplace_back();
   processes_.back().info = info;

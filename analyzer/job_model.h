@@ -31,6 +31,14 @@ inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number t
 enum class ProcessStatus : uint8_t { kRunning, kExited, kDisabled, kDead, kSilent };
 std::string_view ProcessStatusName(ProcessStatus status);
 
+// Times come from the writers' clocks, which a damaged ring or a hostile agent makes
+// anything: conversions saturate into [1, kMaxTimeNs] (the year 2116), so that the
+// difference of two times never overflows.
+inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+// The offset from a writer's CLOCK_MONOTONIC to CLOCK_REALTIME, from the pair of readings
+// its ring header holds, within [-kMaxTimeNs, kMaxTimeNs].
+int64_t RealtimeOffsetNs(uint64_t start_realtime_ns, uint64_t start_monotonic_ns);
+
 struct ProcessInfo {
   std::string host;
   int32_t pid = 0;
@@ -181,9 +189,7 @@ class JobModel {
   void AdvanceCompleted(CommRank& rank, const Process& process);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
-  int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const {
-    return static_cast<int64_t>(monotonic_ns) + process.info.realtime_offset_ns;
-  }
+  int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
 
   std::vector<Process> processes_;
   std::vector<Comm> comms_;

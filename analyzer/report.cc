@@ -119,6 +119,10 @@ std::string FindingText(const Finding& finding) {
   return text;
 }
 
+std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info) {
+  return ReportJson(findings, info).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info) {
   std::string text = absl::StrFormat("collwatch report%s%s (%s", info.job.empty() ? "" : " for job ", info.job,
                                      info.online ? "live" : "post-mortem");
@@ -149,7 +153,7 @@ bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findin
   const std::string json_path = dir + "/report.json";
   const std::string text_path = dir + "/report.txt";
   std::ofstream json(json_path);
-  json << ReportJson(findings, info).dump(2) << "\n";
+  json << ReportJsonText(findings, info) << "\n";
   std::ofstream text(text_path);
   text << ReportText(findings, info);
   json.close();

@@ -29,6 +29,9 @@ ReportInfo DescribeJob(const JobModel& model);
 nlohmann::json FindingJson(const Finding& finding);
 // {"findings": [...], "healthy": bool, "job": ..., ...}
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info);
+// report.json's text. Names from rings (NVTX regions, job ids) and paths may be any bytes:
+// those that are not UTF-8 are written as U+FFFD, as JSON requires.
+std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info);
 
 // A finding for a terminal: headline, summary, rank classes, the aligned context.
 std::string FindingText(const Finding& finding);

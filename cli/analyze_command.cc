@@ -32,7 +32,7 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   info.source = options.path + " (" + summary.source + ")";
   info.notes = summary.warnings;
   if (options.json) {
-    out << analyzer::ReportJson(findings, info).dump(2) << "\n";
+    out << analyzer::ReportJsonText(findings, info) << "\n";
   } else {
     out << analyzer::ReportText(findings, info);
   }

@@ -160,9 +160,12 @@ absl::Status DumpRings(const std::string& path, DumpFormat format, std::ostream&
       PrintRingText(contents, out);
       continue;
     }
-    out << RingToJson(contents).dump() << "\n";
+    // Ring strings (host, job, region names) may be any bytes: shown as U+FFFD where not
+    // UTF-8, which JSON requires.
+    constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+    out << RingToJson(contents).dump(-1, ' ', false, kReplace) << "\n";
     for (const IndexedRecord& item : contents.batch.records) {
-      out << RecordToJson(*contents.reader, item).dump() << "\n";
+      out << RecordToJson(*contents.reader, item).dump(-1, ' ', false, kReplace) << "\n";
     }
   }
   if (readable == 0) return absl::InvalidArgumentError("no readable ring");

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -80,6 +81,30 @@ TEST_F(RingDumpTest, JsonLinesParseAndCarryTheRecord) {
   EXPECT_EQ(objects[1]["redop"], "sum");
   EXPECT_EQ(objects[2]["kind"], "return");
   EXPECT_EQ(objects[2]["ref"], 0);
+}
+
+// The ring fuzzer's find: a region name that is not UTF-8 (NVTX names are any bytes)
+// made `collwatch dump --json` throw and abort.
+TEST_F(RingDumpTest, JsonLinesStayJsonWhenANameIsNotUtf8) {
+  ring::StringSlot& slot = writer_->strings()[0];
+  std::memcpy(slot.text, "fwd/\xff\xfe", 6);
+  slot.length = 6;
+  slot.state.store(ring::kStringReady, std::memory_order_release);
+  ring::Record record{};
+  record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  record.fn = static_cast<uint16_t>(ring::ApiFn::kGroupStart);
+  record.region_id = 1;
+  writer_->Append(RingWriter::kSharedLane, record);
+  std::ostringstream out, err;
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kJsonLines, out, err).ok());
+  std::istringstream lines(out.str());
+  std::string line;
+  std::string last_region;
+  while (std::getline(lines, line)) {
+    const nlohmann::json object = nlohmann::json::parse(line);
+    if (object.contains("region")) last_region = object["region"];
+  }
+  EXPECT_EQ(last_region, "fwd/\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 TEST_F(RingDumpTest, BadRingIsReportedAndTheOthersStillDumped) {

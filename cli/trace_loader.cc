@@ -73,8 +73,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   info.pid = identity.pid;
   info.global_rank = identity.rank;
   info.world_size = identity.world_size;
-  info.realtime_offset_ns =
-      static_cast<int64_t>(identity.start_realtime_ns) - static_cast<int64_t>(identity.start_monotonic_ns);
+  info.realtime_offset_ns = analyzer::RealtimeOffsetNs(identity.start_realtime_ns, identity.start_monotonic_ns);
   const analyzer::ProcessId process = model->AddProcess(info);
   std::set<uint32_t> regions;
   for (const IndexedRecord& item : batch.records) {

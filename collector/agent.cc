@@ -64,20 +64,8 @@ class RankChannel {
   RankChannel(const AgentOptions& options, std::unique_ptr<RingReader> reader,
               std::shared_ptr<grpc::Channel> channel)
       : options_(options), reader_(std::move(reader)), channel_(std::move(channel)),
-        stub_(v1::Collector::NewStub(channel_)), outgoing_(options.limits),
-        cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
-    const RingIdentity& id = reader_->identity();
-    identity_.set_job(id.job);
-    identity_.set_host(id.host);
-    identity_.set_pid(id.pid);
-    identity_.set_rank(id.rank);
-    identity_.set_local_rank(id.local_rank);
-    identity_.set_world_size(id.world_size);
-    identity_.set_ring_path(id.path);
-    identity_.set_ring_capacity(id.lane_capacity);
-    identity_.set_start_realtime_ns(id.start_realtime_ns);
-    identity_.set_start_monotonic_ns(id.start_monotonic_ns);
-    identity_.set_lane_count(id.lane_count);
+        stub_(v1::Collector::NewStub(channel_)), identity_(RankIdentityFromRing(reader_->identity())),
+        outgoing_(options.limits), cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
     sender_ = std::thread([this] { SendLoop(); });
   }
 
@@ -139,11 +127,8 @@ class RankChannel {
       for (const IndexedRecord& item : batch.records) {
         const uint32_t region = item.record.region_id;
         if (region != 0 && !sent_regions_.count(region)) {
-          std::string name = reader_->RegionName(region);
-          if (!name.empty()) {
-            v1::RegionName named;
-            named.set_id(region);
-            named.set_name(std::move(name));
+          v1::RegionName named = RegionNameFromRing(*reader_, region);
+          if (!named.name().empty()) {
             outgoing_.AddRegion(std::move(named));
             sent_regions_.insert(region);
           }

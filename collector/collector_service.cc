@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "collector/event_ingest.h"
 #include "collector/stream_checks.h"
 #include "collector/wall_clock.h"
 #include "collector/watch_delta.h"
@@ -43,28 +44,11 @@ void BlockAllSignalsInThisThread() {
 
 namespace {
 
-std::string ProcessKey(const v1::RankIdentity& identity) {
-  return absl::StrCat(identity.job(), "/", identity.host(), "/", identity.pid(), "/",
-                      identity.start_realtime_ns());
-}
-
-bool SameIdentity(const v1::RankIdentity& a, const v1::RankIdentity& b) {
-  return a.SerializeAsString() == b.SerializeAsString();
-}
-
-double MonotonicSeconds() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
-
-constexpr uint32_t kMaxLanes = 1024;  // as the ring reader accepts
-
 class EventStreamReactor final
     : public grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse> {
  public:
   EventStreamReactor(CollectorService* service, grpc::CallbackServerContext* context)
-      : service_(service), peer_(context->peer()) {
+      : service_(service), peer_(context->peer()), ingest_(service) {
     if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
       service_->Log(absl::StrCat("refused stream from ", peer_, ": ", auth.message()));
       Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
@@ -79,9 +63,9 @@ class EventStreamReactor final
       FinishLocked(grpc::Status::OK);
       return;
     }
-    absl::StatusOr<v1::StreamEventsResponse> answer = Handle();
+    absl::StatusOr<v1::StreamEventsResponse> answer = ingest_.Accept(request_);
     if (!answer.ok()) {
-      service_->Log(absl::StrCat("stream from ", peer_, " (", key_.empty() ? "no hello" : key_,
+      service_->Log(absl::StrCat("stream from ", peer_, " (", ingest_.key().empty() ? "no hello" : ingest_.key(),
                                  ") ended: ", answer.status().ToString()));
       FinishLocked(grpc::Status(static_cast<grpc::StatusCode>(answer.status().code()),
                                 std::string(answer.status().message())));
@@ -115,7 +99,7 @@ class EventStreamReactor final
   }
 
   void OnDone() override {
-    if (!key_.empty()) service_->live_state().StreamClosed(key_);
+    ingest_.Close();
     delete this;
   }
 
@@ -127,62 +111,6 @@ class EventStreamReactor final
     if (!writing_) Finish(*finish_status_);
   }
 
-  absl::StatusOr<v1::StreamEventsResponse> Handle() {
-    v1::StreamEventsResponse answer;
-    if (writer_ == nullptr) {
-      if (!request_.has_rank()) {
-        return absl::InvalidArgumentError("the first message of a stream must be a hello carrying `rank`");
-      }
-      absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = service_->Hello(request_.rank(), &answer);
-      if (!writer.ok()) return writer.status();
-      writer_ = *std::move(writer);
-      identity_ = request_.rank();
-      key_ = ProcessKey(identity_);
-      service_->live_state().StreamOpened(key_, identity_);
-      bucket_time_ = MonotonicSeconds();
-      bucket_ = service_->options().max_events_per_second;
-    } else if (request_.has_rank() && !SameIdentity(request_.rank(), identity_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rank identity changed mid-stream (hello said pid ", identity_.pid(), " rank ", identity_.rank(),
-          ", this batch says pid ", request_.rank().pid(), " rank ", request_.rank().rank(),
-          "): open a new stream per process"));
-    }
-    if (request_.batch_seq() != 0 && request_.batch_seq() <= last_batch_seq_) {
-      return absl::InvalidArgumentError(absl::StrCat("batch_seq ", request_.batch_seq(),
-                                                     " does not follow ", last_batch_seq_));
-    }
-    if (request_.events_size() > service_->options().max_events_per_batch) {
-      return absl::InvalidArgumentError(absl::StrCat("batch of ", request_.events_size(),
-                                                     " events; at most ", service_->options().max_events_per_batch));
-    }
-    const uint32_t lanes = identity_.lane_count() > 0 ? identity_.lane_count() : kMaxLanes;
-    for (const v1::Event& event : request_.events()) {
-      if (event.lane() >= lanes || event.kind() < v1::EVENT_KIND_ENTER ||
-          event.kind() > v1::EVENT_KIND_ASYNC_ERROR) {
-        return absl::InvalidArgumentError(absl::StrCat("malformed event: lane ", event.lane(), " of ", lanes,
-                                                       ", kind ", static_cast<int>(event.kind())));
-      }
-    }
-    if (absl::Status order = CheckLaneOrder(request_, lanes); !order.ok()) return order;
-    // Token bucket: a second's worth of events may arrive at once, then the rate holds.
-    const double now = MonotonicSeconds();
-    const double rate = service_->options().max_events_per_second;
-    bucket_ = std::min(rate, bucket_ + (now - bucket_time_) * rate);
-    bucket_time_ = now;
-    bucket_ -= request_.events_size();
-    if (bucket_ < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("stream exceeds ", rate,
-                                                       " events per second (collector --max-stream-rate)"));
-    }
-    absl::StatusOr<AppendResult> appended = writer_->Append(request_);
-    if (!appended.ok()) return appended.status();
-    service_->live_state().BatchAccepted(key_, request_, appended->stored);
-    if (service_->options().analyze) service_->online_analyzer().Enqueue(key_, identity_, request_);
-    if (request_.batch_seq() != 0) last_batch_seq_ = request_.batch_seq();
-    answer.set_acked_batch_seq(last_batch_seq_);
-    return answer;
-  }
-
   CollectorService* service_;
   std::string peer_;
   std::recursive_mutex mutex_;  // recursive: a reaction gRPC runs inline re-enters
@@ -192,12 +120,7 @@ class EventStreamReactor final
   bool has_pending_ = false;
   bool writing_ = false;
   std::unique_ptr<grpc::Status> finish_status_;
-  std::shared_ptr<RankTraceWriter> writer_;
-  v1::RankIdentity identity_;
-  std::string key_;
-  uint64_t last_batch_seq_ = 0;
-  double bucket_ = 0;
-  double bucket_time_ = 0;
+  EventIngest ingest_;
 };
 
 }  // namespace
@@ -391,7 +314,7 @@ absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& c
 
 absl::StatusOr<std::shared_ptr<RankTraceWriter>> CollectorService::Hello(const v1::RankIdentity& identity,
                                                                          v1::StreamEventsResponse* answer) {
-  if (absl::Status valid = CheckHelloIdentity(identity, kMaxLanes); !valid.ok()) return valid;
+  if (absl::Status valid = CheckHelloIdentity(identity, kMaxStreamLanes); !valid.ok()) return valid;
   {
     std::lock_guard<std::mutex> lock(job_mutex_);
     if (job_.empty()) job_ = identity.job();  // the first job to say hello is the one served

@@ -9,7 +9,51 @@ bool IsInPlaceEnterHalf(uint16_t kind, uint8_t flags) {
          (flags & ring::kFlagReturnsInPlace) != 0;
 }
 
+// Bytes of the well-formed UTF-8 sequence at the start of `text` (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), 0 if there is none.
+size_t Utf8SequenceBytes(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  const uint8_t lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint8_t low = 0x80, high = 0xbf;  // allowed range of the second byte
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;   // overlong
+    if (lead == 0xed) high = 0x9f;  // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;   // overlong
+    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  }
+  return length;
+}
+
 }  // namespace
+
+std::string WireText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t length = Utf8SequenceBytes(text);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      text.remove_prefix(1);
+    } else {
+      out.append(text.substr(0, length));
+      text.remove_prefix(length);
+    }
+  }
+  return out;
+}
 
 uint64_t LanePosition(uint32_t /*lane*/, uint64_t index, const ring::Record& record) {
   return 2 * index + (IsInPlaceEnterHalf(record.kind, record.flags) ? 0 : 1);
@@ -82,14 +126,36 @@ ring::Record RecordFromEvent(const v1::Event& event) {
   return r;
 }
 
+v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring) {
+  v1::RankIdentity identity;
+  identity.set_job(WireText(ring.job));
+  identity.set_host(WireText(ring.host));
+  identity.set_pid(ring.pid);
+  identity.set_rank(ring.rank);
+  identity.set_local_rank(ring.local_rank);
+  identity.set_world_size(ring.world_size);
+  identity.set_ring_path(WireText(ring.path));
+  identity.set_ring_capacity(ring.lane_capacity);
+  identity.set_start_realtime_ns(ring.start_realtime_ns);
+  identity.set_start_monotonic_ns(ring.start_monotonic_ns);
+  identity.set_lane_count(ring.lane_count);
+  return identity;
+}
+
+v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id) {
+  v1::RegionName region;
+  region.set_id(region_id);
+  region.set_name(WireText(reader.RegionName(region_id)));
+  return region;
+}
+
 analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity) {
   analyzer::ProcessInfo info;
   info.host = identity.host();
   info.pid = identity.pid();
   info.global_rank = identity.rank();
   info.world_size = identity.world_size();
-  info.realtime_offset_ns =
-      static_cast<int64_t>(identity.start_realtime_ns()) - static_cast<int64_t>(identity.start_monotonic_ns());
+  info.realtime_offset_ns = analyzer::RealtimeOffsetNs(identity.start_realtime_ns(), identity.start_monotonic_ns());
   return info;
 }
 

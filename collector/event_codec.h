@@ -5,6 +5,8 @@
 #define COLLWATCH_COLLECTOR_EVENT_CODEC_H_
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "analyzer/job_model.h"
 #include "interposer/ring_reader.h"
@@ -26,6 +28,17 @@ LaneCursor CursorAt(uint64_t next_position);
 void EventFromRecord(const IndexedRecord& item, v1::Event* event);
 // Inverse of EventFromRecord for the payload: the commit word is left 0.
 ring::Record RecordFromEvent(const v1::Event& event);
+
+// `text` as valid UTF-8: each byte that does not start a well-formed sequence becomes
+// U+FFFD. Proto3 strings must be UTF-8 or the collector cannot parse the message (the
+// whole batch, again after every reconnect); ring strings come from the job's
+// environment and NVTX names, which may be any bytes.
+std::string WireText(std::string_view text);
+
+// What the agent sends for a ring: the hello's identity of the ring's process, and an
+// NVTX region name of it (empty name: not written yet).
+v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring);
+v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
 
 // A rank stream's identity and liveness as the analyzer's model takes them.
 analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);

@@ -83,11 +83,13 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
       header->lane_bytes != ring::LaneBytes(capacity)) {
     return Invalid(path, "implausible capacities");
   }
-  const uint64_t lanes_end = header->lanes_offset + lanes * header->lane_bytes;
-  const uint64_t strings_end = header->strings_offset + strings * ring::kStringSlotBytes;
-  if (header->file_bytes != file_bytes || header->lanes_offset < ring::kHeaderBytes ||
-      header->strings_offset < ring::kHeaderBytes || lanes_end > file_bytes ||
-      strings_end > file_bytes || header->lanes_offset % 64 != 0 ||
+  // Each region within the file, compared without sums that could wrap (the capacities
+  // are bounded above, the offsets are not).
+  const auto fits = [&](uint64_t offset, uint64_t bytes) {
+    return offset >= ring::kHeaderBytes && offset <= file_bytes && bytes <= file_bytes - offset;
+  };
+  if (header->file_bytes != file_bytes || !fits(header->lanes_offset, lanes * header->lane_bytes) ||
+      !fits(header->strings_offset, strings * ring::kStringSlotBytes) || header->lanes_offset % 64 != 0 ||
       header->strings_offset % 8 != 0) {
     return Invalid(path, absl::StrCat("truncated or inconsistent: header says ", header->file_bytes,
                                       " bytes, file has ", file_bytes));

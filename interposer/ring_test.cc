@@ -417,6 +417,26 @@ TEST_F(RingTest, FilesThatAreNotRingsGetClearErrors) {
   EXPECT_FALSE(RingReader::Open(dir_ + "/missing.ring").ok());
 }
 
+// Found writing the ring fuzzer: an offset near 2^64 made `offset + size` wrap below the
+// file's size, and the reader then read outside its mapping.
+TEST_F(RingTest, OffsetsThatWrapAroundAreRefused) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  const std::string good = OnlyRing();
+  for (const size_t field : {offsetof(ring::Header, lanes_offset), offsetof(ring::Header, strings_offset)}) {
+    const std::string damaged = dir_ + "/wrapped.ring";
+    std::filesystem::copy_file(good, damaged, std::filesystem::copy_options::overwrite_existing);
+    std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t offset = UINT64_MAX - 127;  // a multiple of 64 that wraps past the end
+    file.seekp(static_cast<std::streamoff>(field));
+    file.write(reinterpret_cast<const char*>(&offset), sizeof offset);
+    file.close();
+    auto opened = RingReader::Open(damaged);
+    ASSERT_FALSE(opened.ok()) << field;
+    EXPECT_NE(opened.status().message().find("inconsistent"), std::string::npos) << opened.status();
+  }
+}
+
 TEST_F(RingTest, UnwritableFolderDisablesInsteadOfFailing) {
   Config config = ConfigWith(64);
   std::snprintf(config.ring_dir, sizeof config.ring_dir, "/proc/collwatch-cannot-exist");
