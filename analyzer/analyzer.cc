@@ -176,8 +176,8 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
 // history_window agreed collectives before it. Below all of these nothing is read again.
 // A diverged communicator is left whole (its ranks are stuck; the finding is out).
 // Sends and receives are read once, at the pairing cursor; one waiting for its peer is
-// kept through unpaired_p2p_. A process keeps the calls its kept entries name, its
-// creation and pending calls, and its last kRecentCallsKept calls.
+// kept through unpaired_p2p_. A process keeps its last kRecentCallsKept calls and, each
+// by itself, the older calls a kept entry names, its creation and its pending calls.
 void Analyzer::ForgetSettledHistory() {
   const std::vector<Comm>& comms = model_.comms();
   for (CommIndex c = 0; c < comms.size() && c < progress_.size(); ++c) {

@@ -457,6 +457,16 @@ void ExchangeWithNeighbours(JobBuilder& job, uint64_t seq) {
 
 TEST(AnalyzerBoundedHistoryTest, LongJobKeepsTheModelBounded) {
   JobBuilder job(4, BoundedOptions());
+  // A communicator used three times at the start and never again: its calls stay listed
+  // and must not hold back the forgetting of everything after them.
+  constexpr uint64_t kStartupComm = 0x5555;
+  for (int rank = 0; rank < job.nranks(); ++rank) {
+    job.job().Init(job.process(rank), kStartupComm, rank, job.nranks(), job.Now());
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
+      job.job().Collective(job.process(rank), kStartupComm, rank, job.nranks(), seq, Gather("startup"), job.Now(),
+                           job.Now() + kMs);
+    }
+  }
   const std::vector<SyntheticOp> step = Step(true);
   size_t most_calls = 0, most_collectives = 0, most_p2p = 0;
   uint64_t p2p_seq = 0;
@@ -476,14 +486,17 @@ TEST(AnalyzerBoundedHistoryTest, LongJobKeepsTheModelBounded) {
   }
   const JobModel& model = job.analyzer().model();
   EXPECT_GE(model.process(job.process(0)).calls.size(), 100'000u + 2 * p2p_seq) << "every call counts";
+  EXPECT_NE(model.Collective(*model.FindComm(kStartupComm), 0, 3), nullptr) << "still listed, still readable";
   // Kept: history_window agreed collectives for the schedule template, up to two
   // chunks not yet dropped, the calls of the last step; the p2p of the same span.
   EXPECT_LT(most_collectives, 4096u + 2 * 1024 + 100);
   EXPECT_LT(most_calls, 2 * (4096u + 2 * 1024 + 100));
   EXPECT_LT(most_p2p, 2 * 1024u + 100);
-  EXPECT_EQ(model.comms()[0].ranks[0].init_call, 0u);
-  EXPECT_TRUE(model.process(job.process(0)).calls[0].returned()) << "the creation call stays readable";
+  EXPECT_TRUE(model.process(job.process(0)).calls[model.comms()[0].ranks[0].init_call].returned())
+      << "the creation call stays readable";
   EXPECT_EQ(DescribeJob(model).calls, model.process(job.process(0)).calls.size() * 4);
+  EXPECT_TRUE(model.process(job.process(0)).calls[model.comms()[1].ranks[0].init_call].returned())
+      << "the startup communicator's creation stays readable";
   EXPECT_TRUE(job.Run(60, /*final_pass=*/true).empty());
 }
 

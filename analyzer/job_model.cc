@@ -324,23 +324,23 @@ void JobModel::ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position) {
 void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std::vector<size_t>& also_keep) {
   if (process_id >= processes_.size()) return;
   Process& process = processes_[process_id];
+  // Every call still listed is kept by itself, not the span from the oldest one: a
+  // communicator used once at the start (or held back) must not pin all that followed.
   std::vector<size_t> keep = also_keep;
-  size_t cut = index;
-  // Calls of a communicator rank's window may sit anywhere (lanes interleave): the cut
-  // stops at the oldest one still listed.
+  auto keep_if_below = [&](uint32_t call) {
+    if (call != kNoCall && call < index) keep.push_back(call);
+  };
   for (const auto& [comm_index, rank_number] : process.memberships) {
     const CommRank& rank = comms_[comm_index].ranks[static_cast<size_t>(rank_number)];
-    for (const uint32_t call : rank.collectives) {
-      if (call != kNoCall) cut = std::min<size_t>(cut, call);
-    }
-    for (const uint32_t call : rank.p2p) cut = std::min<size_t>(cut, call);
-    if (rank.init_call != kNoCall) keep.push_back(rank.init_call);
+    for (const uint32_t call : rank.collectives) keep_if_below(call);
+    for (const uint32_t call : rank.p2p) keep_if_below(call);
+    keep_if_below(rank.init_call);
   }
-  for (const auto& [key, call] : process.pending) keep.push_back(call);
+  for (const auto& [key, call] : process.pending) keep_if_below(call);
   for (const auto& [group, members] : process.pending_groups) {
-    for (const Process::GroupedCall& member : members) keep.push_back(member.call);
+    for (const Process::GroupedCall& member : members) keep_if_below(member.call);
   }
-  process.calls.DropBefore(cut, keep);
+  process.calls.DropBefore(index, keep);
 }
 
 void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t heartbeat_writer_ns,

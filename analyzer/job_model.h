@@ -168,9 +168,10 @@ class JobModel {
   void ForgetCollectivesBefore(CommIndex comm, uint64_t seq);
   // Drops the sends and receives of `rank` of `comm` before `position` in its p2p list.
   void ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position);
-  // Drops the calls of `process` below `index` that nothing refers to any more. Kept:
-  // every call a communicator rank of it still lists, its creation calls, calls waiting
-  // for a return or completion, and `also_keep` (e.g. a p2p call waiting for its peer).
+  // Drops the calls of `process` below `index` that nothing refers to any more. Kept, each
+  // by itself: every call a communicator rank of it still lists, its creation calls,
+  // calls waiting for a return or completion, and `also_keep` (e.g. a p2p call waiting
+  // for its peer).
   void ForgetCallsBefore(ProcessId process, uint32_t index, const std::vector<size_t>& also_keep);
 
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).

@@ -61,7 +61,12 @@ class WindowedLog {
     if (index < first_) index = first_;
     std::map<size_t, T> kept;
     for (size_t k : keep) {
-      if (k < index && Holds(k)) kept.emplace(k, (*this)[k]);
+      if (k >= index || kept.count(k) != 0) continue;
+      if (k >= first_ && k < size()) {
+        kept.emplace(k, items_[k - first_]);
+      } else if (auto node = kept_.extract(k)) {
+        kept.insert(std::move(node));  // kept before: moved, not copied
+      }
     }
     kept_.swap(kept);
     items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(index - first_));

@@ -266,7 +266,11 @@ class Soak {
     for (size_t i = 0; i < lifetimes_.size(); ++i) {
       const Lifetime& life = lifetimes_[i];
       if (life.ended_s - life.started_s > lifetimes_[longest].ended_s - lifetimes_[longest].started_s) longest = i;
-      if (life.samples.empty()) continue;
+      if (life.samples.empty()) {
+        std::printf("  #%zu  t=%6.1f..%6.1f s (%5.1f s up): killed before its first sample\n", i, life.started_s,
+                    life.ended_s, life.ended_s - life.started_s);
+        continue;
+      }
       long lowest = life.samples.front().rss_kib, highest = lowest;
       for (const RssSample& sample : life.samples) {
         lowest = std::min(lowest, sample.rss_kib);
