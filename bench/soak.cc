@@ -230,6 +230,9 @@ class Soak {
   std::unique_ptr<Subprocess> StartAgent(int node) {
     const std::string log = Log(absl::StrCat("agent-", node, ".log"));
     std::filesystem::create_directories(RingDir(node));
+    // The agent ships only from a private ring folder, as the preload makes them.
+    std::filesystem::permissions(RingDir(node), std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace);
     // Appended to across restarts: the file tells the whole story of the node.
     return std::make_unique<Subprocess>(
         std::vector<std::string>{"/bin/sh", "-c",
