@@ -27,7 +27,7 @@ for entry in "${targets[@]}"; do
   echo "fuzz: $name for ${seconds}s ($(ls "$work/$name/corpus" | wc -l) seeds)" >&2
   if "build-fuzz/$binary" "$work/$name/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
       -print_final_stats=1 -artifact_prefix="$work/$name/" >"$work/$name/log" 2>&1; then
-    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' "$work/$name/log" >&2 || true
+    grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' "$work/$name/log" >&2 || true
   else
     tail -n 60 "$work/$name/log" >&2
     echo "fuzz: $name FAILED; log and reproducer in $work/$name/" >&2
