@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (the fuzz preset: clang, ASan+UBSan) and runs each for
 # SECONDS (default 60) from its seed corpus in tests/fuzz/<target>/, copied to a temporary
-# folder so the repository is left as it is. Fails on any crash, leak, timeout or
-# out-of-memory, and names the input that did it. docs/fuzzing.md explains the targets.
+# folder so the repository is left as it is; as many targets at once as there are cores.
+# Fails on any crash, leak, timeout or out-of-memory, and names the input that did it.
+# docs/fuzzing.md explains the targets.
 # Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,21 +20,45 @@ targets=(
   "baseline analyzer/collwatch_baseline_fuzzer"
 )
 work="$(mktemp -d "${TMPDIR:-/tmp}/collwatch-fuzz.XXXXXX")"
-failed=()
-for entry in "${targets[@]}"; do
-  read -r name binary <<<"$entry"
+
+# Runs one target; its log and any reproducer stay in $work/NAME/.
+run_target() {
+  local name="$1" binary="$2"
   mkdir -p "$work/$name/corpus"
   cp tests/fuzz/"$name"/* "$work/$name/corpus/"
-  echo "fuzz: $name for ${seconds}s ($(ls "$work/$name/corpus" | wc -l) seeds)" >&2
-  if "build-fuzz/$binary" "$work/$name/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-      -print_final_stats=1 -artifact_prefix="$work/$name/" >"$work/$name/log" 2>&1; then
-    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' "$work/$name/log" >&2 || true
-  else
-    tail -n 60 "$work/$name/log" >&2
-    echo "fuzz: $name FAILED; log and reproducer in $work/$name/" >&2
-    failed+=("$name")
-  fi
+  "build-fuzz/$binary" "$work/$name/corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$work/$name/" >"$work/$name/log" 2>&1
+}
+
+# A fuzzer uses one core: as many run at once as there are cores, each for SECONDS.
+slots="$(nproc)"
+pids=()
+names=()
+failed=()
+collect() {
+  local i
+  for i in "${!pids[@]}"; do
+    if wait "${pids[$i]}"; then
+      grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' \
+        "$work/${names[$i]}/log" | sed "s/^/fuzz: ${names[$i]}: /" >&2 || true
+    else
+      tail -n 60 "$work/${names[$i]}/log" >&2
+      echo "fuzz: ${names[$i]} FAILED; log and reproducer in $work/${names[$i]}/" >&2
+      failed+=("${names[$i]}")
+    fi
+  done
+  pids=()
+  names=()
+}
+for entry in "${targets[@]}"; do
+  read -r name binary <<<"$entry"
+  echo "fuzz: $name for ${seconds}s ($(ls tests/fuzz/"$name" | wc -l) seeds)" >&2
+  run_target "$name" "$binary" &
+  pids+=("$!")
+  names+=("$name")
+  [ ${#pids[@]} -lt "$slots" ] || collect
 done
+collect
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: failed: ${failed[*]}" >&2
   exit 1
