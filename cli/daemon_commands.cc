@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -18,6 +19,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
@@ -199,6 +201,38 @@ class StderrAside {
   int saved_ = -1;
 };
 
+// A fresh secret for the embedded collector, so that other users of the node can neither
+// watch the job nor feed it forged records through its loopback port. Empty on failure.
+std::string RandomToken() {
+  unsigned char bytes[24];
+  size_t filled = 0;
+  while (filled < sizeof bytes) {
+    const ssize_t got = getrandom(bytes + filled, sizeof bytes - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return "";
+    filled += static_cast<size_t>(got);
+  }
+  std::string token;
+  for (const unsigned char byte : bytes) absl::StrAppend(&token, absl::Hex(byte, absl::kZeroPad2));
+  return token;
+}
+
+// Writes `secret` to `path`, readable by its owner alone (an old file there is replaced,
+// never followed if it is a link).
+bool WriteSecretFile(const std::string& path, const std::string& secret, std::string* error) {
+  unlink(path.c_str());
+  const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (file < 0) {
+    *error = absl::StrCat("cannot create ", path, ": ", std::strerror(errno));
+    return false;
+  }
+  const std::string line = secret + "\n";
+  const bool written = write(file, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(file);
+  if (!written) *error = absl::StrCat("cannot write ", path);
+  return written;
+}
+
 }  // namespace
 
 bool ReadSecretFile(const std::string& path, std::string* contents, std::string* error) {
@@ -288,9 +322,24 @@ int RunJobCommand(const RunOptions& options) {
   BlockStopSignals();
   std::unique_ptr<CollectorServer> server;
   std::string address = options.collector;
+  std::string token = options.token;
+  std::string token_file;  // the embedded collector's secret, for `collwatch top`
+  if (address.empty()) {
+    token = RandomToken();
+    token_file = absl::StrCat(options.out_dir, "/.collwatch-token");
+    if (token.empty() || !WriteSecretFile(token_file, token, &error)) {
+      std::cerr << "collwatch run: no secret for the embedded collector: "
+                << (token.empty() ? std::string("getrandom failed") : error) << "\n";
+      return 2;
+    }
+  }
+  absl::Cleanup remove_token_file = [&token_file] {
+    if (!token_file.empty()) unlink(token_file.c_str());
+  };
   if (address.empty()) {
     CollectorOptions collector;
     collector.listen = "127.0.0.1:0";
+    collector.token = token;
     collector.out_dir = options.out_dir;
     collector.job = job;
     collector.log = false;  // `collwatch run` prints findings itself
@@ -307,7 +356,7 @@ int RunJobCommand(const RunOptions& options) {
   agent_options.collector = address;
   agent_options.ring_dir = ring_dir;
   agent_options.job = job;
-  agent_options.token = options.token;
+  agent_options.token = token;
   agent_options.tls_ca_pem = options.tls_ca_pem;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(agent_options);
   if (!agent.ok()) {
@@ -357,7 +406,7 @@ int RunJobCommand(const RunOptions& options) {
   std::unique_ptr<ClusterWatcher> watcher;
   if (server == nullptr || show_dashboard) {
     watcher = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{
-        .address = address, .token = options.token, .tls_ca_pem = options.tls_ca_pem, .job = job});
+        .address = address, .token = token, .tls_ca_pem = options.tls_ca_pem, .job = job});
   }
   std::unique_ptr<dashboard::TerminalScreen> screen;
   std::unique_ptr<StderrAside> stderr_aside;
@@ -375,7 +424,8 @@ int RunJobCommand(const RunOptions& options) {
       stderr_aside = std::make_unique<StderrAside>(absl::StrCat(options.out_dir, "/.collwatch-messages"));
     }
   } else if (server != nullptr) {
-    std::cerr << "collwatch run: live dashboard: collwatch top --collector " << address << "\n";
+    std::cerr << "collwatch run: live dashboard: collwatch top --collector " << address << " --token-file "
+              << token_file << "\n";
   }
   auto current_findings = [&] {
     return server != nullptr ? server->service().online_analyzer().Findings() : watcher->Findings();

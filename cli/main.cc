@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
   agent->add_option("--token-file", agent_token_file, "shared secret of the collector");
   agent->add_option("--tls-ca", agent_ca_file, "root certificates (PEM): connect with TLS");
   agent->add_option("--idle-exit", agent_options.idle_exit_s, "exit after this many seconds without a live ring");
+  agent->add_option("--give-up-after", agent_options.give_up_after_s,
+                    "with --idle-exit: a ring whose writer ended stops keeping the agent up once the collector "
+                    "was unreachable this many seconds (its records stay in the ring)");
 
   collwatch::RunOptions run_options;
   std::string run_token_file, run_ca_file;

@@ -172,6 +172,14 @@ class RankChannel {
     std::lock_guard<std::mutex> lock(mutex_);
     return !drained_ && !failed_;
   }
+  // Its writer is gone and everything is read, but the collector has not been heard from
+  // for `seconds`: what is left can only wait in the ring.
+  bool StrandedFor(uint64_t now, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_reading_ && !drained_ && !failed_ && now > last_contact_ns_ &&
+           static_cast<double>(now - last_contact_ns_) / 1e9 > seconds;
+  }
+  const v1::RankIdentity& identity() const { return identity_; }
   void AddTo(AgentStats* stats) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats->rings;
@@ -234,6 +242,7 @@ class RankChannel {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++connects_;
+      last_contact_ns_ = MonotonicNs();
       *backoff = 0.1;
       if (warned_down_ && options_.log) {
         std::cerr << "collwatch agent: reconnected rank " << identity_.rank() << " to " << options_.collector << "\n";
@@ -255,6 +264,7 @@ class RankChannel {
       v1::StreamEventsResponse ack;
       while (stream->Read(&ack)) {
         std::lock_guard<std::mutex> lock(mutex_);
+        last_contact_ns_ = MonotonicNs();
         outgoing_.Acked(ack.acked_batch_seq());
         if (finished_reading_ && outgoing_.Empty()) drained_ = true;
         wake_.notify_all();
@@ -312,6 +322,7 @@ class RankChannel {
   uint64_t torn_ = 0;
   uint64_t events_read_ = 0;
   uint64_t connects_ = 0;
+  uint64_t last_contact_ns_ = created_ns_;  // last hello answered or batch acknowledged
   bool resume_known_ = false;
   bool finished_reading_ = false;
   bool drained_ = false;
@@ -403,7 +414,14 @@ void Agent::TailLoop() {
     bool any_live = false;
     for (RankChannel* rank : ranks) {
       rank->Poll();
-      any_live = any_live || rank->live();
+      const bool stranded = options_.give_up_after_s > 0 && rank->StrandedFor(now, options_.give_up_after_s);
+      if (stranded && options_.log && given_up_.insert(rank->identity().ring_path()).second) {
+        std::cerr << "collwatch agent: giving up on rank " << rank->identity().rank() << " (pid "
+                  << rank->identity().pid() << "): its writer ended and collector " << options_.collector
+                  << " was unreachable for " << options_.give_up_after_s << " s; its unshipped records stay in "
+                  << rank->identity().ring_path() << " (collwatch dump)\n";
+      }
+      any_live = any_live || (rank->live() && !stranded);
     }
     if (any_live) last_live = now;
     if (options_.idle_exit_s > 0 && static_cast<double>(now - last_live) / 1e9 > options_.idle_exit_s) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -34,6 +35,9 @@ struct AgentOptions {
   double silent_after_s = 3.0;     // heartbeat older than this: the rank is silent
   double max_backoff_s = 5.0;      // reconnect backoff ceiling
   double idle_exit_s = 0;          // > 0: exit when no live ring was seen for this long
+  // > 0: a ring whose writer is gone stops counting as live (for idle_exit_s) once the
+  // collector was unreachable this long; its unshipped records stay in the ring.
+  double give_up_after_s = 0;
   BatchLimits limits;
   bool log = true;                 // report rank deaths and stream errors on stderr
 };
@@ -76,6 +80,7 @@ class Agent {
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<RankChannel>> ranks_;  // by ring path
   std::map<std::string, std::string> unreadable_;              // path -> last error logged
+  std::set<std::string> given_up_;                             // rings given up on (logged once)
   std::atomic<bool> stop_{false};
   std::atomic<bool> idle_expired_{false};
   std::thread tail_thread_;

@@ -75,10 +75,12 @@ void MaybeSpawnAgent(const Config& config) noexcept {
   std::snprintf(token_file, sizeof token_file, "%s", config.token_file);
   std::snprintf(tls_ca, sizeof tls_ca, "%s", config.tls_ca);
   char subcommand[] = "agent", collector_flag[] = "--collector", ring_flag[] = "--ring-dir", job_flag[] = "--job",
-       idle_flag[] = "--idle-exit", idle_seconds[] = "30", token_flag[] = "--token-file", ca_flag[] = "--tls-ca";
-  char* argv[16] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
-                    idle_flag, idle_seconds};
-  int argc = 10;
+       idle_flag[] = "--idle-exit", idle_seconds[] = "30", give_up_flag[] = "--give-up-after",
+       give_up_seconds[] = "600", token_flag[] = "--token-file", ca_flag[] = "--tls-ca";
+  // An agent whose collector never comes back leaves 10 minutes after the job's last rank.
+  char* argv[20] = {agent, subcommand, collector_flag, collector, ring_flag, ring_dir, job_flag, job,
+                    idle_flag, idle_seconds, give_up_flag, give_up_seconds};
+  int argc = 12;
   // The secrets stay in files: only their paths are on the agent's command line.
   if (token_file[0] != '\0') {
     argv[argc++] = token_flag;

@@ -18,4 +18,6 @@ for binary in .carry/bin/*; do
   ldd "$binary" | awk '/=> \// { print $3 }' | grep -vE 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux' |
     xargs -r -I{} cp -L {} .carry/lib/
 done
+# Debug information is not needed there and would crowd the 64 MiB a device call carries.
+strip --strip-debug .carry/bin/* .carry/lib/*
 du -sh .carry

@@ -1,10 +1,20 @@
 // `collwatch run` end to end on the CPU NCCL backend: a 4-rank NCCL program's every
 // record reaches the trace store, in lane order, once, byte for byte; CMD's exit status
 // comes back.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
 
+#include "collector/collector_service.h"
 #include "gtest/gtest.h"
+#include "proto/collwatch.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/collector/trace_check.h"
 #include "tests/support/run_env.h"
@@ -69,6 +79,71 @@ TEST(CollwatchRunTest, ExitsWithTheCommandsStatus) {
   Subprocess missing({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", dir.path() + "/no-such-program"},
                      testing::CollwatchRunEnv({}));
   EXPECT_EQ(missing.Wait(30), 127);
+}
+
+// Opens Watch with `token` (none when empty) and reads the first state: the call's status
+// (OK once a state came).
+grpc::Status WatchWith(v1::Collector::Stub& stub, const std::string& token) {
+  grpc::ClientContext context;
+  if (!token.empty()) context.AddMetadata(kTokenMetadataKey, token);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto reader = stub.Watch(&context, v1::WatchRequest());
+  v1::WatchResponse state;
+  if (reader->Read(&state)) {
+    context.TryCancel();
+    while (reader->Read(&state)) {
+    }
+    reader->Finish();
+    return grpc::Status::OK;
+  }
+  return reader->Finish();
+}
+
+// The embedded collector listens on loopback, which every user of the node reaches: it
+// takes calls only with the run's own random secret, kept in a file its owner alone can
+// read, named for `collwatch top`, and removed when the run ends.
+TEST(CollwatchRunTest, EmbeddedCollectorTakesCallsOnlyWithTheRunsSecret) {
+  TempDir dir;
+  const std::string log = dir.path() + "/run.log";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--out", dir.path() + "/out", "--", "sleep", "60"},
+                 testing::CollwatchRunEnv({}), "", log);
+  std::smatch hint;
+  std::string text;
+  const std::regex pattern("collwatch top --collector (\\S+) --token-file (\\S+)");
+  for (int i = 0; i < 300 && !std::regex_search(text, hint, pattern); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::stringstream contents;
+    contents << std::ifstream(log).rdbuf();
+    text = contents.str();
+  }
+  ASSERT_FALSE(hint.empty()) << text;
+  const std::string address = hint[1];
+  const std::string token_file = hint[2];
+  struct stat info {};
+  ASSERT_EQ(stat(token_file.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  std::string token;
+  std::getline(std::ifstream(token_file), token);
+  EXPECT_GE(token.size(), 32u);
+
+  auto stub = v1::Collector::NewStub(CollectorChannel(address, ""));
+  EXPECT_EQ(WatchWith(*stub, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(WatchWith(*stub, token + "0").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  {
+    grpc::ClientContext context;  // a forged record stream
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = stub->StreamEvents(&context);
+    stream->Write(v1::StreamEventsRequest());
+    v1::StreamEventsResponse answer;
+    while (stream->Read(&answer)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_TRUE(WatchWith(*stub, token).ok());
+
+  kill(run.pid(), SIGTERM);  // passed on to the job, which ends; the run then ends too
+  EXPECT_EQ(run.Wait(30), 128 + SIGTERM);
+  EXPECT_FALSE(std::filesystem::exists(token_file));
 }
 
 }  // namespace

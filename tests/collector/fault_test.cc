@@ -163,5 +163,36 @@ TEST_F(FaultTest, PreloadStartsOneAgentPerNodeAndJob) {
   kill(agent, SIGTERM);
 }
 
+// The job ran while no collector was up and none ever comes: the agent cannot ship what
+// the rings hold. Without --give-up-after it waits for ever (that ring stays live); with
+// it, it leaves once the collector was unreachable that long after the writers ended,
+// says so, and the records stay in the rings.
+TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
+  auto job = StartJob("all", 0);
+  ASSERT_EQ(job->Wait(60), 0);
+  auto agent_for = [&](const std::vector<std::string>& extra, const std::string& log) {
+    std::vector<std::string> argv{COLLWATCH_CLI_PATH, "agent", "--collector", address_, "--ring-dir", Rings(),
+                                  "--job", kJob, "--idle-exit", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", log);
+  };
+  const std::string waiting_log = dir_.path() + "/waiting.log";
+  const std::string giving_up_log = dir_.path() + "/giving-up.log";
+  auto waiting = agent_for({}, waiting_log);
+  auto giving_up = agent_for({"--give-up-after", "2"}, giving_up_log);
+  EXPECT_EQ(giving_up->Wait(30), 0);
+  EXPECT_EQ(waiting->Wait(2), -1) << "without --give-up-after the agent still waits for the collector";
+  std::ifstream log(giving_up_log);
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  size_t given_up = 0;
+  for (size_t at = text.find("giving up on rank"); at != std::string::npos; at = text.find("giving up on rank", at + 1)) {
+    ++given_up;
+  }
+  EXPECT_EQ(given_up, 4u) << text;
+  EXPECT_NE(text.find("no live ring for 1 s; exiting"), std::string::npos) << text;
+  const testing::TraceComparison comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
+  EXPECT_EQ(comparison.rings, 4) << "the records stay in the rings";
+}
+
 }  // namespace
 }  // namespace collwatch

@@ -54,7 +54,16 @@ class SpawnedAgentAuthTest : public ::testing::Test {
         argv.push_back(arg);
       }
     }
-    return std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", dir_.path() + "/collector.log");
+    auto collector =
+        std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", dir_.path() + "/collector.log");
+    // Listening before the job starts: else the agent's first attempts meet a closed port
+    // (slow starts under the sanitizers) and "Connection refused" reads like a refusal.
+    for (int i = 0; i < 300 && ReadFile(dir_.path() + "/collector.log").find("listening on") == std::string::npos;
+         ++i) {
+      Sleep(0.05);
+    }
+    EXPECT_NE(ReadFile(dir_.path() + "/collector.log").find("listening on"), std::string::npos);
+    return collector;
   }
 
   // Runs the 4-rank job with the preload, which starts the agent; `extra` adds to its env.
@@ -113,11 +122,11 @@ TEST_F(SpawnedAgentAuthTest, WithoutTheTokenNothingIsStoredAndTheAgentSaysWhy) {
   auto collector = StartCollector(/*tls=*/false);
   ASSERT_EQ(RunJob({}), 0);
   std::string log;
-  for (int i = 0; i < 200 && log.find("refused") == std::string::npos; ++i) {
+  for (int i = 0; i < 200 && log.find("the collector refused") == std::string::npos; ++i) {
     Sleep(0.05);
     log = AgentLog();
   }
-  EXPECT_NE(log.find("refused"), std::string::npos) << log;
+  EXPECT_NE(log.find("the collector refused"), std::string::npos) << log;
   EXPECT_NE(log.find("token"), std::string::npos) << log;
   EXPECT_TRUE(ListRankTraces(Out(), kJob).empty());
 }

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine (device tool), with .carry from scripts/pack_carry.sh: builds the
+# preload and collwatch-trainer there (Release, the torch venv's LibTorch and NCCL), then
+#   1. tests/pytorch/check_torch_jobs.py on every GPU: unmodified PyTorch programs under
+#      `collwatch run -- torchrun`, checked against NCCL's own log (cases that need more
+#      GPUs than the machine has are reported as skipped);
+#   2. overhead, side by side in one run: each workload in ROUNDS interleaved rounds of
+#      plain, collwatch (`collwatch run`), PyTorch's Flight Recorder and
+#      TORCH_DISTRIBUTED_DEBUG=DETAIL (the last two only for PyTorch programs: the trainer
+#      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
+#      latency, or host time per NCCL call, per configuration.
+# Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt.
+#   [ROUNDS=3] [WORKLOADS="trainer fsdp allreduce"] bash scripts/gpu_pytorch.sh [check] [overhead]
+#   (default: both parts)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/collwatch-gpu-pytorch}
+mkdir -p "$out"
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(check overhead)
+rounds=${ROUNDS:-3}
+read -r -a workloads <<<"${WORKLOADS:-trainer ddp fsdp allreduce enqueue latency}"
+gpus=$(nvidia-smi -L | wc -l)
+
+nccl_root=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))')
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+generator=()
+command -v ninja >/dev/null || generator=(-G "Unix Makefiles")
+export PATH="/usr/local/cuda/bin:$PATH" CUDACXX=/usr/local/cuda/bin/nvcc
+{
+  cmake -S . -B build-gpu-trainer "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCOLLWATCH_PRELOAD_ONLY=ON -DCOLLWATCH_BUILD_TESTS=OFF -DCOLLWATCH_BUILD_BENCHMARKS=OFF \
+    -DCOLLWATCH_NCCL_ROOT="$nccl_root" -DCOLLWATCH_TRAINER_NCCL=real -DCOLLWATCH_BUILD_GPU_PROGRAMS=ON \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    -DCOLLWATCH_CLI11_INCLUDE_DIR="$PWD/.carry/include" &&
+  cmake --build build-gpu-trainer -j 16 --target collwatch_preload collwatch_trainer collwatch_nccl_call_cost
+} > "$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+export COLLWATCH_PRELOAD=$PWD/build-gpu-trainer/interposer/libcollwatch.so
+export LD_LIBRARY_PATH="$PWD/.carry/lib:$nccl_root/lib:${LD_LIBRARY_PATH:-}"
+collwatch=$PWD/.carry/bin/collwatch
+trainer=$PWD/build-gpu-trainer/trainer/collwatch-trainer
+{ nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } \
+  | tee "$out/machine.txt"
+
+if [[ " ${parts[*]} " == *" check "* ]]; then
+  python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" \
+    --out /tmp/collwatch-torch-check 2>&1 | tee "$out/check.txt"
+  cp /tmp/collwatch-torch-check/summary.json "$out/summary.json" 2>/dev/null
+fi
+
+[[ " ${parts[*]} " == *" overhead "* ]] || exit 0
+# One measurement: CONFIG WORKLOAD -> prints the workload's figure (ms or us), or "-".
+measure() {
+  local config=$1 workload=$2 command=() env=() figure
+  case $workload in
+    trainer) command=("$trainer" --nproc "$gpus" --device cuda --steps 10 --hidden 2048 --heads 16 --layers 8
+                      --vision-layers 4 --experts 2 --vocab 32000 --seq 256 --image-size 64 --patch 8 --batch 4
+                      --lr 3e-4) ;;
+    ddp) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py --job ddp
+                  --steps 12 --warmup 2 --hidden 2048 --layers 8) ;;
+    enqueue|latency) command=(build-gpu-trainer/tests/gpu/collwatch_nccl_call_cost 20000 9) ;;
+    fsdp) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py --job fsdp
+                   --steps 12 --warmup 2 --hidden 2048 --layers 8) ;;
+    allreduce) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py
+                        --job allreduce --iterations 5000) ;;
+  esac
+  case $config in
+    collwatch) command=("$collwatch" run --no-dashboard --out "/tmp/overhead-$workload" -- "${command[@]}") ;;
+    flight-recorder) env=(TORCH_FR_BUFFER_SIZE=20000 TORCH_NCCL_TRACE_BUFFER_SIZE=20000) ;;
+    detail) env=(TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
+  esac
+  env "${env[@]}" timeout 240 "${command[@]}" > /tmp/overhead.log 2>&1
+  local rc=$?
+  {
+    echo "== $config $workload (exit $rc)"
+    grep -E 'median_step_ms|allreduce_us_median|enqueue_ns|rank 0 step' /tmp/overhead.log | tail -14
+  } >> "$out/overhead-raw.txt"
+  case $workload in
+    trainer)  # median of rank 0's steps after the first two
+      figure=$(awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 1 { print $8 }' /tmp/overhead.log | sort -n |
+               awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] }') ;;
+    ddp|fsdp) figure=$(awk '$1 == "median_step_ms" { print $2 }' /tmp/overhead.log) ;;
+    enqueue) figure=$(awk '$1 == "enqueue_ns" { print $2 }' /tmp/overhead.log) ;;
+    latency) figure=$(awk '$1 == "enqueue_ns" { print $4 }' /tmp/overhead.log) ;;
+    allreduce) figure=$(awk '$1 == "allreduce_us_median" { print $2 }' /tmp/overhead.log) ;;
+  esac
+  echo "${figure:--}"
+}
+
+: > "$out/overhead-raw.txt"
+declare -A figures
+for round in $(seq "$rounds"); do
+  for workload in "${workloads[@]}"; do
+    # FSDP2 on one GPU issues no collective at all: nothing to compare there.
+    [ "$workload" = fsdp ] && [ "$gpus" -lt 2 ] && continue
+    configs=(plain collwatch)
+    case $workload in ddp|fsdp|allreduce) configs+=(flight-recorder detail) ;; esac
+    for config in "${configs[@]}"; do
+      figures[$workload.$config]+="$(measure "$config" "$workload") "
+      echo "round $round $workload $config: ${figures[$workload.$config]}"
+    done
+  done
+done
+python3 - "$rounds" > "$out/overhead.txt" <<PY
+import statistics, sys
+figures = {
+$(for key in "${!figures[@]}"; do echo "  '$key': '${figures[$key]}',"; done)
+}
+print(f"{sys.argv[1]} interleaved rounds; median over rounds; added = against plain in the same round")
+for workload, unit in (("trainer", "ms/step"), ("ddp", "ms/step"), ("fsdp", "ms/step"),
+                       ("allreduce", "us/call"), ("enqueue", "ns/call"), ("latency", "us/call")):
+    if f"{workload}.plain" not in figures:
+        continue
+    plain = figures[f"{workload}.plain"].split()
+    for config in ("plain", "collwatch", "flight-recorder", "detail"):
+        values = figures.get(f"{workload}.{config}", "").split()
+        if not values:
+            continue
+        pairs = [(float(v), float(p)) for v, p in zip(values, plain) if v != "-" and p != "-"]
+        if not pairs:
+            print(f"{workload:10} {config:16} no figure")
+            continue
+        median = statistics.median(v for v, _ in pairs)
+        added = statistics.median((v - p) / p * 100 for v, p in pairs)
+        delta = statistics.median(v - p for v, p in pairs)
+        print(f"{workload:10} {config:16} {median:10.3f} {unit}  added {added:+7.2f} % ({delta:+.3f} {unit})"
+              f"  rounds: {' '.join(values)}")
+PY
+cat "$out/overhead.txt"

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Runs tests/pytorch/torch_job.py under `collwatch run -- torchrun` and checks what collwatch saw.
+
+For every run, NCCL's own log (NCCL_DEBUG=INFO, subsystems INIT and COLL: one line per
+communicator made and per collective or p2p call enqueued) is the independent record the
+rings are compared with, process by process: each communicator's calls (op, count, dtype)
+in NCCL's log appear in exactly one ring communicator with the same calls in the same
+order, the same rank and the same size, and nothing else is recorded. Every recorded call
+that was not captured into a CUDA graph must have completed (clean runs). Clean runs must
+end with exit 0 and no finding; each failing scenario must be stopped by collwatch (exit 3)
+with the expected finding kind first, long before PyTorch's watchdog (600 s).
+
+Exit 0 when every case passed, 1 when one failed, 77 (skipped) without PyTorch, CUDA or
+enough GPUs. Writes each case's logs, report and a summary under --out.
+
+  python3 tests/pytorch/check_torch_jobs.py --collwatch PATH [--preload PATH] [--nproc N]
+      [--out DIR] [CASE...]
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "torch_job.py")
+WATCHDOG_S = 600  # PyTorch's default collective timeout, the job's own alarm
+
+# name: (torch_job.py arguments, expected finding kind or None for a clean run, ranks needed)
+CASES = {
+    "features-eager": (["--job", "features", "--init", "eager"], None, 1),
+    "features-lazy": (["--job", "features", "--init", "lazy"], None, 1),
+    "ddp": (["--job", "ddp", "--steps", "6"], None, 1),
+    "fsdp": (["--job", "fsdp", "--steps", "6"], None, 1),
+    "divergent-path": (["--job", "fsdp", "--scenario", "divergent-path"], "PATH_DIVERGENCE", 2),
+    "skipped-reduce-scatter": (["--job", "fsdp", "--scenario", "skipped-reduce-scatter"],
+                               "SKIPPED_REDUCE_SCATTER", 2),
+    "dtype-mismatch": (["--job", "fsdp", "--scenario", "dtype-mismatch"], "SIGNATURE_MISMATCH", 2),
+    "late-rank": (["--job", "fsdp", "--scenario", "late-rank", "--late-seconds", "90"], "NOT_JOINED", 2),
+}
+STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
+
+NCCL_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
+               "bfloat16", "float8e4m3", "float8e5m2"]
+# The rings' function names for NCCL's op names where they differ (ncclBcast logs Broadcast).
+RING_OP = {"Bcast": "Broadcast"}
+COLL_LINE = re.compile(r"NCCL INFO (\w+): opCount \w+ sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
+                       r"op \d+ root -?\d+ comm (0x[0-9a-f]+) \[nranks=(\d+)\]")
+COMM_LINE = re.compile(r"NCCL INFO .*comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) ")
+CALL_FNS = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
+            "Scatter", "Send", "Recv"}
+
+
+def gpu_count():
+    try:
+        import torch
+    except ImportError:
+        return -1
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def nccl_calls(log_dir):
+    """pid -> {comm pointer: {"rank", "nranks", "calls": [(op, count, dtype)]}} from NCCL's logs."""
+    by_pid = {}
+    for name in os.listdir(log_dir):
+        match = re.fullmatch(r"nccl\..*\.(\d+)\.log", name)
+        if not match:
+            continue
+        comms = collections.defaultdict(lambda: {"rank": None, "nranks": None, "calls": []})
+        with open(os.path.join(log_dir, name), errors="replace") as log:
+            for line in log:
+                coll = COLL_LINE.search(line)
+                if coll:
+                    op, count, dtype, comm, nranks = coll.groups()
+                    comms[comm]["calls"].append((op, int(count), NCCL_DTYPES[int(dtype)]))
+                    comms[comm]["nranks"] = int(nranks)
+                    continue
+                made = COMM_LINE.search(line)
+                if made:
+                    comm, rank, nranks = made.groups()
+                    comms[comm]["rank"], comms[comm]["nranks"] = int(rank), int(nranks)
+        if any(c["calls"] for c in comms.values()):
+            by_pid[int(match.group(1))] = dict(comms)
+    return by_pid
+
+
+def ring_calls(dump_jsonl):
+    """pid -> ({comm id: {"rank", "nranks", "calls"}}, ring header, [uncompleted call names])."""
+    rings, records = {}, collections.defaultdict(list)
+    with open(dump_jsonl) as dump:
+        for line in dump:
+            item = json.loads(line)
+            if item["type"] == "ring":
+                rings[item["pid"]] = item
+            else:
+                records[item["ring_pid"]].append(item)
+    result = {}
+    for pid, ring in rings.items():
+        comms = collections.defaultdict(lambda: {"rank": None, "nranks": None, "calls": []})
+        completed = {(r["ref_lane"], r["ref"]) for r in records[pid] if r["kind"] == "complete"}
+        group_of = {}
+        pending = []
+        for r in sorted(records[pid], key=lambda r: (r["t_ns"], r["lane"], r["index"])):
+            if r["kind"] != "enter":
+                continue
+            if r["fn"] == "GroupEnd":
+                group_of[r["group"]] = (r["lane"], r["index"])
+            if r["fn"] not in CALL_FNS:
+                continue
+            comm = comms[r["comm"]]
+            comm["rank"], comm["nranks"] = r["rank"], r["nranks"]
+            comm["calls"].append((RING_OP.get(r["fn"], r["fn"]), r["count"], r["dtype"]))
+            if "captured" not in r["flags"]:
+                pending.append(r)
+        uncompleted = [f"{r['fn']} seq {r['seq']}" for r in pending
+                       if (r["lane"], r["index"]) not in completed
+                       and "completes_at_return" not in r["flags"]
+                       and (r["group"] == 0 or group_of.get(r["group"]) not in completed)]
+        result[pid] = (dict(comms), ring, uncompleted)
+    return result
+
+
+def compare(nccl, rings):
+    """Problems found comparing NCCL's log with the rings, process by process."""
+    problems = []
+    for pid, comms in sorted(nccl.items()):
+        if pid not in rings:
+            problems.append(f"pid {pid}: NCCL calls but no ring")
+            continue
+        ring_comms = dict(rings[pid][0])
+        for pointer, comm in comms.items():
+            if not comm["calls"]:
+                continue
+            match = next((cid for cid, c in ring_comms.items() if c["calls"] == comm["calls"]), None)
+            if match is None:
+                problems.append(f"pid {pid} comm {pointer} (rank {comm['rank']}/{comm['nranks']}): its "
+                                f"{len(comm['calls'])} calls are in no ring communicator")
+                continue
+            got = ring_comms.pop(match)
+            if (got["rank"], got["nranks"]) != (comm["rank"], comm["nranks"]):
+                problems.append(f"pid {pid} comm {pointer}: NCCL says rank {comm['rank']}/{comm['nranks']}, "
+                                f"the ring {got['rank']}/{got['nranks']}")
+        for cid, extra in ring_comms.items():
+            problems.append(f"pid {pid}: ring communicator {cid} has {len(extra['calls'])} calls NCCL did not log")
+    for pid in rings:
+        if pid not in nccl and any(c["calls"] for c in rings[pid][0].values()):
+            problems.append(f"pid {pid}: recorded calls but NCCL logged none")
+    return problems
+
+
+def run_case(name, args, work):
+    job_args, expected, _ = CASES[name]
+    case_dir = os.path.join(work, name)
+    out_dir, ring_dir, log_dir = (os.path.join(case_dir, d) for d in ("out", "rings", "nccl"))
+    os.makedirs(log_dir)
+    env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,COLL",
+               NCCL_DEBUG_FILE=os.path.join(log_dir, "nccl.%h.%p.log"), PYTHONUNBUFFERED="1")
+    if args.preload:
+        env["COLLWATCH_PRELOAD"] = args.preload
+    command = [args.collwatch, "run", "--no-dashboard", "--out", out_dir, "--ring-dir", ring_dir]
+    if expected:
+        command += ["--kill-on-hang", "--stall-after", str(STALL_AFTER_S)]
+    command += ["--", "torchrun", "--standalone", f"--nproc-per-node={args.nproc}", JOB] + job_args
+    started = time.monotonic()
+    with open(os.path.join(case_dir, "job.log"), "w") as log:
+        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                               timeout=args.case_timeout)
+    wall = time.monotonic() - started
+    report = {}
+    report_path = os.path.join(out_dir, "report.json")
+    if os.path.exists(report_path):
+        with open(report_path) as f:
+            report = json.load(f)
+    findings = report.get("findings", [])
+    result = {"case": name, "exit": code, "wall_s": round(wall, 1),
+              "findings": [f"{f['kind']} comm {f.get('comm')} seq {f.get('seq')}" for f in findings]}
+    problems = []
+    if expected:
+        if code != 3:
+            problems.append(f"exit {code}, expected 3 (collwatch stopped the hung job)")
+        if not findings or findings[0]["kind"] != expected:
+            problems.append(f"first finding {findings[0]['kind'] if findings else 'none'}, expected {expected}")
+        else:
+            first = findings[0]
+            result.update(summary=first.get("summary"), regions=first.get("regions"),
+                          rank_classes=first.get("rank_classes"), lagging_ranks=first.get("lagging_ranks"),
+                          detect_latency_s=first.get("detect_latency_s"))
+            if wall >= WATCHDOG_S:
+                problems.append(f"named after {wall:.0f} s, not before PyTorch's {WATCHDOG_S} s watchdog")
+    else:
+        if code != 0:
+            problems.append(f"exit {code}, expected 0")
+        if findings:
+            problems.append("findings on a clean run: " + "; ".join(result["findings"]))
+    dump = os.path.join(case_dir, "rings.jsonl")
+    with open(dump, "w") as f:
+        subprocess.call([args.collwatch, "dump", "--json", ring_dir], stdout=f, stderr=subprocess.DEVNULL)
+    nccl, rings = nccl_calls(log_dir), ring_calls(dump)
+    result["calls"] = {str(pid): sum(len(c["calls"]) for c in comms.values()) for pid, comms in sorted(nccl.items())}
+    result["communicators"] = {str(pid): len(comms) for pid, comms in sorted(nccl.items())}
+    if not nccl:  # FSDP2 on one GPU issues no collective: nothing recorded either, checked below
+        result["note"] = "NCCL logged no collective or p2p call"
+    if not expected:  # a killed job's NCCL log is cut anywhere; the comparison needs whole ones
+        problems += compare(nccl, rings)
+        for pid, (_, ring, uncompleted) in sorted(rings.items()):
+            if uncompleted:
+                problems.append(f"pid {pid} rank {ring['rank']}: {len(uncompleted)} calls never completed, "
+                                f"first {uncompleted[0]}")
+            if ring["lost"] or ring["torn"] or ring["dropped"]:
+                problems.append(f"pid {pid}: lost {ring['lost']} torn {ring['torn']} dropped {ring['dropped']}")
+    result["problems"] = problems
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--collwatch", required=True, help="the collwatch CLI")
+    parser.add_argument("--preload", help="libcollwatch.so (default: the one collwatch finds)")
+    parser.add_argument("--nproc", type=int, default=0, help="GPUs to use (default: all)")
+    parser.add_argument("--out", help="keep every case's files here (default: a temporary folder)")
+    parser.add_argument("--case-timeout", type=float, default=300)
+    parser.add_argument("cases", nargs="*", help=f"default: all of {', '.join(CASES)}")
+    args = parser.parse_args()
+    gpus = gpu_count()
+    if gpus <= 0 or shutil.which("torchrun") is None:
+        print("skipped: " + ("PyTorch is not installed" if gpus < 0 else "no CUDA GPU" if gpus == 0
+                             else "torchrun not found"))
+        return SKIP
+    args.nproc = args.nproc or gpus
+    names = args.cases or list(CASES)
+    runnable = [n for n in names if CASES[n][2] <= args.nproc]
+    skipped = [n for n in names if n not in runnable]
+    work = args.out or tempfile.mkdtemp(prefix="collwatch-torch-")
+    os.makedirs(work, exist_ok=True)
+    results = []
+    for name in runnable:
+        result = run_case(name, args, work)
+        results.append(result)
+        verdict = "ok" if not result["problems"] else "FAILED: " + "; ".join(result["problems"])
+        print(f"{name}: exit {result['exit']} in {result['wall_s']} s, {sum(result['calls'].values())} NCCL calls "
+              f"checked, findings {result['findings'] or 'none'}: {verdict}"
+              + (f" ({result['note']})" if "note" in result else ""), flush=True)
+    for name in skipped:
+        print(f"{name}: skipped, needs {CASES[name][2]} GPUs, {args.nproc} used", flush=True)
+    with open(os.path.join(work, "summary.json"), "w") as f:
+        json.dump({"nproc": args.nproc, "results": results, "skipped": skipped}, f, indent=1)
+    failed = [r["case"] for r in results if r["problems"]]
+    if failed:
+        print("failed: " + ", ".join(failed))
+        return 1
+    if not results:
+        return SKIP
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Unmodified-PyTorch programs that collwatch is checked against on GPU machines.
+
+Run each with torchrun (one process per GPU), plain or under `collwatch run`:
+
+  torchrun --nproc-per-node=N tests/pytorch/torch_job.py --job JOB [--scenario S]
+
+Jobs:
+  features   every way PyTorch reaches NCCL that collwatch must record: the default
+             group (ncclCommInitRankConfig with an explicit config), created eagerly
+             (--init eager, device_id) or lazily at the first collective (--init lazy),
+             subgroups (new_group: split communicators when eager), every collective,
+             coalesced collectives, batched and single p2p, and a section captured into a
+             CUDA graph and replayed. Results are checked on the host.
+  ddp        a small transformer under DistributedDataParallel.
+  fsdp       a small vision-language model with a mixture of experts under FSDP2
+             (fully_shard), in the scenarios below.
+  allreduce  small all-reduce latency: a loop of 1-element all-reduces, each waited for.
+
+Scenarios (fsdp; `clean` elsewhere), each a PyTorch rendition of a bug collwatch names:
+  clean                    every rank takes the same path.
+  divergent-path           odd ranks get text-only batches and skip the vision tower, so
+                           only even ranks all-gather it (PATH_DIVERGENCE).
+  skipped-reduce-scatter   on rank 1 no token reaches expert 1: its output is dropped, its
+                           parameters get no gradient and FSDP skips their reduce-scatter
+                           (SKIPPED_REDUCE_SCATTER).
+  dtype-mismatch           rank 1 keeps its parameters in bf16, the others in fp32
+                           (SIGNATURE_MISMATCH).
+  late-rank                rank 1 reaches the first forward --late-seconds late (NOT_JOINED).
+
+Each rank prints `rank R step S time_ms T loss L`; rank 0 ends with `median_step_ms M`
+(steps after --warmup), or for `allreduce`, `allreduce_us_median M`.
+"""
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--job", required=True, choices=["features", "ddp", "fsdp", "allreduce"])
+    parser.add_argument("--scenario", default="clean",
+                        choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
+                                 "late-rank"])
+    parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
+                        help="create the default communicator at init (device_id) or at its first collective")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
+    parser.add_argument("--iterations", type=int, default=2000, help="allreduce: calls timed")
+    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--late-seconds", type=float, default=60.0)
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="PyTorch's collective timeout in seconds (its watchdog)")
+    return parser.parse_args()
+
+
+def init(args):
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    kwargs = {"backend": "nccl", "timeout": datetime.timedelta(seconds=args.timeout)}
+    if args.init == "eager":
+        kwargs["device_id"] = device
+    if args.job == "features":
+        # A non-default NCCL config: PyTorch passes it to ncclCommInitRankConfig.
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        if hasattr(options, "config") and hasattr(options.config, "max_ctas"):
+            options.config.max_ctas = 16
+        kwargs["pg_options"] = options
+    dist.init_process_group(**kwargs)
+    return device
+
+
+def report_steps(times_ms, warmup):
+    kept = times_ms[warmup:] or times_ms
+    if dist.get_rank() == 0 and kept:
+        print(f"median_step_ms {statistics.median(kept):.3f}", flush=True)
+
+
+def expect(condition, what):
+    if not condition:
+        raise SystemExit(f"rank {dist.get_rank()}: wrong result: {what}")
+
+
+# ---------------------------------------------------------------------------------------
+# features
+
+
+def run_features(args, device):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ones = torch.ones(1024, device=device)
+
+    x = ones * (rank + 1)
+    dist.all_reduce(x)
+    expect(torch.all(x == world * (world + 1) / 2), "all_reduce")
+    x = torch.full((4096,), float(rank), device=device)
+    dist.broadcast(x, src=0)
+    expect(torch.all(x == 0), "broadcast")
+    x = ones * (rank + 1)
+    dist.reduce(x, dst=world - 1, op=dist.ReduceOp.MAX)
+    if rank == world - 1:
+        expect(torch.all(x == world), "reduce")
+    gathered = torch.empty(world * 1024, device=device)
+    dist.all_gather_into_tensor(gathered, ones * rank)
+    expect(torch.equal(gathered.view(world, 1024)[:, 0].cpu(), torch.arange(world, dtype=torch.float32)),
+           "all_gather_into_tensor")
+    shard = torch.empty(1024, device=device)
+    dist.reduce_scatter_tensor(shard, torch.ones(world * 1024, device=device))
+    expect(torch.all(shard == world), "reduce_scatter_tensor")
+    exchanged = torch.empty(world * 16, device=device)
+    dist.all_to_all_single(exchanged, torch.full((world * 16,), float(rank), device=device))
+    expect(torch.equal(exchanged.view(world, 16)[:, 0].cpu(), torch.arange(world, dtype=torch.float32)),
+           "all_to_all_single")
+    pieces = [torch.empty(256, device=device) for _ in range(world)]
+    dist.all_gather(pieces, torch.full((256,), float(rank), device=device))
+    expect(all(torch.all(p == i) for i, p in enumerate(pieces)), "all_gather")
+    bucket = [torch.empty(128, device=device) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.full((128,), float(rank), device=device), bucket, dst=0)
+    if rank == 0:
+        expect(all(torch.all(b == i) for i, b in enumerate(bucket)), "gather")
+    piece = torch.empty(128, device=device)
+    sources = [torch.full((128,), float(i), device=device) for i in range(world)] if rank == 0 else None
+    dist.scatter(piece, sources, src=0)
+    expect(torch.all(piece == rank), "scatter")
+    dist.barrier()
+
+    # Subgroups: even and odd ranks (split communicators when the parent was made eagerly),
+    # and one of every rank whose communicator is made at its first collective.
+    evens = dist.new_group([r for r in range(world) if r % 2 == 0])
+    odds = dist.new_group([r for r in range(world) if r % 2 == 1]) if world > 1 else None
+    mine = evens if rank % 2 == 0 else odds
+    x = ones.clone()
+    dist.all_reduce(x, group=mine)
+    expect(torch.all(x == dist.get_world_size(mine)), "subgroup all_reduce")
+    everyone = dist.new_group(list(range(world)))
+    x = ones.clone()
+    dist.all_reduce(x, group=everyone)
+    expect(torch.all(x == world), "second group all_reduce")
+
+    # Coalesced collectives: one NCCL group of several all-reduces, then of all-gathers.
+    tensors = [ones * (i + 1) for i in range(4)]
+    with dist._coalescing_manager(device=device, async_ops=True) as manager:
+        for t in tensors:
+            dist.all_reduce(t)
+    manager.wait()
+    expect(all(torch.all(t == world * (i + 1)) for i, t in enumerate(tensors)), "coalesced all_reduce")
+    outputs = [torch.empty(world * 512, device=device) for _ in range(3)]
+    with dist._coalescing_manager(device=device, async_ops=True) as manager:
+        for out in outputs:
+            dist.all_gather_into_tensor(out, torch.full((512,), float(rank), device=device))
+    manager.wait()
+
+    # Point-to-point: a batched ring exchange, then a single send/recv pair.
+    if world > 1:
+        to_next = torch.full((2048,), float(rank), device=device)
+        from_prev = torch.empty(2048, device=device)
+        ops = [dist.P2POp(dist.isend, to_next, (rank + 1) % world),
+               dist.P2POp(dist.irecv, from_prev, (rank - 1) % world)]
+        for request in dist.batch_isend_irecv(ops):
+            request.wait()
+        expect(torch.all(from_prev == (rank - 1) % world), "batch_isend_irecv")
+        if rank == 0:
+            dist.send(torch.full((64,), 7.0, device=device), dst=1)
+        elif rank == 1:
+            got = torch.empty(64, device=device)
+            dist.recv(got, src=0)
+            expect(torch.all(got == 7), "send/recv")
+
+    # A section captured into a CUDA graph, then replayed: NCCL sees the call once, at capture.
+    static = torch.ones(8192, device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm up outside the capture
+            dist.all_reduce(static)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(static)
+    for _ in range(3):
+        static.fill_(1.0)
+        graph.replay()
+    torch.cuda.synchronize()
+    expect(torch.all(static == world), "captured all_reduce replay")
+    del graph
+    dist.barrier()
+    if rank == 0:
+        print("features: every result checked", flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# ddp
+
+
+class Block(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.attention = nn.MultiheadAttention(hidden, 8, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
+
+    def forward(self, x):
+        h = self.norm(x)
+        x = x + self.attention(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm(x))
+
+
+def run_ddp(args, device):
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Block(args.hidden) for _ in range(args.layers)]).to(device)
+    model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        x = torch.randn(8, 128, args.hidden, device=device, generator=generator)
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
+    report_steps(times, args.warmup)
+
+
+# ---------------------------------------------------------------------------------------
+# fsdp: a vision-language model with experts, sharded by FSDP2
+
+
+class Expert(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = nn.Linear(hidden, 2 * hidden)
+        self.down = nn.Linear(2 * hidden, hidden)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class VisionLanguageModel(nn.Module):
+    def __init__(self, hidden, layers, vocab=8192, experts=2):
+        super().__init__()
+        self.vision = nn.Sequential(nn.Linear(3 * 16 * 16, hidden), Block(hidden), Block(hidden))
+        self.embed = nn.Embedding(vocab, hidden)
+        self.blocks = nn.ModuleList(Block(hidden) for _ in range(layers))
+        self.router = nn.Linear(hidden, experts)
+        self.experts = nn.ModuleList(Expert(hidden) for _ in range(experts))
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens, patches, starve_expert=None):
+        x = self.embed(tokens)
+        if patches is not None:  # image batches put their patch features in front
+            x = torch.cat([self.vision(patches), x], dim=1)
+        for block in self.blocks:
+            x = block(x)
+        choice = self.router(x).argmax(dim=-1)
+        if starve_expert is not None:  # the data routed nothing there on this rank
+            choice = torch.where(choice == starve_expert, 1 - starve_expert, choice)
+        mixed = torch.zeros_like(x)
+        for index, expert in enumerate(self.experts):
+            out = expert(x)  # FSDP gathers every expert; a token-free one's output is dropped
+            picked = (choice == index).unsqueeze(-1)
+            if index == starve_expert:
+                continue
+            mixed = mixed + out * picked
+        return self.head(x + mixed)
+
+
+def run_fsdp(args, device):
+    from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
+
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = VisionLanguageModel(args.hidden, args.layers).to(device)
+    if args.scenario == "dtype-mismatch" and rank == 1:
+        model = model.to(torch.bfloat16)  # this rank's copy of the config said bf16
+    dtype = next(model.parameters()).dtype
+    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
+    fully_shard(model.vision, mp_policy=policy)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    for expert in model.experts:
+        # Kept gathered after forward: backward needs no all-gather, only the reduce-scatter.
+        fully_shard(expert, mp_policy=policy, reshard_after_forward=False)
+    fully_shard(model, mp_policy=policy)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+    starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
+    if args.scenario == "late-rank" and rank == 1:
+        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
+        time.sleep(args.late_seconds)
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
+        patches = None if text_only else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
+                                                     dtype=dtype)
+        logits = model(tokens, patches, starve)
+        loss = F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
+                               tokens.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
+    report_steps(times, args.warmup)
+
+
+# ---------------------------------------------------------------------------------------
+# allreduce latency
+
+
+def run_allreduce(args, device):
+    x = torch.ones(1, device=device)
+    for _ in range(50):
+        dist.all_reduce(x)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(args.iterations):
+        start = time.perf_counter()
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e6)
+    if dist.get_rank() == 0:
+        print(f"allreduce_us_median {statistics.median(samples):.3f} "
+              f"p10 {sorted(samples)[len(samples) // 10]:.3f} calls {len(samples)}", flush=True)
+
+
+def main():
+    args = parse_args()
+    device = init(args)
+    {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "allreduce": run_allreduce}[args.job](args, device)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
