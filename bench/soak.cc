@@ -3,7 +3,9 @@
 // collector`, while a seeded chaos loop SIGKILLs and restarts the collector and the
 // agents at random moments. At the end the store must hold every ring record exactly
 // once, in order, byte for byte (tests/collector/trace_check.h), and the collector's RSS,
-// sampled through every lifetime, must not climb. Exits 1 on any mismatch.
+// sampled through every lifetime, must not climb. Exits 1 on any mismatch, when the store
+// stops growing short of the rings (nothing ships), or when the collector's RSS grows by
+// more than --max-rss-growth-mib over the second half of its longest lifetime.
 // Threading: one thread; the chaos loop samples RSS between its events.
 #include <signal.h>
 #include <time.h>
@@ -45,6 +47,11 @@ struct Options {
   int collector_kills = 3;
   int agent_kills = -1;         // -1: one per 20 s of soak
   double sample_every_s = 5;    // collector RSS
+  // The collector's RSS may grow at most this much over the second half of its longest
+  // lifetime (judged when that lifetime lasts at least min_judged_lifetime_s).
+  double max_rss_growth_mib = 16;
+  double min_judged_lifetime_s = 120;
+  double stuck_after_s = 30;    // the store not growing this long after the job: nothing ships
   std::string dir;              // empty: a temporary folder, removed afterwards
 };
 
@@ -189,11 +196,23 @@ class Soak {
     testing::TraceComparison comparison;
     bool same = false;
     SampleUntil(Elapsed() + 3);  // the agents' last reads and batches (a poll reads the whole store)
-    for (const double deadline = Elapsed() + 300; Elapsed() < deadline;) {
+    // Wait while the store grows; when it stops short of the rings, something no longer
+    // ships (a refused stream, an agent that cannot start): fail and say so.
+    uint64_t stored_before = 0;
+    double grew_at = Elapsed();
+    bool stuck = false;
+    while (true) {
       comparison = CompareAll();
       same = comparison.mismatch.empty() && comparison.rings == options_.ranks && comparison.traces == options_.ranks &&
              comparison.stored_records == comparison.ring_records;
       if (same) break;
+      if (comparison.stored_records != stored_before) {
+        stored_before = comparison.stored_records;
+        grew_at = Elapsed();
+      } else if (Elapsed() - grew_at > options_.stuck_after_s) {
+        stuck = true;
+        break;
+      }
       SampleUntil(Elapsed() + 2);
     }
     const double caught_up = Elapsed() - job_end;
@@ -210,8 +229,15 @@ class Soak {
     std::printf("store == rings (every record once, in order, byte for byte): %s (%.1f s after the job ended)%s%s\n",
                 same ? "yes" : "NO", caught_up, comparison.mismatch.empty() ? "" : "\n  first mismatch: ",
                 comparison.mismatch.c_str());
-    ReportRss();
-    return same && failed_ranks == 0 && comparison.ring_lost == 0 ? 0 : 1;
+    if (stuck) {
+      std::printf("the store stopped growing at %llu of %llu records for %.0f s: nothing ships (%s)\n",
+                  static_cast<unsigned long long>(comparison.stored_records),
+                  static_cast<unsigned long long>(comparison.ring_records), options_.stuck_after_s,
+                  temp_ != nullptr ? "run with --dir DIR to keep the agents' and collectors' logs"
+                                   : absl::StrCat("see ", options_.dir, "/agent-*.log and collector-*.log").c_str());
+    }
+    const bool flat = ReportRss();
+    return same && flat && failed_ranks == 0 && comparison.ring_lost == 0 ? 0 : 1;
   }
 
  private:
@@ -263,7 +289,9 @@ class Soak {
     return testing::CompareTracesWithRings(ring_dirs, Out(), kJob);
   }
 
-  void ReportRss() const {
+  // Prints the collector's RSS per lifetime; false when the longest one grew by more than
+  // max_rss_growth_mib over its second half.
+  bool ReportRss() const {
     std::printf("\ncollector RSS per lifetime (sampled every %.0f s):\n", options_.sample_every_s);
     size_t longest = 0;
     for (size_t i = 0; i < lifetimes_.size(); ++i) {
@@ -284,7 +312,7 @@ class Soak {
                   lowest / 1024.0, highest / 1024.0, life.samples.back().rss_kib / 1024.0);
     }
     const Lifetime& life = lifetimes_[longest];
-    if (life.samples.empty()) return;
+    if (life.samples.empty()) return true;
     std::printf("longest lifetime #%zu, RSS by uptime:\n", longest);
     double next_print = 0;
     for (const RssSample& sample : life.samples) {
@@ -308,6 +336,16 @@ class Soak {
                   early.rss_kib / 1024.0, late.uptime_s, late.rss_kib / 1024.0,
                   (late.rss_kib - early.rss_kib) / 1024.0);
     }
+    if (late.uptime_s < options_.min_judged_lifetime_s) {
+      std::printf("collector memory: not judged (longest lifetime %.0f s < %.0f s)\n", late.uptime_s,
+                  options_.min_judged_lifetime_s);
+      return true;
+    }
+    const double growth_mib = (late.rss_kib - at(late.uptime_s / 2).rss_kib) / 1024.0;
+    const bool flat = growth_mib <= options_.max_rss_growth_mib;
+    std::printf("collector memory flat over the second half of its longest lifetime: %s (%+.1f MiB, at most %+.1f)\n",
+                flat ? "yes" : "NO", growth_mib, options_.max_rss_growth_mib);
+    return flat;
   }
 
   Options options_;
@@ -334,6 +372,8 @@ int Main(int argc, char** argv) {
     else if (flag == "--collector-kills") options.collector_kills = std::atoi(value);
     else if (flag == "--agent-kills") options.agent_kills = std::atoi(value);
     else if (flag == "--sample-every") options.sample_every_s = std::atof(value);
+    else if (flag == "--max-rss-growth-mib") options.max_rss_growth_mib = std::atof(value);
+    else if (flag == "--stuck-after") options.stuck_after_s = std::atof(value);
     else if (flag == "--dir") options.dir = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
@@ -344,7 +384,8 @@ int Main(int argc, char** argv) {
       options.seconds <= 0 || options.steps_per_second <= 0) {
     std::fprintf(stderr,
                  "usage: %s [--ranks 64] [--seconds 600] [--seed 1] [--nodes 4] [--steps-per-second 30] "
-                 "[--collector-kills 3] [--agent-kills SECONDS/20] [--sample-every 5] [--dir DIR]\n",
+                 "[--collector-kills 3] [--agent-kills SECONDS/20] [--sample-every 5] [--max-rss-growth-mib 16] "
+                 "[--stuck-after 30] [--dir DIR]\n",
                  argv[0]);
     return 2;
   }

@@ -26,32 +26,23 @@
 #include "collector/event_ingest.h"
 #include "collector/trace_store.h"
 #include "collector/wall_clock.h"
-#include "google/protobuf/stubs/logging.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace collwatch {
 namespace {
 
-class ScratchDir {
+// A fresh, empty collector folder for each input.
+class ScratchOut {
  public:
-  ScratchDir() {
-    std::string pattern = std::filesystem::exists("/dev/shm") ? "/dev/shm/collwatch-ingest-fuzz-XXXXXX"
-                                                              : "/tmp/collwatch-ingest-fuzz-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    root_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code error;
-    std::filesystem::remove_all(root_, error);
-  }
   std::string Fresh() const {
-    const std::string out = root_ + "/out";
+    const std::string out = scratch_.root() + "/out";
     std::error_code error;
     std::filesystem::remove_all(out, error);
     return out;
   }
 
  private:
-  std::string root_;
+  fuzz::ScratchDir scratch_{"ingest"};
 };
 
 void IngestAll(CollectorService* service, const uint8_t* data, size_t size) {
@@ -85,14 +76,9 @@ void IngestAll(CollectorService* service, const uint8_t* data, size_t size) {
 }  // namespace collwatch
 
 // Protobuf logs each string that is not UTF-8; the fuzzer makes thousands a second.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace collwatch;
-  static ScratchDir scratch;
+  static ScratchOut scratch;
   const std::string out = scratch.Fresh();
   CollectorOptions options;
   options.out_dir = out;

@@ -27,30 +27,19 @@
 #include "collector/event_codec.h"
 #include "collector/trace_store.h"
 #include "collector/trace_store_format.h"
-#include "google/protobuf/stubs/logging.h"
+#include "tests/fuzz/fuzz_support.h"
 
 namespace collwatch {
 namespace {
 
-// A folder for the trace, in memory where /dev/shm exists, removed at exit.
-class ScratchDir {
+// The trace's path, in a scratch folder.
+class ScratchTrace {
  public:
-  ScratchDir() {
-    std::string pattern = std::filesystem::exists("/dev/shm") ? "/dev/shm/collwatch-store-fuzz-XXXXXX"
-                                                              : "/tmp/collwatch-store-fuzz-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) std::abort();
-    root_ = pattern;
-    trace_ = root_ + "/rank-0.fuzz.1.1";
-  }
-  ~ScratchDir() {
-    std::error_code error;
-    std::filesystem::remove_all(root_, error);
-  }
   const std::string& trace() const { return trace_; }
 
  private:
-  std::string root_;
-  std::string trace_;
+  fuzz::ScratchDir scratch_{"store"};
+  std::string trace_ = scratch_.root() + "/rank-0.fuzz.1.1";
 };
 
 void FixChecksums(std::string* file) {
@@ -147,14 +136,9 @@ v1::StreamEventsRequest NextBatch(const std::vector<v1::LaneResume>& resume) {
 }  // namespace collwatch
 
 // Protobuf logs each string that is not UTF-8; the fuzzer makes thousands a second.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace collwatch;
-  static ScratchDir scratch;
+  static ScratchTrace scratch;
   if (size < 5) return 0;
   const uint8_t flags = data[0];
   uint32_t log_length;

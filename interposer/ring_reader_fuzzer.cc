@@ -19,7 +19,7 @@
 #include "cli/analyze_command.h"
 #include "cli/ring_dump.h"
 #include "collector/event_codec.h"
-#include "google/protobuf/stubs/logging.h"
+#include "tests/fuzz/fuzz_support.h"
 #include "interposer/ring_reader.h"
 
 namespace collwatch {
@@ -116,11 +116,6 @@ void ReadAsEveryCommand(const std::string& path) {
 }  // namespace collwatch
 
 // Protobuf logs each string that is not UTF-8; the fuzzer makes thousands a second.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace collwatch;
   static MemoryFile file;
