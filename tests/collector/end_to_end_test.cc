@@ -86,7 +86,8 @@ TEST(CollwatchRunTest, ExitsWithTheCommandsStatus) {
 grpc::Status WatchWith(v1::Collector::Stub& stub, const std::string& token) {
   grpc::ClientContext context;
   if (!token.empty()) context.AddMetadata(kTokenMetadataKey, token);
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  context.set_wait_for_ready(true);  // a slow first connection (sanitizers, load) is not the answer
   auto reader = stub.Watch(&context, v1::WatchRequest());
   v1::WatchResponse state;
   if (reader->Read(&state)) {
@@ -131,7 +132,8 @@ TEST(CollwatchRunTest, EmbeddedCollectorTakesCallsOnlyWithTheRunsSecret) {
   EXPECT_EQ(WatchWith(*stub, token + "0").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   {
     grpc::ClientContext context;  // a forged record stream
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    context.set_wait_for_ready(true);
     auto stream = stub->StreamEvents(&context);
     stream->Write(v1::StreamEventsRequest());
     v1::StreamEventsResponse answer;
@@ -140,6 +142,11 @@ TEST(CollwatchRunTest, EmbeddedCollectorTakesCallsOnlyWithTheRunsSecret) {
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   EXPECT_TRUE(WatchWith(*stub, token).ok());
+  if (HasFailure()) {
+    std::stringstream contents;
+    contents << std::ifstream(log).rdbuf();
+    ADD_FAILURE() << "collwatch run said:\n" << contents.str();
+  }
 
   kill(run.pid(), SIGTERM);  // passed on to the job, which ends; the run then ends too
   EXPECT_EQ(run.Wait(30), 128 + SIGTERM);

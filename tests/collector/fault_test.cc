@@ -125,7 +125,11 @@ TEST_F(FaultTest, KilledRankIsReportedAndItsRingShipped) {
   testing::TraceComparison comparison;
   for (double waited = 0; waited < 15; waited += 0.2) {
     comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
-    if (comparison.status_by_rank[1].writer_status() == v1::WRITER_STATUS_DEAD) break;
+    // Each rank's status arrives on its own stream: wait for both (slow under TSan).
+    if (comparison.status_by_rank[1].writer_status() == v1::WRITER_STATUS_DEAD &&
+        comparison.status_by_rank[0].writer_status() == v1::WRITER_STATUS_RUNNING) {
+      break;
+    }
     Sleep(0.2);
   }
   EXPECT_EQ(comparison.status_by_rank[1].writer_status(), v1::WRITER_STATUS_DEAD);
