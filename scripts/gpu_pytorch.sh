@@ -10,7 +10,8 @@
 #      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
 #      latency, or host time per NCCL call, per configuration.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt.
-#   [ROUNDS=3] [WORKLOADS="trainer fsdp allreduce"] bash scripts/gpu_pytorch.sh [check] [overhead]
+#   [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] \
+#     bash scripts/gpu_pytorch.sh [check] [overhead]
 #   (default: both parts)
 set -uo pipefail
 cd "$(dirname "$0")/.."
