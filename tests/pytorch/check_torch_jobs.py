@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -169,8 +170,14 @@ def run_case(name, args, work):
     command += ["--", "torchrun", "--standalone", f"--nproc-per-node={args.nproc}", JOB] + job_args
     started = time.monotonic()
     with open(os.path.join(case_dir, "job.log"), "w") as log:
-        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                               timeout=args.case_timeout)
+        # Its own session, so that a case past its time limit is stopped whole (collwatch,
+        # torchrun and the ranks).
+        run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            code = run.wait(timeout=args.case_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            code = run.wait()
     wall = time.monotonic() - started
     report = {}
     report_path = os.path.join(out_dir, "report.json")
@@ -181,6 +188,8 @@ def run_case(name, args, work):
     result = {"case": name, "exit": code, "wall_s": round(wall, 1),
               "findings": [f"{f['kind']} comm {f.get('comm')} seq {f.get('seq')}" for f in findings]}
     problems = []
+    if wall >= args.case_timeout:
+        problems.append(f"still running after {args.case_timeout:.0f} s: stopped")
     if expected:
         if code != 3:
             problems.append(f"exit {code}, expected 3 (collwatch stopped the hung job)")
