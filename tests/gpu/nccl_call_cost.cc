@@ -111,10 +111,7 @@ int main(int argc, char** argv) {
   std::vector<double> enqueue_ns;
   std::vector<double> latency_us;
   for (int r = 0; r < repetitions; ++r) {
-    const double start = NowNs();
-    for (int i = 0; i < calls; ++i) all_reduce();
-    enqueue_ns.push_back((NowNs() - start) / calls);
-    CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+    enqueue_ns.push_back(TimePerCall(calls, 1, stream, all_reduce));
     std::vector<double> round_trips;
     for (int i = 0; i < 2000; ++i) {
       const double begin = NowNs();
