@@ -81,9 +81,24 @@ def init(args):
     return device
 
 
-def report_steps(times_ms, warmup):
-    kept = times_ms[warmup:] or times_ms
-    if dist.get_rank() == 0 and kept:
+def train_timed(args, optimizer, forward_loss):
+    """Runs args.steps optimizer steps on `forward_loss()` (data and forward), each timed from
+    a synchronized start to a synchronized end; prints every step, and on rank 0 the median
+    of the steps after args.warmup."""
+    rank = dist.get_rank()
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss = forward_loss()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
+    kept = times[args.warmup:] or times
+    if rank == 0 and kept:
         print(f"median_step_ms {statistics.median(kept):.3f}", flush=True)
 
 
@@ -223,19 +238,12 @@ def run_ddp(args, device):
     model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
-    times = []
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+
+    def forward_loss():
         x = torch.randn(8, 128, args.hidden, device=device, generator=generator)
-        loss = model(x).pow(2).mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
-    report_steps(times, args.warmup)
+        return model(x).pow(2).mean()
+
+    train_timed(args, optimizer, forward_loss)
 
 
 # ---------------------------------------------------------------------------------------
@@ -305,23 +313,16 @@ def run_fsdp(args, device):
     if args.scenario == "late-rank" and rank == 1:
         print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
         time.sleep(args.late_seconds)
-    times = []
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+
+    def forward_loss():
         tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
         patches = None if text_only else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
                                                      dtype=dtype)
         logits = model(tokens, patches, starve)
-        loss = F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
+        return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
                                tokens.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
-    report_steps(times, args.warmup)
+
+    train_timed(args, optimizer, forward_loss)
 
 
 # ---------------------------------------------------------------------------------------
