@@ -500,20 +500,26 @@ TEST(AnalyzerBoundedHistoryTest, LongJobKeepsTheModelBounded) {
   EXPECT_TRUE(job.Run(60, /*final_pass=*/true).empty());
 }
 
+// `steps` agreed steps into both jobs, analysed every 50 steps as the collector would:
+// no finding may come of them.
+void IssueHealthyPrefix(int steps, bool vision, JobBuilder* whole, JobBuilder* pruned) {
+  for (int step = 0; step < steps; ++step) {
+    for (JobBuilder* job : {whole, pruned}) {
+      job->IssueAll(Step(vision));
+      if (step % 50 == 0) {
+        ASSERT_TRUE(job->Run().empty());
+      }
+    }
+  }
+}
+
 // A divergence after 21,000 agreed collectives: found and told exactly as with the whole
 // history, blocking (the run read off the agreed schedule) and asynchronous (aligned).
 TEST(AnalyzerBoundedHistoryTest, LateDivergenceIsExplainedAsWithTheWholeHistory) {
   for (const bool blocking : {true, false}) {
     SCOPED_TRACE(blocking ? "blocking" : "asynchronous");
     JobBuilder whole(4), pruned(4, BoundedOptions());
-    for (int step = 0; step < 3000; ++step) {
-      for (JobBuilder* job : {&whole, &pruned}) {
-        job->IssueAll(Step(true));
-        if (step % 50 == 0) {
-          ASSERT_TRUE(job->Run().empty());
-        }
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(IssueHealthyPrefix(3000, /*vision=*/true, &whole, &pruned));
     for (JobBuilder* job : {&whole, &pruned}) {
       for (int rank = 0; rank < 4; ++rank) {
         std::vector<SyntheticOp> ops = Step(rank % 2 == 0);
@@ -543,14 +549,7 @@ TEST(AnalyzerBoundedHistoryTest, LateDivergenceIsExplainedAsWithTheWholeHistory)
 // A rank late after a long healthy prefix: the same NOT_JOINED, its last call named.
 TEST(AnalyzerBoundedHistoryTest, LateRankAfterALongPrefixIsNotJoinedAsWithTheWholeHistory) {
   JobBuilder whole(4), pruned(4, BoundedOptions());
-  for (int step = 0; step < 2000; ++step) {
-    for (JobBuilder* job : {&whole, &pruned}) {
-      job->IssueAll(Step(false));
-      if (step % 50 == 0) {
-        ASSERT_TRUE(job->Run().empty());
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(IssueHealthyPrefix(2000, /*vision=*/false, &whole, &pruned));
   for (JobBuilder* job : {&whole, &pruned}) {
     for (int rank = 0; rank < 3; ++rank) job->Issue(rank, {Gather("fwd/embed", 2048)}, /*stuck_last=*/true);
   }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collector/wall_clock.h"
 #include "tests/collector/trace_check.h"
 #include "tests/support/subprocess.h"
 
@@ -77,11 +78,6 @@ double Now() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 void Sleep(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -147,7 +143,7 @@ class Soak {
     t0_ = Now();
     StartCollector();
     for (int node = 0; node < options_.nodes; ++node) agents_.push_back(StartAgent(node));
-    const int64_t start_ns = RealtimeNs() + 1'000'000'000;  // every rank spawned before the first step
+    const int64_t start_ns = static_cast<int64_t>(RealtimeNs()) + 1'000'000'000;  // every rank spawned before the first step
     for (int rank = 0; rank < options_.ranks; ++rank) {
       const int node = rank % options_.nodes;
       ranks_.push_back(std::make_unique<Subprocess>(
