@@ -15,7 +15,8 @@
 #   (default: both parts)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+source scripts/gpu_common.sh
+export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/collwatch-gpu-pytorch}
 mkdir -p "$out"
 parts=("$@")
@@ -24,21 +25,9 @@ rounds=${ROUNDS:-3}
 read -r -a workloads <<<"${WORKLOADS:-trainer ddp fsdp allreduce enqueue latency}"
 gpus=$(nvidia-smi -L | wc -l)
 
-nccl_root=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))')
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-generator=()
-command -v ninja >/dev/null || generator=(-G "Unix Makefiles")
-export PATH="/usr/local/cuda/bin:$PATH" CUDACXX=/usr/local/cuda/bin/nvcc
-{
-  cmake -S . -B build-gpu-trainer "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCOLLWATCH_PRELOAD_ONLY=ON -DCOLLWATCH_BUILD_TESTS=OFF -DCOLLWATCH_BUILD_BENCHMARKS=OFF \
-    -DCOLLWATCH_NCCL_ROOT="$nccl_root" -DCOLLWATCH_TRAINER_NCCL=real -DCOLLWATCH_BUILD_GPU_PROGRAMS=ON \
-    -DCMAKE_PREFIX_PATH="$torch_prefix" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-    -DCOLLWATCH_CLI11_INCLUDE_DIR="$PWD/.carry/include" &&
-  cmake --build build-gpu-trainer -j 16 --target collwatch_preload collwatch_trainer collwatch_nccl_call_cost
-} > "$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+build_gpu_trainer "$out/build.log" collwatch_preload collwatch_trainer collwatch_nccl_call_cost || exit 1
 export COLLWATCH_PRELOAD=$PWD/build-gpu-trainer/interposer/libcollwatch.so
-export LD_LIBRARY_PATH="$PWD/.carry/lib:$nccl_root/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH"
 collwatch=$PWD/.carry/bin/collwatch
 trainer=$PWD/build-gpu-trainer/trainer/collwatch-trainer
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } \
@@ -55,9 +44,7 @@ fi
 measure() {
   local config=$1 workload=$2 command=() env=() figure
   case $workload in
-    trainer) command=("$trainer" --nproc "$gpus" --device cuda --steps 10 --hidden 2048 --heads 16 --layers 8
-                      --vision-layers 4 --experts 2 --vocab 32000 --seq 256 --image-size 64 --patch 8 --batch 4
-                      --lr 3e-4) ;;
+    trainer) command=("$trainer" --nproc "$gpus" --device cuda --steps 10 "${gpu_trainer_model[@]}") ;;
     ddp) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py --job ddp
                   --steps 12 --warmup 2 --hidden 2048 --layers 8) ;;
     enqueue|latency) command=(build-gpu-trainer/tests/gpu/collwatch_nccl_call_cost 20000 9) ;;
@@ -78,9 +65,7 @@ measure() {
     grep -E 'median_step_ms|allreduce_us_median|enqueue_ns|rank 0 step' /tmp/overhead.log | tail -14
   } >> "$out/overhead-raw.txt"
   case $workload in
-    trainer)  # median of rank 0's steps after the first two
-      figure=$(awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 1 { print $8 }' /tmp/overhead.log | sort -n |
-               awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] }') ;;
+    trainer) figure=$(median_rank0_step /tmp/overhead.log 2 | cut -d' ' -f1) ;;  # steps after the first two
     ddp|fsdp) figure=$(awk '$1 == "median_step_ms" { print $2 }' /tmp/overhead.log) ;;
     enqueue) figure=$(awk '$1 == "enqueue_ns" { print $2 }' /tmp/overhead.log) ;;
     latency) figure=$(awk '$1 == "enqueue_ns" { print $4 }' /tmp/overhead.log) ;;

@@ -10,37 +10,19 @@
 # --kill-on-hang` instead of a bare LD_PRELOAD: its report.txt/report.json land in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source scripts/gpu_common.sh
 out=${OUT:-/tmp/collwatch-gpu-trainer}
 mkdir -p "$out"
 nproc_gpu=${1:-2}
 shift $(( $# > 0 ? 1 : 0 ))
 scenarios=("$@")
 scenario_timeout=${SCENARIO_TIMEOUT:-75}
-
-nccl_root=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))')
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-cli11=()
-[ -f /usr/include/CLI/CLI.hpp ] || cli11=(-DCOLLWATCH_CLI11_INCLUDE_DIR="$PWD/.carry/include")
-generator=()
-command -v ninja >/dev/null || generator=(-G "Unix Makefiles")
-export PATH="/usr/local/cuda/bin:$PATH" CUDACXX=/usr/local/cuda/bin/nvcc
-{
-  cmake -S . -B build-gpu-trainer "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCOLLWATCH_PRELOAD_ONLY=ON -DCOLLWATCH_BUILD_TESTS=OFF -DCOLLWATCH_BUILD_BENCHMARKS=OFF \
-    -DCOLLWATCH_NCCL_ROOT="$nccl_root" -DCOLLWATCH_TRAINER_NCCL=real \
-    -DCMAKE_PREFIX_PATH="$torch_prefix" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cli11[@]}" &&
-  cmake --build build-gpu-trainer -j 16 --target collwatch_preload collwatch_trainer
-} > "$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+build_gpu_trainer "$out/build.log" collwatch_preload collwatch_trainer || exit 1
 
 trainer=$PWD/build-gpu-trainer/trainer/collwatch-trainer
 preload=$PWD/build-gpu-trainer/interposer/libcollwatch.so
-export LD_LIBRARY_PATH="$nccl_root/lib:${LD_LIBRARY_PATH:-}"
 ldd "$trainer" > "$out/trainer.ldd" 2>&1
 work=$(mktemp -d)
-# Large enough that the first forward all-gathers gigabytes (16 blocks of hidden 2048).
-model=(--hidden 2048 --heads 16 --layers 8 --vision-layers 4 --experts 2 --vocab 32000
-       --seq 256 --image-size 64 --patch 8 --batch 4 --lr 3e-4)
 
 # Kills what a scenario left behind: only processes running this build's trainer.
 kill_leftovers() {
@@ -48,6 +30,13 @@ kill_leftovers() {
   pids=$(pgrep -f "$trainer" || true)
   [ -n "$pids" ] && kill -9 $pids 2>/dev/null
   sleep 1
+}
+
+# Median step time of rank 0 over the steps after the first, into run.log.
+report_median() {
+  local median count
+  read -r median count < <(median_rank0_step "$1" 1)
+  [ -z "$median" ] || printf "rank 0 median step %.1f ms over %d steps\n" "$median" "$count" | tee -a "$out/run.log"
 }
 
 run_scenario() {  # NAME STEPS [extra flags...]
@@ -59,11 +48,11 @@ run_scenario() {  # NAME STEPS [extra flags...]
     LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH" COLLWATCH_PRELOAD="$preload" \
       timeout --kill-after=10 "$scenario_timeout" .carry/bin/collwatch run --out "$work/run-$name" \
       --ring-dir "$work/rings-$name" --kill-on-hang -- "$trainer" --nproc "$nproc_gpu" --device cuda \
-      --scenario "$name" --steps "$steps" "${model[@]}" "$@" > "$out/$name.log" 2>&1
+      --scenario "$name" --steps "$steps" "${gpu_trainer_model[@]}" "$@" > "$out/$name.log" 2>&1
   else
     COLLWATCH_RING_DIR="$work/rings-$name" LD_PRELOAD="$preload" NVTX_INJECTION64_PATH="$preload" \
       timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda \
-      --scenario "$name" --steps "$steps" "${model[@]}" "$@" > "$out/$name.log" 2>&1
+      --scenario "$name" --steps "$steps" "${gpu_trainer_model[@]}" "$@" > "$out/$name.log" 2>&1
   fi
   local rc=$?
   if [ -f "$work/run-$name/report.txt" ]; then
@@ -74,9 +63,7 @@ run_scenario() {  # NAME STEPS [extra flags...]
   echo "$name: exit $rc after $((SECONDS - started)) s (124/137: stopped by timeout)" | tee -a "$out/run.log"
   grep -m1 "first forward all-gather" "$out/$name.log" | tee -a "$out/run.log"
   # Median step time of rank 0 over steps after the first.
-  awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 0 { print $8 }' "$out/$name.log" | sort -n |
-    awk '{ v[NR] = $1 } END { if (NR) printf "rank 0 median step %.1f ms over %d steps\n", v[int((NR + 1) / 2)], NR }' |
-    tee -a "$out/run.log"
+  report_median "$out/$name.log"
   tail -3 "$out/$name.log" >> "$out/run.log"
   if [ -d "$work/rings-$name" ]; then
     LD_LIBRARY_PATH=.carry/lib .carry/bin/collwatch dump "$work/rings-$name" > "$out/$name.rings.txt" 2>&1
@@ -97,12 +84,10 @@ for name in "${scenarios[@]}"; do
     plain)  # clean without the preload, for the step-time comparison
       echo "-- clean without the preload" | tee -a "$out/run.log"
       timeout --kill-after=10 "$scenario_timeout" "$trainer" --nproc "$nproc_gpu" --device cuda \
-        --steps 6 "${model[@]}" > "$out/clean-plain.log" 2>&1
+        --steps 6 "${gpu_trainer_model[@]}" > "$out/clean-plain.log" 2>&1
       echo "clean without the preload: exit $?" | tee -a "$out/run.log"
       kill_leftovers
-      awk '$1 == "rank" && $2 == 0 && $3 == "step" && $4 > 0 { print $8 }' "$out/clean-plain.log" |
-        sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "rank 0 median step %.1f ms over %d steps\n", v[int((NR + 1) / 2)], NR }' |
-        tee -a "$out/run.log" ;;
+      report_median "$out/clean-plain.log" ;;
     *) run_scenario "$name" "$(steps_of "$name")" ;;
   esac
 done
