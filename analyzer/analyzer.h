@@ -1,7 +1,8 @@
 // The analyzer: aligns the ranks of every communicator and names the first divergence
 // (PATH_DIVERGENCE, SKIPPED_REDUCE_SCATTER, SIGNATURE_MISMATCH, OP_MISMATCH) and the
 // stalls (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST), with rank classes,
-// regions and a summary. Incremental: feed records into model(), call Analyze(now) as
+// regions and a summary. Its pieces: analyzer.cc (passes, agreement, frontier),
+// divergence.cc and classification.h (what a mismatch is), stalls.cc, p2p_matching.cc. Incremental: feed records into model(), call Analyze(now) as
 // often as wanted; each call looks only at what is new. The same code serves the
 // collector (online) and `collwatch analyze` (post-mortem, now = end of the trace).
 // Threading: single-threaded; callers serialise.
@@ -24,6 +25,9 @@ struct AnalyzerOptions {
   double stall_after_s = 30;      // floor of the stall threshold (--stall-after)
   double stall_multiple = 8;      // threshold = max(floor, multiple x expected time)
   double class_grace_s = 0.5;     // a mismatch waits this long for the ranks not yet there
+  // A divergence whose kind later calls could still change waits this long for them (GPU
+  // ranks keep enqueueing after the bad collective), unless every rank is blocked in NCCL.
+  double settle_s = 0.3;
   size_t alignment_window = 256;  // calls per rank compared from the first mismatch
   size_t history_window = 4096;   // agreed calls searched for the schedule template
   // Online: forget calls no check can need again, so a long job's model stays bounded
@@ -108,7 +112,13 @@ class Analyzer {
   void CheckInit(const Comm& comm, CommProgress& progress, int64_t now_ns, std::vector<Finding>* out);
   void CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                 std::vector<Finding>* out);
-  Finding ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_ns, bool final_pass) const;
+  // Explains the first mismatch of `comm` at `seq` (divergence.cc). `wants_more`: calls
+  // reported later could still change the verdict (classification.h).
+  Finding ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_ns, bool final_pass,
+                            bool* wants_more) const;
+  // True when every rank that reported `seq` of `comm` is inside its latest call (a
+  // blocking backend): no rank can issue anything more until the divergence resolves.
+  bool EveryReportingRankBlocked(const Comm& comm, uint64_t seq) const;
   // True when `process` is blocked in a collective of a communicator that already has a
   // divergence finding: its lateness elsewhere is an echo of that one.
   bool BlockedInDivergedComm(ProcessId process) const;

@@ -40,6 +40,10 @@ struct ClassContext {
 
 struct Finding {
   FindingKind kind = FindingKind::kPathDivergence;
+  // False when the evidence fits other kinds too: `kind` is the literal reading (what the
+  // differing calls show), `other_readings` the rest; the summary gives each with its fix.
+  bool decided = true;
+  std::vector<FindingKind> other_readings;
   uint64_t comm_id = 0;
   uint64_t seq = 0;                    // the first bad collective (p2p: per-peer seq)
   std::vector<RankClass> rank_classes; // divergences: largest class first

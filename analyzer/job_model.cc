@@ -433,7 +433,7 @@ std::string DescribeCall(const JobModel& model, const Call& call) {
   if (call.root_or_peer >= 0) {
     absl::StrAppend(&text, ring::IsP2p(call.fn) ? " peer " : " root ", call.root_or_peer);
   }
-  absl::StrAppend(&text, " in ", call.region == 0 ? "(no NVTX range)" : std::string(model.RegionName(call.region)));
+  if (call.region != 0) absl::StrAppend(&text, " in ", std::string(model.RegionName(call.region)));
   return text;
 }
 

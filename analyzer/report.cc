@@ -65,7 +65,11 @@ nlohmann::json FindingJson(const Finding& finding) {
   }
   nlohmann::json context = nlohmann::json::array();
   for (const ClassContext& entry : finding.context) context.push_back({{"ranks", entry.ranks}, {"calls", entry.lines}});
+  nlohmann::json other_readings = nlohmann::json::array();
+  for (FindingKind kind : finding.other_readings) other_readings.push_back(FindingKindName(kind));
   return {{"kind", FindingKindName(finding.kind)},
+          {"decided", finding.decided},
+          {"other_readings", other_readings},
           {"comm", absl::StrFormat("%016x", finding.comm_id)},
           {"seq", finding.seq},
           {"rank_classes", classes},
