@@ -37,12 +37,15 @@ FindingKind InsertedRunKind(const std::vector<const Call*>& run) {
 // The run the agreed history shows between a call like `from` and the next call like
 // `to`: what one class ran and the other skipped. Where the history shows `from` after
 // the same call that precedes the divergence (the last agreed one), that occurrence is
-// the one the diverging class repeats; otherwise the latest occurrence.
+// the one the diverging class repeats; otherwise, where NVTX regions make each call's
+// fingerprint specific (`labelled`), the latest occurrence. Without regions, units of
+// equal size look alike, and an occurrence in another context is too often another call.
 std::optional<std::vector<const Call*>> HistoryRun(std::span<const Call* const> history, uint64_t from, uint64_t to,
-                                                   size_t max_run) {
+                                                   size_t max_run, bool labelled) {
   if (history.empty()) return std::nullopt;
   const uint64_t before_divergence = HashOfCall(*history.back());
   for (const bool same_context : {true, false}) {
+    if (!same_context && !labelled) break;
     for (size_t start = history.size(); start-- > 0;) {
       if (HashOfCall(*history[start]) != from) continue;
       if (same_context && (start == 0 || HashOfCall(*history[start - 1]) != before_divergence)) continue;
@@ -136,15 +139,37 @@ Classification ClassifyDivergence(const DivergenceEvidence& evidence) {
     return c;
   }
 
-  // Blocking backends stop every rank inside its first differing call: the schedule the
-  // ranks agreed on before may show one class's call followed, later, by the other's.
+  // A reduce-scatter against another collective: a gradient hook that did not fire. (It
+  // comes before the history: without regions a backward re-gather looks like its forward
+  // gather, so the history can show a spurious run ending in a same-sized reduce-scatter.)
   const uint64_t major_head = HashOfCall(a);
   const uint64_t minor_head = HashOfCall(b);
-  if (auto run = HistoryRun(evidence.history, major_head, minor_head, evidence.max_run)) {
+  const bool labelled = a.region != 0 && b.region != 0;
+  if ((a.fn == ApiFn::kReduceScatter) != (b.fn == ApiFn::kReduceScatter)) {
+    c.kind = FindingKind::kSkippedReduceScatter;
+    c.major_inserted = a.fn == ApiFn::kReduceScatter;
+    // The history may show several reduce-scatters skipped together.
+    std::optional<std::vector<const Call*>> run =
+        c.major_inserted ? HistoryRun(evidence.history, major_head, minor_head, evidence.max_run, labelled)
+                         : HistoryRun(evidence.history, minor_head, major_head, evidence.max_run, labelled);
+    if (run && InsertedRunKind(*run) == FindingKind::kSkippedReduceScatter) {
+      c.basis = DivergenceBasis::kHistory;
+      c.run = *std::move(run);
+    } else {
+      c.basis = DivergenceBasis::kHeadsOnly;
+      c.run = {c.major_inserted ? &a : &b};
+      c.wants_more = true;  // an anchor reported later would show the run whole
+    }
+    return c;
+  }
+
+  // Blocking backends stop every rank inside its first differing call: the schedule the
+  // ranks agreed on before may show one class's call followed, later, by the other's.
+  if (auto run = HistoryRun(evidence.history, major_head, minor_head, evidence.max_run, labelled)) {
     c.basis = DivergenceBasis::kHistory;
     c.major_inserted = true;
     c.run = *std::move(run);
-  } else if (auto other = HistoryRun(evidence.history, minor_head, major_head, evidence.max_run)) {
+  } else if (auto other = HistoryRun(evidence.history, minor_head, major_head, evidence.max_run, labelled)) {
     c.basis = DivergenceBasis::kHistory;
     c.major_inserted = false;
     c.run = *std::move(other);
@@ -169,16 +194,6 @@ Classification ClassifyDivergence(const DivergenceEvidence& evidence) {
   if (a.fn == b.fn && a.count == b.count) {
     c.basis = DivergenceBasis::kSignature;
     c.kind = FindingKind::kSignatureMismatch;
-    return c;
-  }
-
-  // A reduce-scatter against another collective: a gradient hook that did not fire.
-  if ((a.fn == ApiFn::kReduceScatter) != (b.fn == ApiFn::kReduceScatter)) {
-    c.basis = DivergenceBasis::kHeadsOnly;
-    c.kind = FindingKind::kSkippedReduceScatter;
-    c.major_inserted = a.fn == ApiFn::kReduceScatter;
-    c.run = {c.major_inserted ? &a : &b};
-    c.wants_more = true;  // an anchor reported later would show the run whole
     return c;
   }
 

@@ -114,6 +114,10 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
   out->set_summary(finding.summary);
   out->set_first_bad_t_ns(static_cast<uint64_t>(std::max<int64_t>(finding.first_bad_ns, 0)));
   out->set_headline(finding.headline);
+  out->set_undecided(!finding.decided);
+  for (analyzer::FindingKind kind : finding.other_readings) {
+    out->add_other_readings(static_cast<v1::FindingKind>(static_cast<int>(kind)));
+  }
   for (const analyzer::ClassContext& context : finding.context) {
     v1::FindingContext* item = out->add_context();
     for (int32_t rank : context.ranks) item->add_ranks(rank);
@@ -140,6 +144,8 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
   out.first_bad_ns = static_cast<int64_t>(finding.first_bad_t_ns());
   out.found_ns = out.first_bad_ns + static_cast<int64_t>(finding.detect_latency_s() * 1e9);
   out.headline = finding.headline();
+  out.decided = !finding.undecided();
+  for (int kind : finding.other_readings()) out.other_readings.push_back(static_cast<analyzer::FindingKind>(kind));
   for (const v1::FindingContext& context : finding.context()) {
     out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
   }

@@ -5,6 +5,8 @@
 #define COLLWATCH_INTERPOSER_CONFIG_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace collwatch {
 
@@ -29,6 +31,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_CLOCK", "auto",
      "auto: timestamps from the TSC where it is invariant, calibrated against CLOCK_MONOTONIC; "
      "monotonic: clock_gettime for every timestamp"},
+    {"COLLWATCH_NVTX", "on",
+     "off: ignore NVTX ranges (records carry no region; the preload declines NVTX injection, so "
+     "the program's NVTX calls cost nothing)"},
     {"COLLWATCH_VERBOSE", "0", "1: print the settings and the ring path once on stderr"},
     {"COLLWATCH_COLLECTOR", "",
      "collector address: the first communicator init of a node starts `collwatch agent` for "
@@ -59,6 +64,14 @@ struct Config {
 
 // Reads kEnvVars into a Config. Never fails: bad values fall back to defaults.
 Config LoadConfig() noexcept;
+
+// COLLWATCH_NVTX: whether NVTX ranges become regions. Read on its own, inline, because
+// NVTX asks for the injection before the first NCCL call loads the Config, and the
+// injection is also built without the recorder (regions.cmake).
+inline bool NvtxRegionsWanted() noexcept {
+  const char* value = std::getenv("COLLWATCH_NVTX");
+  return value == nullptr || std::strcmp(value, "off") != 0;
+}
 
 }  // namespace collwatch
 

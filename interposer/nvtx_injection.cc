@@ -39,6 +39,7 @@
 #include <cstring>
 #include <cwchar>
 
+#include "interposer/config.h"
 #include "interposer/hash.h"
 #include "interposer/regions.h"
 #include "interposer/ring_format.h"
@@ -297,7 +298,7 @@ void Attach(NvtxFunctionTable table, unsigned int size, unsigned int id,
 }
 
 int Initialize(NvtxGetExportTableFunc_t get_export_table) noexcept {
-  if (get_export_table == nullptr) return 0;
+  if (get_export_table == nullptr || !NvtxRegionsWanted()) return 0;  // declined: NVTX calls become no-ops
   const auto* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||

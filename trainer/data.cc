@@ -27,6 +27,7 @@ SyntheticData::SyntheticData(const TrainerOptions& options, int rank, int world_
 }
 
 BatchKind SyntheticData::DrawKind(int64_t step, int rank) const {
+  if (step < options_.mixed_from_step) return BatchKind::kImageText;
   const double skew = rank % 2 == 0 ? options_.image_skew : -options_.image_skew;
   const double chance = std::clamp(options_.image_fraction + skew, 0.0, 1.0);
   const double draw = Uniform(Hash(options_.seed, 0x6b696e64, static_cast<uint64_t>(step) << 20 |

@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
   app.add_option("--image-skew", options.image_skew,
                  "image-text scenarios: added to the chance on even ranks, taken off on odd ranks")
       ->capture_default_str();
+  app.add_option("--mixed-from-step", options.mixed_from_step,
+                 "image-text scenarios: every rank gets image batches before this step, so the ranks "
+                 "part only after clean steps")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--stall-seconds", options.stall_seconds,
                  "first-forward-stall: how late the stalled rank is")->capture_default_str();
   app.add_option("--stall-rank", options.stall_rank,

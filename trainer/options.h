@@ -77,6 +77,7 @@ struct TrainerOptions {
   uint64_t seed = 1234;
   double image_fraction = 0.5;  // chance that a rank's batch has images (image-text scenarios)
   double image_skew = 0.5;      // added on even ranks, taken off on odd ranks
+  int64_t mixed_from_step = 0;  // image-text scenarios: every batch has images before this step
   double stall_seconds = 120;   // first-forward-stall: how late the stalled rank is
   int stall_rank = 1;           // the rank that misbehaves in the single-rank scenarios
   std::string dump_params;      // after training: write gathered params and grads here

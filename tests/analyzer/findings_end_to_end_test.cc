@@ -3,9 +3,11 @@
 // regions) within 2 s of its first bad collective (a stall: within its threshold), the
 // job is stopped with exit 3 and report.json says why; `collwatch analyze` finds the same
 // post-mortem, from the trace store and from rings alone; clean runs and both fixes give
-// no finding at all.
+// no finding at all. The same scenarios without labels (COLLWATCH_NVTX=off) are named from
+// the call sequences alone, or, where nothing can decide, with both readings.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -41,8 +43,10 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
 }
 
-// Runs the trainer in `scenario` under collwatch and reads both reports.
-Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::vector<std::string>& extra = {}) {
+// Runs the trainer in `scenario` under collwatch and reads both reports. `unlabelled`:
+// the preload ignores the trainer's NVTX ranges, as in a job that has none.
+Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::vector<std::string>& extra = {},
+                    bool unlabelled = false) {
   Outcome outcome;
   outcome.out_dir = dir.path() + "/out";
   outcome.ring_dir = dir.path() + "/rings";
@@ -52,7 +56,9 @@ Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::
                                    "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16",
                                    "--vocab", "32", "--batch", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  Subprocess run(argv, testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
+  std::map<std::string, std::string> env = {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}};
+  if (unlabelled) env["COLLWATCH_NVTX"] = "off";
+  Subprocess run(argv, testing::CollwatchRunEnv(env));
   outcome.exit_code = run.Wait(150);
   outcome.report = ReadJson(outcome.out_dir + "/report.json");
   const std::string analyzed = dir.path() + "/analyzed.json";
@@ -152,6 +158,67 @@ TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
   EXPECT_LT(finding["detect_latency_s"].get<double>(), kStallAfterS + 2.0);
 }
 
+// The same failures in a job without NVTX ranges (COLLWATCH_NVTX=off): the kinds come
+// from the call sequences alone, and the words name calls by op and size.
+void ExpectNoRegionWords(const nlohmann::json& finding) {
+  EXPECT_TRUE(finding["regions"].empty()) << finding["regions"];
+  EXPECT_EQ(finding["headline"].get<std::string>().find("NVTX"), std::string::npos) << finding["headline"];
+}
+
+TEST(UnlabelledFindingsEndToEndTest, ExpertSkipIsStillASkippedReduceScatter) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "expert-skip", {}, /*unlabelled=*/true);
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "SKIPPED_REDUCE_SCATTER");
+  if (finding.empty()) return;
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_TRUE(finding["decided"].get<bool>());
+  EXPECT_NE(finding["headline"].get<std::string>().find("gradient unit"), std::string::npos) << finding["headline"];
+  ExpectNoRegionWords(finding);
+}
+
+TEST(UnlabelledFindingsEndToEndTest, DtypeMismatchIsStillASignatureMismatch) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "dtype-mismatch", {}, /*unlabelled=*/true);
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "SIGNATURE_MISMATCH");
+  if (finding.empty()) return;
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2, 3}, {1}}));
+  EXPECT_TRUE(finding["decided"].get<bool>());
+  EXPECT_NE(finding["summary"].get<std::string>().find("byte ratio 2.00"), std::string::npos) << finding["summary"];
+  ExpectNoRegionWords(finding);
+}
+
+TEST(UnlabelledFindingsEndToEndTest, DivergenceAfterCleanStepsIsAPathDivergence) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "image-text", {"--mixed-from-step", "2"}, /*unlabelled=*/true);
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "PATH_DIVERGENCE");
+  if (finding.empty()) return;
+  EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_TRUE(finding["decided"].get<bool>());
+  EXPECT_GT(finding["seq"].get<int>(), 1) << "the ranks part in the third step";
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("agreed on before"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("dummy image"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("pad variable-length"), std::string::npos) << "no padding advice for an inserted run";
+  EXPECT_LT(finding["detect_latency_s"].get<double>(), 2.0);
+  ExpectNoRegionWords(finding);
+}
+
+TEST(UnlabelledFindingsEndToEndTest, FirstCollectiveWithNothingToDecideGivesBothReadings) {
+  TempDir dir;
+  // Blocking CPU ranks stop inside the very first differing all-gather: no history, no
+  // label, nothing after it.
+  const Outcome outcome = RunScenario(dir, "image-text", {}, /*unlabelled=*/true);
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "SIGNATURE_MISMATCH");
+  if (finding.empty()) return;
+  EXPECT_FALSE(finding["decided"].get<bool>()) << finding.dump(2);
+  EXPECT_EQ(finding["other_readings"], nlohmann::json::array({"PATH_DIVERGENCE"}));
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("cannot tell two readings apart"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("dummy image"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("pad variable-length"), std::string::npos) << summary;
+  EXPECT_FALSE(outcome.analyzed["findings"][0]["decided"].get<bool>()) << "post-mortem says the same";
+}
+
 class HealthyScenarioTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HealthyScenarioTest, HasNoFindingAtAll) {
@@ -164,6 +231,28 @@ TEST_P(HealthyScenarioTest, HasNoFindingAtAll) {
   ASSERT_TRUE(outcome.analyzed.is_object());
   EXPECT_TRUE(outcome.analyzed["findings"].empty()) << outcome.analyzed.dump(2);
 }
+
+// The fixes without labels: still nothing to report (no false divergence from calls that
+// only regions told apart).
+class UnlabelledHealthyScenarioTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UnlabelledHealthyScenarioTest, HasNoFindingAtAll) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, GetParam(), {}, /*unlabelled=*/true);
+  EXPECT_EQ(outcome.exit_code, 0);
+  ASSERT_TRUE(outcome.report.is_object());
+  EXPECT_TRUE(outcome.report["findings"].empty()) << outcome.report.dump(2);
+  ASSERT_TRUE(outcome.analyzed.is_object());
+  EXPECT_TRUE(outcome.analyzed["findings"].empty()) << outcome.analyzed.dump(2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixes, UnlabelledHealthyScenarioTest,
+                         ::testing::Values("image-text-dummy", "image-text-batchsync"),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
                          ::testing::Values("clean", "image-text-dummy", "image-text-batchsync",
