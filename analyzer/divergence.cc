@@ -190,11 +190,25 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
         finding.regions = RegionsOf(model_, all);
         const std::string major_text = RunWithRegions(model_, verdict.major_run);
         const std::string minor_text = RunWithRegions(model_, verdict.minor_run);
-        finding.rank_classes = {RankClass{classes[0], absl::StrCat("issued ", major_text)},
-                                RankClass{classes[1], absl::StrCat("issued ", minor_text)}};
-        finding.headline = absl::StrFormat("PATH_DIVERGENCE at %s seq %d: %s issued %s where %s issued %s", comm_text,
-                                           seq, RanksText(classes[0], comm.nranks), major_text,
-                                           RanksText(classes[1], comm.nranks), minor_text);
+        if (verdict.basis == DivergenceBasis::kRegions) {
+          // One call each, told apart by where it was issued: the regions say it all.
+          finding.rank_classes = {RankClass{classes[0], absl::StrCat("issued it", InRegionText(model_, a))},
+                                  RankClass{classes[1], absl::StrCat("issued it", InRegionText(model_, b))}};
+          finding.headline = absl::StrFormat("PATH_DIVERGENCE at %s seq %d: %s%s, %s%s", comm_text, seq,
+                                             RanksText(classes[0], comm.nranks), InRegionText(model_, a),
+                                             RanksText(classes[1], comm.nranks), InRegionText(model_, b));
+        } else {
+          finding.rank_classes = {RankClass{classes[0], absl::StrCat("issued ", major_text)},
+                                  RankClass{classes[1], absl::StrCat("issued ", minor_text)}};
+          finding.headline = absl::StrFormat("PATH_DIVERGENCE at %s seq %d: %s issued %s where %s issued %s",
+                                             comm_text, seq, RanksText(classes[0], comm.nranks), major_text,
+                                             RanksText(classes[1], comm.nranks), minor_text);
+        }
+        // A single call reads best as itself; a stretch by its ops and sizes, then its first call.
+        auto stretch_text = [&](const std::vector<const Call*>& stretch, const std::string& text) {
+          return stretch.size() == 1 ? DescribeCall(model_, *stretch.front())
+                                     : absl::StrCat(text, " (first: ", DescribeCall(model_, *stretch.front()), ")");
+        };
         std::string evidence;
         if (verdict.basis == DivergenceBasis::kRegions) {
           evidence = "The calls come from different NVTX regions: the ranks are running different code.";
@@ -209,13 +223,12 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
                      "stretch.";
         }
         finding.summary = absl::StrFormat(
-            "From seq %d of %s, %s issued %s (first: %s) where %s issued %s (first: %s). %s NCCL matches "
-            "collectives by order only, so from here on the ranks exchange the wrong tensors (silently, while "
-            "the sizes happen to agree) or hang.%s Likely cause: a data-dependent branch, e.g. a module that "
-            "runs only for some batches (image vs text-only samples, an unused expert, a conditional head). "
-            "Fix: %s",
-            seq, comm_text, ranks_of(classes[0]), major_text, DescribeCall(model_, a), ranks_of(classes[1]),
-            minor_text, DescribeCall(model_, b), evidence, others, PathFix(finding.regions));
+            "From seq %d of %s, %s issued %s where %s issued %s. %s NCCL matches collectives by order only, "
+            "so from here on the ranks exchange the wrong tensors (silently, while the sizes happen to agree) "
+            "or hang.%s Likely cause: a data-dependent branch, e.g. a module that runs only for some batches "
+            "(image vs text-only samples, an unused expert, a conditional head). Fix: %s",
+            seq, comm_text, ranks_of(classes[0]), stretch_text(verdict.major_run, major_text), ranks_of(classes[1]),
+            stretch_text(verdict.minor_run, minor_text), evidence, others, PathFix(finding.regions));
         break;
       }
       finding.regions = RegionsOf(model_, verdict.run);
