@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "analyzer/process_sample.h"
+
 namespace collwatch::analyzer {
 
 // Values equal proto FindingKind's.
@@ -55,6 +57,8 @@ struct Finding {
   int64_t first_bad_ns = 0;            // CLOCK_REALTIME of the first bad record
   int64_t found_ns = 0;                // CLOCK_REALTIME when the analyzer could tell
   std::vector<ClassContext> context;   // the aligned sequences around the divergence
+  // Stalls: how each rank the finding names is doing (state, CPU, heartbeat, its end).
+  std::vector<ProcessReport> processes;
 };
 
 // "0-3", "0,2,4", "0-4094/2" (every second rank), shortened past `max_parts` parts.

@@ -83,9 +83,39 @@ int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) cons
 }
 
 ProcessId JobModel::AddProcess(const ProcessInfo& info) {
+  const std::pair<std::string, int32_t> key(info.host, info.pid);
+  if (auto known = by_host_pid_.find(key); known != by_host_pid_.end()) {
+    Process& observed = processes_[known->second];
+    if (observed.observed_only) {
+      observed.info = info;
+      observed.observed_only = false;
+      return known->second;
+    }
+  }
   processes_.emplace_back();
   processes_.back().info = info;
-  return static_cast<ProcessId>(processes_.size() - 1);
+  const auto id = static_cast<ProcessId>(processes_.size() - 1);
+  by_host_pid_[key] = id;
+  return id;
+}
+
+ProcessId JobModel::ObserveProcess(const ProcessInfo& info, const ProcessSample& sample) {
+  std::optional<ProcessId> id = FindProcess(info.host, info.pid);
+  if (!id) {
+    id = AddProcess(info);
+    processes_[*id].observed_only = true;
+  }
+  Process& process = processes_[*id];
+  if (process.info.global_rank == ring::kUnset) process.info.global_rank = info.global_rank;
+  if (process.info.world_size == ring::kUnset) process.info.world_size = info.world_size;
+  SetSample(*id, sample);
+  return *id;
+}
+
+std::optional<ProcessId> JobModel::FindProcess(const std::string& host, int32_t pid) const {
+  auto known = by_host_pid_.find({host, pid});
+  if (known == by_host_pid_.end()) return std::nullopt;
+  return known->second;
 }
 
 RegionId JobModel::InternRegion(std::string_view name) {
@@ -352,11 +382,38 @@ void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t he
   process.lost_records = lost_records;
 }
 
+void JobModel::SetSample(ProcessId process_id, const ProcessSample& sample) {
+  if (process_id >= processes_.size() || sample.sampled_ns == 0) return;
+  ProcessSample& held = processes_[process_id].sample;
+  if (sample.sampled_ns >= held.sampled_ns) held = sample;
+}
+
+void JobModel::SetExitCode(ProcessId process_id, int32_t exit_code) {
+  if (process_id >= processes_.size()) return;
+  processes_[process_id].exit_recorded = true;
+  processes_[process_id].exit_code = exit_code;
+}
+
 void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
+  // The last heartbeat before a kill can be up to a beat (100 ms) older than the kill,
+  // and the last one stored up to a second; so can the last sample that saw it alive.
+  constexpr int64_t kSlackNs = 1'000'000'000;
   for (Process& process : processes_) {
+    const ProcessSample& sample = process.sample;
+    const bool seen_ended = sample.state == ProcessState::kGone || sample.state == ProcessState::kZombie;
     const bool died = process.status == ProcessStatus::kDead || process.status == ProcessStatus::kSilent;
-    // The last heartbeat before a kill can be up to a beat (100 ms) older than the kill.
-    if (died && process.heartbeat_ns >= realtime_ns - 1'000'000'000) process.status = ProcessStatus::kRunning;
+    if (!died && process.status != ProcessStatus::kExited && !seen_ended) continue;
+    bool ended_after = false;
+    if (seen_ended && sample.sampled_ns != 0) {
+      // Agents sample a process until they find it gone: that first look dates its end.
+      ended_after = sample.sampled_ns >= realtime_ns;
+    } else {
+      ended_after = process.heartbeat_ns >= realtime_ns - kSlackNs ||
+                    (sample.sampled_ns != 0 && sample.sampled_ns >= realtime_ns - kSlackNs);
+    }
+    if (!ended_after) continue;
+    process.stopped_by_collwatch = true;
+    if (died) process.status = ProcessStatus::kRunning;
   }
 }
 

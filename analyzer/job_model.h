@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "analyzer/process_sample.h"
 #include "analyzer/windowed_log.h"
 #include "interposer/ring_format.h"
 
@@ -116,6 +118,13 @@ struct Process {
   int64_t heartbeat_ns = 0;   // latest heartbeat, realtime
   int64_t last_record_ns = 0; // latest record time, realtime
   uint64_t lost_records = 0;  // overwritten in the ring, torn, or dropped
+  ProcessSample sample;         // the latest look at it from its node (sampled_ns 0: none)
+  bool exit_recorded = false;   // its ring recorded the status it passed to exit()
+  int32_t exit_code = 0;        // that status, 0-255 (when exit_recorded)
+  // Seen only from outside so far (`collwatch run`'s process tree): no ring, no calls.
+  bool observed_only = false;
+  // It ended when collwatch stopped the hung job (ForgetDeathsAfter): not the job's doing.
+  bool stopped_by_collwatch = false;
   // In arrival order (enter order per thread); a call's index never changes. Online,
   // the front nothing refers to any more is dropped (JobModel::ForgetCallsBefore).
   WindowedLog<Call> calls;
@@ -137,7 +146,15 @@ struct Process {
 
 class JobModel {
  public:
+  // A process that writes a ring. One ObserveProcess added first (same host and pid, no
+  // ring yet) is taken over: its entry gets `info` and keeps its sample.
   ProcessId AddProcess(const ProcessInfo& info);
+  // A process seen from outside (`collwatch run` walks its command's process tree), e.g.
+  // before its first NCCL call: added with no calls when the model has no process of
+  // that host and pid, else only its sample is updated. Returns its id either way.
+  ProcessId ObserveProcess(const ProcessInfo& info, const ProcessSample& sample);
+  // The latest process added with this host and pid.
+  std::optional<ProcessId> FindProcess(const std::string& host, int32_t pid) const;
   // A region name of `process` (the writer's id as its records carry it).
   void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name);
   // One ring record, lanes in their order (as the ring reader or the trace store yield
@@ -147,9 +164,15 @@ class JobModel {
   // none), as rings and agents report it.
   void SetStatus(ProcessId process, ProcessStatus status, uint64_t heartbeat_writer_ns,
                  uint64_t lost_records);
+  // The latest look at `process` from its node; one older than the sample held is ignored
+  // (the agent and `collwatch run` may both report a process).
+  void SetSample(ProcessId process, const ProcessSample& sample);
+  // The status `process` passed to exit() (0-255), as its ring recorded it.
+  void SetExitCode(ProcessId process, int32_t exit_code);
 
-  // Processes that died at or after `realtime_ns` count as running (their end was
-  // caused from outside, e.g. by collwatch stopping a hung job).
+  // Processes that ended at or after `realtime_ns` were stopped by collwatch (a hung
+  // job, --kill-on-hang): they are marked so, and those that died count as running, so
+  // that the analysis sees the job as it was when it was stopped.
   void ForgetDeathsAfter(int64_t realtime_ns);
 
   size_t process_count() const { return processes_.size(); }
@@ -193,6 +216,7 @@ class JobModel {
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
 
   std::vector<Process> processes_;
+  std::map<std::pair<std::string, int32_t>, ProcessId> by_host_pid_;  // the latest of each
   std::vector<Comm> comms_;
   std::unordered_map<uint64_t, CommIndex> comm_index_;
   std::vector<std::string> region_names_ = {""};

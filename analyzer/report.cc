@@ -1,8 +1,11 @@
 // report.json and report.txt: the one place a finding is rendered.
 #include "analyzer/report.h"
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -43,6 +46,101 @@ std::string Fold(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
+// Where a process was last in NCCL: its latest collective, send/receive or communicator
+// call. Queries and group brackets say nothing of where it was (and frameworks poll
+// ncclCommGetAsyncError all the time). Looks back over the latest calls only.
+const Call* LastCall(const Process& process) {
+  constexpr size_t kLookBack = 256;
+  const Call* last = nullptr;
+  const size_t end = process.calls.size();
+  const size_t begin = std::max(process.calls.first(), end > kLookBack ? end - kLookBack : 0);
+  for (size_t index = end; index > begin; --index) {
+    const Call& call = process.calls[index - 1];
+    const bool telling = ring::IsCollective(call.fn) || ring::IsP2p(call.fn) ||
+                         (ring::IsCommLifecycle(call.fn) && call.fn != ring::ApiFn::kCommGetAsyncError);
+    if (telling && (last == nullptr || call.enter_ns > last->enter_ns)) last = &call;
+  }
+  return last;
+}
+
+// "all-reduce 4 B (1 x float32) sum in (no NVTX range), seq 3 of comm 3f2a9c01"
+std::string LastCallText(const JobModel& model, const Call& call) {
+  std::string text;
+  const Comm* comm = call.comm < model.comms().size() ? &model.comms()[call.comm] : nullptr;
+  if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
+    text = DescribeCall(model, call);
+    if (comm != nullptr) absl::StrAppend(&text, ", seq ", call.seq, " of ", CommText(comm->id));
+  } else {
+    text = std::string(OpName(call.fn));
+    if (comm != nullptr && comm->id != 0) absl::StrAppend(&text, " of ", CommText(comm->id));
+  }
+  if (!call.returned()) absl::StrAppend(&text, ", never returned");
+  return text;
+}
+
+// "0-3", or "pid 4242 on node0" for processes without a RANK.
+std::string RanksOrPids(const std::vector<const RankEnding*>& group) {
+  std::vector<int32_t> ranks;
+  std::string pids;
+  for (const RankEnding* rank : group) {
+    if (rank->global_rank >= 0) {
+      ranks.push_back(rank->global_rank);
+    } else {
+      absl::StrAppend(&pids, pids.empty() ? "" : ", ", "pid ", rank->pid, " on ", rank->host);
+    }
+  }
+  std::string text;
+  if (!ranks.empty()) text = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankListText(ranks));
+  if (ranks.size() == 1 && group.size() == 1) absl::StrAppend(&text, " (pid ", group[0]->pid, ")");
+  if (!pids.empty()) absl::StrAppend(&text, text.empty() ? "" : ", ", pids);
+  return text;
+}
+
+// One line per way of ending: ranks that ended alike (and were last in the same call)
+// share it, so that thousands of ranks read as a few lines.
+std::string RankEndingLines(const std::vector<RankEnding>& ranks) {
+  std::vector<std::pair<std::string, std::vector<const RankEnding*>>> groups;
+  std::map<std::string, size_t> group_of;
+  for (const RankEnding& rank : ranks) {
+    std::string words = rank.ended_text.empty() ? "still running" : rank.ended_text;
+    absl::StrAppend(&words, "; last NCCL call: ", rank.last_call.value_or("none recorded"));
+    auto [it, inserted] = group_of.try_emplace(words, groups.size());
+    if (inserted) groups.push_back({words, {}});
+    groups[it->second].second.push_back(&rank);
+  }
+  std::string text;
+  for (const auto& [words, group] : groups) absl::StrAppendFormat(&text, "  %-16s %s\n", RanksOrPids(group), words);
+  return text;
+}
+
+// "2 ranks were killed or crashed; the command exited with status 1"
+std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info) {
+  std::vector<std::string> reasons;
+  if (!findings.empty()) reasons.push_back(absl::StrCat(findings.size(), findings.size() == 1 ? " finding" : " findings"));
+  int killed = 0, exited_nonzero = 0, gone = 0;
+  for (const RankEnding& rank : info.ranks) {
+    if (!rank.failed) continue;
+    if (rank.end == ProcessEnd::kKilledOrCrashed) ++killed;
+    if (rank.end == ProcessEnd::kExited) ++exited_nonzero;
+    if (rank.end == ProcessEnd::kGone) ++gone;
+  }
+  auto count = [](int n, const char* one, const char* many) { return absl::StrCat(n, " ", n == 1 ? one : many); };
+  if (killed > 0) reasons.push_back(count(killed, "rank was killed or crashed", "ranks were killed or crashed"));
+  if (exited_nonzero > 0) {
+    reasons.push_back(count(exited_nonzero, "rank exited with a status other than 0",
+                            "ranks exited with a status other than 0"));
+  }
+  if (gone > 0) {
+    reasons.push_back(count(gone, "rank is gone without ever calling NCCL", "ranks are gone without ever calling NCCL"));
+  }
+  if (info.command_exit_status && *info.command_exit_status != 0 && !info.stopped_by_collwatch) {
+    reasons.push_back(absl::StrCat("the command exited with status ", *info.command_exit_status));
+  }
+  std::string text;
+  for (size_t i = 0; i < reasons.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : "; ", reasons[i]);
+  return text;
+}
+
 }  // namespace
 
 ReportInfo DescribeJob(const JobModel& model) {
@@ -50,10 +148,45 @@ ReportInfo DescribeJob(const JobModel& model) {
   info.processes = static_cast<int>(model.process_count());
   info.communicators = static_cast<int>(model.comms().size());
   for (size_t i = 0; i < model.process_count(); ++i) {
-    info.calls += model.process(static_cast<ProcessId>(i)).calls.size();
-    info.lost_records += model.process(static_cast<ProcessId>(i)).lost_records;
+    const auto id = static_cast<ProcessId>(i);
+    const Process& process = model.process(id);
+    info.calls += process.calls.size();
+    info.lost_records += process.lost_records;
+    if (!IsRankProcess(model, id)) continue;
+    RankEnding rank;
+    rank.global_rank = process.info.global_rank;
+    rank.pid = process.info.pid;
+    rank.host = process.info.host;
+    rank.end = EndOf(process);
+    rank.ended_text = EndedText(process);
+    rank.failed = EndedBadly(process);
+    if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
+    if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
+    info.ranks.push_back(std::move(rank));
   }
+  // By RANK, those without one last.
+  std::sort(info.ranks.begin(), info.ranks.end(), [](const RankEnding& a, const RankEnding& b) {
+    return std::make_tuple(a.global_rank < 0, a.global_rank, a.host, a.pid) <
+           std::make_tuple(b.global_rank < 0, b.global_rank, b.host, b.pid);
+  });
   return info;
+}
+
+void NoteStoppedByCollwatch(ReportInfo* info) {
+  info->stopped_by_collwatch = true;
+  for (RankEnding& rank : info->ranks) {
+    if (rank.end != ProcessEnd::kRunning) continue;
+    rank.end = ProcessEnd::kStoppedByCollwatch;
+    rank.ended_text = std::string(ProcessEndName(rank.end));
+  }
+}
+
+bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
+  if (!findings.empty()) return false;
+  for (const RankEnding& rank : info.ranks) {
+    if (rank.failed) return false;
+  }
+  return !info.command_exit_status || *info.command_exit_status == 0 || info.stopped_by_collwatch;
 }
 
 nlohmann::json FindingJson(const Finding& finding) {
@@ -67,6 +200,18 @@ nlohmann::json FindingJson(const Finding& finding) {
   for (const ClassContext& entry : finding.context) context.push_back({{"ranks", entry.ranks}, {"calls", entry.lines}});
   nlohmann::json other_readings = nlohmann::json::array();
   for (FindingKind kind : finding.other_readings) other_readings.push_back(FindingKindName(kind));
+  nlohmann::json processes = nlohmann::json::array();
+  for (const ProcessReport& process : finding.processes) {
+    processes.push_back({{"rank", process.rank},
+                         {"global_rank", process.global_rank},
+                         {"pid", process.pid},
+                         {"host", process.host},
+                         {"state", process.state},
+                         {"cpu_advancing", process.cpu_advancing},
+                         {"heartbeat_age_s", process.heartbeat_age_s},
+                         {"heartbeat_fresh", process.heartbeat_fresh},
+                         {"ended", process.ended}});
+  }
   return {{"kind", FindingKindName(finding.kind)},
           {"decided", finding.decided},
           {"other_readings", other_readings},
@@ -81,14 +226,28 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"found_time", WallClock(finding.found_ns)},
           {"headline", finding.headline},
           {"summary", finding.summary},
-          {"context", context}};
+          {"context", context},
+          {"processes", processes}};
 }
 
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info) {
   nlohmann::json list = nlohmann::json::array();
   for (const Finding& finding : findings) list.push_back(FindingJson(finding));
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankEnding& rank : info.ranks) {
+    ranks.push_back({{"global_rank", rank.global_rank},
+                     {"pid", rank.pid},
+                     {"host", rank.host},
+                     {"ended", ProcessEndName(rank.end)},
+                     {"exit_code", rank.exit_code ? nlohmann::json(*rank.exit_code) : nlohmann::json(nullptr)},
+                     {"last_call", rank.last_call ? nlohmann::json(*rank.last_call) : nlohmann::json(nullptr)}});
+  }
   return {{"findings", list},
-          {"healthy", findings.empty()},
+          {"healthy", Healthy(findings, info)},
+          {"ranks", ranks},
+          {"command_exit_status",
+           info.command_exit_status ? nlohmann::json(*info.command_exit_status) : nlohmann::json(nullptr)},
+          {"stopped_by_collwatch", info.stopped_by_collwatch},
           {"job", info.job},
           {"source", info.source},
           {"online", info.online},
@@ -120,6 +279,23 @@ std::string FindingText(const Finding& finding) {
     absl::StrAppend(&text, "\n  ", context.ranks.size() == 1 ? "rank " : "ranks ", RankListText(context.ranks), ":\n");
     for (const std::string& line : context.lines) absl::StrAppend(&text, "    ", line, "\n");
   }
+  if (!finding.processes.empty()) absl::StrAppend(&text, "\n");
+  for (const ProcessReport& process : finding.processes) {
+    std::string label = absl::StrCat("rank ", process.rank);
+    if (process.global_rank >= 0 && process.global_rank != process.rank) absl::StrAppend(&label, " (RANK ", process.global_rank, ")");
+    std::string details = absl::StrCat("pid ", process.pid, " on ", process.host, ": ", process.state);
+    if (process.state != "gone" && process.state != "zombie" && process.state != "unknown") {
+      absl::StrAppend(&details, process.cpu_advancing ? ", CPU busy" : ", CPU idle");
+    }
+    if (process.heartbeat_age_s >= 0) {
+      absl::StrAppendFormat(&details, ", heartbeat %.1f s ago%s", process.heartbeat_age_s,
+                            process.heartbeat_fresh ? "" : " (stale)");
+    } else {
+      absl::StrAppend(&details, ", no heartbeat (no ring)");
+    }
+    if (!process.ended.empty()) absl::StrAppend(&details, ", ", process.ended);
+    absl::StrAppendFormat(&text, "  %-16s %s\n", label, details);
+  }
   return text;
 }
 
@@ -141,14 +317,23 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
                           info.lost_records);
   }
   for (const std::string& note : info.notes) absl::StrAppend(&text, "note: ", note, "\n");
+  const bool healthy = Healthy(findings, info);
   if (findings.empty()) {
-    absl::StrAppend(&text, "\nNo findings: every communicator's ranks issued the same collectives in the same "
-                           "order, and nothing stalled.\n");
+    if (healthy) {
+      absl::StrAppend(&text, "\nNo findings: every communicator's ranks issued the same collectives in the same "
+                             "order, and nothing stalled.\n");
+      return text;
+    }
+    // Nothing diverged or stalled while it ran, but the job did not end well.
+    absl::StrAppend(&text, "\nNot healthy: ", WhyNotHealthy(findings, info), ".\n");
+    if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
     return text;
   }
   absl::StrAppendFormat(&text, "\n%d finding%s; the first is the cause, later ones may be its echoes.\n",
                         findings.size(), findings.size() == 1 ? "" : "s");
   for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingText(findings[i]));
+  const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(), [](const RankEnding& rank) { return rank.failed; });
+  if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
   return text;
 }
 

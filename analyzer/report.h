@@ -4,14 +4,28 @@
 #ifndef COLLWATCH_ANALYZER_REPORT_H_
 #define COLLWATCH_ANALYZER_REPORT_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analyzer/finding.h"
 #include "analyzer/job_model.h"
+#include "analyzer/liveness.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch::analyzer {
+
+// How one process of the job ended (report.json `ranks`).
+struct RankEnding {
+  int32_t global_rank = -1;  // RANK, -1 unknown
+  int32_t pid = 0;
+  std::string host;
+  ProcessEnd end = ProcessEnd::kRunning;
+  std::string ended_text;              // EndedText: "exited with 3", ... ("" running)
+  bool failed = false;                 // EndedBadly: died, was killed, exited non-zero
+  std::optional<int32_t> exit_code;    // the status it passed to exit(), when recorded
+  std::optional<std::string> last_call;  // its last NCCL call, when any is known
+};
 
 // What the report covers, beside the findings.
 struct ReportInfo {
@@ -23,11 +37,21 @@ struct ReportInfo {
   uint64_t calls = 0;
   uint64_t lost_records = 0;      // records the rings lost before they were read
   std::vector<std::string> notes; // e.g. damaged traces skipped, torn tails
+  std::vector<RankEnding> ranks;  // one per process, by global rank
+  std::optional<int> command_exit_status;  // the job's command (collwatch run), when known
+  bool stopped_by_collwatch = false;       // collwatch run --kill-on-hang stopped the job
 };
 ReportInfo DescribeJob(const JobModel& model);
+// `collwatch run --kill-on-hang` stopped the job (the model was frozen then): the
+// processes still running at that moment ended by its hand, not the job's.
+void NoteStoppedByCollwatch(ReportInfo* info);
+// report.json's `healthy`: no finding, no process that died, was killed or exited with a
+// status other than 0, and the command exited with 0 (when known; a job collwatch
+// stopped has its finding).
+bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 
 nlohmann::json FindingJson(const Finding& finding);
-// {"findings": [...], "healthy": bool, "job": ..., ...}
+// {"findings": [...], "healthy": bool, "ranks": [...], "job": ..., ...}
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info);
 // report.json's text. Names from rings (NVTX regions, job ids) and paths may be any bytes:
 // those that are not UTF-8 are written as U+FFFD, as JSON requires.

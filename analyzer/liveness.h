@@ -1,0 +1,58 @@
+// Process liveness seen from outside the job: SampleProcess looks at one process through
+// /proc (the agent and `collwatch run` do, on the process's node); the rest turns what
+// the model holds about a process (its ring's status, heartbeat and exit, the latest
+// sample) into how it is doing and how it ended, for findings and the report's verdict.
+// Threading: pure functions (SampleProcess reads /proc).
+#ifndef COLLWATCH_ANALYZER_LIVENESS_H_
+#define COLLWATCH_ANALYZER_LIVENESS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "analyzer/job_model.h"
+#include "analyzer/process_sample.h"
+
+namespace collwatch::analyzer {
+
+// A heartbeat younger than this is fresh. The writer beats every 100 ms, but agents ship
+// it with their batches, at least once a second, and the store keeps one a second: an
+// age of a second or so is normal for a live rank, seen online or post-mortem.
+inline constexpr double kHeartbeatFreshS = 2.5;
+
+// Reads /proc/PID/stat and /proc/PID/wchan (no ptrace, never blocks long); `previous`
+// (nullptr: none) gives cpu_advancing. The state is the main thread's (the one that
+// calls into the framework); the CPU time is the whole process's.
+ProcessSample SampleProcess(int32_t pid, const ProcessSample* previous, int64_t now_realtime_ns);
+
+// This machine's name as ring headers record it (ProcessInfo::host of its processes).
+std::string ThisHostName();
+
+// How a process ended, as far as anything recorded it.
+enum class ProcessEnd : uint8_t {
+  kRunning,             // not ended (or nothing says so)
+  kExited,              // its ring says it went through exit(); Process::exit_code when recorded
+  kKilledOrCrashed,     // its ring's writer is gone without exiting: a signal, a crash, _exit()
+  kStoppedByCollwatch,  // ended when `collwatch run --kill-on-hang` stopped the job
+  kGone,                // seen only from outside (no ring: no NCCL call yet), and gone
+};
+// "running", "exited", "killed or crashed", "stopped by collwatch", "gone"
+std::string_view ProcessEndName(ProcessEnd end);
+ProcessEnd EndOf(const Process& process);
+// A process that failed: killed or crashed, gone before any NCCL call, or exited with a
+// status other than 0.
+bool EndedBadly(const Process& process);
+// "" while running; "exited with 1", "killed or crashed (no exit recorded)", ...
+std::string EndedText(const Process& process);
+
+// False for a process seen only from outside whose RANK a process with a ring also
+// claims (a launcher's wrapper, a worker forked before NCCL was used): not a rank itself.
+bool IsRankProcess(const JobModel& model, ProcessId process);
+
+// What a finding says about `process`, rank `comm_rank` of its communicator, as of
+// `now_ns` (CLOCK_REALTIME).
+ProcessReport DescribeProcess(const JobModel& model, ProcessId process, int32_t comm_rank, int64_t now_ns);
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_LIVENESS_H_

@@ -1,0 +1,215 @@
+// report.json and report.txt: a finding's `processes`, and the verdict (`healthy`,
+// `ranks`) of jobs whose ranks exited non-zero, were killed, were stopped by collwatch,
+// or whose command failed.
+#include "analyzer/report.h"
+
+#include "analyzer/synthetic_job.h"
+#include "gtest/gtest.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+constexpr uint64_t kComm = 0x3f2a9c0100000001ull;
+constexpr int64_t kStart = 1'700'000'000'000'000'000;
+
+// `ranks` ranks that each created the communicator and ran `collectives` all-reduces.
+class EndedJob {
+ public:
+  EndedJob(int ranks, int collectives) : job_(&model_) {
+    for (int rank = 0; rank < ranks; ++rank) {
+      const ProcessId process = job_.AddProcess(rank);
+      job_.Init(process, kComm, rank, ranks, kStart);
+      for (int seq = 1; seq <= collectives; ++seq) {
+        const int64_t t = kStart + seq * kMs;
+        job_.Collective(process, kComm, rank, ranks, static_cast<uint64_t>(seq),
+                        SyntheticOp{ring::ApiFn::kAllReduce, 1, 7, "", 0}, t, t + kMs / 2);
+      }
+    }
+  }
+  void Exit(ProcessId process, int32_t code) {
+    model_.SetStatus(process, ProcessStatus::kExited, static_cast<uint64_t>(kStart + kSecond), 0);
+    model_.SetExitCode(process, code);
+  }
+  void Kill(ProcessId process) {
+    model_.SetStatus(process, ProcessStatus::kDead, static_cast<uint64_t>(kStart + kSecond), 0);
+  }
+  JobModel& model() { return model_; }
+
+ private:
+  JobModel model_;
+  SyntheticJob job_;
+};
+
+TEST(ReportVerdictTest, CleanExitsAreHealthyAndSayHowEachRankEnded) {
+  EndedJob job(2, 3);
+  job.Exit(0, 0);
+  job.Exit(1, 0);
+  ReportInfo info = DescribeJob(job.model());
+  info.command_exit_status = 0;
+  const nlohmann::json report = ReportJson({}, info);
+  EXPECT_TRUE(report["healthy"].get<bool>());
+  ASSERT_EQ(report["ranks"].size(), 2u);
+  const nlohmann::json& rank = report["ranks"][1];
+  EXPECT_EQ(rank["global_rank"], 1);
+  EXPECT_EQ(rank["pid"], 1001);
+  EXPECT_EQ(rank["host"], "node0");
+  EXPECT_EQ(rank["ended"], "exited");
+  EXPECT_EQ(rank["exit_code"], 0);
+  EXPECT_EQ(rank["last_call"], "all-reduce 4 B (1 x float32) sum in (no NVTX range), seq 3 of comm 3f2a9c01");
+  const std::string text = ReportText({}, info);
+  EXPECT_NE(text.find("No findings"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Not healthy"), std::string::npos) << text;
+}
+
+TEST(ReportVerdictTest, RanksThatExitedNonZeroAreNotHealthy) {
+  EndedJob job(4, 2);
+  for (ProcessId process = 0; process < 4; ++process) job.Exit(process, 3);
+  ReportInfo info = DescribeJob(job.model());
+  info.command_exit_status = 3;
+  const nlohmann::json report = ReportJson({}, info);
+  EXPECT_FALSE(report["healthy"].get<bool>());
+  EXPECT_TRUE(report["findings"].empty());
+  EXPECT_EQ(report["command_exit_status"], 3);
+  for (const nlohmann::json& rank : report["ranks"]) {
+    EXPECT_EQ(rank["ended"], "exited");
+    EXPECT_EQ(rank["exit_code"], 3);
+    EXPECT_NE(rank["last_call"].get<std::string>().find("seq 2 of comm 3f2a9c01"), std::string::npos);
+  }
+  const std::string text = ReportText({}, info);
+  EXPECT_EQ(text.find("No findings"), std::string::npos) << "a failed job is not 'nothing stalled':\n" << text;
+  EXPECT_NE(text.find("Not healthy: 4 ranks exited with a status other than 0; the command exited with status 3."),
+            std::string::npos)
+      << text;
+  // The four ranks ended alike: one line for them all.
+  EXPECT_NE(text.find("ranks 0-3        exited with 3; last NCCL call: all-reduce 4 B (1 x float32) sum in "
+                      "(no NVTX range), seq 2 of comm 3f2a9c01"),
+            std::string::npos)
+      << text;
+}
+
+TEST(ReportVerdictTest, KilledRanksAreNotHealthyAndHaveNoExitCode) {
+  EndedJob job(2, 1);
+  job.Kill(0);
+  job.Exit(1, 0);
+  const ReportInfo info = DescribeJob(job.model());
+  const nlohmann::json report = ReportJson({}, info);
+  EXPECT_FALSE(report["healthy"].get<bool>());
+  EXPECT_EQ(report["ranks"][0]["ended"], "killed or crashed");
+  EXPECT_TRUE(report["ranks"][0]["exit_code"].is_null());
+  EXPECT_EQ(report["ranks"][1]["ended"], "exited");
+  EXPECT_TRUE(report["command_exit_status"].is_null()) << "not known post-mortem without run.json";
+  const std::string text = ReportText({}, info);
+  EXPECT_NE(text.find("Not healthy: 1 rank was killed or crashed."), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0 (pid 1000) killed or crashed (no exit recorded); last NCCL call: all-reduce"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 1 (pid 1001) exited with 0"), std::string::npos) << text;
+}
+
+TEST(ReportVerdictTest, ACommandThatFailedIsNotHealthyEvenIfEveryRankExitedCleanly) {
+  EndedJob job(2, 1);
+  job.Exit(0, 0);
+  job.Exit(1, 0);
+  ReportInfo info = DescribeJob(job.model());
+  info.command_exit_status = 1;
+  EXPECT_FALSE(ReportJson({}, info)["healthy"].get<bool>());
+  EXPECT_NE(ReportText({}, info).find("Not healthy: the command exited with status 1."), std::string::npos);
+}
+
+TEST(ReportVerdictTest, RanksStoppedByCollwatchAreNotFailures) {
+  EndedJob job(2, 1);
+  job.Kill(1);
+  job.model().ForgetDeathsAfter(kStart + kSecond);  // post-mortem: run.json's stopped_at_ns
+  ReportInfo info = DescribeJob(job.model());
+  NoteStoppedByCollwatch(&info);  // online: the model was frozen with rank 0 running
+  info.command_exit_status = 143;
+  const nlohmann::json report = ReportJson({}, info);
+  EXPECT_EQ(report["ranks"][0]["ended"], "stopped by collwatch");
+  EXPECT_EQ(report["ranks"][1]["ended"], "stopped by collwatch");
+  EXPECT_TRUE(report["stopped_by_collwatch"].get<bool>());
+  EXPECT_TRUE(report["healthy"].get<bool>()) << "what collwatch did is not the job's failure";
+  Finding finding;
+  finding.kind = FindingKind::kTransportStall;
+  EXPECT_FALSE(ReportJson({finding}, info)["healthy"].get<bool>()) << "the hang it stopped is";
+}
+
+TEST(ReportVerdictTest, ProcessesWithoutRankAreListedByPid) {
+  JobModel model;
+  ProcessInfo launcher_less;
+  launcher_less.host = "node7";
+  launcher_less.pid = 77;
+  const ProcessId process = model.AddProcess(launcher_less);
+  model.SetStatus(process, ProcessStatus::kDead, 0, 0);
+  const ReportInfo info = DescribeJob(model);
+  EXPECT_TRUE(ReportJson({}, info)["ranks"][0]["last_call"].is_null());
+  EXPECT_NE(ReportText({}, info).find("pid 77 on node7  killed or crashed (no exit recorded); last NCCL call: none "
+                                      "recorded"),
+            std::string::npos)
+      << ReportText({}, info);
+}
+
+Finding StallNamingTwoRanks() {
+  Finding finding;
+  finding.kind = FindingKind::kTransportStall;
+  finding.headline = "TRANSPORT_STALL at comm 3f2a9c01 seq 7";
+  ProcessReport stopped;
+  stopped.rank = 1;
+  stopped.global_rank = 5;
+  stopped.pid = 4242;
+  stopped.host = "node0";
+  stopped.state = "stopped";
+  stopped.heartbeat_age_s = 12.25;
+  ProcessReport waiting;
+  waiting.rank = 0;
+  waiting.global_rank = 0;
+  waiting.pid = 4241;
+  waiting.host = "node0";
+  waiting.state = "sleeping in futex_wait_queue";
+  waiting.cpu_advancing = true;
+  waiting.heartbeat_age_s = 0.5;
+  waiting.heartbeat_fresh = true;
+  ProcessReport dead;
+  dead.rank = 2;
+  dead.global_rank = 2;
+  dead.pid = 4243;
+  dead.host = "node1";
+  dead.state = "gone";
+  dead.ended = "exited with 1";
+  finding.processes = {stopped, waiting, dead};
+  return finding;
+}
+
+TEST(ReportProcessesTest, JsonHasEveryFieldOfEachProcess) {
+  const nlohmann::json finding = FindingJson(StallNamingTwoRanks());
+  ASSERT_EQ(finding["processes"].size(), 3u);
+  const nlohmann::json& stopped = finding["processes"][0];
+  EXPECT_EQ(stopped["rank"], 1);
+  EXPECT_EQ(stopped["global_rank"], 5);
+  EXPECT_EQ(stopped["pid"], 4242);
+  EXPECT_EQ(stopped["host"], "node0");
+  EXPECT_EQ(stopped["state"], "stopped");
+  EXPECT_EQ(stopped["cpu_advancing"], false);
+  EXPECT_DOUBLE_EQ(stopped["heartbeat_age_s"].get<double>(), 12.25);
+  EXPECT_EQ(stopped["heartbeat_fresh"], false);
+  EXPECT_EQ(stopped["ended"], "");
+  EXPECT_EQ(finding["processes"][2]["ended"], "exited with 1");
+  EXPECT_DOUBLE_EQ(finding["processes"][2]["heartbeat_age_s"].get<double>(), -1) << "no heartbeat";
+  EXPECT_TRUE(FindingJson(Finding{})["processes"].empty());
+}
+
+TEST(ReportProcessesTest, TextHasOneLinePerProcess) {
+  const std::string text = FindingText(StallNamingTwoRanks());
+  EXPECT_NE(text.find("  rank 1 (RANK 5)  pid 4242 on node0: stopped, CPU idle, heartbeat 12.2 s ago (stale)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  rank 0           pid 4241 on node0: sleeping in futex_wait_queue, CPU busy, heartbeat "
+                      "0.5 s ago\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  rank 2           pid 4243 on node1: gone, no heartbeat (no ring), exited with 1\n"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer
