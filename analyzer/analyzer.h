@@ -123,6 +123,11 @@ class Analyzer {
   // divergence finding: its lateness elsewhere is an echo of that one.
   bool BlockedInDivergedComm(ProcessId process) const;
   std::string GlobalRanksNote(const Comm& comm, const std::vector<int32_t>& ranks) const;
+  // The process behind `rank` of `comm`: the one that reported it, or, for a communicator
+  // that spans the job, the process whose RANK it is (stalls.cc).
+  std::optional<ProcessId> ProcessOfRank(const Comm& comm, int32_t rank) const;
+  // Adds how each of `ranks`' processes is doing to the finding's `processes` (capped).
+  void DescribeRanks(const Comm& comm, const std::vector<int32_t>& ranks, int64_t now_ns, Finding* finding) const;
   void Emit(Finding finding, std::vector<Finding>* out);
   // Bounded history: drops what every check has moved past (see analyzer.cc).
   void ForgetSettledHistory();

@@ -288,6 +288,83 @@ TEST(AnalyzerTest, CommunicatorCreationWaitingForAMissingRank) {
   EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{3}));
 }
 
+// A look from the node saying the process is stopped (SIGSTOP, a debugger).
+ProcessSample StoppedSample(int64_t at_ns) {
+  ProcessSample sample;
+  sample.state = ProcessState::kStopped;
+  sample.sampled_ns = at_ns;
+  return sample;
+}
+
+TEST(AnalyzerTest, StoppedLateRankIsTheCauseOfNotJoined) {
+  JobBuilder job(2);
+  job.IssueAll({Gather("a")});
+  job.Issue(0, {Gather("b")}, true);
+  // Rank 1's ring falls silent because its process is stopped, not gone.
+  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kSilent, static_cast<uint64_t>(job.Now(1)), 0);
+  job.analyzer().model().SetSample(job.process(1), StoppedSample(job.Now(10)));
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined) << "a stopped process is alive: not RANK_LOST";
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].headline, HasSubstr("; rank 1 stopped"));
+  EXPECT_THAT(found[0].summary, HasSubstr("That is the cause: rank 1"));
+  EXPECT_THAT(found[0].summary, HasSubstr("kill -CONT"));
+  EXPECT_THAT(found[0].summary, ::testing::Not(HasSubstr("before their first forward")));
+  ASSERT_EQ(found[0].processes.size(), 1u);
+  EXPECT_EQ(found[0].processes[0].rank, 1);
+  EXPECT_EQ(found[0].processes[0].state, "stopped");
+}
+
+TEST(AnalyzerTest, TransportStallWithAStoppedRankIsNotBlamedOnTheNetwork) {
+  JobBuilder job(2);
+  job.IssueAll({Gather("a"), Gather("b")});
+  for (int rank = 0; rank < 2; ++rank) job.Issue(rank, {Gather("c")}, true);
+  job.analyzer().model().SetSample(job.process(0), ProcessSample{ProcessState::kSleeping, "futex_wait_queue", 5, false, job.Now(10)});
+  job.analyzer().model().SetSample(job.process(1), StoppedSample(job.Now(10)));
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kTransportStall);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].headline, HasSubstr("rank 1 stopped"));
+  EXPECT_THAT(found[0].summary, HasSubstr("The cause is not the network"));
+  EXPECT_THAT(found[0].summary, ::testing::Not(HasSubstr("InfiniBand")));
+}
+
+TEST(AnalyzerTest, TransportStallOfRunningRanksStillPointsBelowThem) {
+  JobBuilder job(2);
+  job.IssueAll({Gather("a"), Gather("b")});
+  for (int rank = 0; rank < 2; ++rank) {
+    job.Issue(rank, {Gather("c")}, true);
+    job.analyzer().model().SetSample(job.process(rank), ProcessSample{ProcessState::kRunning, "", 5, true, job.Now(10)});
+  }
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kTransportStall);
+  EXPECT_THAT(found[0].summary, HasSubstr("the network or NVLink"));
+  EXPECT_EQ(found[0].processes.size(), 2u) << "both ranks are described";
+}
+
+TEST(AnalyzerTest, CommunicatorCreationWaitingForAStoppedRankSaysItIsAlive) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  for (int rank = 0; rank < 3; ++rank) job.Init(job.AddProcess(rank), kComm, rank, 4, kT0, /*returned=*/false);
+  // Rank 3's process is seen from outside (the launcher's tree) before any NCCL call.
+  ProcessInfo info;
+  info.host = "node0";
+  info.pid = 1003;
+  info.global_rank = 3;
+  info.world_size = 4;
+  const ProcessId late = job.AddProcess(info);
+  analyzer.model().SetSample(late, StoppedSample(kT0 + 10 * kSecond));
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + 11 * kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kCommInitStall);
+  EXPECT_THAT(found[0].headline, HasSubstr("missing rank 3, stopped"));
+  EXPECT_THAT(found[0].summary, HasSubstr("rank 3 is alive but its process"));
+  EXPECT_THAT(found[0].summary, ::testing::Not(HasSubstr("never called it")));
+}
+
 TEST(AnalyzerTest, P2pPairsBySenderReceiverAndSequence) {
   Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());

@@ -63,7 +63,7 @@ const Call* LastCall(const Process& process) {
   return last;
 }
 
-// "all-reduce 4 B (1 x float32) sum in (no NVTX range), seq 3 of comm 3f2a9c01"
+// "all-reduce 4 B (1 x float32) sum, seq 3 of comm 3f2a9c01"
 std::string LastCallText(const JobModel& model, const Call& call) {
   std::string text;
   const Comm* comm = call.comm < model.comms().size() ? &model.comms()[call.comm] : nullptr;

@@ -55,7 +55,7 @@ TEST(ReportVerdictTest, CleanExitsAreHealthyAndSayHowEachRankEnded) {
   EXPECT_EQ(rank["host"], "node0");
   EXPECT_EQ(rank["ended"], "exited");
   EXPECT_EQ(rank["exit_code"], 0);
-  EXPECT_EQ(rank["last_call"], "all-reduce 4 B (1 x float32) sum in (no NVTX range), seq 3 of comm 3f2a9c01");
+  EXPECT_EQ(rank["last_call"], "all-reduce 4 B (1 x float32) sum, seq 3 of comm 3f2a9c01");
   const std::string text = ReportText({}, info);
   EXPECT_NE(text.find("No findings"), std::string::npos) << text;
   EXPECT_EQ(text.find("Not healthy"), std::string::npos) << text;
@@ -81,8 +81,8 @@ TEST(ReportVerdictTest, RanksThatExitedNonZeroAreNotHealthy) {
             std::string::npos)
       << text;
   // The four ranks ended alike: one line for them all.
-  EXPECT_NE(text.find("ranks 0-3        exited with 3; last NCCL call: all-reduce 4 B (1 x float32) sum in "
-                      "(no NVTX range), seq 2 of comm 3f2a9c01"),
+  EXPECT_NE(text.find("ranks 0-3        exited with 3; last NCCL call: all-reduce 4 B (1 x float32) sum, seq 2 "
+                      "of comm 3f2a9c01"),
             std::string::npos)
       << text;
 }

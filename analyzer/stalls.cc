@@ -6,15 +6,79 @@
 #include "absl/strings/str_join.h"
 #include "analyzer/analyzer.h"
 #include "analyzer/finding_words.h"
+#include "analyzer/liveness.h"
 
 namespace collwatch::analyzer {
 namespace {
 
-bool IsLost(ProcessStatus status) {
-  return status == ProcessStatus::kDead || status == ProcessStatus::kSilent || status == ProcessStatus::kExited;
+bool SampledAs(const Process& process, ProcessState state) {
+  return process.sample.sampled_ns != 0 && process.sample.state == state;
+}
+
+// The process ended, or stopped reporting with nothing to say it is still there. A
+// silent ring whose process is seen stopped is alive (a stopped process does not beat).
+bool IsLost(const Process& process) {
+  if (SampledAs(process, ProcessState::kZombie) || SampledAs(process, ProcessState::kGone)) return true;
+  switch (process.status) {
+    case ProcessStatus::kDead:
+    case ProcessStatus::kExited:
+      return true;
+    case ProcessStatus::kSilent:
+      return !SampledAs(process, ProcessState::kStopped) && !SampledAs(process, ProcessState::kDiskWait);
+    default:
+      return false;
+  }
+}
+
+// Why a live process cannot take part, as its node sees it ("" when nothing is wrong with
+// it as far as anything shows): stopped, or stuck in uninterruptible I/O.
+std::string ProcessTrouble(const Process& process) {
+  const ProcessInfo& info = process.info;
+  if (SampledAs(process, ProcessState::kStopped)) {
+    return absl::StrFormat(
+        "its process (pid %d on %s) is stopped: a SIGSTOP, a debugger or job control holds it, and it runs no "
+        "code at all (not even NCCL's proxy thread) until it is continued (kill -CONT %d)",
+        info.pid, info.host, info.pid);
+  }
+  if (SampledAs(process, ProcessState::kDiskWait)) {
+    const std::string& wait = process.sample.wait_channel;
+    return absl::StrFormat(
+        "its process (pid %d on %s) is in uninterruptible I/O%s: a filesystem, network mount or device on that "
+        "node does not answer",
+        info.pid, info.host, wait.empty() ? "" : absl::StrCat(" (in ", wait, ")"));
+  }
+  return "";
+}
+
+// "stopped" / "in I/O": the word for a troubled process in a headline.
+std::string TroubleWord(const Process& process) {
+  return SampledAs(process, ProcessState::kStopped) ? "stopped" : "in uninterruptible I/O";
 }
 
 }  // namespace
+
+std::optional<ProcessId> Analyzer::ProcessOfRank(const Comm& comm, int32_t rank) const {
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (entry.present) return entry.process;
+  // Not reported on this communicator: for one that spans the job, the process whose RANK
+  // is this rank (seen from outside before its first NCCL call, or busy elsewhere).
+  for (ProcessId p = 0; p < model_.process_count(); ++p) {
+    const ProcessInfo& info = model_.process(p).info;
+    if (info.global_rank == rank && info.world_size == comm.nranks && IsRankProcess(model_, p)) return p;
+  }
+  return std::nullopt;
+}
+
+void Analyzer::DescribeRanks(const Comm& comm, const std::vector<int32_t>& ranks, int64_t now_ns,
+                             Finding* finding) const {
+  constexpr size_t kMaxReports = 16;
+  for (int32_t rank : ranks) {
+    if (finding->processes.size() == kMaxReports) break;
+    if (const std::optional<ProcessId> process = ProcessOfRank(comm, rank)) {
+      finding->processes.push_back(DescribeProcess(model_, *process, rank, now_ns));
+    }
+  }
+}
 
 void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                           std::vector<Finding>* out) {
@@ -45,7 +109,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
       if (!entry.present) continue;
       const Process& process = model_.process(entry.process);
-      if (!IsLost(process.status)) continue;
+      if (!IsLost(process)) continue;
       const int64_t ended = std::max(process.heartbeat_ns, process.last_record_ns);
       if (Seconds(ended - first_enter) < threshold) {
         lost.push_back(rank);
@@ -60,9 +124,11 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       std::vector<std::string> states;
       for (int32_t rank : lost) {
         const Process& process = model_.process(comm.ranks[static_cast<size_t>(rank)].process);
+        const std::string ended = EndedText(process);
         states.push_back(absl::StrFormat("rank %d (%s pid %d) %s", rank, process.info.host, process.info.pid,
-                                         ProcessStatusName(process.status)));
+                                         ended.empty() ? std::string(ProcessStatusName(process.status)) : ended));
       }
+      DescribeRanks(comm, lost, now_ns, &finding);
       finding.headline = absl::StrFormat("RANK_LOST: %s%s gone; %s waiting at %s", RanksText(lost, comm.nranks),
                                          GlobalRanksNote(comm, lost), RanksText(entered, comm.nranks), where);
       finding.summary = absl::StrFormat(
@@ -91,6 +157,18 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
     finding.first_bad_ns = first_enter;
     finding.found_ns = final_pass ? first_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
     std::vector<std::string> doing;
+    std::vector<std::string> troubles;  // late ranks whose process cannot run: the cause
+    std::vector<int32_t> troubled;
+    std::string trouble_word;
+    for (int32_t rank : lagging) {
+      const std::optional<ProcessId> process = ProcessOfRank(comm, rank);
+      const std::string trouble = process ? ProcessTrouble(model_.process(*process)) : "";
+      if (trouble.empty()) continue;
+      troubled.push_back(rank);
+      trouble_word = TroubleWord(model_.process(*process));
+      if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, GlobalRanksNote(comm, {rank}), trouble));
+    }
+    DescribeRanks(comm, lagging, now_ns, &finding);
     bool none_started = true;
     for (int32_t rank : lagging) {
       if (doing.size() == 4) {
@@ -99,7 +177,12 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       }
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
       if (!entry.present) {
-        doing.push_back(absl::StrFormat("Rank %d has not reported on this communicator at all", rank));
+        const std::optional<ProcessId> process = ProcessOfRank(comm, rank);
+        doing.push_back(process ? absl::StrFormat("Rank %d has not reported on this communicator at all (process "
+                                                  "pid %d %s, no NCCL call on it yet)",
+                                                  rank, model_.process(*process).info.pid,
+                                                  DescribeProcess(model_, *process, rank, now_ns).state)
+                                : absl::StrFormat("Rank %d has not reported on this communicator at all", rank));
         continue;
       }
       const Process& process = model_.process(entry.process);
@@ -115,23 +198,35 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
                                call.completed() ? "finished" : (call.returned() ? "returned" : "still inside NCCL"));
         if (call.region != 0) absl::StrAppend(&last, ", in ", std::string(model_.RegionName(call.region)));
       }
-      doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s)", rank, GlobalRanksNote(comm, {rank}),
-                                      position, last, ProcessStatusName(process.status)));
+      const ProcessReport report = DescribeProcess(model_, entry.process, rank, now_ns);
+      doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank, GlobalRanksNote(comm, {rank}),
+                                      position, last, report.state, report.cpu_advancing ? ", CPU advancing" : ""));
     }
-    finding.headline = absl::StrFormat("NOT_JOINED: %s not at %s after %.1f s; %s waiting", RanksText(lagging, comm.nranks),
-                                       where, age, RanksText(entered, comm.nranks));
-    finding.summary = absl::StrFormat(
-        "%s entered %s %.1f s ago and wait for %s (stall threshold %.1f s). %s. %s",
-        RanksText(entered, comm.nranks), where, age, RanksText(lagging, comm.nranks), threshold, absl::StrJoin(doing, "; "),
-        none_started
-            ? "The late ranks have not started this communicator's first collective: they are still "
-              "before their first forward (data loading, a checkpoint load, compilation, or a filesystem "
-              "stall on that node). Find what that rank does before its first forward (py-spy dump on "
-              "its pid); warm up or pre-stage data on every rank, and start timing only after a barrier."
-            : "The late ranks are doing something else between collectives: extra work on some ranks "
-              "only (logging, evaluation or checkpointing on rank 0 without a barrier), a slow node, "
-              "or a wait on another communicator. Look at where they are (py-spy dump on their pids) and "
-              "make the work symmetric or move it after a collective everyone joins.");
+    std::string cause;
+    if (!troubled.empty()) {
+      cause = absl::StrFormat(
+          "That is the cause: %s. The others cannot go on without it, and nothing is wrong with the "
+          "network or the collective itself. Continue it, or find what stopped it (a debugger or "
+          "py-spy attached, a job-control signal, a checkpoint or preemption tool, the node's storage).",
+          absl::StrJoin(troubles, "; "));
+    } else if (none_started) {
+      cause = "The late ranks have not started this communicator's first collective: they are still before "
+              "their first forward (data loading, a checkpoint load, compilation, or a filesystem stall on that "
+              "node). Find what that rank does before its first forward (py-spy dump on its pid); warm up or "
+              "pre-stage data on every rank, and start timing only after a barrier.";
+    } else {
+      cause = "The late ranks are doing something else between collectives: extra work on some ranks only "
+              "(logging, evaluation or checkpointing on rank 0 without a barrier), a slow node, or a wait on "
+              "another communicator. Look at where they are (py-spy dump on their pids) and make the work "
+              "symmetric or move it after a collective everyone joins.";
+    }
+    finding.headline = absl::StrFormat(
+        "NOT_JOINED: %s not at %s after %.1f s; %s waiting%s", RanksText(lagging, comm.nranks), where, age,
+        RanksText(entered, comm.nranks),
+        troubled.empty() ? "" : absl::StrFormat("; %s %s", RanksText(troubled, comm.nranks), trouble_word));
+    finding.summary = absl::StrFormat("%s entered %s %.1f s ago and wait for %s (stall threshold %.1f s). %s. %s",
+                                      RanksText(entered, comm.nranks), where, age, RanksText(lagging, comm.nranks),
+                                      threshold, absl::StrJoin(doing, "; "), cause);
     progress.stall_reported_seq = seq;
     Emit(std::move(finding), out);
     return;
@@ -151,16 +246,47 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
   finding.rank_classes = {RankClass{entered, "entered, not completed"}};
   finding.first_bad_ns = last_enter;
   finding.found_ns = final_pass ? last_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
-  finding.headline = absl::StrFormat("TRANSPORT_STALL: all %d ranks entered %s %.1f s ago; it has not completed",
-                                     nranks, where, age);
-  finding.summary = absl::StrFormat(
-      "Every rank of %s entered seq %d with the same signature %.1f s ago, and it has not completed "
-      "(expected about %.2f s for %s per rank from this job's earlier collectives; threshold %.1f s). "
-      "The ranks agree on what to do, so the problem is below them: the network or NVLink/PCIe path "
-      "(a flapping link, an InfiniBand or RoCE error), a GPU that stopped making progress (Xid errors in "
-      "dmesg), or an earlier kernel on that stream that never finished. Check NCCL_DEBUG=INFO output and "
-      "dmesg on each node, and nvidia-smi for a GPU at 100%% with no progress.",
+  // A rank whose process cannot run (stopped, stuck in I/O, ended) holds the collective
+  // up: that is the cause, whatever the network does.
+  std::vector<int32_t> troubled;
+  std::vector<std::string> troubles;
+  std::string trouble_word;
+  for (int32_t rank : entered) {
+    const Process& process = model_.process(comm.ranks[static_cast<size_t>(rank)].process);
+    std::string trouble = ProcessTrouble(process);
+    if (trouble.empty() && IsLost(process)) {
+      trouble = absl::StrFormat("its process (pid %d on %s) %s", process.info.pid, process.info.host,
+                                EndedText(process).empty() ? "stopped reporting" : EndedText(process));
+    }
+    if (trouble.empty()) continue;
+    if (troubled.empty()) trouble_word = IsLost(process) ? "gone" : TroubleWord(process);
+    troubled.push_back(rank);
+    if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, GlobalRanksNote(comm, {rank}), trouble));
+  }
+  DescribeRanks(comm, troubled.empty() ? entered : troubled, now_ns, &finding);
+  const std::string what = absl::StrFormat(
+      "Every rank of %s entered seq %d with the same signature %.1f s ago, and it has not completed (expected "
+      "about %.2f s for %s per rank from this job's earlier collectives; threshold %.1f s).",
       CommText(comm.id), seq, age, frontier->expected_s, HumanBytes(bytes), threshold);
+  if (!troubled.empty()) {
+    finding.lagging_ranks = troubled;
+    finding.headline = absl::StrFormat("TRANSPORT_STALL: all %d ranks entered %s %.1f s ago; %s %s", nranks, where,
+                                       age, RanksText(troubled, comm.nranks), trouble_word);
+    finding.summary = absl::StrFormat(
+        "%s The cause is not the network: %s. A collective completes only while every rank's process runs (the "
+        "host side of the transfer and NCCL's proxy thread live in it). Continue it, or find what stopped it (a "
+        "debugger or py-spy attached, a job-control signal, a checkpoint or preemption tool, the node's storage).",
+        what, absl::StrJoin(troubles, "; "));
+  } else {
+    finding.headline = absl::StrFormat("TRANSPORT_STALL: all %d ranks entered %s %.1f s ago; it has not completed",
+                                       nranks, where, age);
+    finding.summary = absl::StrFormat(
+        "%s Every rank's process is alive and not stopped, and the ranks agree on what to do, so the problem is "
+        "below them: the network or NVLink/PCIe path (a flapping link, an InfiniBand or RoCE error), a GPU that "
+        "stopped making progress (Xid errors in dmesg), or an earlier kernel on that stream that never finished. "
+        "Check NCCL_DEBUG=INFO output and dmesg on each node, and nvidia-smi for a GPU at 100%% with no progress.",
+        what);
+  }
   progress.stall_reported_seq = seq;
   Emit(std::move(finding), out);
 }
@@ -192,9 +318,33 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
   finding.rank_classes = {RankClass{waiting, "inside communicator creation"}};
   finding.first_bad_ns = first_enter;
   finding.found_ns = now_ns;
-  finding.headline = absl::StrFormat("COMM_INIT_STALL: %s of %d (size %d) waits %.1f s in creation%s",
+  // Missing ranks whose process is there: alive (and maybe stopped) before their call.
+  std::vector<std::string> alive;
+  std::vector<int32_t> troubled;
+  std::string trouble_word;
+  for (int32_t rank : missing) {
+    const std::optional<ProcessId> process = ProcessOfRank(comm, rank);
+    if (!process || IsLost(model_.process(*process))) continue;
+    const Process& found = model_.process(*process);
+    const std::string trouble = ProcessTrouble(found);
+    if (!trouble.empty()) {
+      if (troubled.empty()) trouble_word = TroubleWord(found);
+      troubled.push_back(rank);
+    }
+    if (alive.size() < 4) {
+      const ProcessReport report = DescribeProcess(model_, *process, rank, now_ns);
+      alive.push_back(trouble.empty()
+                          ? absl::StrFormat("rank %d (pid %d on %s) is alive (%s%s) and has not called it yet",
+                                            rank, report.pid, report.host, report.state,
+                                            report.cpu_advancing ? ", CPU advancing" : ", CPU idle")
+                          : absl::StrFormat("rank %d is alive but %s, before calling it", rank, trouble));
+    }
+  }
+  DescribeRanks(comm, missing.empty() ? waiting : missing, now_ns, &finding);
+  finding.headline = absl::StrFormat("COMM_INIT_STALL: %s of %d (size %d) waits %.1f s in creation%s%s",
                                      RanksText(waiting, comm.nranks), comm.ranks_present, comm.nranks, age,
-                                     missing.empty() ? "" : absl::StrCat("; missing ", RanksText(missing, comm.nranks)));
+                                     missing.empty() ? "" : absl::StrCat("; missing ", RanksText(missing, comm.nranks)),
+                                     troubled.empty() ? "" : absl::StrCat(", ", trouble_word));
   finding.summary =
       missing.empty()
           ? absl::StrFormat("Every rank of %s (%d ranks) entered communicator creation, and %s have not "
@@ -202,12 +352,23 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
                             "or the transport setup is stuck: check NCCL_SOCKET_IFNAME / NCCL_IB_HCA, "
                             "firewalls between nodes, and NCCL_DEBUG=INFO output of the waiting ranks.",
                             CommText(comm.id), comm.nranks, RanksText(waiting, comm.nranks), age)
-          : absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s, which never "
-                            "called it. Those ranks did not start, crashed before it, took another path "
-                            "(a new_group or split called on some ranks only), or were given another "
-                            "unique id or world size. Check their logs and that every rank calls the "
-                            "same communicator creations in the same order with the same MASTER_ADDR.",
-                            RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age, RanksText(missing, comm.nranks));
+          : !alive.empty()
+                ? absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s. %s. %s",
+                                  RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age,
+                                  RanksText(missing, comm.nranks), absl::StrJoin(alive, "; "),
+                                  troubled.empty()
+                                      ? "They are still busy before it (data loading, a checkpoint load, "
+                                        "compilation) or took another path (a new_group or split called on some "
+                                        "ranks only): find where they are (py-spy dump on their pids)."
+                                      : "That is the cause: continue it, or find what stopped it (a debugger "
+                                        "or py-spy attached, a job-control signal, the node's storage).")
+                : absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s, which never "
+                                  "called it. Those ranks did not start, crashed before it, took another path "
+                                  "(a new_group or split called on some ranks only), or were given another "
+                                  "unique id or world size. Check their logs and that every rank calls the "
+                                  "same communicator creations in the same order with the same MASTER_ADDR.",
+                                  RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age,
+                                  RanksText(missing, comm.nranks));
   Emit(std::move(finding), out);
 }
 
