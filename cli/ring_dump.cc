@@ -59,6 +59,8 @@ nlohmann::json RingToJson(const RingContents& contents) {
           {"records_written", contents.reader->records_written()},
           {"heartbeat_ns", contents.reader->heartbeat_ns()},
           {"writer_state", WriterStateName(contents.reader->writer_state())},
+          {"exit_code", contents.reader->exit_code() ? nlohmann::json(*contents.reader->exit_code())
+                                                     : nlohmann::json(nullptr)},
           {"writer_gone", contents.writer_gone},
           {"records", contents.batch.records.size()},
           {"lost", contents.batch.lost},
@@ -69,10 +71,11 @@ nlohmann::json RingToJson(const RingContents& contents) {
 void PrintRingText(const RingContents& contents, std::ostream& out) {
   const RingIdentity& id = contents.reader->identity();
   out << absl::StrFormat(
-      "ring %s\n  host=%s job=%s pid=%d rank=%d local_rank=%d world_size=%d state=%s%s\n"
+      "ring %s\n  host=%s job=%s pid=%d rank=%d local_rank=%d world_size=%d state=%s%s%s\n"
       "  records=%d lost=%d torn=%d dropped=%d lanes=%d x %d records\n",
       id.path, id.host, id.job, id.pid, id.rank, id.local_rank, id.world_size,
       WriterStateName(contents.reader->writer_state()),
+      contents.reader->exit_code() ? absl::StrCat(" exit_code=", *contents.reader->exit_code()) : "",
       contents.writer_gone ? " (writer gone)" : "", contents.batch.records.size(),
       contents.batch.lost, contents.batch.torn, contents.reader->dropped(), id.lane_count,
       id.lane_capacity);

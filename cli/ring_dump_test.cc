@@ -83,6 +83,19 @@ TEST_F(RingDumpTest, JsonLinesParseAndCarryTheRecord) {
   EXPECT_EQ(objects[2]["ref"], 0);
 }
 
+TEST_F(RingDumpTest, ExitCodeIsShownOnceTheWriterExited) {
+  std::ostringstream running, running_err;
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kJsonLines, running, running_err).ok());
+  EXPECT_TRUE(nlohmann::json::parse(running.str().substr(0, running.str().find('\n')))["exit_code"].is_null());
+  writer_->RecordExitCode(3);
+  writer_->SetState(ring::WriterState::kExited);
+  std::ostringstream text, json, err;
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kText, text, err).ok());
+  EXPECT_NE(text.str().find("state=exited exit_code=3"), std::string::npos) << text.str();
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kJsonLines, json, err).ok());
+  EXPECT_EQ(nlohmann::json::parse(json.str().substr(0, json.str().find('\n')))["exit_code"], 3);
+}
+
 // The ring fuzzer's find: a region name that is not UTF-8 (NVTX names are any bytes)
 // made `collwatch dump --json` throw and abort.
 TEST_F(RingDumpTest, JsonLinesStayJsonWhenANameIsNotUtf8) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "interposer/agent_spawn.h"
@@ -172,6 +173,13 @@ void StartWatcher() noexcept {
 
 void AfterForkInChild() noexcept { g_state.store(kOff, std::memory_order_release); }
 
+// An on_exit handler: exit()'s status into the ring (ring_format.h Header::exit_code),
+// published by MarkExited, which runs after every exit handler. Silent in a fork child
+// (recording is off there: the ring is its parent's) and after recording stopped.
+void RecordExitStatus(int status, void* /*unused*/) noexcept {
+  if (g_state.load(std::memory_order_acquire) == kRecording) g_ring->RecordExitCode(status & 0xff);
+}
+
 void CreateRing() noexcept {
   g_config = LoadConfig();
   // Never destroyed: the watcher thread and late hooks may write until the very end.
@@ -184,6 +192,9 @@ void CreateRing() noexcept {
   pthread_key_create(&g_lane_key, &ReleaseLaneAtThreadExit);
   if (g_config.verbose) std::fprintf(stderr, "collwatch: recording to %s\n", g_ring->path());
   pthread_atfork(nullptr, nullptr, &AfterForkInChild);
+  // glibc's on_exit, unlike atexit, hands the handler the status. Should registering
+  // fail, an exit reads as "status not recorded".
+  on_exit(&RecordExitStatus, nullptr);
   g_state.store(kRecording, std::memory_order_release);
   StartWatcher();
 }

@@ -17,7 +17,8 @@ namespace collwatch::ring {
 //                            | Header (kHeaderBytes)                      |
 //                            |   identity: magic, version, sizes, pid,   |
 //                            |   host, job, RANK/LOCAL_RANK/WORLD_SIZE   |
-//                            |   live: heartbeat, dropped, writer state  |
+//                            |   live: heartbeat, dropped, writer state, |
+//                            |         exit code                         |
 //   strings_offset           +-------------------------------------------+
 //                            | StringSlot[string_capacity]               |
 //                            |   interned NVTX region names; id = i + 1  |
@@ -79,7 +80,7 @@ namespace collwatch::ring {
 // A string slot is never rewritten once ready; id 0 means "no region".
 
 inline constexpr uint64_t kMagic = 0x31474e4952574301ull;  // "\x01CWRING1" little-endian
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;  // 4: Header::exit_code
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kRecordBytes = 128;
 inline constexpr uint32_t kStringSlotBytes = 128;
@@ -236,12 +237,18 @@ struct Header {
   alignas(64) std::atomic<uint64_t> heartbeat_ns;  // watcher thread, every 100 ms
   std::atomic<uint64_t> dropped;       // records or names the writer could not write
   std::atomic<uint32_t> writer_state;  // WriterState
-  uint32_t reserved0;
+  // The status the process passed to exit(), as its parent sees it (0-255); kUnset when
+  // not recorded. Valid when writer_state is kExited: the writer stores it (relaxed, from
+  // an on_exit handler) before it stores kExited (release, from the library's destructor,
+  // which runs after every exit handler), so a reader that loads kExited (acquire) sees
+  // it. kUnset at creation; stays kUnset for a process that ended without exit() (a
+  // signal, a crash, _exit()): its writer_state stays kRunning too.
+  std::atomic<int32_t> exit_code;
 };
 
 enum class WriterState : uint32_t {
   kRunning = 0,
-  kExited = 1,    // process exited normally (atexit ran)
+  kExited = 1,    // process exited normally (exit handlers ran; see Header::exit_code)
   kDisabled = 2,  // recording stopped after an internal failure
 };
 
@@ -275,6 +282,8 @@ static_assert(std::atomic_ref<uint64_t>::required_alignment <= alignof(uint64_t)
               "commit words are atomically accessible in place");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<int32_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(sizeof(std::atomic<int32_t>) == 4, "atomic has no hidden state");
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "atomic has no hidden state");
 
 // Payload copy for both sides of the seqlock: word-wise relaxed atomic accesses, so a

@@ -138,6 +138,13 @@ ring::WriterState RingReader::writer_state() const {
   return static_cast<ring::WriterState>(header_->writer_state.load(std::memory_order_acquire));
 }
 
+std::optional<int32_t> RingReader::exit_code() const {
+  if (writer_state() != ring::WriterState::kExited) return std::nullopt;  // acquire: publishes the code
+  const int32_t code = header_->exit_code.load(std::memory_order_relaxed);
+  if (code < 0 || code > 255) return std::nullopt;  // kUnset, or damage
+  return code;
+}
+
 bool RingReader::WriterProcessAlive() const {
   char host[ring::kHostBytes] = {};
   gethostname(host, sizeof host - 1);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,10 @@ class RingReader {
   uint64_t heartbeat_ns() const;
   uint64_t dropped() const;
   ring::WriterState writer_state() const;
+  // The status the writer passed to exit() (ring_format.h Header::exit_code): set once
+  // it exited through exit(); nullopt while it runs, after a kill or crash, or when the
+  // status was not recorded.
+  std::optional<int32_t> exit_code() const;
 
   // True while the writing process exists (same host only; a ring from another host
   // is judged by its heartbeat instead).

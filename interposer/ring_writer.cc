@@ -131,6 +131,7 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   std::memcpy(header->host, host, sizeof header->host);
   std::snprintf(header->job, sizeof header->job, "%s", config.job);
   header->heartbeat_ns.store(header->start_monotonic_ns, std::memory_order_relaxed);
+  header->exit_code.store(ring::kUnset, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(header->magic).store(ring::kMagic, std::memory_order_release);
 
   writer->header_ = header;

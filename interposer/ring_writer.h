@@ -77,6 +77,10 @@ class RingWriter {
   void SetState(ring::WriterState state) noexcept {
     header_->writer_state.store(static_cast<uint32_t>(state), std::memory_order_release);
   }
+  // The status passed to exit(); published by the SetState(kExited) that follows.
+  void RecordExitCode(int32_t exit_code) noexcept {
+    header_->exit_code.store(exit_code, std::memory_order_relaxed);
+  }
 
   ring::StringSlot* strings() const noexcept { return strings_; }
   uint64_t string_capacity() const noexcept { return header_->string_capacity; }

@@ -3,12 +3,14 @@
 // communicator ids on every rank, groups, splits, NVTX regions, a real hang read live and
 // after SIGKILL, silence in non-NCCL and forked processes) and on the real libnccl.so.2
 // for the calls that need no GPU.
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -340,6 +342,41 @@ TEST_F(InterpositionTest, ForkedWorkerWritesNothingIntoItsParentsRing) {
     for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
       EXPECT_NE(static_cast<ApiFn>(record.fn), ApiFn::kGetErrorString);
     }
+  }
+}
+
+// on_exit records the status each rank passed to exit(), not that of a worker it forked;
+// a SIGKILLed rank never exits, so its ring has none.
+TEST_F(InterpositionTest, ExitStatusIsRecordedAndAKilledRankHasNone) {
+  Subprocess exited(RanksCommand(2, "exit3"), PreloadEnv());
+  ASSERT_EQ(exited.Wait(60), 3);
+  // The workers exit after their ranks: wait for them, so that a write of theirs would show.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string marker = dir_.path() + "/worker_exiting." + std::to_string(rank);
+    for (int i = 0; i < 1000 && !std::filesystem::exists(marker); ++i) usleep(10'000);
+    EXPECT_TRUE(std::filesystem::exists(marker)) << marker;
+  }
+  usleep(300'000);
+  std::map<int, RankTrace> ranks = ReadRanks(RingDir(), true);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (auto& [rank, trace] : ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(trace.reader->writer_state(), ring::WriterState::kExited);
+    EXPECT_EQ(trace.reader->exit_code(), std::optional<int32_t>(3));
+    EXPECT_EQ(trace.OfKind(RecordKind::kEnter).back().fn, static_cast<uint16_t>(ApiFn::kAllReduce));
+  }
+
+  std::filesystem::remove_all(RingDir());
+  std::filesystem::remove(dir_.path() + "/unique_id");
+  Subprocess killed(RanksCommand(2, "sigkill"), PreloadEnv());
+  ASSERT_EQ(killed.Wait(60), 128 + SIGKILL);
+  ranks = ReadRanks(RingDir(), true);
+  ASSERT_EQ(ranks.size(), 2u);
+  for (auto& [rank, trace] : ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(trace.reader->writer_state(), ring::WriterState::kRunning) << "never exited";
+    EXPECT_FALSE(trace.reader->WriterProcessAlive());
+    EXPECT_EQ(trace.reader->exit_code(), std::nullopt);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -221,6 +222,26 @@ void RunLifecyclePlan(ncclComm_t comm) {
   CHECK_NCCL(ncclCommAbort(comm));
 }
 
+// Some all-reduces, then every rank fails: is SIGKILLed, or exits with 3 and leaves a
+// forked worker behind that exits with 7 after it (its status must not become the
+// rank's); the worker marks DIR/worker_exiting.RANK just before it exits.
+void RunFailPlan(ncclComm_t comm, bool killed, const std::string& dir) {
+  float value = 1.0f, sum = 0.0f;
+  for (int i = 0; i < 2; ++i) CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  std::printf("rank %d: failing now\n", g_rank);
+  std::fflush(stdout);
+  if (killed) kill(getpid(), SIGKILL);
+  const pid_t rank_pid = getpid();
+  if (fork() == 0) {
+    for (int i = 0; i < 5000 && getppid() == rank_pid; ++i) usleep(1000);
+    if (FILE* marker = std::fopen((dir + "/worker_exiting." + std::to_string(g_rank)).c_str(), "w")) {
+      std::fclose(marker);
+    }
+    std::exit(7);
+  }
+  std::exit(3);
+}
+
 int RunRank(const std::string& plan, const std::string& dir) {
   ncclUniqueId id = collwatch::programs::ExchangeUniqueId(g_rank, dir);
   ncclComm_t comm = nullptr;
@@ -237,6 +258,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunLifecyclePlan(comm);
   } else if (plan == "loop") {
     RunLoopPlan(comm);
+  } else if (plan == "exit3" || plan == "sigkill") {
+    RunFailPlan(comm, plan == "sigkill", dir);
   } else {
     std::fprintf(stderr, "unknown plan %s\n", plan.c_str());
     return 2;
@@ -249,7 +272,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
