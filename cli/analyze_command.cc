@@ -31,12 +31,14 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";
   info.notes = summary.warnings;
+  info.command_exit_status = summary.command_exit_status;
+  if (summary.stopped_at_ns > 0) analyzer::NoteStoppedByCollwatch(&info);
   if (options.json) {
     out << analyzer::ReportJsonText(findings, info) << "\n";
   } else {
     out << analyzer::ReportText(findings, info);
   }
-  return findings.empty() ? 0 : 1;
+  return analyzer::Healthy(findings, info) ? 0 : 1;
 }
 
 }  // namespace collwatch

@@ -14,8 +14,9 @@ struct AnalyzeOptions {
   double stall_after_s = 0;  // 0: run.json's value, else the analyzer's default
 };
 
-// Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings,
-// 2 nothing readable at `path`.
+// Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings or
+// not healthy (a rank died or exited non-zero, the command failed), 2 nothing readable
+// at `path`.
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace collwatch

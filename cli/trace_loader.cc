@@ -1,14 +1,20 @@
 // Trace store folders and ring files into the analyzer's model.
 #include "cli/trace_loader.h"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "analyzer/liveness.h"
 #include "collector/event_codec.h"
 #include "collector/trace_store.h"
 #include "collector/trace_store_format.h"
+#include "collector/wall_clock.h"
 #include "interposer/ring_reader.h"
 #include "nlohmann/json.hpp"
 
@@ -19,6 +25,8 @@ namespace fs = std::filesystem;
 using analyzer::JobModel;
 using analyzer::ProcessInfo;
 using analyzer::ProcessStatus;
+
+int64_t WallClockNs() { return static_cast<int64_t>(RealtimeNs()); }
 
 bool IsRankTrace(const fs::path& dir) {
   std::error_code error;
@@ -47,6 +55,8 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   const v1::StoredStatus& status = (*reader)->status();
   model->SetStatus(process, ProcessStatusFromWire(status.writer_status()), status.heartbeat_ns(),
                    status.lost() + status.torn() + status.dropped());
+  if (status.has_process()) model->SetSample(process, ProcessSampleFromWire(status.process()));
+  if (status.exit_recorded()) model->SetExitCode(process, std::clamp(status.exit_code(), 0, 255));
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
                                              " bytes ignored (the collector stopped mid-write)"));
@@ -87,6 +97,12 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (state == ring::WriterState::kDisabled) status = ProcessStatus::kDisabled;
   if (state == ring::WriterState::kRunning && !alive) status = ProcessStatus::kDead;
   model->SetStatus(process, status, (*reader)->heartbeat_ns(), batch.lost + batch.torn + (*reader)->dropped());
+  if (const std::optional<int32_t> exit_code = (*reader)->exit_code()) model->SetExitCode(process, *exit_code);
+  // A writer still alive on this host: what is it doing? (SecondLook adds whether its CPU
+  // time advances.)
+  if (alive && identity.host == analyzer::ThisHostName()) {
+    model->SetSample(process, analyzer::SampleProcess(identity.pid, nullptr, WallClockNs()));
+  }
   if (batch.lost + batch.torn + (*reader)->dropped() > 0) {
     summary->warnings.push_back(absl::StrCat(path, ": ", batch.lost, " records overwritten, ", batch.torn,
                                              " torn, ", (*reader)->dropped(), " dropped by the writer"));
@@ -95,6 +111,25 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   summary->records += batch.records.size();
   summary->inputs.push_back(path);
   return absl::OkStatus();
+}
+
+// A second look, a moment after the first, at the processes whose rings were read while
+// they ran: whether their CPU time still advances. One pause for all of them.
+void SecondLook(JobModel* model) {
+  std::vector<analyzer::ProcessId> sampled;
+  for (size_t id = 0; id < model->process_count(); ++id) {
+    if (model->process(static_cast<analyzer::ProcessId>(id)).sample.sampled_ns != 0) {
+      sampled.push_back(static_cast<analyzer::ProcessId>(id));
+    }
+  }
+  if (sampled.empty()) return;
+  // Several clock ticks (10 ms each) of a busy process.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (const analyzer::ProcessId id : sampled) {
+    const analyzer::Process& process = model->process(id);
+    const analyzer::ProcessSample first = process.sample;
+    model->SetSample(id, analyzer::SampleProcess(process.info.pid, &first, WallClockNs()));
+  }
 }
 
 // Loads each input; a damaged one is a warning, not the end.
@@ -119,7 +154,9 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   if (!fs::exists(root, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file or folder"));
   if (fs::is_regular_file(root, error)) {
     summary->source = "rings";
-    return LoadAll({path}, LoadRing, model, summary);
+    const absl::Status loaded = LoadAll({path}, LoadRing, model, summary);
+    SecondLook(model);
+    return loaded;
   }
   if (IsRankTrace(root)) {
     summary->source = "trace store";
@@ -135,6 +172,9 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
       }
       if (run.contains("stopped_at_ns") && run["stopped_at_ns"].is_number_integer()) {
         summary->stopped_at_ns = run["stopped_at_ns"].get<int64_t>();
+      }
+      if (run.contains("exit_status") && run["exit_status"].is_number_integer()) {
+        summary->command_exit_status = run["exit_status"].get<int>();
       }
       const std::vector<std::string> traces = ListRankTraces(path, summary->job);
       if (!traces.empty()) {
@@ -164,7 +204,9 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(path);
   if (rings.ok() && !rings->empty()) {
     summary->source = "rings";
-    return LoadAll(*rings, LoadRing, model, summary);
+    const absl::Status loaded = LoadAll(*rings, LoadRing, model, summary);
+    SecondLook(model);
+    return loaded;
   }
   return absl::NotFoundError(absl::StrCat(path, ": no collwatch traces here (expected run.json, rank trace "
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));

@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_CLI_TRACE_LOADER_H_
 #define COLLWATCH_CLI_TRACE_LOADER_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct LoadSummary {
   uint64_t records = 0;
   double stall_after_s = 0;           // from run.json when present (0: not set)
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
+  std::optional<int> command_exit_status;  // run.json: how the job's command exited
 };
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analyzer/liveness.h"
 #include "collector/collector_service.h"
 #include "collector/event_codec.h"
+#include "collector/wall_clock.h"
 #include "grpcpp/grpcpp.h"
 #include "interposer/ring_directory.h"
 #include "interposer/ring_reader.h"
@@ -65,7 +67,8 @@ class RankChannel {
               std::shared_ptr<grpc::Channel> channel)
       : options_(options), reader_(std::move(reader)), channel_(std::move(channel)),
         stub_(v1::Collector::NewStub(channel_)), identity_(RankIdentityFromRing(reader_->identity())),
-        outgoing_(options.limits), cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
+        local_(reader_->identity().host == analyzer::ThisHostName()), outgoing_(options.limits),
+        cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
     sender_ = std::thread([this] { SendLoop(); });
   }
 
@@ -113,6 +116,7 @@ class RankChannel {
       }
       status_ = status;
     }
+    const bool sample_changed = SampleProcessIfDue(now, status_changed);
 
     bool read_everything = true;
     if (!outgoing_.Full()) {
@@ -149,9 +153,14 @@ class RankChannel {
     stamp.set_dropped(reader_->dropped());
     stamp.set_heartbeat_ns(reader_->heartbeat_ns());
     stamp.set_agent_time_ns(now);
+    if (sample_.sampled_ns != 0) *stamp.mutable_process() = ProcessSampleToWire(sample_);
+    if (const std::optional<int32_t> exit_code = reader_->exit_code()) {
+      stamp.set_exit_recorded(true);
+      stamp.set_exit_code(*exit_code);
+    }
     const bool keepalive = now - last_seal_ns_ > 1'000'000'000ull;
     const bool final_batch = writer_gone && read_everything && !finished_reading_;
-    if (outgoing_.SealIfDue(now, status_changed || keepalive || final_batch, stamp)) {
+    if (outgoing_.SealIfDue(now, status_changed || sample_changed || keepalive || final_batch, stamp)) {
       last_seal_ns_ = now;
       lock.unlock();
       wake_.notify_all();
@@ -191,6 +200,29 @@ class RankChannel {
   }
 
  private:
+  // Looks at the writer's process through /proc (rings of this host only), every
+  // kSampleIntervalNs and at once when its liveness changed; never again once it is gone,
+  // since its pid may soon name another process. True when what the look saw changed.
+  // Called with mutex_ held.
+  bool SampleProcessIfDue(uint64_t now, bool liveness_changed) {
+    // Long enough for a busy process to gain several 10 ms clock ticks, so that "CPU not
+    // advancing" means idle, not between ticks.
+    constexpr uint64_t kSampleIntervalNs = 250'000'000;
+    if (!local_ || sample_.state == analyzer::ProcessState::kGone) return false;
+    if (now < next_sample_ns_ && !liveness_changed) return false;
+    next_sample_ns_ = now + kSampleIntervalNs;
+    analyzer::ProcessSample sample = analyzer::SampleProcess(
+        identity_.pid(), sample_.sampled_ns != 0 ? &sample_ : nullptr, static_cast<int64_t>(RealtimeNs()));
+    const bool changed = sample.state != sample_.state || sample.cpu_advancing != sample_.cpu_advancing;
+    if (options_.log && sample.state == analyzer::ProcessState::kStopped &&
+        sample_.state != analyzer::ProcessState::kStopped) {
+      std::cerr << "collwatch agent: rank " << identity_.rank() << " (pid " << identity_.pid()
+                << ") is stopped (SIGSTOP, Ctrl-Z or a debugger)\n";
+    }
+    sample_ = std::move(sample);
+    return changed;
+  }
+
   void SendLoop() {
     double backoff = 0.1;
     std::mt19937 jitter(static_cast<uint32_t>(MonotonicNs()));
@@ -309,6 +341,7 @@ class RankChannel {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
   v1::RankIdentity identity_;
+  const bool local_;  // the ring's process runs on this host: /proc can show it
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -316,6 +349,8 @@ class RankChannel {
   std::vector<LaneCursor> cursors_;
   std::set<uint32_t> sent_regions_;
   v1::WriterStatus status_ = v1::WRITER_STATUS_UNSPECIFIED;
+  analyzer::ProcessSample sample_;  // the latest look at the process (sampled_ns 0: none)
+  uint64_t next_sample_ns_ = 0;
   uint64_t created_ns_;
   uint64_t last_seal_ns_ = 0;
   uint64_t lost_ = 0;

@@ -1,6 +1,8 @@
 // Ring record <-> proto Event. Threading: pure functions.
 #include "collector/event_codec.h"
 
+#include <algorithm>
+
 namespace collwatch {
 namespace {
 
@@ -157,6 +159,30 @@ analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity) 
   info.world_size = identity.world_size();
   info.realtime_offset_ns = analyzer::RealtimeOffsetNs(identity.start_realtime_ns(), identity.start_monotonic_ns());
   return info;
+}
+
+v1::ProcessSample ProcessSampleToWire(const analyzer::ProcessSample& sample) {
+  v1::ProcessSample wire;
+  wire.set_state(static_cast<v1::ProcessState>(static_cast<int>(sample.state)));
+  wire.set_wait_channel(WireText(sample.wait_channel));
+  wire.set_cpu_ns(sample.cpu_ns);
+  wire.set_cpu_advancing(sample.cpu_advancing);
+  wire.set_sampled_ns(sample.sampled_ns);
+  return wire;
+}
+
+analyzer::ProcessSample ProcessSampleFromWire(const v1::ProcessSample& wire) {
+  constexpr size_t kMaxWaitChannelBytes = 64;  // kernel symbol names are shorter
+  analyzer::ProcessSample sample;
+  const int state = static_cast<int>(wire.state());
+  if (state >= 0 && state <= static_cast<int>(analyzer::ProcessState::kGone)) {
+    sample.state = static_cast<analyzer::ProcessState>(state);
+  }
+  sample.wait_channel = WireText(std::string_view(wire.wait_channel()).substr(0, kMaxWaitChannelBytes));
+  sample.cpu_ns = wire.cpu_ns();
+  sample.cpu_advancing = wire.cpu_advancing();
+  sample.sampled_ns = std::clamp<int64_t>(wire.sampled_ns(), 0, analyzer::kMaxTimeNs);
+  return sample;
 }
 
 analyzer::ProcessStatus ProcessStatusFromWire(v1::WriterStatus status) {

@@ -43,6 +43,11 @@ v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
 // A rank stream's identity and liveness as the analyzer's model takes them.
 analyzer::ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);
 analyzer::ProcessStatus ProcessStatusFromWire(v1::WriterStatus status);
+// A look at a process, between the model's form and the wire's. From the wire, what an
+// agent claims is bounded: an unknown state is kUnknown, the wait channel at most 64
+// bytes of valid UTF-8, times within the model's range.
+v1::ProcessSample ProcessSampleToWire(const analyzer::ProcessSample& sample);
+analyzer::ProcessSample ProcessSampleFromWire(const v1::ProcessSample& sample);
 
 }  // namespace collwatch
 

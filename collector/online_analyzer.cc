@@ -1,12 +1,11 @@
 // Feeding the analyzer from event streams.
 #include "collector/online_analyzer.h"
 
+#include <algorithm>
+
 #include "collector/event_codec.h"
 
 namespace collwatch {
-namespace {
-
-}  // namespace
 
 void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& identity,
                              const v1::StreamEventsRequest& batch) {
@@ -27,6 +26,9 @@ void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& ide
   item.status = batch.writer_status();
   item.heartbeat_ns = batch.heartbeat_ns();
   item.lost = batch.lost() + batch.torn() + batch.dropped();
+  if (batch.has_process()) item.sample = ProcessSampleFromWire(batch.process());
+  item.exit_recorded = batch.exit_recorded();
+  item.exit_code = batch.exit_code();
   if (queued_records_ + item.records.size() > kMaxQueuedRecords) {
     dropped_ += item.records.size();  // the analysis is behind: say so, never stall ingest
     item.records.clear();
@@ -35,13 +37,25 @@ void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& ide
   queue_.push_back(std::move(item));
 }
 
+void OnlineAnalyzer::ObserveProcess(const analyzer::ProcessInfo& info, const analyzer::ProcessSample& sample) {
+  Item item;
+  item.observed = info;
+  item.sample = sample;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  queue_.push_back(std::move(item));
+}
+
 void OnlineAnalyzer::FeedLocked(const Item& item) {
+  analyzer::JobModel& model = analyzer_.model();
+  if (item.observed) {
+    model.ObserveProcess(*item.observed, item.sample);
+    return;
+  }
   Stream* stream = nullptr;
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     stream = &streams_[item.key];  // std::map: the address stays valid
   }
-  analyzer::JobModel& model = analyzer_.model();
   if (!stream->in_model) {
     stream->process = model.AddProcess(ProcessInfoFromIdentity(stream->identity));
     stream->in_model = true;
@@ -51,6 +65,8 @@ void OnlineAnalyzer::FeedLocked(const Item& item) {
   if (item.status != v1::WRITER_STATUS_UNSPECIFIED) {
     model.SetStatus(stream->process, ProcessStatusFromWire(item.status), item.heartbeat_ns, item.lost);
   }
+  model.SetSample(stream->process, item.sample);
+  if (item.exit_recorded) model.SetExitCode(stream->process, std::clamp(item.exit_code, 0, 255));
 }
 
 std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_pass) {
@@ -123,6 +139,18 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
     for (int32_t rank : context.ranks) item->add_ranks(rank);
     for (const std::string& line : context.lines) item->add_lines(line);
   }
+  for (const analyzer::ProcessReport& process : finding.processes) {
+    v1::ProcessReport* item = out->add_processes();
+    item->set_rank(process.rank);
+    item->set_global_rank(process.global_rank);
+    item->set_pid(process.pid);
+    item->set_host(WireText(process.host));
+    item->set_state(WireText(process.state));
+    item->set_cpu_advancing(process.cpu_advancing);
+    item->set_heartbeat_age_s(process.heartbeat_age_s);
+    item->set_heartbeat_fresh(process.heartbeat_fresh);
+    item->set_ended(process.ended);
+  }
 }
 
 }  // namespace collwatch
@@ -148,6 +176,18 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
   for (int kind : finding.other_readings()) out.other_readings.push_back(static_cast<analyzer::FindingKind>(kind));
   for (const v1::FindingContext& context : finding.context()) {
     out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
+  }
+  for (const v1::ProcessReport& process : finding.processes()) {
+    analyzer::ProcessReport& item = out.processes.emplace_back();
+    item.rank = process.rank();
+    item.global_rank = process.global_rank();
+    item.pid = process.pid();
+    item.host = process.host();
+    item.state = process.state();
+    item.cpu_advancing = process.cpu_advancing();
+    item.heartbeat_age_s = process.heartbeat_age_s();
+    item.heartbeat_fresh = process.heartbeat_fresh();
+    item.ended = process.ended();
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,11 @@ class OnlineAnalyzer {
 
   // An accepted batch of the stream `key` (its hello's identity).
   void Enqueue(const std::string& key, const v1::RankIdentity& identity, const v1::StreamEventsRequest& batch);
+  // A process seen from outside (`collwatch run` walks its command's process tree), e.g.
+  // a rank stopped before its first NCCL call, which has no ring to stream: queued like
+  // a batch; in the model it is a process with no calls (JobModel::ObserveProcess), the
+  // same entry its ring's stream takes over later, matched by host and pid.
+  void ObserveProcess(const analyzer::ProcessInfo& info, const analyzer::ProcessSample& sample);
   // Feeds what is queued, then analyses up to `now_ns` (CLOCK_REALTIME); returns the
   // findings that are new.
   std::vector<analyzer::Finding> Tick(int64_t now_ns, bool final_pass = false);
@@ -45,7 +51,7 @@ class OnlineAnalyzer {
   uint64_t dropped_records();
 
  private:
-  // One batch's worth of work for the model.
+  // One batch's worth of work for the model, or one observation of a process.
   struct Item {
     std::string key;
     std::vector<IndexedRecord> records;
@@ -53,6 +59,10 @@ class OnlineAnalyzer {
     v1::WriterStatus status = v1::WRITER_STATUS_UNSPECIFIED;
     uint64_t heartbeat_ns = 0;
     uint64_t lost = 0;
+    analyzer::ProcessSample sample;  // sampled_ns 0: none
+    bool exit_recorded = false;
+    int32_t exit_code = 0;
+    std::optional<analyzer::ProcessInfo> observed;  // set: an ObserveProcess, not a batch
   };
   struct Stream {
     v1::RankIdentity identity;

@@ -31,6 +31,9 @@ void OutgoingBatches::Seal(const v1::StreamEventsRequest* status) {
     open_->set_heartbeat_ns(status->heartbeat_ns());
     open_->set_writer_status(status->writer_status());
     open_->set_agent_time_ns(status->agent_time_ns());
+    if (status->has_process()) *open_->mutable_process() = status->process();
+    open_->set_exit_recorded(status->exit_recorded());
+    open_->set_exit_code(status->exit_code());
   }
   const uint64_t events = open_events();
   queue_.push_back(Pending{std::move(open_), events, false});
@@ -45,6 +48,9 @@ void OutgoingBatches::Seal(const v1::StreamEventsRequest* status) {
     sealed.set_lost(before.lost());
     sealed.set_torn(before.torn());
     sealed.set_dropped(before.dropped());
+    if (before.has_process()) *sealed.mutable_process() = before.process();
+    sealed.set_exit_recorded(before.exit_recorded());
+    sealed.set_exit_code(before.exit_code());
   }
 }
 

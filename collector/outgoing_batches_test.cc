@@ -19,6 +19,12 @@ v1::StreamEventsRequest Stamp(v1::WriterStatus status) {
   v1::StreamEventsRequest stamp;
   stamp.set_writer_status(status);
   stamp.set_lost(3);
+  stamp.mutable_process()->set_state(v1::PROCESS_STATE_STOPPED);
+  stamp.mutable_process()->set_sampled_ns(77);
+  if (status == v1::WRITER_STATUS_EXITED) {
+    stamp.set_exit_recorded(true);
+    stamp.set_exit_code(3);
+  }
   return stamp;
 }
 
@@ -42,6 +48,8 @@ TEST(OutgoingBatchesTest, SealsByAgeAndBySize) {
   EXPECT_EQ(second->events_size(), 3);
   EXPECT_EQ(second->batch_seq(), 2u);
   EXPECT_EQ(second->writer_status(), v1::WRITER_STATUS_RUNNING) << "carries the last stamp";
+  EXPECT_EQ(second->process().state(), v1::PROCESS_STATE_STOPPED) << "and the last look at the process";
+  EXPECT_EQ(second->process().sampled_ns(), 77);
   EXPECT_EQ(queue.NextToSend(), nullptr);
   EXPECT_EQ(queue.unacked_events(), 4u);
 }
@@ -53,6 +61,13 @@ TEST(OutgoingBatchesTest, StatusOnlyBatchWhenForced) {
   ASSERT_NE(batch, nullptr);
   EXPECT_EQ(batch->events_size(), 0);
   EXPECT_EQ(batch->writer_status(), v1::WRITER_STATUS_DEAD);
+  EXPECT_EQ(batch->process().state(), v1::PROCESS_STATE_STOPPED);
+  EXPECT_FALSE(batch->exit_recorded());
+  EXPECT_TRUE(queue.SealIfDue(1, true, Stamp(v1::WRITER_STATUS_EXITED)));
+  batch = queue.NextToSend();
+  ASSERT_NE(batch, nullptr);
+  EXPECT_TRUE(batch->exit_recorded());
+  EXPECT_EQ(batch->exit_code(), 3);
 }
 
 TEST(OutgoingBatchesTest, AcksDropAndReconnectResendsTheRestRenumbered) {

@@ -373,13 +373,28 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
   status.set_lost(batch.lost());
   status.set_torn(batch.torn());
   status.set_dropped(batch.dropped());
-  // A heartbeat a second newer is news too: post-mortem analysis measures a hang up to
-  // the last sign of life.
+  // A batch without a look at the process (another host's ring) keeps the stored one.
+  *status.mutable_process() = batch.has_process() ? batch.process() : status_.process();
+  status.set_exit_recorded(batch.exit_recorded());
+  status.set_exit_code(batch.exit_code());
+  // A heartbeat or a look at the process a second newer is news too: post-mortem
+  // analysis measures a hang up to the last sign of life. What the look saw changing
+  // (stopped, gone, CPU idle) is stored at once; the same state again, once a second.
   constexpr uint64_t kHeartbeatStoreNs = 1'000'000'000;
+  constexpr int64_t kSampleStoreNs = 1'000'000'000;
+  const v1::ProcessSample& sample = status.process();
+  const v1::ProcessSample& stored_sample = status_.process();
+  const bool sample_changed = sample.state() != stored_sample.state() ||
+                              sample.cpu_advancing() != stored_sample.cpu_advancing() ||
+                              sample.wait_channel() != stored_sample.wait_channel() ||
+                              sample.sampled_ns() >= stored_sample.sampled_ns() + kSampleStoreNs;
   const bool status_changed = status.writer_status() != status_.writer_status() ||
                               status.lost() != status_.lost() || status.torn() != status_.torn() ||
                               status.dropped() != status_.dropped() ||
-                              batch.heartbeat_ns() >= status_.heartbeat_ns() + kHeartbeatStoreNs;
+                              batch.heartbeat_ns() >= status_.heartbeat_ns() + kHeartbeatStoreNs ||
+                              sample_changed ||
+                              status.exit_recorded() != status_.exit_recorded() ||
+                              status.exit_code() != status_.exit_code();
   status.set_heartbeat_ns(batch.heartbeat_ns());
   status.set_collector_time_ns(RealtimeNs());
   if (status_changed && batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) {

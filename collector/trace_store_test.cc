@@ -92,6 +92,49 @@ TEST_F(TraceStoreTest, AppendReopenAndRead) {
   for (uint64_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].index(), i);
 }
 
+// Looks at the process go to the store when what they saw changes, else once a second;
+// the exit status with the status that says the process exited.
+TEST_F(TraceStoreTest, ProcessSamplesAreStoredWhenTheyChangeAndOnceASecond) {
+  auto writer = RankTraceWriter::Open(dir_, identity_);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  constexpr int64_t kSecond = 1'000'000'000;
+  auto append_sample = [&](v1::ProcessState state, int64_t at_ns) {
+    v1::StreamEventsRequest batch;
+    batch.set_writer_status(v1::WRITER_STATUS_RUNNING);
+    batch.mutable_process()->set_state(state);
+    batch.mutable_process()->set_sampled_ns(at_ns);
+    const uint64_t before = LogSize();
+    EXPECT_TRUE((*writer)->Append(batch).ok());
+    return LogSize() > before;
+  };
+  EXPECT_TRUE(append_sample(v1::PROCESS_STATE_SLEEPING, kSecond));
+  EXPECT_FALSE(append_sample(v1::PROCESS_STATE_SLEEPING, kSecond + kSecond / 4)) << "nothing new yet";
+  EXPECT_TRUE(append_sample(v1::PROCESS_STATE_STOPPED, kSecond + kSecond / 2)) << "a change is stored at once";
+  EXPECT_FALSE(append_sample(v1::PROCESS_STATE_STOPPED, 2 * kSecond));
+  EXPECT_TRUE(append_sample(v1::PROCESS_STATE_STOPPED, 2 * kSecond + kSecond / 2)) << "a second later";
+  v1::StreamEventsRequest other_host;  // no look at the process: the stored one stays
+  other_host.set_writer_status(v1::WRITER_STATUS_RUNNING);
+  ASSERT_TRUE((*writer)->Append(other_host).ok());
+  auto reader = RankTraceReader::Open(dir_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->status().process().state(), v1::PROCESS_STATE_STOPPED);
+  EXPECT_EQ((*reader)->status().process().sampled_ns(), 2 * kSecond + kSecond / 2);
+
+  v1::StreamEventsRequest exited;
+  exited.set_writer_status(v1::WRITER_STATUS_EXITED);
+  exited.mutable_process()->set_state(v1::PROCESS_STATE_GONE);
+  exited.mutable_process()->set_sampled_ns(3 * kSecond);
+  exited.set_exit_recorded(true);
+  exited.set_exit_code(3);
+  ASSERT_TRUE((*writer)->Append(exited).ok());
+  reader = RankTraceReader::Open(dir_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->status().writer_status(), v1::WRITER_STATUS_EXITED);
+  EXPECT_TRUE((*reader)->status().exit_recorded());
+  EXPECT_EQ((*reader)->status().exit_code(), 3);
+  EXPECT_EQ((*reader)->status().process().state(), v1::PROCESS_STATE_GONE);
+}
+
 TEST_F(TraceStoreTest, ResentEventsAreStoredOnce) {
   auto writer = RankTraceWriter::Open(dir_, identity_);
   ASSERT_TRUE(writer.ok());
