@@ -82,6 +82,15 @@ std::string_view ProcessStateName(ProcessState state) {
   return "unknown";
 }
 
+std::optional<ProcessState> ParseProcessState(std::string_view name) {
+  for (const ProcessState state : {ProcessState::kUnknown, ProcessState::kRunning, ProcessState::kSleeping,
+                                   ProcessState::kDiskWait, ProcessState::kStopped, ProcessState::kZombie,
+                                   ProcessState::kGone}) {
+    if (ProcessStateName(state) == name) return state;
+  }
+  return std::nullopt;
+}
+
 ProcessSample SampleProcess(int32_t pid, const ProcessSample* previous, int64_t now_realtime_ns) {
   ProcessSample sample;
   sample.sampled_ns = now_realtime_ns;
@@ -147,11 +156,16 @@ ProcessEnd EndOf(const Process& process) {
   }
 }
 
-bool EndedBadly(const Process& process) {
+bool EndedBadly(const JobModel& model, ProcessId process_id) {
+  const Process& process = model.process(process_id);
   switch (EndOf(process)) {
     case ProcessEnd::kKilledOrCrashed:
-    case ProcessEnd::kGone:
       return true;
+    case ProcessEnd::kGone:
+      for (size_t other = 0; other < model.process_count(); ++other) {
+        if (!model.process(static_cast<ProcessId>(other)).observed_only) return true;
+      }
+      return false;
     case ProcessEnd::kExited:
       return process.exit_recorded && process.exit_code != 0;
     default:

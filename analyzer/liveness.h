@@ -39,9 +39,10 @@ enum class ProcessEnd : uint8_t {
 // "running", "exited", "killed or crashed", "stopped by collwatch", "gone"
 std::string_view ProcessEndName(ProcessEnd end);
 ProcessEnd EndOf(const Process& process);
-// A process that failed: killed or crashed, gone before any NCCL call, or exited with a
-// status other than 0.
-bool EndedBadly(const Process& process);
+// A process that failed: killed or crashed, exited with a status other than 0, or gone
+// before any NCCL call while other ranks of the job used NCCL (with none that did, it may
+// be a program that never meant to: nothing says it failed).
+bool EndedBadly(const JobModel& model, ProcessId process);
 // "" while running; "exited with 1", "killed or crashed (no exit recorded)", ...
 std::string EndedText(const Process& process);
 

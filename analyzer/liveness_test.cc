@@ -132,6 +132,9 @@ TEST(SampleProcessTest, NamesOfStates) {
   EXPECT_EQ(ProcessStateName(ProcessState::kDiskWait), "I/O");
   EXPECT_EQ(ProcessStateName(ProcessState::kStopped), "stopped");
   EXPECT_EQ(ProcessStateName(ProcessState::kUnknown), "unknown");
+  EXPECT_EQ(ParseProcessState("I/O"), ProcessState::kDiskWait);
+  EXPECT_EQ(ParseProcessState("zombie"), ProcessState::kZombie);
+  EXPECT_EQ(ParseProcessState("dead"), std::nullopt);
 }
 
 constexpr int64_t kSecond = 1'000'000'000;
@@ -209,11 +212,11 @@ TEST(DescribeProcessTest, HowProcessesEnded) {
   EXPECT_EQ(DescribeProcess(model, killed, 2, kNow).ended, "killed or crashed (no exit recorded)");
   EXPECT_EQ(DescribeProcess(model, silent, 4, kNow).ended, "");
   EXPECT_EQ(DescribeProcess(model, silent, 4, kNow).state, "unknown") << "never sampled";
-  EXPECT_TRUE(EndedBadly(model.process(exited)));
-  EXPECT_FALSE(EndedBadly(model.process(exited_unknown))) << "nothing says it failed";
-  EXPECT_TRUE(EndedBadly(model.process(killed)));
-  EXPECT_FALSE(EndedBadly(model.process(clean)));
-  EXPECT_FALSE(EndedBadly(model.process(silent)));
+  EXPECT_TRUE(EndedBadly(model, exited));
+  EXPECT_FALSE(EndedBadly(model, exited_unknown)) << "nothing says it failed";
+  EXPECT_TRUE(EndedBadly(model, killed));
+  EXPECT_FALSE(EndedBadly(model, clean));
+  EXPECT_FALSE(EndedBadly(model, silent));
   EXPECT_EQ(EndOf(model.process(killed)), ProcessEnd::kKilledOrCrashed);
   EXPECT_EQ(ProcessEndName(EndOf(model.process(clean))), "exited");
 }
@@ -237,7 +240,7 @@ TEST(DescribeProcessTest, ProcessesCollwatchStoppedAreNotFailures) {
   for (ProcessId stopped : {killed_at_stop, stopped_then_killed}) {
     EXPECT_EQ(EndOf(model.process(stopped)), ProcessEnd::kStoppedByCollwatch) << stopped;
     EXPECT_EQ(model.process(stopped).status, ProcessStatus::kRunning) << "the analysis sees it as it was";
-    EXPECT_FALSE(EndedBadly(model.process(stopped)));
+    EXPECT_FALSE(EndedBadly(model, stopped));
     EXPECT_EQ(DescribeProcess(model, stopped, 0, kNow).ended, "stopped by collwatch");
   }
 }
@@ -276,10 +279,17 @@ TEST(ObserveProcessTest, AWrapperOfARankWithARingIsNoRankItself) {
   EXPECT_NE(ranked, wrapper);
   EXPECT_FALSE(IsRankProcess(model, wrapper));
   EXPECT_TRUE(IsRankProcess(model, ranked));
-  // A rank that vanished before any NCCL call failed.
+  // A rank that vanished before any NCCL call, while other ranks used NCCL, failed.
   const ProcessId lost = model.ObserveProcess(Info(4, 400), Sample(ProcessState::kGone, kNow));
   EXPECT_EQ(EndOf(model.process(lost)), ProcessEnd::kGone);
-  EXPECT_TRUE(EndedBadly(model.process(lost)));
+  EXPECT_TRUE(EndedBadly(model, lost));
+}
+
+TEST(ObserveProcessTest, AProgramThatNeverUsedNcclDidNotFailByEnding) {
+  JobModel model;
+  const ProcessId gone = model.ObserveProcess(Info(0, 500), Sample(ProcessState::kGone, kNow));
+  EXPECT_EQ(EndOf(model.process(gone)), ProcessEnd::kGone);
+  EXPECT_FALSE(EndedBadly(model, gone)) << "RANK set, but nothing in the job used NCCL";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #define COLLWATCH_ANALYZER_PROCESS_SAMPLE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,8 @@ namespace collwatch::analyzer {
 enum class ProcessState : uint8_t { kUnknown, kRunning, kSleeping, kDiskWait, kStopped, kZombie, kGone };
 // "unknown", "running", "sleeping", "I/O", "stopped", "zombie", "gone"
 std::string_view ProcessStateName(ProcessState state);
+// The inverse of ProcessStateName; nullopt for any other text.
+std::optional<ProcessState> ParseProcessState(std::string_view name);
 
 // One look at a process from its node.
 struct ProcessSample {

@@ -159,7 +159,7 @@ ReportInfo DescribeJob(const JobModel& model) {
     rank.host = process.info.host;
     rank.end = EndOf(process);
     rank.ended_text = EndedText(process);
-    rank.failed = EndedBadly(process);
+    rank.failed = EndedBadly(model, id);
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
     if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
     info.ranks.push_back(std::move(rank));

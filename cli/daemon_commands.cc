@@ -17,12 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
+#include "cli/job_processes.h"
 #include "collector/cluster_watcher.h"
 #include "collector/wall_clock.h"
 #include "dashboard/terminal_ui.h"
@@ -233,6 +235,24 @@ bool WriteSecretFile(const std::string& path, const std::string& secret, std::st
   return written;
 }
 
+// run.json's `rank_processes`: the ranks `collwatch run` saw in its command's process
+// tree and its last look at each (TraceLoader reads them back).
+nlohmann::json RankProcessesJson(const std::map<pid_t, RankProcess>& ranks) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [pid, rank] : ranks) {
+    list.push_back({{"pid", rank.info.pid},
+                    {"host", rank.info.host},
+                    {"global_rank", rank.info.global_rank},
+                    {"world_size", rank.info.world_size},
+                    {"state", analyzer::ProcessStateName(rank.sample.state)},
+                    {"wait_channel", rank.sample.wait_channel},
+                    {"cpu_ns", rank.sample.cpu_ns},
+                    {"cpu_advancing", rank.sample.cpu_advancing},
+                    {"sampled_ns", rank.sample.sampled_ns}});
+  }
+  return list;
+}
+
 }  // namespace
 
 bool ReadSecretFile(const std::string& path, std::string* contents, std::string* error) {
@@ -430,20 +450,45 @@ int RunJobCommand(const RunOptions& options) {
   auto current_findings = [&] {
     return server != nullptr ? server->service().online_analyzer().Findings() : watcher->Findings();
   };
+  int exit_code = -1;
+  size_t findings_shown = 0;
+  bool stopped_hung_job = false;
+  int64_t stopped_at_ns = 0;
+  std::vector<analyzer::Finding> findings_at_stop;  // later ones would be the stop's echo
+  // Returns whether the job is healthy: no finding, no rank that died or failed, and the
+  // command's exit status (once known) 0.
   auto write_report = [&](const std::vector<analyzer::Finding>& findings) {
     analyzer::ReportInfo info;
     if (server != nullptr) info = server->service().online_analyzer().Info(job);
     info.job = job;
     info.online = true;
     info.source = server != nullptr ? options.out_dir : absl::StrCat("collector ", address);
+    if (exit_code >= 0) info.command_exit_status = exit_code;
+    if (stopped_hung_job) analyzer::NoteStoppedByCollwatch(&info);
     std::string write_error;
     if (!analyzer::WriteReportFiles(options.out_dir, findings, info, &write_error)) std::cerr << "collwatch run: " << write_error << "\n";
+    return analyzer::Healthy(findings, info);
   };
-  int exit_code = -1;
-  size_t findings_shown = 0;
-  bool stopped_hung_job = false;
-  int64_t stopped_at_ns = 0;
-  std::vector<analyzer::Finding> findings_at_stop;  // later ones would be the stop's echo
+  // The command's ranks seen through /proc, for the embedded collector's analysis: a rank
+  // that has made no NCCL call has no ring for the agent, but can be stopped or gone.
+  // Each one's latest look also goes to run.json, for `collwatch analyze`: once collwatch
+  // stopped a hung job, the look before the stop (analysis is as of then).
+  JobProcessTree job_processes(child);
+  std::map<pid_t, RankProcess> ranks_seen;
+  constexpr double kProcessWalkIntervalS = 0.5;
+  timespec last_walk{};
+  auto observe_job_processes = [&] {
+    for (const RankProcess& rank : job_processes.Walk(static_cast<int64_t>(RealtimeNs()))) {
+      if (stopped_hung_job) {
+        ranks_seen.try_emplace(rank.info.pid, rank);
+      } else {
+        ranks_seen[rank.info.pid] = rank;
+      }
+      // An external collector takes rings only.
+      if (server != nullptr) server->service().online_analyzer().ObserveProcess(rank.info, rank.sample);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &last_walk);
+  };
   while (exit_code < 0) {
     int status = 0;
     const pid_t done = waitpid(child, &status, WNOHANG);
@@ -483,6 +528,10 @@ int RunJobCommand(const RunOptions& options) {
     }
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
+    if (static_cast<double>(now.tv_sec - last_walk.tv_sec) + static_cast<double>(now.tv_nsec - last_walk.tv_nsec) / 1e9 >=
+        kProcessWalkIntervalS) {
+      observe_job_processes();
+    }
     if (server != nullptr && screen == nullptr && static_cast<double>(now.tv_sec - last_print.tv_sec) >= print_every) {
       const std::string line = StatusLine(server->service().live_state().Summary());
       if (tty) {
@@ -496,6 +545,8 @@ int RunJobCommand(const RunOptions& options) {
   close_screen();
   if (terminal_job) tcsetpgrp(STDIN_FILENO, getpgrp());
   const bool drained = (*agent)->Drain(options.drain_timeout_s);
+  // The job is over: ranks that never made a ring are seen gone.
+  observe_job_processes();
   const AgentStats stats = (*agent)->Stats();
   (*agent)->Stop();
   if (tty) std::cerr << "\r\033[K";
@@ -519,7 +570,8 @@ int RunJobCommand(const RunOptions& options) {
                         {"stall_after_s", options.stall_after_s},
                         {"kill_on_hang", options.kill_on_hang},
                         {"stopped_hung_job", stopped_hung_job},
-                        {"stopped_at_ns", stopped_at_ns}};
+                        {"stopped_at_ns", stopped_at_ns},
+                        {"rank_processes", RankProcessesJson(ranks_seen)}};
   std::ofstream(absl::StrCat(options.out_dir, "/run.json")) << run.dump(2) << "\n";
   if (server != nullptr) {
     CollectorService& service = server->service();
@@ -533,10 +585,10 @@ int RunJobCommand(const RunOptions& options) {
   for (; findings_shown < findings.size(); ++findings_shown) {
     std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown]) << "\n";
   }
-  write_report(findings);
-  std::cerr << "collwatch run: "
-            << (findings.empty() ? std::string("no findings") : absl::StrCat(findings.size(), " finding(s)"))
-            << "; report in " << options.out_dir << "/report.txt\n";
+  const bool healthy = write_report(findings);
+  std::string verdict = findings.empty() ? "no findings" : absl::StrCat(findings.size(), " finding(s)");
+  if (findings.empty() && !healthy) verdict = "no findings, but the job is not healthy (how each rank ended is in the report)";
+  std::cerr << "collwatch run: " << verdict << "; report in " << options.out_dir << "/report.txt\n";
   watcher.reset();
   if (server != nullptr) server->Shutdown();
   if (own_ring_dir && drained) std::filesystem::remove_all(ring_dir, fs_error);

@@ -132,6 +132,35 @@ void SecondLook(JobModel* model) {
   }
 }
 
+// The ranks `collwatch run` saw in its command's process tree (run.json
+// `rank_processes`), some perhaps before (or without) any NCCL call: ObserveProcess adds
+// those that have no trace and updates the others' samples.
+void ObserveRunProcesses(const nlohmann::json& list, JobModel* model) {
+  const auto integer = [](const nlohmann::json& item, const char* key, int64_t fallback) {
+    return item.contains(key) && item[key].is_number_integer() ? item[key].get<int64_t>() : fallback;
+  };
+  for (const nlohmann::json& item : list) {
+    if (!item.is_object() || !item.contains("host") || !item["host"].is_string()) continue;
+    ProcessInfo info;
+    info.host = item["host"].get<std::string>();
+    info.pid = static_cast<int32_t>(integer(item, "pid", 0));
+    info.global_rank = static_cast<int32_t>(integer(item, "global_rank", ring::kUnset));
+    info.world_size = static_cast<int32_t>(integer(item, "world_size", ring::kUnset));
+    analyzer::ProcessSample sample;
+    if (item.contains("state") && item["state"].is_string()) {
+      sample.state = analyzer::ParseProcessState(item["state"].get<std::string>()).value_or(sample.state);
+    }
+    if (item.contains("wait_channel") && item["wait_channel"].is_string()) {
+      sample.wait_channel = item["wait_channel"].get<std::string>();
+    }
+    sample.cpu_ns = static_cast<uint64_t>(std::max<int64_t>(integer(item, "cpu_ns", 0), 0));
+    sample.cpu_advancing = item.contains("cpu_advancing") && item["cpu_advancing"].is_boolean() &&
+                           item["cpu_advancing"].get<bool>();
+    sample.sampled_ns = std::clamp<int64_t>(integer(item, "sampled_ns", 0), 0, analyzer::kMaxTimeNs);
+    if (info.pid > 0) model->ObserveProcess(info, sample);
+  }
+}
+
 // Loads each input; a damaged one is a warning, not the end.
 template <typename Loader>
 absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobModel* model, LoadSummary* summary) {
@@ -179,7 +208,11 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
       const std::vector<std::string> traces = ListRankTraces(path, summary->job);
       if (!traces.empty()) {
         summary->source = "trace store";
-        return LoadAll(traces, LoadRankTrace, model, summary);
+        const absl::Status loaded = LoadAll(traces, LoadRankTrace, model, summary);
+        if (loaded.ok() && run.contains("rank_processes") && run["rank_processes"].is_array()) {
+          ObserveRunProcesses(run["rank_processes"], model);
+        }
+        return loaded;
       }
     }
   }

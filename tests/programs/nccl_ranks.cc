@@ -243,6 +243,9 @@ void RunFailPlan(ncclComm_t comm, bool killed, const std::string& dir) {
 }
 
 int RunRank(const std::string& plan, const std::string& dir) {
+  // Rank 1 stops itself before its first NCCL call (as SIGSTOP or a debugger would stop
+  // it): it has no ring; the others wait for it in communicator creation.
+  if (plan == "stopped-before-init" && g_rank == 1) raise(SIGSTOP);
   ncclUniqueId id = collwatch::programs::ExchangeUniqueId(g_rank, dir);
   ncclComm_t comm = nullptr;
   CHECK_NCCL(ncclCommInitRank(&comm, g_world, id, g_rank));
@@ -258,6 +261,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunLifecyclePlan(comm);
   } else if (plan == "loop") {
     RunLoopPlan(comm);
+  } else if (plan == "stopped-before-init") {
+    RunLatePlan(comm);
   } else if (plan == "exit3" || plan == "sigkill") {
     RunFailPlan(comm, plan == "sigkill", dir);
   } else {
@@ -272,7 +277,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped-before-init) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);

@@ -1,0 +1,134 @@
+// Walking the command's process tree through /proc. Threading: see job_processes.h.
+#include "cli/job_processes.h"
+
+#include <dirent.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "analyzer/liveness.h"
+
+namespace collwatch {
+namespace {
+
+// The parent of `pid` from /proc/PID/stat, -1 when it cannot be read.
+pid_t ParentOf(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* file = std::fopen(path, "re");
+  if (file == nullptr) return -1;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, file) != nullptr;
+  std::fclose(file);
+  // "pid (comm) S ppid ...": the name may hold spaces and parentheses; the last ')' ends it.
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;
+  if (after_name == nullptr || std::strlen(after_name) < 5) return -1;
+  return static_cast<pid_t>(std::strtol(after_name + 4, nullptr, 10));
+}
+
+// Every process's parent.
+std::map<pid_t, pid_t> ParentsOfAll() {
+  std::map<pid_t, pid_t> parents;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return parents;
+  while (const dirent* entry = readdir(proc)) {
+    if (!std::isdigit(static_cast<unsigned char>(entry->d_name[0]))) continue;
+    const auto pid = static_cast<pid_t>(std::strtol(entry->d_name, nullptr, 10));
+    if (const pid_t parent = ParentOf(pid); parent >= 0) parents[pid] = parent;
+  }
+  closedir(proc);
+  return parents;
+}
+
+// "NAME=value" among the NUL-separated entries of an environment block: the value, or -1.
+int32_t EnvironmentInt(const std::string& block, const char* name) {
+  const std::string prefix = std::string(name) + "=";
+  size_t start = 0;
+  while (start < block.size()) {
+    size_t end = block.find('\0', start);
+    if (end == std::string::npos) end = block.size();
+    if (block.compare(start, prefix.size(), prefix) == 0) {
+      const std::string value = block.substr(start + prefix.size(), end - start - prefix.size());
+      char* rest = nullptr;
+      const long parsed = std::strtol(value.c_str(), &rest, 10);
+      // As the ring writer reads RANK: a plain non-negative number.
+      if (!value.empty() && *rest == '\0' && parsed >= 0 && parsed < (1L << 30)) return static_cast<int32_t>(parsed);
+      return -1;
+    }
+    start = end + 1;
+  }
+  return -1;
+}
+
+}  // namespace
+
+JobProcessTree::JobProcessTree(pid_t root) : root_(root), host_(analyzer::ThisHostName()) {}
+
+const JobProcessTree::RankEnvironment& JobProcessTree::EnvironmentOf(pid_t pid) {
+  // A process read between its fork and its exec shows its parent's environment: a
+  // process with no RANK is read again on the next walks before it is believed.
+  constexpr int kReadsBeforeBelieved = 3;
+  RankEnvironment& environment = environments_[pid];
+  if (environment.rank >= 0 || environment.reads >= kReadsBeforeBelieved) return environment;
+  ++environment.reads;
+  std::ifstream file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string block((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  environment.rank = EnvironmentInt(block, "RANK");
+  environment.world_size = EnvironmentInt(block, "WORLD_SIZE");
+  return environment;
+}
+
+std::vector<RankProcess> JobProcessTree::Walk(int64_t now_realtime_ns) {
+  const std::map<pid_t, pid_t> parents = ParentsOfAll();
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& [pid, parent] : parents) children[parent].push_back(pid);
+  // The root and its descendants, parents before children.
+  std::vector<pid_t> tree;
+  if (parents.count(root_) != 0) tree.push_back(root_);
+  for (size_t next = 0; next < tree.size(); ++next) {
+    for (const pid_t child : children[tree[next]]) tree.push_back(child);
+  }
+  const std::set<pid_t> in_tree(tree.begin(), tree.end());
+  for (auto it = environments_.begin(); it != environments_.end();) {
+    it = in_tree.count(it->first) != 0 ? std::next(it) : environments_.erase(it);
+  }
+
+  std::vector<RankProcess> seen;
+  std::set<pid_t> ranks_now;
+  for (const pid_t pid : tree) {
+    const RankEnvironment environment = EnvironmentOf(pid);
+    if (environment.rank < 0) continue;
+    // A child with its parent's RANK is a worker the rank forked (or a wrapper's child).
+    const pid_t parent = parents.at(pid);
+    if (pid != root_ && in_tree.count(parent) != 0 && EnvironmentOf(parent).rank == environment.rank) continue;
+    ranks_now.insert(pid);
+    RankProcess& rank = ranks_[pid];
+    const analyzer::ProcessSample previous = rank.sample;
+    rank.info.host = host_;
+    rank.info.pid = pid;
+    rank.info.global_rank = environment.rank;
+    rank.info.world_size = environment.world_size;
+    rank.sample = analyzer::SampleProcess(pid, previous.sampled_ns != 0 ? &previous : nullptr, now_realtime_ns);
+    seen.push_back(rank);
+  }
+  // Rank processes that left the tree: gone (reaped), said once.
+  for (auto it = ranks_.begin(); it != ranks_.end();) {
+    if (ranks_now.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    it->second.sample = analyzer::ProcessSample{};
+    it->second.sample.state = analyzer::ProcessState::kGone;
+    it->second.sample.sampled_ns = now_realtime_ns;
+    seen.push_back(it->second);
+    it = ranks_.erase(it);
+  }
+  return seen;
+}
+
+}  // namespace collwatch
