@@ -1,0 +1,175 @@
+// Honest verdicts end to end: `collwatch run` of small NCCL programs (CPU NCCL backend)
+// whose ranks exit non-zero, are SIGKILLed, finish cleanly, or stop before their first
+// NCCL call. report.json's `healthy` and `ranks` (how each rank ended, its exit code, its
+// last NCCL call) and report.txt say so, and `collwatch analyze` agrees post-mortem, from
+// the trace store and from rings alone.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+struct RunOutcome {
+  int exit_code = -1;
+  std::string out_dir;
+  std::string ring_dir;
+  nlohmann::json report;  // report.json
+  std::string text;       // report.txt
+};
+
+// `collwatch run` of `nproc` ranks of the test program in `plan`.
+RunOutcome RunRanks(const TempDir& dir, int nproc, const std::string& plan, const std::vector<std::string>& flags = {}) {
+  RunOutcome run;
+  run.out_dir = dir.path() + "/out";
+  run.ring_dir = dir.path() + "/rings";
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", run.out_dir, "--ring-dir", run.ring_dir};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const std::string& arg : {std::string("--"), std::string(COLLWATCH_NCCL_RANKS_PATH), std::to_string(nproc), plan,
+                                 dir.path()}) {
+    argv.push_back(arg);
+  }
+  Subprocess collwatch(argv, testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}),
+                       dir.path() + "/run.out", dir.path() + "/run.err");
+  run.exit_code = collwatch.Wait(60);
+  run.report = ReadJson(run.out_dir + "/report.json");
+  run.text = ReadFile(run.out_dir + "/report.txt");
+  return run;
+}
+
+// `collwatch analyze --json PATH`: its exit code and report.
+std::pair<int, nlohmann::json> Analyze(const TempDir& dir, const std::string& path) {
+  const std::string out = dir.path() + "/analyzed.json";
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", path}, testing::CollwatchRunEnv({}), out);
+  const int exit_code = analyze.Wait(60);
+  return {exit_code, ReadJson(out)};
+}
+
+TEST(VerdictEndToEndTest, RanksThatExitNonZeroAreNotHealthy) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 3, "exit3");
+  EXPECT_EQ(run.exit_code, 3) << "collwatch run exits with the command's status";
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_TRUE(run.report["findings"].empty()) << run.report.dump(2);
+  EXPECT_EQ(run.report["healthy"], false);
+  EXPECT_EQ(run.report["command_exit_status"], 3);
+  ASSERT_EQ(run.report["ranks"].size(), 3u) << run.report["ranks"].dump(2) << "\n(not the workers they forked)";
+  for (int rank = 0; rank < 3; ++rank) {
+    const nlohmann::json& entry = run.report["ranks"][rank];
+    SCOPED_TRACE(entry.dump());
+    EXPECT_EQ(entry["global_rank"], rank);
+    EXPECT_GT(entry["pid"].get<int>(), 0);
+    EXPECT_EQ(entry["ended"], "exited");
+    EXPECT_EQ(entry["exit_code"], 3);
+    ASSERT_TRUE(entry["last_call"].is_string());
+    EXPECT_TRUE(Has(entry["last_call"], "all-reduce 4 B (1 x float32) sum")) << entry["last_call"];
+    EXPECT_TRUE(Has(entry["last_call"], "seq 2 of comm")) << entry["last_call"];
+  }
+  EXPECT_FALSE(Has(run.text, "No findings")) << run.text;
+  EXPECT_TRUE(Has(run.text, "Not healthy: 3 ranks exited with a status other than 0; the command exited with status 3"))
+      << run.text;
+  EXPECT_TRUE(Has(run.text, "ranks 0-2        exited with 3; last NCCL call: all-reduce")) << run.text;
+
+  const auto [store_exit, from_store] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(store_exit, 1) << "analyze exits 1 for a job that is not healthy";
+  ASSERT_TRUE(from_store.is_object());
+  EXPECT_EQ(from_store["healthy"], false);
+  EXPECT_EQ(from_store["command_exit_status"], 3) << "from run.json";
+  EXPECT_EQ(from_store["ranks"], run.report["ranks"]);
+  const auto [rings_exit, from_rings] = Analyze(dir, run.ring_dir);
+  EXPECT_EQ(rings_exit, 1);
+  ASSERT_TRUE(from_rings.is_object());
+  EXPECT_EQ(from_rings["ranks"], run.report["ranks"]) << "the exit codes are in the rings themselves";
+}
+
+TEST(VerdictEndToEndTest, KilledRanksAreNotHealthy) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "sigkill");
+  EXPECT_EQ(run.exit_code, 128 + 9);
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_EQ(run.report["healthy"], false);
+  ASSERT_EQ(run.report["ranks"].size(), 2u);
+  for (const nlohmann::json& entry : run.report["ranks"]) {
+    SCOPED_TRACE(entry.dump());
+    EXPECT_EQ(entry["ended"], "killed or crashed");
+    EXPECT_TRUE(entry["exit_code"].is_null());
+    EXPECT_TRUE(Has(entry["last_call"], "seq 2 of comm")) << entry["last_call"];
+  }
+  EXPECT_FALSE(Has(run.text, "No findings")) << run.text;
+  EXPECT_TRUE(Has(run.text, "Not healthy: 2 ranks were killed or crashed")) << run.text;
+  EXPECT_TRUE(Has(run.text, "killed or crashed (no exit recorded); last NCCL call: all-reduce")) << run.text;
+  const auto [rings_exit, from_rings] = Analyze(dir, run.ring_dir);
+  EXPECT_EQ(rings_exit, 1);
+  ASSERT_TRUE(from_rings.is_object());
+  EXPECT_EQ(from_rings["healthy"], false);
+  EXPECT_EQ(from_rings["ranks"][0]["ended"], "killed or crashed");
+}
+
+TEST(VerdictEndToEndTest, CleanRunIsHealthyAndEachRankExitedWithZero) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "all");
+  EXPECT_EQ(run.exit_code, 0);
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_EQ(run.report["healthy"], true) << run.report.dump(2);
+  ASSERT_EQ(run.report["ranks"].size(), 2u);
+  for (const nlohmann::json& entry : run.report["ranks"]) {
+    SCOPED_TRACE(entry.dump());
+    EXPECT_EQ(entry["ended"], "exited");
+    EXPECT_EQ(entry["exit_code"], 0);
+    EXPECT_TRUE(Has(entry["last_call"], "comm-destroy of comm")) << entry["last_call"];
+  }
+  EXPECT_TRUE(Has(run.text, "No findings")) << run.text;
+  EXPECT_EQ(Analyze(dir, run.out_dir).first, 0);
+}
+
+// A rank stopped before its first NCCL call has no ring; collwatch run finds it in its
+// command's process tree, so it is a rank of the job, online and post-mortem.
+TEST(VerdictEndToEndTest, ARankStoppedBeforeItsFirstNcclCallIsOneOfTheRanks) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "stopped-before-init", {"--kill-on-hang", "--stall-after", "2"});
+  EXPECT_EQ(run.exit_code, 3) << "stopped as a hung job";
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_EQ(run.report["healthy"], false);
+  EXPECT_EQ(run.report["stopped_by_collwatch"], true);
+  ASSERT_EQ(run.report["ranks"].size(), 2u) << run.report["ranks"].dump(2);
+  const nlohmann::json& stopped = run.report["ranks"][1];
+  EXPECT_EQ(stopped["global_rank"], 1);
+  EXPECT_GT(stopped["pid"].get<int>(), 0);
+  EXPECT_TRUE(stopped["last_call"].is_null()) << "it never called NCCL";
+  EXPECT_EQ(stopped["ended"], "stopped by collwatch");
+  EXPECT_EQ(run.report["ranks"][0]["ended"], "stopped by collwatch");
+
+  const nlohmann::json run_json = ReadJson(run.out_dir + "/run.json");
+  bool saw_it_stopped = false;
+  for (const nlohmann::json& process : run_json["rank_processes"]) {
+    if (process["global_rank"] == 1 && process["pid"] == stopped["pid"]) saw_it_stopped = process["state"] == "stopped";
+  }
+  EXPECT_TRUE(saw_it_stopped) << run_json["rank_processes"].dump(2);
+  const auto [exit_code, analyzed] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(exit_code, 1);
+  ASSERT_TRUE(analyzed.is_object());
+  ASSERT_EQ(analyzed["ranks"].size(), 2u) << analyzed["ranks"].dump(2);
+  EXPECT_EQ(analyzed["ranks"][1]["pid"], stopped["pid"]);
+}
+
+}  // namespace
+}  // namespace collwatch
