@@ -258,8 +258,12 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
       }
       process.last_record_ns = std::max(process.last_record_ns, call.return_ns);
+      // ncclCommInitAll returns once per rank it created, in rank order: its enter stays
+      // findable until the last rank's return.
+      const bool more_returns = call.fn == ApiFn::kCommInitAll && record.result == 0 && record.rank >= 0 &&
+                                record.rank + 1 < record.nranks;
       if (CompletesAtReturn(call, record.flags, record.result)) {
-        process.pending.erase(it);
+        if (!more_returns) process.pending.erase(it);
         MarkCompleted(process, call_index, call.return_ns);
         // A group end with no device work to wait for: its members are done as well.
         if (call.fn == ApiFn::kGroupEnd) CompleteGroupMembers(process, call.group_id, nullptr, call.return_ns);

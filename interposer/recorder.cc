@@ -455,7 +455,8 @@ void BeginCommInitAll(PendingCall* call, int ndev) noexcept {
   SpawnAgentOnce();
   InitRecord(&call->record, ApiFn::kCommInitAll);
   call->record.nranks = ndev;
-  // Every communicator of an InitAll lives in this process: a process-unique id suffices.
+  // Every rank of an InitAll's communicator lives in this process: a process-unique id
+  // suffices.
   call->record.comm_id = HashCombine(
       HashCombine(Mix64(static_cast<uint64_t>(getpid())), MonotonicNs()),
       g_init_all_serial.fetch_add(1, std::memory_order_relaxed));
@@ -547,11 +548,13 @@ void FinishCommInitAll(PendingCall* call, int result, const void* const* comms) 
   const int ndev = call->record.nranks;
   const uint64_t base_id = call->record.comm_id;
   for (int i = 0; i < ndev && result == kNcclSuccess && comms != nullptr; ++i) {
+    // The handles are ranks 0..ndev-1 of one communicator: one id, as on every rank of
+    // a communicator (the analyzer aligns them with each other).
     PendingCall per_comm = *call;
-    per_comm.record.comm_id = HashCombine(base_id, static_cast<uint64_t>(i));
+    per_comm.record.comm_id = base_id;
     per_comm.record.rank = i;
     per_comm.record.aux0 = static_cast<uint64_t>(i);
-    RegisterComm(comms[i], per_comm.record.comm_id, i, ndev, /*known_at_init=*/true);
+    RegisterComm(comms[i], base_id, i, ndev, /*known_at_init=*/true);
     AppendReturn(&per_comm, result, 0);
   }
   if (result != kNcclSuccess) AppendReturn(call, result, 0);

@@ -177,7 +177,8 @@ inline constexpr uint8_t kReturnFlags =
 //   aux0..aux2   comm init: aux0 = hash of the ncclUniqueId(s);
 //                split/shrink: aux0 = parent comm id, aux1 = color (split) or
 //                excluded-rank count (shrink), aux2 = child serial under the parent;
-//                InitAll: aux0 = index in the device list;
+//                InitAll: one kReturn per rank of its one communicator, in rank
+//                order, aux0 = rank = index in the device list;
 //                GetUniqueId (kReturn): aux0 = hash of the id produced;
 //                GetVersion (kReturn): aux0 = the version
 struct Record {

@@ -413,22 +413,24 @@ TEST_F(InterpositionTest, CommunicatorLifecycleCornersAreRecorded) {
   EXPECT_EQ(shrink.aux2, 2u);
   EXPECT_EQ(shrink.aux1, 1u);  // one excluded rank
   EXPECT_EQ(shrink.nranks, 1);
-  // InitAll: one return per communicator, distinct ids, ranks 0 and 1 of 2; the grouped
-  // all-reduces name them.
+  // InitAll: one return per rank of its one communicator (one id, ranks 0 and 1 of 2);
+  // the grouped all-reduces are seq 1 of each rank.
   const std::vector<ring::Record> init_all = returns_of(ranks[0], ApiFn::kCommInitAll);
   ASSERT_EQ(init_all.size(), 2u);
-  EXPECT_NE(init_all[0].comm_id, init_all[1].comm_id);
-  std::set<uint64_t> all_reduce_comms;
+  EXPECT_NE(init_all[0].comm_id, 0u);
+  EXPECT_EQ(init_all[0].comm_id, init_all[1].comm_id) << "the ranks of one communicator share its id";
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(init_all[i].rank, i);
     EXPECT_EQ(init_all[i].nranks, 2);
   }
+  std::set<int32_t> all_reduce_ranks;
   for (const ring::Record& record : returns_of(ranks[0], ApiFn::kAllReduce)) {
-    all_reduce_comms.insert(record.comm_id);
+    EXPECT_EQ(record.comm_id, init_all[0].comm_id);
+    all_reduce_ranks.insert(record.rank);
     EXPECT_EQ(record.seq, 1u);
     EXPECT_NE(record.group_id, 0u);
   }
-  EXPECT_EQ(all_reduce_comms, (std::set<uint64_t>{init_all[0].comm_id, init_all[1].comm_id}));
+  EXPECT_EQ(all_reduce_ranks, (std::set<int32_t>{0, 1}));
 }
 
 // The ring cannot be created: the job runs exactly as without collwatch, with one
