@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/finding.h"
+#include "analyzer/process_ranks.h"
 #include "analyzer/schedule.h"
 #include "nlohmann/json.hpp"
 
@@ -32,12 +33,6 @@ class EventWriter {
   std::ostream& out_;
   bool first_ = true;
 };
-
-std::string ProcessName(const ProcessInfo& info, ProcessId id) {
-  const std::string who =
-      info.global_rank >= 0 ? absl::StrCat("rank ", info.global_rank) : absl::StrCat("process ", id);
-  return absl::StrCat(who, " (", info.host.empty() ? "unknown host" : info.host, ", pid ", info.pid, ")");
-}
 
 std::string_view Category(ring::ApiFn fn) {
   if (ring::IsCollective(fn)) return "collective";
@@ -89,15 +84,18 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
       << ",\"traceEvents\":[";
   EventWriter writer(out);
 
+  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
   for (ProcessId p = 0; p < model.process_count(); ++p) {
     const Process& process = model.process(p);
+    const std::vector<int32_t>& ranks = ranks_of[p];
     const int64_t pid = static_cast<int64_t>(p) + 1;
     ++stats.processes;
+    stats.ranks += static_cast<uint64_t>(HeldRankCount(ranks));
     writer.Write({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
-                  {"args", {{"name", ProcessName(process.info, p)}}}});
+                  {"args", {{"name", ProcessLabel(ranks, process.info.host, process.info.pid)}}}});
+    // By lowest rank; processes of unknown ranks last.
     writer.Write({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
-                  {"args", {{"sort_index", process.info.global_rank >= 0 ? process.info.global_rank
-                                                                          : 1'000'000 + static_cast<int64_t>(p)}}}});
+                  {"args", {{"sort_index", ranks.empty() ? 1'000'000 + static_cast<int64_t>(p) : ranks.front()}}}});
     writer.Write({{"ph", "M"}, {"name", "process_labels"}, {"pid", pid}, {"tid", 0},
                   {"args", {{"labels", std::string(ProcessStatusName(process.status))}}}});
 

@@ -16,6 +16,7 @@ struct ChromeExportStats {
   uint64_t slices = 0;     // "X" events
   uint64_t unfinished = 0; // calls that never returned or completed ("i" events)
   uint64_t processes = 0;
+  uint64_t ranks = 0;      // job ranks those processes hold (process_ranks.h)
 };
 
 // Writes {"traceEvents": [...], ...} to `out`, one event per line. Times are microseconds

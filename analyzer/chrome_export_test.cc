@@ -66,6 +66,7 @@ TEST(ChromeExportTest, AProcessPerRankATrackPerCommunicatorASlicePerCall) {
   ChromeExportStats stats;
   const json trace = Export(model, &stats);
   EXPECT_EQ(stats.processes, 4u);
+  EXPECT_EQ(stats.ranks, 4u);
   EXPECT_EQ(stats.unfinished, 0u);
   // Per rank: an init and two collectives on the world; ranks 0-1 an init and a send on the child.
   EXPECT_EQ(stats.slices, 4u * 3 + 2u * 2);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -147,6 +148,7 @@ ReportInfo DescribeJob(const JobModel& model) {
   ReportInfo info;
   info.processes = static_cast<int>(model.process_count());
   info.communicators = static_cast<int>(model.comms().size());
+  for (const std::vector<int32_t>& ranks : RanksOfProcesses(model)) info.ranks += HeldRankCount(ranks);
   for (size_t i = 0; i < model.process_count(); ++i) {
     const auto id = static_cast<ProcessId>(i);
     const Process& process = model.process(id);
@@ -252,6 +254,7 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
           {"source", info.source},
           {"online", info.online},
           {"processes", info.processes},
+          {"ranks", info.ranks},
           {"communicators", info.communicators},
           {"calls", info.calls},
           {"lost_records", info.lost_records},
@@ -307,8 +310,10 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
   std::string text = absl::StrFormat("collwatch report%s%s (%s", info.job.empty() ? "" : " for job ", info.job,
                                      info.online ? "live" : "post-mortem");
   if (info.processes > 0) {
-    absl::StrAppendFormat(&text, ": %d processes, %d communicators, %d NCCL calls", info.processes,
-                          info.communicators, info.calls);
+    absl::StrAppendFormat(&text, ": %d processes", info.processes);
+    // A process may hold several ranks (ncclCommInitAll, grouped init).
+    if (info.ranks != info.processes) absl::StrAppendFormat(&text, " holding %d ranks", info.ranks);
+    absl::StrAppendFormat(&text, ", %d communicators, %d NCCL calls", info.communicators, info.calls);
   }
   if (!info.source.empty()) absl::StrAppend(&text, "; from ", info.source);
   absl::StrAppend(&text, ")\n");

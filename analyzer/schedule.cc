@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "analyzer/finding.h"
+#include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -761,9 +762,10 @@ std::vector<CommIndex> CommsInCreationOrder(const JobModel& model) {
     std::sort(order.begin(), order.end());
     for (size_t k = 0; k < order.size(); ++k) ordinal[p][order[k].second] = static_cast<uint32_t>(k);
   }
+  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
   auto rank_key = [&](ProcessId process) -> int64_t {
-    const int32_t global = model.process(process).info.global_rank;
-    return global >= 0 ? global : (int64_t{1} << 32) + process;
+    const std::vector<int32_t>& ranks = ranks_of[process];
+    return ranks.empty() ? (int64_t{1} << 32) + process : ranks.front();
   };
   using Key = std::tuple<uint32_t, int64_t, int32_t, CommIndex>;
   std::vector<Key> keys;

@@ -76,8 +76,9 @@ struct JobSchedule {
 };
 
 // The model's communicators in creation order: ordered by how many communicators their
-// lowest global rank had created before them, then by that rank. Deterministic however
-// the ranks' clocks and the concurrent creations (splits by color) interleave.
+// lowest global rank (its process's lowest, process_ranks.h) had created before them,
+// then by that rank. Deterministic however the ranks' clocks and the concurrent creations
+// (splits by color) interleave.
 std::vector<CommIndex> CommsInCreationOrder(const JobModel& model);
 
 // Every communicator's collectives, rank classes formed by identical sequences.

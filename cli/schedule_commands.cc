@@ -155,8 +155,9 @@ int RunExportChromeCommand(const std::string& dir, const std::string& file, std:
   const analyzer::ChromeExportStats stats = analyzer::WriteChromeTrace(model, json);
   if (!WriteTextFile("export", file, json.str(), out, err)) return kExitBadInput;
   if (file != "-") {
-    out << "collwatch export: wrote " << file << ": " << stats.processes << " rank" << (stats.processes == 1 ? "" : "s")
-        << ", " << stats.slices << " calls";
+    out << "collwatch export: wrote " << file << ": " << stats.ranks << " rank" << (stats.ranks == 1 ? "" : "s");
+    if (stats.ranks != stats.processes) out << " in " << stats.processes << " processes";
+    out << ", " << stats.slices << " calls";
     if (stats.unfinished > 0) out << ", " << stats.unfinished << " never finished (instant events named 'never ...')";
     out << "; open it in https://ui.perfetto.dev or chrome://tracing\n";
   }
