@@ -3,13 +3,17 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/finding.h"
+#include "analyzer/process_ranks.h"
 #include "interposer/ring_names.h"
 
 namespace collwatch {
@@ -31,13 +35,28 @@ struct RingContents {
   std::unique_ptr<RingReader> reader;
   ReadBatch batch;
   bool writer_gone = false;
+  std::vector<int32_t> ranks;  // job ranks the process holds
 };
+
+// The job ranks of a ring's process as far as the ring itself tells: its largest
+// communicator stands for the world (analyze, with every ring, decides job-wide).
+std::vector<int32_t> RanksOfRing(const RingIdentity& id, const ReadBatch& batch) {
+  std::vector<analyzer::CommMembership> memberships;
+  for (const IndexedRecord& item : batch.records) {
+    const std::optional<analyzer::CommMembership> membership = analyzer::MembershipOf(item.record);
+    if (membership && std::find(memberships.begin(), memberships.end(), *membership) == memberships.end()) {
+      memberships.push_back(*membership);
+    }
+  }
+  return analyzer::JobRanksOf(id.rank, memberships, analyzer::WorldCommId(memberships));
+}
 
 RingContents ReadWholeRing(std::unique_ptr<RingReader> reader) {
   RingContents contents;
   contents.writer_gone =
       reader->writer_state() != ring::WriterState::kRunning || !reader->WriterProcessAlive();
   contents.batch = reader->ReadAll(contents.writer_gone);
+  contents.ranks = RanksOfRing(reader->identity(), contents.batch);
   contents.reader = std::move(reader);
   return contents;
 }
@@ -50,6 +69,7 @@ nlohmann::json RingToJson(const RingContents& contents) {
           {"job", id.job},
           {"pid", id.pid},
           {"rank", id.rank},
+          {"ranks", contents.ranks},
           {"local_rank", id.local_rank},
           {"world_size", id.world_size},
           {"lanes", id.lane_count},
@@ -71,9 +91,12 @@ nlohmann::json RingToJson(const RingContents& contents) {
 void PrintRingText(const RingContents& contents, std::ostream& out) {
   const RingIdentity& id = contents.reader->identity();
   out << absl::StrFormat(
-      "ring %s\n  host=%s job=%s pid=%d rank=%d local_rank=%d world_size=%d state=%s%s%s\n"
+      "ring %s
+  host=%s job=%s pid=%d rank=%d ranks=%s local_rank=%d world_size=%d state=%s%s%s
+"
       "  records=%d lost=%d torn=%d dropped=%d lanes=%d x %d records\n",
-      id.path, id.host, id.job, id.pid, id.rank, id.local_rank, id.world_size,
+      id.path, id.host, id.job, id.pid, id.rank,
+      contents.ranks.empty() ? std::string("-") : analyzer::RankListText(contents.ranks), id.local_rank, id.world_size,
       WriterStateName(contents.reader->writer_state()),
       contents.reader->exit_code() ? absl::StrCat(" exit_code=", *contents.reader->exit_code()) : "",
       contents.writer_gone ? " (writer gone)" : "", contents.batch.records.size(),

@@ -96,6 +96,28 @@ TEST_F(RingDumpTest, ExitCodeIsShownOnceTheWriterExited) {
   EXPECT_EQ(nlohmann::json::parse(json.str().substr(0, json.str().find('\n')))["exit_code"], 3);
 }
 
+// A process holding two ranks of its largest communicator shows as those ranks.
+TEST_F(RingDumpTest, ProcessOfSeveralRanksShowsThem) {
+  for (int32_t rank = 2; rank < 4; ++rank) {
+    ring::Record record{};
+    record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+    record.fn = static_cast<uint16_t>(ring::ApiFn::kAllReduce);
+    record.comm_id = 0x99;
+    record.rank = rank;
+    record.nranks = 8;
+    record.seq = 1;
+    writer_->Append(RingWriter::kSharedLane, record);
+  }
+  std::ostringstream text, json, err;
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kText, text, err).ok());
+  EXPECT_NE(text.str().find(" ranks=2-3 "), std::string::npos) << text.str();
+  ASSERT_TRUE(DumpRings(dir_, DumpFormat::kJsonLines, json, err).ok());
+  std::istringstream lines(json.str());
+  std::string first;
+  ASSERT_TRUE(std::getline(lines, first));
+  EXPECT_EQ(nlohmann::json::parse(first)["ranks"], nlohmann::json::array({2, 3}));
+}
+
 // The ring fuzzer's find: a region name that is not UTF-8 (NVTX names are any bytes)
 // made `collwatch dump --json` throw and abort.
 TEST_F(RingDumpTest, JsonLinesStayJsonWhenANameIsNotUtf8) {
