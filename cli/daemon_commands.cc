@@ -60,8 +60,12 @@ int WaitForStopSignal(double seconds) {
 std::string Hex(uint64_t value) { return absl::StrFormat("%x", value); }
 
 std::string StatusLine(const LiveSummary& summary) {
-  std::string line = absl::StrFormat("collwatch: %d/%d ranks reporting, %.1f coll/s, %d events", summary.ranks_reporting,
-                                     summary.ranks_known, summary.collectives_per_second, summary.events);
+  std::string line = absl::StrFormat("collwatch: %d/%d ranks reporting", summary.ranks_reporting, summary.ranks_known);
+  // Processes holding several ranks (ncclCommInitAll, grouped init): say how many processes.
+  if (summary.processes_known != summary.ranks_known) {
+    absl::StrAppendFormat(&line, " (%d processes)", summary.processes_known);
+  }
+  absl::StrAppendFormat(&line, ", %.1f coll/s, %d events", summary.collectives_per_second, summary.events);
   if (summary.ranks_lost > 0) absl::StrAppend(&line, absl::StrFormat(", %d lost", summary.ranks_lost));
   if (summary.oldest_inflight_comm != 0) {
     absl::StrAppend(&line, absl::StrFormat(", oldest in flight: comm %s seq %d for %.1f s",

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "analyzer/process_ranks.h"
 #include "collector/wall_clock.h"
 #include "interposer/ring_format.h"
 
@@ -15,10 +16,11 @@ bool IsCollectiveEvent(const v1::Event& event) {
   return ring::IsCollective(static_cast<ring::ApiFn>(event.fn())) && event.comm_id() != 0 && event.seq() > 0;
 }
 
-// The event says its collective's work is done.
+// The event says its call's work is done (or that nothing will ever say so).
 bool Completes(const v1::Event& event) {
   if (event.kind() == v1::EVENT_KIND_COMPLETE) return true;
-  return event.kind() == v1::EVENT_KIND_RETURN && (event.flags() & ring::kFlagCompletesAtReturn) != 0;
+  return event.kind() == v1::EVENT_KIND_RETURN &&
+         (event.flags() & (ring::kFlagCompletesAtReturn | ring::kFlagNoCompletion)) != 0;
 }
 
 bool Lost(v1::WriterStatus status) {
@@ -65,14 +67,51 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
       // Only the oldest entry is ever shown; a communicator whose completions never come
       // (a rank that never reports) must not grow this without bound.
       if (comm.first_enter_ns.size() < kMaxTrackedInflight) comm.first_enter_ns.try_emplace(event.seq(), now);
+      // Grouped (a process driving several ranks must group): done when its group is.
+      if (event.group_id() != 0) {
+        auto group = process.open_groups.find(event.group_id());
+        if (group == process.open_groups.end() && process.open_groups.size() >= kMaxOpenGroups) {
+          process.open_groups.erase(process.open_groups.begin());  // the oldest serial
+        }
+        std::vector<GroupedCollective>& members = process.open_groups[event.group_id()];
+        if (members.size() < kMaxGroupedCollectives) {
+          members.push_back({event.comm_id(), event.rank(), event.seq(), event.stream()});
+        }
+      }
     }
     if (Completes(event) && event.seq() > progress.completed_seq) progress.completed_seq = event.seq();
+  }
+  // After the enters: a completion (from the watcher thread's lane) may come first in the batch.
+  for (const v1::Event& event : batch.events()) {
+    if (static_cast<ring::ApiFn>(event.fn()) == ring::ApiFn::kGroupEnd && event.group_id() != 0 && Completes(event)) {
+      CompleteGroup(process, event);
+    }
   }
   // Forget the entry times of collectives every known rank completed.
   for (auto& [id, comm] : comms_) {
     const uint64_t done = MinCompleted(comm);
     comm.first_enter_ns.erase(comm.first_enter_ns.begin(), comm.first_enter_ns.upper_bound(done));
   }
+}
+
+void LiveState::CompleteGroup(Process& process, const v1::Event& group_end) {
+  auto group = process.open_groups.find(group_end.group_id());
+  if (group == process.open_groups.end()) return;
+  std::vector<GroupedCollective>& members = group->second;
+  // A device completion covers the group's work on its stream; a return that completes
+  // covers all of it.
+  const bool one_stream = group_end.kind() == v1::EVENT_KIND_COMPLETE;
+  auto done = std::remove_if(members.begin(), members.end(), [&](const GroupedCollective& member) {
+    if (one_stream && member.stream != group_end.stream()) return false;
+    auto comm = comms_.find(member.comm_id);
+    if (comm != comms_.end()) {
+      Progress& progress = comm->second.ranks[member.rank];
+      progress.completed_seq = std::max(progress.completed_seq, member.seq);
+    }
+    return true;
+  });
+  members.erase(done, members.end());
+  if (members.empty()) process.open_groups.erase(group);
 }
 
 // Every rank of the communicator exited normally: nothing of it is in flight any more
@@ -111,15 +150,37 @@ void LiveState::UpdateRates(uint64_t now_ns) {
   }
 }
 
+std::map<std::string, std::vector<int32_t>> LiveState::RanksByProcess() const {
+  std::map<std::string, std::vector<analyzer::CommMembership>> memberships;
+  std::vector<analyzer::CommMembership> all;
+  for (const auto& [id, comm] : comms_) {
+    for (const auto& [rank, progress] : comm.ranks) {
+      if (rank < 0) continue;
+      const analyzer::CommMembership membership{id, comm.nranks, rank};
+      memberships[progress.process_key].push_back(membership);
+      all.push_back(membership);
+    }
+  }
+  const uint64_t world = analyzer::WorldCommId(all);
+  std::map<std::string, std::vector<int32_t>> ranks;
+  for (const auto& [key, process] : processes_) {
+    ranks[key] = analyzer::JobRanksOf(process.identity.rank(), memberships[key], world);
+  }
+  return ranks;
+}
+
 LiveSummary LiveState::Summary() {
   const uint64_t now = RealtimeNs();
   std::lock_guard<std::mutex> lock(mutex_);
   UpdateRates(now);
   LiveSummary summary;
+  const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
   for (const auto& [key, process] : processes_) {
-    ++summary.ranks_known;
-    if (process.status.connected()) ++summary.ranks_reporting;
-    if (Lost(process.status.writer_status())) ++summary.ranks_lost;
+    const int held = analyzer::HeldRankCount(ranks.at(key));
+    ++summary.processes_known;
+    summary.ranks_known += held;
+    if (process.status.connected()) summary.ranks_reporting += held;
+    if (Lost(process.status.writer_status())) summary.ranks_lost += held;
     summary.events += process.status.events();
   }
   for (const auto& [id, comm] : comms_) {
@@ -153,9 +214,12 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
   UpdateRates(now);
   v1::ClusterState state;
   state.set_job(job);
+  const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
   for (const auto& [key, process] : processes_) {
     *state.add_ranks() = process.identity;
-    *state.add_rank_status() = process.status;
+    v1::RankStatus* status = state.add_rank_status();
+    *status = process.status;
+    for (const int32_t rank : ranks.at(key)) status->add_ranks(rank);
   }
   for (const auto& [id, comm] : comms_) {
     v1::CommState* out = state.add_comms();

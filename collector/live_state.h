@@ -17,10 +17,13 @@
 namespace collwatch {
 
 // One line's worth of figures for a status display.
+// Ranks count as their processes hold them: a process may hold several
+// (analyzer/process_ranks.h).
 struct LiveSummary {
-  int ranks_reporting = 0;     // streams open now
-  int ranks_known = 0;         // processes that ever reported
-  int ranks_lost = 0;          // dead or silent processes
+  int ranks_reporting = 0;     // ranks of the processes whose stream is open now
+  int ranks_known = 0;         // ranks of the processes that ever reported
+  int ranks_lost = 0;          // ranks of dead or silent processes
+  int processes_known = 0;     // processes that ever reported
   uint64_t events = 0;         // events stored
   double collectives_per_second = 0;  // collectives entered per second, summed over comms
   uint64_t oldest_inflight_comm = 0;  // 0: nothing in flight
@@ -63,11 +66,28 @@ class LiveState {
     uint64_t rate_base_ns = 0;
     double rate = 0;
   };
+  // A collective issued inside a group: it completes with the group's GroupEnd.
+  struct GroupedCollective {
+    uint64_t comm_id = 0;
+    int32_t rank = 0;
+    uint64_t seq = 0;
+    uint64_t stream = 0;
+  };
   struct Process {
     v1::RankIdentity identity;
     v1::RankStatus status;
+    std::map<uint64_t, std::vector<GroupedCollective>> open_groups;  // by group id
   };
   static constexpr size_t kMaxTrackedInflight = 4096;
+  // Bounds on open groups per process and collectives per group: a stream whose GroupEnd
+  // records never come must not grow them.
+  static constexpr size_t kMaxOpenGroups = 64;
+  static constexpr size_t kMaxGroupedCollectives = 4096;
+  // The grouped collectives of `process` that `group_end` (a GroupEnd event) completes.
+  void CompleteGroup(Process& process, const v1::Event& group_end);
+  // The job ranks each process holds, by process key, from the communicator ranks its
+  // events named.
+  std::map<std::string, std::vector<int32_t>> RanksByProcess() const;
   void UpdateRates(uint64_t now_ns);
   uint64_t MinCompleted(const Comm& comm) const;
   bool AllExited(const Comm& comm) const;

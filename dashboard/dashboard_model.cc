@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "analyzer/finding.h"
+#include "analyzer/process_ranks.h"
 
 namespace collwatch::dashboard {
 namespace {
@@ -426,14 +427,20 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
   const std::string dash = options_.ascii ? "-" : "─";
   // The job.
   std::set<std::string> hosts;
-  int reporting = 0, lost = 0;
+  int ranks = 0, reporting = 0, lost = 0;  // a process may hold several ranks
   uint64_t events = 0;
   for (int i = 0; i < state_.ranks_size(); ++i) hosts.insert(state_.ranks(i).host());
   for (const v1::RankStatus& status : state_.rank_status()) {
-    reporting += status.connected() ? 1 : 0;
-    lost += status.writer_status() == v1::WRITER_STATUS_DEAD || status.writer_status() == v1::WRITER_STATUS_SILENT;
+    const int held = analyzer::HeldRankCount({status.ranks().begin(), status.ranks().end()});
+    ranks += held;
+    reporting += status.connected() ? held : 0;
+    lost += status.writer_status() == v1::WRITER_STATUS_DEAD || status.writer_status() == v1::WRITER_STATUS_SILENT
+                ? held
+                : 0;
     events += status.events();
   }
+  const std::string processes =
+      ranks == state_.rank_status_size() ? "" : absl::StrFormat(" in %d processes", state_.rank_status_size());
   double rate = 0;
   for (const v1::CommState& comm : state_.comms()) rate += comm.collectives_per_second();
   Line title{{absl::StrCat("collwatch top  job ", state_.job().empty() ? "(none yet)" : state_.job()), Style::kTitle}};
@@ -458,8 +465,8 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
     connection.push_back({text, Style::kWarning});
   }
   lines.push_back(connection);
-  lines.push_back({{absl::StrFormat("%d ranks on %d node%s (%d reporting, %d lost)  %d communicator%s  %.1f coll/s  %d events",
-                                    state_.ranks_size(), hosts.size(), hosts.size() == 1 ? "" : "s", reporting, lost,
+  lines.push_back({{absl::StrFormat("%d ranks%s on %d node%s (%d reporting, %d lost)  %d communicator%s  %.1f coll/s  %d events",
+                                    ranks, processes, hosts.size(), hosts.size() == 1 ? "" : "s", reporting, lost,
                                     state_.comms_size(), state_.comms_size() == 1 ? "" : "s", rate, events),
                     Style::kNormal}});
 

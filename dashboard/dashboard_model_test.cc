@@ -114,6 +114,24 @@ TEST(DashboardModelTest, HealthyJobShowsEveryRankRunningAndNoFinding) {
   }
 }
 
+// Two processes holding two ranks each (no RANK; the collector derived their ranks).
+TEST(DashboardModelTest, ProcessesOfSeveralRanksCountAsTheirRanks) {
+  v1::ClusterState state = Job(4, 120, 120);
+  state.mutable_ranks()->DeleteSubrange(2, 2);
+  state.mutable_rank_status()->DeleteSubrange(2, 2);
+  for (int p = 0; p < 2; ++p) {
+    state.mutable_ranks(p)->set_rank(-1);
+    state.mutable_rank_status(p)->add_ranks(2 * p);
+    state.mutable_rank_status(p)->add_ranks(2 * p + 1);
+  }
+  state.mutable_rank_status(1)->set_connected(false);
+  state.mutable_rank_status(1)->set_writer_status(v1::WRITER_STATUS_DEAD);
+  DashboardModel model;
+  model.Update(state, Connected(), kNow);
+  const std::string screen = Screen(model);
+  EXPECT_NE(screen.find("4 ranks in 2 processes on 1 node (2 reporting, 2 lost)"), std::string::npos) << screen;
+}
+
 TEST(DashboardModelTest, LateRankIsSlowThenStuckAgainstTheThreshold) {
   v1::ClusterState state = Job(4, 5, 4);
   v1::CommState* comm = state.mutable_comms(0);
