@@ -11,12 +11,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
+#include "analyzer/process_ranks.h"
 #include "collector/collector_service.h"
 #include "collector/event_codec.h"
 #include "collector/wall_clock.h"
@@ -111,8 +114,8 @@ class RankChannel {
     const bool status_changed = status != status_;
     if (status_changed) {
       if (options_.log && (status_ != v1::WRITER_STATUS_UNSPECIFIED || status != v1::WRITER_STATUS_RUNNING)) {
-        std::cerr << "collwatch agent: rank " << identity_.rank() << " (pid " << identity_.pid() << ", "
-                  << identity_.ring_path() << ") " << StatusWords(status) << "\n";
+        std::cerr << "collwatch agent: " << WhoLocked() << " " << StatusWords(status) << " (ring "
+                  << identity_.ring_path() << ")\n";
       }
       status_ = status;
     }
@@ -137,6 +140,7 @@ class RankChannel {
             sent_regions_.insert(region);
           }
         }
+        NoteMembershipLocked(item.record);
         v1::Event event;
         EventFromRecord(item, &event);
         outgoing_.Add(std::move(event), now);
@@ -189,6 +193,11 @@ class RankChannel {
            static_cast<double>(now - last_contact_ns_) / 1e9 > seconds;
   }
   const v1::RankIdentity& identity() const { return identity_; }
+  // "rank 3 (node0, pid 4242)", "ranks 0-1 (node0, pid 4242)": for log lines.
+  std::string Who() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return WhoLocked();
+  }
   void AddTo(AgentStats* stats) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats->rings;
@@ -216,11 +225,27 @@ class RankChannel {
     const bool changed = sample.state != sample_.state || sample.cpu_advancing != sample_.cpu_advancing;
     if (options_.log && sample.state == analyzer::ProcessState::kStopped &&
         sample_.state != analyzer::ProcessState::kStopped) {
-      std::cerr << "collwatch agent: rank " << identity_.rank() << " (pid " << identity_.pid()
-                << ") is stopped (SIGSTOP, Ctrl-Z or a debugger)\n";
+      std::cerr << "collwatch agent: " << WhoLocked() << " is stopped (SIGSTOP, Ctrl-Z or a debugger)\n";
     }
     sample_ = std::move(sample);
     return changed;
+  }
+
+  // Communicator ranks the records name: a process without RANK is shown as its ranks.
+  // Bounded: a damaged ring must not grow it.
+  void NoteMembershipLocked(const ring::Record& record) {
+    static constexpr size_t kMaxMemberships = 256;
+    const std::optional<analyzer::CommMembership> membership = analyzer::MembershipOf(record);
+    if (!membership || memberships_.size() >= kMaxMemberships ||
+        std::find(memberships_.begin(), memberships_.end(), *membership) != memberships_.end()) {
+      return;
+    }
+    memberships_.push_back(*membership);
+  }
+  std::string WhoLocked() const {
+    const std::vector<int32_t> ranks =
+        analyzer::JobRanksOf(identity_.rank(), memberships_, analyzer::WorldCommId(memberships_));
+    return analyzer::ProcessLabel(ranks, identity_.host(), identity_.pid());
   }
 
   void SendLoop() {
@@ -238,8 +263,8 @@ class RankChannel {
       if (Permanent(status.error_code())) {
         failed_ = true;
         if (options_.log) {
-          std::cerr << "collwatch agent: the collector refused rank " << identity_.rank() << " (pid "
-                    << identity_.pid() << "): " << status.error_message() << "\n";
+          std::cerr << "collwatch agent: the collector refused " << WhoLocked() << ": " << status.error_message()
+                    << "\n";
         }
         return;
       }
@@ -277,7 +302,7 @@ class RankChannel {
       last_contact_ns_ = MonotonicNs();
       *backoff = 0.1;
       if (warned_down_ && options_.log) {
-        std::cerr << "collwatch agent: reconnected rank " << identity_.rank() << " to " << options_.collector << "\n";
+        std::cerr << "collwatch agent: reconnected " << WhoLocked() << " to " << options_.collector << "\n";
       }
       warned_down_ = false;
       outgoing_.NewConnection();
@@ -348,6 +373,7 @@ class RankChannel {
   OutgoingBatches outgoing_;
   std::vector<LaneCursor> cursors_;
   std::set<uint32_t> sent_regions_;
+  std::vector<analyzer::CommMembership> memberships_;
   v1::WriterStatus status_ = v1::WRITER_STATUS_UNSPECIFIED;
   analyzer::ProcessSample sample_;  // the latest look at the process (sampled_ns 0: none)
   uint64_t next_sample_ns_ = 0;
@@ -451,8 +477,8 @@ void Agent::TailLoop() {
       rank->Poll();
       const bool stranded = options_.give_up_after_s > 0 && rank->StrandedFor(now, options_.give_up_after_s);
       if (stranded && options_.log && given_up_.insert(rank->identity().ring_path()).second) {
-        std::cerr << "collwatch agent: giving up on rank " << rank->identity().rank() << " (pid "
-                  << rank->identity().pid() << "): its writer ended and collector " << options_.collector
+        std::cerr << "collwatch agent: giving up on " << rank->Who() << ": its writer ended and collector "
+                  << options_.collector
                   << " was unreachable for " << options_.give_up_after_s << " s; its unshipped records stay in "
                   << rank->identity().ring_path() << " (collwatch dump)\n";
       }
