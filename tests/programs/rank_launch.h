@@ -1,5 +1,6 @@
-// Shared by the NCCL test programs: start N rank processes of the same program, and
-// hand rank 0's ncclUniqueId to the others through a file. Header-only; single-threaded.
+// Shared by the NCCL test programs: start N rank processes (or N processes of several
+// ranks) of the same program, and hand rank 0's ncclUniqueId to the others through a
+// file. Header-only; single-threaded.
 #ifndef COLLWATCH_TESTS_PROGRAMS_RANK_LAUNCH_H_
 #define COLLWATCH_TESTS_PROGRAMS_RANK_LAUNCH_H_
 
@@ -14,17 +15,16 @@
 
 namespace collwatch::programs {
 
-// Runs `argv` again as ranks 0..nproc-1 (RANK, LOCAL_RANK, WORLD_SIZE set) and returns
-// the worst exit code (128 + signal for a killed rank).
-inline int LaunchRanks(int nproc, char** argv) {
+// Runs `argv` again as processes 0..nproc-1, each child's environment set by
+// `set_env(index)`, and returns the worst exit code (128 + signal for a killed one).
+template <typename SetEnv>
+inline int LaunchCopies(int nproc, char** argv, SetEnv set_env) {
   std::vector<pid_t> children;
-  for (int rank = 0; rank < nproc; ++rank) {
+  for (int index = 0; index < nproc; ++index) {
     const pid_t child = fork();
     if (child < 0) return 1;
     if (child == 0) {
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      set_env(index);
       execv("/proc/self/exe", argv);
       _exit(127);
     }
@@ -38,6 +38,26 @@ inline int LaunchRanks(int nproc, char** argv) {
     if (code > worst) worst = code;
   }
   return worst;
+}
+
+// Ranks 0..nproc-1, one per process (RANK, LOCAL_RANK, WORLD_SIZE set).
+inline int LaunchRanks(int nproc, char** argv) {
+  return LaunchCopies(nproc, argv, [nproc](int rank) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+  });
+}
+
+// Processes that may hold several ranks each: no RANK, LOCAL_RANK or WORLD_SIZE (as under
+// a launcher that knows nothing of ranks); `index_env` numbers them 0..nproc-1.
+inline int LaunchProcesses(int nproc, char** argv, const char* index_env) {
+  return LaunchCopies(nproc, argv, [index_env](int index) {
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    unsetenv("WORLD_SIZE");
+    setenv(index_env, std::to_string(index).c_str(), 1);
+  });
 }
 
 // Rank 0 creates the id and publishes it atomically (write, then rename); the others
