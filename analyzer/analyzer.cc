@@ -172,20 +172,6 @@ bool Analyzer::BlockedInDivergedComm(ProcessId process_id) const {
   return false;
 }
 
-std::string Analyzer::GlobalRanksNote(const Comm& comm, const std::vector<int32_t>& ranks) const {
-  std::vector<int32_t> global;
-  bool differs = false;
-  for (int32_t rank : ranks) {
-    const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (!entry.present) continue;
-    const int32_t g = model_.process(entry.process).info.global_rank;
-    if (g < 0) return "";
-    differs = differs || g != rank;
-    global.push_back(g);
-  }
-  return differs ? absl::StrCat(" (global ", global.size() == 1 ? "rank " : "ranks ", RankListText(global), ")") : "";
-}
-
 std::optional<Analyzer::Frontier> Analyzer::FrontierOf(const Comm& comm) const {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = UINT64_MAX;

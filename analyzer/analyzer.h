@@ -122,7 +122,6 @@ class Analyzer {
   // True when `process` is blocked in a collective of a communicator that already has a
   // divergence finding: its lateness elsewhere is an echo of that one.
   bool BlockedInDivergedComm(ProcessId process) const;
-  std::string GlobalRanksNote(const Comm& comm, const std::vector<int32_t>& ranks) const;
   // The process behind `rank` of `comm`: the one that reported it, or, for a communicator
   // that spans the job, the process whose RANK it is (stalls.cc).
   std::optional<ProcessId> ProcessOfRank(const Comm& comm, int32_t rank) const;

@@ -10,6 +10,7 @@
 #include "analyzer/analyzer.h"
 #include "analyzer/classification.h"
 #include "analyzer/finding_words.h"
+#include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -156,7 +157,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   finding.found_ns = final_pass ? std::max(last_needed, verdict.last_evidence->enter_ns) : now_ns;
   const std::string comm_text = CommText(comm.id);
   auto ranks_of = [&](const std::vector<int32_t>& ranks) {
-    return absl::StrCat(RanksText(ranks, comm.nranks), GlobalRanksNote(comm, ranks));
+    return absl::StrCat(RanksText(ranks, comm.nranks), JobRanksNote(model_, comm, ranks));
   };
   std::string others;  // more than two classes: say so
   if (classes.size() > 2) {

@@ -148,7 +148,7 @@ ReportInfo DescribeJob(const JobModel& model) {
   ReportInfo info;
   info.processes = static_cast<int>(model.process_count());
   info.communicators = static_cast<int>(model.comms().size());
-  for (const std::vector<int32_t>& ranks : RanksOfProcesses(model)) info.ranks += HeldRankCount(ranks);
+  for (const std::vector<int32_t>& ranks : RanksOfProcesses(model)) info.rank_count += HeldRankCount(ranks);
   for (size_t i = 0; i < model.process_count(); ++i) {
     const auto id = static_cast<ProcessId>(i);
     const Process& process = model.process(id);
@@ -254,7 +254,7 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
           {"source", info.source},
           {"online", info.online},
           {"processes", info.processes},
-          {"ranks", info.ranks},
+          {"rank_count", info.rank_count},
           {"communicators", info.communicators},
           {"calls", info.calls},
           {"lost_records", info.lost_records},
@@ -312,7 +312,7 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
   if (info.processes > 0) {
     absl::StrAppendFormat(&text, ": %d processes", info.processes);
     // A process may hold several ranks (ncclCommInitAll, grouped init).
-    if (info.ranks != info.processes) absl::StrAppendFormat(&text, " holding %d ranks", info.ranks);
+    if (info.rank_count != info.processes) absl::StrAppendFormat(&text, " holding %d ranks", info.rank_count);
     absl::StrAppendFormat(&text, ", %d communicators, %d NCCL calls", info.communicators, info.calls);
   }
   if (!info.source.empty()) absl::StrAppend(&text, "; from ", info.source);

@@ -33,7 +33,7 @@ struct ReportInfo {
   std::string source;             // folder or rings analysed
   bool online = false;            // found while the job ran (collector) or post-mortem
   int processes = 0;
-  int ranks = 0;                  // job ranks those processes hold (analyzer/process_ranks.h)
+  int rank_count = 0;             // job ranks those processes hold (analyzer/process_ranks.h)
   int communicators = 0;
   uint64_t calls = 0;
   uint64_t lost_records = 0;      // records the rings lost before they were read

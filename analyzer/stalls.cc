@@ -7,6 +7,7 @@
 #include "analyzer/analyzer.h"
 #include "analyzer/finding_words.h"
 #include "analyzer/liveness.h"
+#include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -130,7 +131,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       }
       DescribeRanks(comm, lost, now_ns, &finding);
       finding.headline = absl::StrFormat("RANK_LOST: %s%s gone; %s waiting at %s", RanksText(lost, comm.nranks),
-                                         GlobalRanksNote(comm, lost), RanksText(entered, comm.nranks), where);
+                                         JobRanksNote(model_, comm, lost), RanksText(entered, comm.nranks), where);
       finding.summary = absl::StrFormat(
           "%s. The other ranks entered this collective and will wait for it until the NCCL or PyTorch "
           "timeout: nothing they do from here on can complete. Look at the lost process's own output for "
@@ -166,7 +167,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       if (trouble.empty()) continue;
       troubled.push_back(rank);
       trouble_word = TroubleWord(model_.process(*process));
-      if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, GlobalRanksNote(comm, {rank}), trouble));
+      if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, JobRanksNote(model_, comm, {rank}), trouble));
     }
     DescribeRanks(comm, lagging, now_ns, &finding);
     bool none_started = true;
@@ -193,13 +194,17 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
       std::string last = "no NCCL call";
       if (!process.calls.empty()) {
         const Call& call = process.calls.back();
-        last = absl::StrFormat("its last NCCL call was %s %.1f s ago, %s", OpName(call.fn),
-                               Seconds(now_ns - call.enter_ns),
-                               call.completed() ? "finished" : (call.returned() ? "returned" : "still inside NCCL"));
+        // A process of several ranks: its last call may be another rank's; say whose.
+        const bool shared = RanksOfProcess(model_, entry.process).size() > 1;
+        last = absl::StrFormat(
+            "%s last NCCL call was %s%s %.1f s ago, %s", shared ? "its process's" : "its", OpName(call.fn),
+            shared ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(model_.comms()[call.comm].id)) : "",
+            Seconds(now_ns - call.enter_ns),
+            call.completed() ? "finished" : (call.returned() ? "returned" : "still inside NCCL"));
         if (call.region != 0) absl::StrAppend(&last, ", in ", std::string(model_.RegionName(call.region)));
       }
       const ProcessReport report = DescribeProcess(model_, entry.process, rank, now_ns);
-      doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank, GlobalRanksNote(comm, {rank}),
+      doing.push_back(absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank, JobRanksNote(model_, comm, {rank}),
                                       position, last, report.state, report.cpu_advancing ? ", CPU advancing" : ""));
     }
     std::string cause;
@@ -261,7 +266,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
     if (trouble.empty()) continue;
     if (troubled.empty()) trouble_word = IsLost(process) ? "gone" : TroubleWord(process);
     troubled.push_back(rank);
-    if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, GlobalRanksNote(comm, {rank}), trouble));
+    if (troubles.size() < 4) troubles.push_back(absl::StrFormat("rank %d%s: %s", rank, JobRanksNote(model_, comm, {rank}), trouble));
   }
   DescribeRanks(comm, troubled.empty() ? entered : troubled, now_ns, &finding);
   const std::string what = absl::StrFormat(

@@ -91,9 +91,7 @@ nlohmann::json RingToJson(const RingContents& contents) {
 void PrintRingText(const RingContents& contents, std::ostream& out) {
   const RingIdentity& id = contents.reader->identity();
   out << absl::StrFormat(
-      "ring %s
-  host=%s job=%s pid=%d rank=%d ranks=%s local_rank=%d world_size=%d state=%s%s%s
-"
+      "ring %s\n  host=%s job=%s pid=%d rank=%d ranks=%s local_rank=%d world_size=%d state=%s%s%s\n"
       "  records=%d lost=%d torn=%d dropped=%d lanes=%d x %d records\n",
       id.path, id.host, id.job, id.pid, id.rank,
       contents.ranks.empty() ? std::string("-") : analyzer::RankListText(contents.ranks), id.local_rank, id.world_size,

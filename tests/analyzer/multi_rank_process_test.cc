@@ -72,7 +72,7 @@ std::vector<std::vector<int>> Classes(const nlohmann::json& finding) {
 void ExpectFourRanksInTwoProcesses(const nlohmann::json& report, const std::string& which) {
   ASSERT_TRUE(report.is_object()) << which << ": no report";
   EXPECT_EQ(report["processes"], 2) << which;
-  EXPECT_EQ(report["ranks"], 4) << which;
+  EXPECT_EQ(report["rank_count"], 4) << which;
 }
 
 // Each step lasts 1.1 s so that the run is still going when `collwatch run` prints its
