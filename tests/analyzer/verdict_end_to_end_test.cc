@@ -141,6 +141,33 @@ TEST(VerdictEndToEndTest, CleanRunIsHealthyAndEachRankExitedWithZero) {
   EXPECT_EQ(Analyze(dir, run.out_dir).first, 0);
 }
 
+// The state a finding's `processes` gives for `rank` ("" when it names none).
+std::string StateOfRank(const nlohmann::json& finding, int rank) {
+  for (const nlohmann::json& process : finding["processes"]) {
+    if (process["rank"] == rank) return process["state"].get<std::string>();
+  }
+  return "";
+}
+
+// A rank SIGSTOPped between two collectives is the cause, named stopped, never "the
+// network"; the job is not healthy once collwatch stopped it.
+TEST(VerdictEndToEndTest, ARankStoppedMidTrainingIsNamedStopped) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "stopped", {"--kill-on-hang", "--stall-after", "2"});
+  EXPECT_EQ(run.exit_code, 3) << "stopped as a hung job";
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_EQ(run.report["healthy"], false);
+  ASSERT_EQ(run.report["findings"].size(), 1u) << run.text;
+  const nlohmann::json& finding = run.report["findings"][0];
+  EXPECT_EQ(finding["kind"], "NOT_JOINED") << run.text;
+  EXPECT_EQ(finding["lagging_ranks"], nlohmann::json::array({1}));
+  EXPECT_TRUE(Has(finding["headline"], "; rank 1 stopped")) << finding["headline"];
+  EXPECT_TRUE(Has(finding["summary"], "That is the cause: rank 1")) << finding["summary"];
+  EXPECT_FALSE(Has(finding["summary"], "network or NVLink")) << finding["summary"];
+  EXPECT_EQ(StateOfRank(finding, 1), "stopped") << finding["processes"].dump(2);
+  EXPECT_TRUE(Has(run.text, "stopped")) << run.text;
+}
+
 // A rank stopped before its first NCCL call has no ring; collwatch run finds it in its
 // command's process tree, so it is a rank of the job, online and post-mortem.
 TEST(VerdictEndToEndTest, ARankStoppedBeforeItsFirstNcclCallIsOneOfTheRanks) {
@@ -157,6 +184,13 @@ TEST(VerdictEndToEndTest, ARankStoppedBeforeItsFirstNcclCallIsOneOfTheRanks) {
   EXPECT_TRUE(stopped["last_call"].is_null()) << "it never called NCCL";
   EXPECT_EQ(stopped["ended"], "stopped by collwatch");
   EXPECT_EQ(run.report["ranks"][0]["ended"], "stopped by collwatch");
+  // The finding names the stopped rank as alive and stopped, not as one that never started.
+  ASSERT_EQ(run.report["findings"].size(), 1u) << run.text;
+  const nlohmann::json& finding = run.report["findings"][0];
+  EXPECT_EQ(finding["kind"], "COMM_INIT_STALL");
+  EXPECT_TRUE(Has(finding["headline"], "missing rank 1, stopped")) << finding["headline"];
+  EXPECT_TRUE(Has(finding["summary"], "rank 1 is alive but its process")) << finding["summary"];
+  EXPECT_EQ(StateOfRank(finding, 1), "stopped") << finding["processes"].dump(2);
 
   const nlohmann::json run_json = ReadJson(run.out_dir + "/run.json");
   bool saw_it_stopped = false;

@@ -242,6 +242,15 @@ void RunFailPlan(ncclComm_t comm, bool killed, const std::string& dir) {
   std::exit(3);
 }
 
+// Some all-reduces, then rank 1 stops itself between two of them (a debugger, SIGSTOP, a
+// stuck node): the others wait for it in the next one.
+void RunStoppedPlan(ncclComm_t comm) {
+  float value = 1.0f, sum = 0.0f;
+  for (int i = 0; i < 20; ++i) CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  if (g_rank == 1) raise(SIGSTOP);
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+}
+
 int RunRank(const std::string& plan, const std::string& dir) {
   // Rank 1 stops itself before its first NCCL call (as SIGSTOP or a debugger would stop
   // it): it has no ring; the others wait for it in communicator creation.
@@ -263,6 +272,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunLoopPlan(comm);
   } else if (plan == "stopped-before-init") {
     RunLatePlan(comm);
+  } else if (plan == "stopped") {
+    RunStoppedPlan(comm);
   } else if (plan == "exit3" || plan == "sigkill") {
     RunFailPlan(comm, plan == "sigkill", dir);
   } else {
@@ -277,7 +288,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped-before-init) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);

@@ -191,7 +191,10 @@ struct RingInProgress {
 };
 constexpr size_t kReturnedInPlace = SIZE_MAX;  // a position whose enter and return are both read
 
-// "  host=vm job=local pid=1762 rank=0 local_rank=0 world_size=2 state=running (writer gone)"
+// "  host=vm job=local pid=1762 rank=0 ranks=0-1 local_rank=0 world_size=2 state=exited exit_code=1 (writer gone)"
+// ranks= (every rank the process's records name) is derived again from the
+// records, and dumps made before it was printed lack it; exit_code= is there
+// only when the ring recorded one.
 absl::Status ParseIdentity(absl::string_view line, int number, DumpedRing* ring) {
   absl::string_view rest = line;
   if (!absl::ConsumePrefix(&rest, "  host=")) return LineError(number, "expected '  host=' after a ring line");
@@ -202,17 +205,24 @@ absl::Status ParseIdentity(absl::string_view line, int number, DumpedRing* ring)
   rest.remove_prefix(pid + 1);
   bool writer_gone = false;
   if (absl::ConsumeSuffix(&rest, " (writer gone)")) writer_gone = true;
-  const std::vector<absl::string_view> tokens = absl::StrSplit(rest, ' ');
-  absl::string_view pid_text, rank_text, local_rank_text, world_size_text, state;
-  int32_t local_rank = 0;
+  std::vector<absl::string_view> tokens = absl::StrSplit(rest, ' ');
+  absl::string_view pid_text, rank_text, ranks_text, local_rank_text, world_size_text, state, exit_code_text;
+  if (tokens.size() > 2 && ValueOf(tokens[2], "ranks", &ranks_text)) tokens.erase(tokens.begin() + 2);
+  if (tokens.size() == 6 && ValueOf(tokens[5], "exit_code", &exit_code_text)) tokens.pop_back();
   if (tokens.size() != 5 || !ValueOf(tokens[0], "pid", &pid_text) || !ValueOf(tokens[1], "rank", &rank_text) ||
       !ValueOf(tokens[2], "local_rank", &local_rank_text) || !ValueOf(tokens[3], "world_size", &world_size_text) ||
       !ValueOf(tokens[4], "state", &state)) {
-    return LineError(number, "expected pid= rank= local_rank= world_size= state=");
+    return LineError(number, "expected pid= rank= [ranks=] local_rank= world_size= state= [exit_code=]");
   }
+  int32_t local_rank = 0;
   if (!ParseInt(pid_text, &ring->info.pid) || !ParseInt(rank_text, &ring->info.global_rank) ||
       !ParseInt(local_rank_text, &local_rank) || !ParseInt(world_size_text, &ring->info.world_size)) {
     return LineError(number, "pid, rank, local_rank and world_size must be integers");
+  }
+  if (!exit_code_text.empty()) {
+    int32_t exit_code = 0;
+    if (!ParseInt(exit_code_text, &exit_code)) return LineError(number, "exit_code must be an integer");
+    ring->exit_code = exit_code;
   }
   // As `collwatch analyze` reads a ring (cli/trace_loader.cc); the names are
   // cli/ring_dump.cc's WriterStateName.
@@ -538,6 +548,7 @@ void DumpedJobFeeder::FeedRest() {
   FeedUntil(INT64_MAX);
   for (size_t r = 0; r < job_.rings.size(); ++r) {
     model_->SetStatus(processes_[r], job_.rings[r].status, /*heartbeat_writer_ns=*/0, job_.rings[r].lost_records);
+    if (job_.rings[r].exit_code) model_->SetExitCode(processes_[r], *job_.rings[r].exit_code);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,7 @@ struct DumpedRing {
   int line = 0;  // of its `ring` line
   analyzer::ProcessInfo info;
   analyzer::ProcessStatus status = analyzer::ProcessStatus::kRunning;
+  std::optional<int32_t> exit_code;              // what it passed to exit(), when its ring recorded it
   uint64_t lost_records = 0;                     // lost + torn + dropped
   std::map<uint32_t, std::string> region_names;  // by writer id
   std::vector<DumpedRecord> records;             // in dump order: each lane in its order

@@ -136,6 +136,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   send.root_or_peer = 1;
   send.flags = ring::kFlagReturnsInPlace;
   writer_->Append(owned, send);
+  writer_->RecordExitCode(3);
   writer_->SetState(ring::WriterState::kExited);
 
   std::ostringstream text, errors;
@@ -154,6 +155,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   EXPECT_EQ(dumped.info.global_rank, identity.rank);
   EXPECT_EQ(dumped.info.world_size, identity.world_size);
   EXPECT_EQ(dumped.status, analyzer::ProcessStatus::kExited);
+  EXPECT_EQ(dumped.exit_code, std::optional<int32_t>(3));
   EXPECT_EQ(dumped.lost_records, 0u);
 
   const ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/true);
@@ -200,7 +202,7 @@ constexpr std::string_view kTwoRings =
     "         1:4     6367.965 enter    AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 \n"
     "         1:4     6505.123 return   AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 ref=1:4 \n"
     "ring /tmp/rings/local.vm.1763.ring\n"
-    "  host=vm job=local pid=1763 rank=1 local_rank=1 world_size=2 state=exited\n"
+    "  host=vm job=local pid=1763 rank=1 ranks=1 local_rank=1 world_size=2 state=exited exit_code=1\n"
     "  records=1 lost=0 torn=0 dropped=0 lanes=4 x 32768 records\n"
     "  lane:index         t_ms kind     fn                 comm                rank    seq      count dtype     op      peer group region                       result/flags\n"
     "         2:0     6504.000 complete ReduceScatter      08536bcc54b5a54a       -      3          0                      -     0                              r=0 ref=1:7 returned_within_tick\n";
@@ -232,6 +234,8 @@ TEST(RingDumpText, ReadsTheGpuMachinesDump) {
   EXPECT_EQ(first.records[2].line, 7);
   const DumpedRing& second = job->rings[1];
   EXPECT_EQ(second.status, analyzer::ProcessStatus::kExited);
+  EXPECT_EQ(second.exit_code, std::optional<int32_t>(1));
+  EXPECT_FALSE(first.exit_code.has_value());  // a dump from before ranks= and exit_code= were printed
   ASSERT_EQ(second.records.size(), 1u);
   const Record& complete = second.records[0].record;
   EXPECT_EQ(complete.rank, ring::kUnset);
@@ -300,6 +304,8 @@ TEST(RingDumpText, DamageIsAnErrorNamingItsLine) {
       {replaced("         1:4     6367.965", "         9:4     6367.965"), "line 6: lane 9"},
       {replaced("records=3 lost=0", "records=4 lost=0"), "line 1: the ring announces 4 records; 3 follow"},
       {replaced("state=exited", "state=asleep"), "line 9: unknown writer state 'asleep'"},
+      {replaced("exit_code=1", "exit_code=one"), "line 9: exit_code must be an integer"},
+      {replaced("exit_code=1", "exit_code=1 spare=2"), "line 9: expected pid="},
       {replaced("  host=vm job=local pid=1762", "  host=vm job=local pid=17x2"), "line 2:"},
       {replaced("lanes=4 x 32768 records\n  lane:index", "lanes=4 x 32768 records\n  lane:idx"),
        "line 4: expected the column names line"},
