@@ -418,6 +418,8 @@ void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
     if (!ended_after) continue;
     process.stopped_by_collwatch = true;
     if (died) process.status = ProcessStatus::kRunning;
+    // A look taken after the stop saw what collwatch did to it, not what it was doing.
+    if (seen_ended) process.sample = ProcessSample{};
   }
 }
 

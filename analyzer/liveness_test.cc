@@ -240,6 +240,7 @@ TEST(DescribeProcessTest, ProcessesCollwatchStoppedAreNotFailures) {
   for (ProcessId stopped : {killed_at_stop, stopped_then_killed}) {
     EXPECT_EQ(EndOf(model.process(stopped)), ProcessEnd::kStoppedByCollwatch) << stopped;
     EXPECT_EQ(model.process(stopped).status, ProcessStatus::kRunning) << "the analysis sees it as it was";
+    EXPECT_NE(model.process(stopped).sample.state, ProcessState::kGone) << "not gone as of the stop";
     EXPECT_FALSE(EndedBadly(model, stopped));
     EXPECT_EQ(DescribeProcess(model, stopped, 0, kNow).ended, "stopped by collwatch");
   }
