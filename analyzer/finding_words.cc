@@ -19,6 +19,10 @@ std::string RanksText(const std::vector<int32_t>& ranks, int32_t nranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", list);
 }
 
+std::string RanksVerb(const std::vector<int32_t>& ranks, std::string_view verb) {
+  return ranks.size() == 1 ? absl::StrCat(std::string(verb), "s") : std::string(verb);
+}
+
 std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls) {
   std::vector<std::string> regions;
   for (const Call* call : calls) {

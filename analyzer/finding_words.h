@@ -22,6 +22,9 @@ double CallBytes(const Call& call);
 // "rank 3", "ranks 0,2", "all ranks but 5".
 std::string RanksText(const std::vector<int32_t>& ranks, int32_t nranks);
 
+// `verb` agreeing with RanksText(ranks) as its subject: "wait" -> "waits" for one rank.
+std::string RanksVerb(const std::vector<int32_t>& ranks, std::string_view verb);
+
 // Distinct NVTX regions of `calls`, in order of first appearance (none: empty).
 std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls);
 // " in fwd/embed", or "" for a call outside any NVTX range.

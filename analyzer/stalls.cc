@@ -229,8 +229,9 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
         "NOT_JOINED: %s not at %s after %.1f s; %s waiting%s", RanksText(lagging, comm.nranks), where, age,
         RanksText(entered, comm.nranks),
         troubled.empty() ? "" : absl::StrFormat("; %s %s", RanksText(troubled, comm.nranks), trouble_word));
-    finding.summary = absl::StrFormat("%s entered %s %.1f s ago and wait for %s (stall threshold %.1f s). %s. %s",
-                                      RanksText(entered, comm.nranks), where, age, RanksText(lagging, comm.nranks),
+    finding.summary = absl::StrFormat("%s entered %s %.1f s ago and %s for %s (stall threshold %.1f s). %s. %s",
+                                      RanksText(entered, comm.nranks), where, age, RanksVerb(entered, "wait"),
+                                      RanksText(lagging, comm.nranks),
                                       threshold, absl::StrJoin(doing, "; "), cause);
     progress.stall_reported_seq = seq;
     Emit(std::move(finding), out);
@@ -358,8 +359,9 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
                             "firewalls between nodes, and NCCL_DEBUG=INFO output of the waiting ranks.",
                             CommText(comm.id), comm.nranks, RanksText(waiting, comm.nranks), age)
           : !alive.empty()
-                ? absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s. %s. %s",
+                ? absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and %s for %s. %s. %s",
                                   RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age,
+                                  RanksVerb(waiting, "wait"),
                                   RanksText(missing, comm.nranks), absl::StrJoin(alive, "; "),
                                   troubled.empty()
                                       ? "They are still busy before it (data loading, a checkpoint load, "
@@ -367,13 +369,13 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
                                         "ranks only): find where they are (py-spy dump on their pids)."
                                       : "That is the cause: continue it, or find what stopped it (a debugger "
                                         "or py-spy attached, a job-control signal, the node's storage).")
-                : absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and wait for %s, which never "
+                : absl::StrFormat("%s entered creation of %s (size %d) %.1f s ago and %s for %s, which never "
                                   "called it. Those ranks did not start, crashed before it, took another path "
                                   "(a new_group or split called on some ranks only), or were given another "
                                   "unique id or world size. Check their logs and that every rank calls the "
                                   "same communicator creations in the same order with the same MASTER_ADDR.",
                                   RanksText(waiting, comm.nranks), CommText(comm.id), comm.nranks, age,
-                                  RanksText(missing, comm.nranks));
+                                  RanksVerb(waiting, "wait"), RanksText(missing, comm.nranks));
   Emit(std::move(finding), out);
 }
 

@@ -44,6 +44,12 @@ CASES = {
                                "SKIPPED_REDUCE_SCATTER", 2),
     "dtype-mismatch": (["--job", "fsdp", "--scenario", "dtype-mismatch"], "SIGNATURE_MISMATCH", 2),
     "late-rank": (["--job", "fsdp", "--scenario", "late-rank", "--late-seconds", "90"], "NOT_JOINED", 2),
+    "fsdp1": (["--job", "fsdp1", "--steps", "6"], None, 1),
+    "fsdp1-divergent-path": (["--job", "fsdp1", "--scenario", "divergent-path"], "PATH_DIVERGENCE", 2),
+    "fsdp1-skipped-reduce-scatter": (["--job", "fsdp1", "--scenario", "skipped-reduce-scatter"],
+                                     "SKIPPED_REDUCE_SCATTER", 2),
+    "hf-vlm": (["--job", "hf-vlm", "--steps", "6"], None, 1),
+    "hf-vlm-divergent-path": (["--job", "hf-vlm", "--scenario", "divergent-path"], "PATH_DIVERGENCE", 2),
 }
 STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
 
@@ -64,6 +70,17 @@ def gpu_count():
     except ImportError:
         return -1
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def missing_module(case):
+    """The Python module a case's job needs that is not installed ("" when none)."""
+    if "hf-vlm" not in CASES[case][0]:
+        return ""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return "transformers"
+    return ""
 
 
 def nccl_calls(log_dir):
@@ -243,7 +260,7 @@ def main():
         return SKIP
     args.nproc = args.nproc or gpus
     names = args.cases or list(CASES)
-    runnable = [n for n in names if CASES[n][2] <= args.nproc]
+    runnable = [n for n in names if CASES[n][2] <= args.nproc and not missing_module(n)]
     skipped = [n for n in names if n not in runnable]
     work = args.out or tempfile.mkdtemp(prefix="collwatch-torch-")
     os.makedirs(work, exist_ok=True)
@@ -256,7 +273,9 @@ def main():
               f"checked, findings {result['findings'] or 'none'}: {verdict}"
               + (f" ({result['note']})" if "note" in result else ""), flush=True)
     for name in skipped:
-        print(f"{name}: skipped, needs {CASES[name][2]} GPUs, {args.nproc} used", flush=True)
+        why = (f"needs Python module {missing_module(name)}" if missing_module(name)
+               else f"needs {CASES[name][2]} GPUs, {args.nproc} used")
+        print(f"{name}: skipped, {why}", flush=True)
     with open(os.path.join(work, "summary.json"), "w") as f:
         json.dump({"nproc": args.nproc, "results": results, "skipped": skipped}, f, indent=1)
     failed = [r["case"] for r in results if r["problems"]]

@@ -15,9 +15,14 @@ Jobs:
   ddp        a small transformer under DistributedDataParallel.
   fsdp       a small vision-language model with a mixture of experts under FSDP2
              (fully_shard), in the scenarios below.
+  fsdp1      the same model under FSDP1 (FullyShardedDataParallel, one unit per block,
+             expert and the vision tower), in the scenarios below.
+  hf-vlm     a Hugging Face transformers LLaVA (CLIP vision tower, Llama decoder) built
+             from a small config with random weights, vision tower frozen, under FSDP2
+             (one unit per encoder and decoder layer); scenarios clean and divergent-path.
   allreduce  small all-reduce latency: a loop of 1-element all-reduces, each waited for.
 
-Scenarios (fsdp; `clean` elsewhere), each a PyTorch rendition of a bug collwatch names:
+Scenarios (fsdp, fsdp1; hf-vlm: clean and divergent-path; `clean` elsewhere), each a PyTorch rendition of a bug collwatch names:
   clean                    every rank takes the same path.
   divergent-path           odd ranks get text-only batches and skip the vision tower, so
                            only even ranks all-gather it (PATH_DIVERGENCE).
@@ -46,7 +51,7 @@ import torch.nn.functional as F
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--job", required=True, choices=["features", "ddp", "fsdp", "allreduce"])
+    parser.add_argument("--job", required=True, choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
                                  "late-rank"])
@@ -325,6 +330,92 @@ def run_fsdp(args, device):
     train_timed(args, optimizer, forward_loss)
 
 
+def run_fsdp1(args, device):
+    import functools
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
+    from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
+
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = VisionLanguageModel(args.hidden, args.layers)
+    if args.scenario == "dtype-mismatch" and rank == 1:
+        model = model.to(torch.bfloat16)  # this rank's copy of the config said bf16
+    dtype = next(model.parameters()).dtype
+    # The same units as run_fsdp: the vision tower whole, each trunk block, each expert.
+    units = {id(model.vision)} | {id(block) for block in model.blocks} | {id(expert) for expert in model.experts}
+    policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in units)
+    model = FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=device, use_orig_params=True,
+                                     mixed_precision=MixedPrecision(param_dtype=dtype, reduce_dtype=dtype))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+    starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
+    if args.scenario == "late-rank" and rank == 1:
+        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
+        time.sleep(args.late_seconds)
+
+    def forward_loss():
+        tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
+        patches = None if text_only else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
+                                                     dtype=dtype)
+        logits = model(tokens, patches, starve)
+        return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
+                               tokens.reshape(-1))
+
+    train_timed(args, optimizer, forward_loss)
+
+
+# ---------------------------------------------------------------------------------------
+# hf-vlm: a transformers LLaVA with random weights, as a user's VLM fine-tuning job runs it
+
+
+def run_hf_vlm(args, device):
+    from torch.distributed.fsdp import fully_shard
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    if args.scenario not in ("clean", "divergent-path"):
+        raise SystemExit(f"hf-vlm: scenario {args.scenario} is not written for this job")
+    rank = dist.get_rank()
+    vocab, text_tokens = 4096, 256
+    image_token = vocab - 1
+    vision_config = CLIPVisionConfig(hidden_size=256, intermediate_size=1024, num_hidden_layers=args.layers,
+                                     num_attention_heads=4, image_size=64, patch_size=8, projection_dim=256)
+    text_config = LlamaConfig(hidden_size=args.hidden, intermediate_size=2 * args.hidden,
+                              num_hidden_layers=args.layers, num_attention_heads=8, num_key_value_heads=8,
+                              vocab_size=vocab, max_position_embeddings=2048)
+    config = LlavaConfig(vision_config=vision_config, text_config=text_config, image_token_index=image_token,
+                         vision_feature_select_strategy="default", vision_feature_layer=-2)
+    config.image_token_id = image_token  # the name newer transformers read
+    torch.manual_seed(0)
+    model = LlavaForConditionalGeneration(config).to(device)
+    # Its image features: one per patch, the CLS token dropped ("default" strategy).
+    image_features = (vision_config.image_size // vision_config.patch_size) ** 2
+    vision_tower = next(module for name, module in model.named_modules() if name.endswith("vision_tower"))
+    for parameter in vision_tower.parameters():
+        parameter.requires_grad_(False)  # a frozen vision tower, as LLaVA fine-tuning keeps it
+    for module in model.modules():
+        if type(module).__name__ in ("CLIPEncoderLayer", "LlamaDecoderLayer"):
+            fully_shard(module)
+    fully_shard(vision_tower)
+    fully_shard(model)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+
+    def forward_loss():
+        text = torch.randint(0, vocab - 1, (2, text_tokens), device=device, generator=generator)
+        if text_only:
+            logits = model(input_ids=text).logits
+        else:
+            image_slots = torch.full((2, image_features), image_token, device=device, dtype=text.dtype)
+            pixels = torch.randn(2, 3, vision_config.image_size, vision_config.image_size, device=device,
+                                 generator=generator)
+            logits = model(input_ids=torch.cat([image_slots, text], dim=1), pixel_values=pixels).logits
+        return F.cross_entropy(logits[:, -text_tokens:].float().reshape(-1, vocab), text.reshape(-1))
+
+    train_timed(args, optimizer, forward_loss)
+
+
 # ---------------------------------------------------------------------------------------
 # allreduce latency
 
@@ -348,7 +439,9 @@ def run_allreduce(args, device):
 def main():
     args = parse_args()
     device = init(args)
-    {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "allreduce": run_allreduce}[args.job](args, device)
+    jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
+            "allreduce": run_allreduce}
+    jobs[args.job](args, device)
     dist.destroy_process_group()
     return 0
 
