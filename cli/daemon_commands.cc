@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
 #include "cli/job_processes.h"
+#include "cli/one_gpu_mode.h"
 #include "collector/cluster_watcher.h"
 #include "collector/wall_clock.h"
 #include "dashboard/terminal_ui.h"
@@ -321,6 +322,18 @@ int RunJobCommand(const RunOptions& options) {
     std::cerr << "collwatch run: " << error << "\n";
     return 2;
   }
+  std::map<std::string, std::string> command_env;
+  std::string ld_preload = preload;
+  if (options.one_gpu) {
+    // Checked before anything starts: a job put on a GPU it cannot have fails late and unclearly.
+    absl::StatusOr<OneGpuEnvironment> one_gpu = PrepareOneGpuMode();
+    if (!one_gpu.ok()) {
+      std::cerr << "collwatch run: " << one_gpu.status().message() << "\n";
+      return 2;
+    }
+    ld_preload = absl::StrCat(preload, ":", one_gpu->cpu_nccl_path);
+    command_env.insert(one_gpu->extra.begin(), one_gpu->extra.end());
+  }
   std::error_code fs_error;
   std::filesystem::create_directories(options.out_dir, fs_error);
   if (fs_error) {
@@ -399,15 +412,14 @@ int RunJobCommand(const RunOptions& options) {
       return 2;
     }
   }
-  std::string ld_preload = preload;
   if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && existing[0] != '\0') {
-    ld_preload = absl::StrCat(existing, ":", preload);
+    ld_preload = absl::StrCat(existing, ":", ld_preload);
   }
-  const pid_t child = StartCommand(options.command, {{"LD_PRELOAD", ld_preload},
-                                                     {"NVTX_INJECTION64_PATH", preload},
-                                                     {"COLLWATCH_RING_DIR", ring_dir},
-                                                     {"COLLWATCH_JOB_ID", job}},
-                                   job_log_fd);
+  command_env.insert({{"LD_PRELOAD", ld_preload},
+                      {"NVTX_INJECTION64_PATH", preload},
+                      {"COLLWATCH_RING_DIR", ring_dir},
+                      {"COLLWATCH_JOB_ID", job}});
+  const pid_t child = StartCommand(options.command, command_env, job_log_fd);
   if (job_log_fd >= 0) close(job_log_fd);
   if (child < 0) {
     std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
@@ -573,6 +585,7 @@ int RunJobCommand(const RunOptions& options) {
                         {"drained", drained},
                         {"stall_after_s", options.stall_after_s},
                         {"kill_on_hang", options.kill_on_hang},
+                        {"one_gpu", options.one_gpu},
                         {"stopped_hung_job", stopped_hung_job},
                         {"stopped_at_ns", stopped_at_ns},
                         {"rank_processes", RankProcessesJson(ranks_seen)}};

@@ -27,6 +27,7 @@ struct RunOptions {
   std::string tls_ca_pem;  // root certificates of an external TLS collector
   double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
   bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
+  bool one_gpu = false;       // every rank on one GPU through the CPU NCCL backend (one_gpu_mode.h)
   double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long
   double drain_timeout_s = 30;
   double status_interval_s = 1;

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
                   "large ops from this job's own timings; default 30)");
   run->add_flag("--kill-on-hang", run_options.kill_on_hang,
                 "at the first finding, write the report and stop the job (exit 3)");
+  run->add_flag("--one-gpu", run_options.one_gpu,
+                "run every rank on the one visible GPU, through the CPU NCCL backend's CUDA mode (NCCL "
+                "refuses two ranks on one GPU); LOCAL_RANK reads 0 in each rank (docs/one-gpu.md)");
   bool run_no_dashboard = false;
   run->add_flag("--no-dashboard", run_no_dashboard,
                 "print findings and status lines instead of the full-screen dashboard on a terminal");

@@ -1,6 +1,7 @@
 // `collwatch run` end to end on the CPU NCCL backend: a 4-rank NCCL program's every
 // record reaches the trace store, in lane order, once, byte for byte; CMD's exit status
 // comes back.
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,6 +80,67 @@ TEST(CollwatchRunTest, ExitsWithTheCommandsStatus) {
   Subprocess missing({COLLWATCH_CLI_PATH, "run", "--out", dir.path() + "/out", "--", dir.path() + "/no-such-program"},
                      testing::CollwatchRunEnv({}));
   EXPECT_EQ(missing.Wait(30), 127);
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// --one-gpu is checked before the job starts: what is missing is said, and nothing runs.
+TEST(CollwatchRunTest, OneGpuModeWithoutItsBackendSaysSoAndRunsNothing) {
+  TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--one-gpu", "--out", dir.path() + "/out", "--", "touch", marker},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL", dir.path() + "/no-libnccl.so.2"}}), "",
+                 dir.path() + "/err");
+  EXPECT_EQ(run.Wait(30), 2);
+  EXPECT_NE(ReadWhole(dir.path() + "/err").find("--one-gpu: COLLWATCH_CPU_NCCL=" + dir.path() + "/no-libnccl.so.2 cannot be read"),
+            std::string::npos)
+      << ReadWhole(dir.path() + "/err");
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST(CollwatchRunTest, OneGpuModeWithoutAGpuSaysSoBeforeTheJobStarts) {
+  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); driver != nullptr) {
+    dlclose(driver);
+    GTEST_SKIP() << "this machine has a CUDA driver";
+  }
+  TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--one-gpu", "--out", dir.path() + "/out", "--", "touch", marker},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL", COLLWATCH_CPU_NCCL_PATH}}), "", dir.path() + "/err");
+  EXPECT_EQ(run.Wait(30), 2);
+  const std::string err = ReadWhole(dir.path() + "/err");
+  EXPECT_NE(err.find("--one-gpu runs every rank on one GPU, and no CUDA driver on this machine"), std::string::npos) << err;
+  EXPECT_NE(err.find("leave --one-gpu off"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+// The backend, preloaded with the mode on, shows each rank LOCAL_RANK=0 and loads CUDA
+// modules eagerly; without the mode it changes nothing.
+TEST(OneGpuViewTest, EachRankSeesLocalRankZeroAndEagerLoading) {
+  TempDir dir;
+  const std::string runtime = COLLWATCH_SANITIZER_RUNTIME;
+  const std::string preload = runtime.empty() ? COLLWATCH_CPU_NCCL_PATH : runtime + ":" + COLLWATCH_CPU_NCCL_PATH;
+  const auto env_of = [&](const std::string& mode, const std::string& name) {
+    const std::string out = dir.path() + "/" + name;
+    Subprocess env({"/usr/bin/env"}, {{"LD_PRELOAD", preload}, {"COLLWATCH_CPU_NCCL_ONE_GPU", mode}, {"LOCAL_RANK", "3"},
+                             {"CUDA_MODULE_LOADING", "LAZY"}},
+                   out);
+    EXPECT_EQ(env.Wait(30), 0);
+    return "\n" + ReadWhole(out);  // every variable's line starts after a newline
+  };
+  const std::string on = env_of("1", "on");
+  EXPECT_NE(on.find("\nLOCAL_RANK=0\n"), std::string::npos) << on;
+  EXPECT_NE(on.find("\nCOLLWATCH_ORIGINAL_LOCAL_RANK=3\n"), std::string::npos) << on;
+  EXPECT_NE(on.find("\nCUDA_MODULE_LOADING=EAGER\n"), std::string::npos) << on;
+  const std::string off = env_of("", "off");
+  EXPECT_NE(off.find("\nLOCAL_RANK=3\n"), std::string::npos) << off;
+  EXPECT_EQ(off.find("COLLWATCH_ORIGINAL_LOCAL_RANK"), std::string::npos) << off;
+  EXPECT_NE(off.find("\nCUDA_MODULE_LOADING=LAZY\n"), std::string::npos) << off;
 }
 
 // Opens Watch with `token` (none when empty) and reads the first state: the call's status

@@ -18,7 +18,11 @@ inline constexpr EnvVar kEnvVars[] = {
      "folder of the per-communicator shared-memory files (tmpfs recommended)"},
     {"COLLWATCH_CPU_NCCL_SPIN", "64",
      "polls of a blocked operation before it sleeps on its futex (0: sleep at once)"},
+    {"COLLWATCH_CPU_NCCL_ONE_GPU", "",
+     "1: the one-GPU mode's view of each rank: LOCAL_RANK reads 0 (the launcher's value in "
+     "COLLWATCH_ORIGINAL_LOCAL_RANK) and CUDA modules load eagerly; read once, at load"},
 };
+inline constexpr const char* kOneGpuVariable = kEnvVars[2].name;
 
 struct Settings {
   char shm_dir[200] = {};

@@ -1,0 +1,83 @@
+// Finds the CPU NCCL backend and counts GPUs through the CUDA driver, loaded at run time
+// (collwatch links no CUDA library: it must run on machines without one).
+#include "cli/one_gpu_mode.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "trainer/cpu_nccl/config.h"
+
+namespace collwatch {
+
+absl::StatusOr<std::string> FindCpuNccl() {
+  if (const char* path = std::getenv("COLLWATCH_CPU_NCCL"); path != nullptr && path[0] != '\0') {
+    if (access(path, R_OK) == 0) return std::string(path);
+    return absl::NotFoundError(absl::StrCat("COLLWATCH_CPU_NCCL=", path, " cannot be read"));
+  }
+  std::error_code ignored;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
+  const std::filesystem::path dir = self.parent_path();
+  for (const std::filesystem::path& candidate :
+       {dir / "../trainer/cpu_nccl/libnccl.so.2", dir / "../lib/collwatch-cpu-nccl/libnccl.so.2"}) {
+    if (access(candidate.c_str(), R_OK) == 0) return std::filesystem::weakly_canonical(candidate, ignored).string();
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "the CPU NCCL backend (libnccl.so.2) was not found beside ", self.string(),
+      " (looked in ../trainer/cpu_nccl and ../lib/collwatch-cpu-nccl); set COLLWATCH_CPU_NCCL"));
+}
+
+absl::StatusOr<int> VisibleGpuCount() {
+  // The driver stays loaded: unloading it after cuInit is not supported.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) {
+    return absl::FailedPreconditionError("no CUDA driver on this machine (libcuda.so.1 cannot be loaded)");
+  }
+  using InitFn = int (*)(unsigned int);
+  using CountFn = int (*)(int*);
+  auto init = reinterpret_cast<InitFn>(dlsym(driver, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(driver, "cuDeviceGetCount"));
+  if (init == nullptr || count == nullptr) {
+    return absl::FailedPreconditionError("libcuda.so.1 lacks cuInit or cuDeviceGetCount");
+  }
+  if (const int status = init(0); status != 0) {
+    // 100: CUDA_ERROR_NO_DEVICE.
+    if (status == 100) return 0;
+    return absl::FailedPreconditionError(absl::StrCat("the CUDA driver cannot start (cuInit error ", status, ")"));
+  }
+  int devices = 0;
+  if (const int status = count(&devices); status != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cuDeviceGetCount failed (error ", status, ")"));
+  }
+  return devices;
+}
+
+absl::StatusOr<OneGpuEnvironment> PrepareOneGpuMode() {
+  absl::StatusOr<std::string> cpu_nccl = FindCpuNccl();
+  if (!cpu_nccl.ok()) return absl::Status(cpu_nccl.status().code(), absl::StrCat("--one-gpu: ", cpu_nccl.status().message()));
+  absl::StatusOr<int> gpus = VisibleGpuCount();
+  if (!gpus.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--one-gpu runs every rank on one GPU, and ", gpus.status().message(),
+        ". On a machine without a GPU, leave --one-gpu off: the CPU NCCL backend runs host-memory jobs as they are."));
+  }
+  if (*gpus == 0) {
+    return absl::FailedPreconditionError(
+        "--one-gpu runs every rank on one GPU, and the CUDA driver shows none (CUDA_VISIBLE_DEVICES may hide them)");
+  }
+  if (*gpus > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--one-gpu runs every rank on one GPU, and ", *gpus,
+        " are visible: choose one with CUDA_VISIBLE_DEVICES=N (or run the job on its GPUs without --one-gpu)"));
+  }
+  OneGpuEnvironment environment;
+  environment.cpu_nccl_path = *cpu_nccl;
+  environment.extra.emplace(cpu_nccl::kOneGpuVariable, "1");
+  return environment;
+}
+
+}  // namespace collwatch
