@@ -14,7 +14,10 @@ Exit 0 when every case passed, 1 when one failed, 77 (skipped) without PyTorch, 
 enough GPUs. Writes each case's logs, report and a summary under --out.
 
   python3 tests/pytorch/check_torch_jobs.py --collwatch PATH [--preload PATH] [--nproc N]
-      [--out DIR] [CASE...]
+      [--one-gpu] [--out DIR] [CASE...]
+
+With --one-gpu every rank runs on the one visible GPU through the CPU NCCL backend's CUDA
+mode; the backend writes no NCCL log, so the comparison with NCCL's log is left out.
 """
 import argparse
 import collections
@@ -182,6 +185,8 @@ def run_case(name, args, work):
     if args.preload:
         env["COLLWATCH_PRELOAD"] = args.preload
     command = [args.collwatch, "run", "--no-dashboard", "--out", out_dir, "--ring-dir", ring_dir]
+    if args.one_gpu:
+        command.append("--one-gpu")
     if expected:
         command += ["--kill-on-hang", "--stall-after", str(STALL_AFTER_S)]
     command += ["--", "torchrun", "--standalone", f"--nproc-per-node={args.nproc}", JOB] + job_args
@@ -230,10 +235,15 @@ def run_case(name, args, work):
     nccl, rings = nccl_calls(log_dir), ring_calls(dump)
     result["calls"] = {str(pid): sum(len(c["calls"]) for c in comms.values()) for pid, comms in sorted(nccl.items())}
     result["communicators"] = {str(pid): len(comms) for pid, comms in sorted(nccl.items())}
+    result["recorded"] = {str(pid): sum(len(c["calls"]) for c in comms.values())
+                          for pid, (comms, _, _) in sorted(rings.items())}
     if not nccl:  # FSDP2 on one GPU issues no collective: nothing recorded either, checked below
         result["note"] = "NCCL logged no collective or p2p call"
-    if not expected:  # a killed job's NCCL log is cut anywhere; the comparison needs whole ones
+    if args.one_gpu:  # the CPU backend writes no NCCL log to compare with
+        result["note"] = "one GPU: no NCCL log to compare the rings with"
+    elif not expected:  # a killed job's NCCL log is cut anywhere; the comparison needs whole ones
         problems += compare(nccl, rings)
+    if not expected:
         for pid, (_, ring, uncompleted) in sorted(rings.items()):
             if uncompleted:
                 problems.append(f"pid {pid} rank {ring['rank']}: {len(uncompleted)} calls never completed, "
@@ -248,7 +258,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--collwatch", required=True, help="the collwatch CLI")
     parser.add_argument("--preload", help="libcollwatch.so (default: the one collwatch finds)")
-    parser.add_argument("--nproc", type=int, default=0, help="GPUs to use (default: all)")
+    parser.add_argument("--nproc", type=int, default=0,
+                        help="ranks: GPUs to use (default: all), or with --one-gpu ranks on the one GPU (default 2)")
+    parser.add_argument("--one-gpu", action="store_true",
+                        help="every rank on one GPU (collwatch run --one-gpu, the CPU NCCL backend's CUDA mode)")
     parser.add_argument("--out", help="keep every case's files here (default: a temporary folder)")
     parser.add_argument("--case-timeout", type=float, default=300)
     parser.add_argument("cases", nargs="*", help=f"default: all of {', '.join(CASES)}")
@@ -258,8 +271,11 @@ def main():
         print("skipped: " + ("PyTorch is not installed" if gpus < 0 else "no CUDA GPU" if gpus == 0
                              else "torchrun not found"))
         return SKIP
-    args.nproc = args.nproc or gpus
+    args.nproc = args.nproc or (2 if args.one_gpu else gpus)
     names = args.cases or list(CASES)
+    if not args.one_gpu and args.nproc > gpus:
+        print(f"--nproc {args.nproc}: only {gpus} GPUs (several ranks on one GPU need --one-gpu)")
+        return 2
     runnable = [n for n in names if CASES[n][2] <= args.nproc and not missing_module(n)]
     skipped = [n for n in names if n not in runnable]
     work = args.out or tempfile.mkdtemp(prefix="collwatch-torch-")
@@ -270,14 +286,16 @@ def main():
         results.append(result)
         verdict = "ok" if not result["problems"] else "FAILED: " + "; ".join(result["problems"])
         print(f"{name}: exit {result['exit']} in {result['wall_s']} s, {sum(result['calls'].values())} NCCL calls "
-              f"checked, findings {result['findings'] or 'none'}: {verdict}"
+              f"checked, {sum(result['recorded'].values())} recorded, findings {result['findings'] or 'none'}: "
+              f"{verdict}"
               + (f" ({result['note']})" if "note" in result else ""), flush=True)
     for name in skipped:
         why = (f"needs Python module {missing_module(name)}" if missing_module(name)
                else f"needs {CASES[name][2]} GPUs, {args.nproc} used")
         print(f"{name}: skipped, {why}", flush=True)
     with open(os.path.join(work, "summary.json"), "w") as f:
-        json.dump({"nproc": args.nproc, "results": results, "skipped": skipped}, f, indent=1)
+        json.dump({"nproc": args.nproc, "one_gpu": args.one_gpu, "results": results, "skipped": skipped}, f,
+                  indent=1)
     failed = [r["case"] for r in results if r["problems"]]
     if failed:
         print("failed: " + ", ".join(failed))
