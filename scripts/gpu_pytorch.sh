@@ -9,10 +9,13 @@
 #      TORCH_DISTRIBUTED_DEBUG=DETAIL (the last two only for PyTorch programs: the trainer
 #      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
 #      latency, or host time per NCCL call, per configuration.
-# Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt.
-#   [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] \
-#     bash scripts/gpu_pytorch.sh [check] [overhead]
-#   (default: both parts)
+#   3. one-gpu (only when named): check_torch_jobs.py --one-gpu with ONE_GPU_RANKS (default
+#      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
+# Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
+# one-gpu-N.txt and one-gpu-N.json.
+#   [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+#     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
+#   (default: check and overhead)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh
@@ -25,7 +28,8 @@ rounds=${ROUNDS:-3}
 read -r -a workloads <<<"${WORKLOADS:-trainer ddp fsdp allreduce enqueue latency}"
 gpus=$(nvidia-smi -L | wc -l)
 
-build_gpu_trainer "$out/build.log" collwatch_preload collwatch_trainer collwatch_nccl_call_cost || exit 1
+build_gpu_trainer "$out/build.log" collwatch_preload collwatch_trainer collwatch_nccl_call_cost collwatch_cpu_nccl ||
+  exit 1
 export COLLWATCH_PRELOAD=$PWD/build-gpu-trainer/interposer/libcollwatch.so
 export LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH"
 collwatch=$PWD/.carry/bin/collwatch
@@ -37,6 +41,15 @@ if [[ " ${parts[*]} " == *" check "* ]]; then
   python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" \
     --out /tmp/collwatch-torch-check 2>&1 | tee "$out/check.txt"
   cp /tmp/collwatch-torch-check/summary.json "$out/summary.json" 2>/dev/null
+fi
+
+if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
+  export COLLWATCH_CPU_NCCL=$PWD/build-gpu-trainer/trainer/cpu_nccl/libnccl.so.2
+  for ranks in ${ONE_GPU_RANKS:-2 4}; do
+    python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" --one-gpu \
+      --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" 2>&1 | tee "$out/one-gpu-$ranks.txt"
+    cp "/tmp/collwatch-one-gpu-$ranks/summary.json" "$out/one-gpu-$ranks.json" 2>/dev/null
+  done
 fi
 
 [[ " ${parts[*]} " == *" overhead "* ]] || exit 0
