@@ -393,10 +393,12 @@ def run_hf_vlm(args, device):
     vision_tower = next(module for name, module in model.named_modules() if name.endswith("vision_tower"))
     for parameter in vision_tower.parameters():
         parameter.requires_grad_(False)  # a frozen vision tower, as LLaVA fine-tuning keeps it
+    # One unit per encoder and decoder layer; the vision tower's embeddings and norms stay
+    # in the root unit. (Sharding the whole CLIPVisionModel loses its hidden states in
+    # transformers 5: LLaVA then fails reading them.)
     for module in model.modules():
         if type(module).__name__ in ("CLIPEncoderLayer", "LlamaDecoderLayer"):
             fully_shard(module)
-    fully_shard(vision_tower)
     fully_shard(model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
