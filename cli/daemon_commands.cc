@@ -538,6 +538,7 @@ int RunJobCommand(const RunOptions& options) {
       std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options.out_dir
                 << "/report.txt)\n";
       stopped_at_ns = static_cast<int64_t>(RealtimeNs());
+      (*agent)->NoteJobStopping();
       exit_code = StopJob(child, options.kill_grace_s);
       stopped_hung_job = true;
       break;
@@ -567,7 +568,8 @@ int RunJobCommand(const RunOptions& options) {
   (*agent)->Stop();
   if (tty) std::cerr << "\r\033[K";
   if (show_dashboard) PrintTail(job_log, 10);
-  if (server != nullptr) std::cerr << StatusLine(server->service().live_state().Summary()) << "\n";
+  // After a stop on purpose every rank reads as lost; the report says how each ended.
+  if (server != nullptr && !stopped_hung_job) std::cerr << StatusLine(server->service().live_state().Summary()) << "\n";
   if (!drained) {
     std::cerr << "collwatch run: not every record reached the collector within " << options.drain_timeout_s
               << " s; the rings stay in " << ring_dir << " (collwatch dump)\n";

@@ -66,9 +66,9 @@ std::string DefaultRingDir() {
 // One ring and its stream to the collector.
 class RankChannel {
  public:
-  RankChannel(const AgentOptions& options, std::unique_ptr<RingReader> reader,
+  RankChannel(const AgentOptions& options, const std::atomic<bool>& job_stopping, std::unique_ptr<RingReader> reader,
               std::shared_ptr<grpc::Channel> channel)
-      : options_(options), reader_(std::move(reader)), channel_(std::move(channel)),
+      : options_(options), job_stopping_(job_stopping), reader_(std::move(reader)), channel_(std::move(channel)),
         stub_(v1::Collector::NewStub(channel_)), identity_(RankIdentityFromRing(reader_->identity())),
         local_(reader_->identity().host == analyzer::ThisHostName()), outgoing_(options.limits),
         cursors_(reader_->identity().lane_count), created_ns_(MonotonicNs()) {
@@ -113,7 +113,8 @@ class RankChannel {
     const bool writer_gone = state != ring::WriterState::kRunning || !alive;
     const bool status_changed = status != status_;
     if (status_changed) {
-      if (options_.log && (status_ != v1::WRITER_STATUS_UNSPECIFIED || status != v1::WRITER_STATUS_RUNNING)) {
+      if (options_.log && !job_stopping_ &&
+          (status_ != v1::WRITER_STATUS_UNSPECIFIED || status != v1::WRITER_STATUS_RUNNING)) {
         std::cerr << "collwatch agent: " << WhoLocked() << " " << StatusWords(status) << " (ring "
                   << identity_.ring_path() << ")\n";
       }
@@ -223,7 +224,7 @@ class RankChannel {
     analyzer::ProcessSample sample = analyzer::SampleProcess(
         identity_.pid(), sample_.sampled_ns != 0 ? &sample_ : nullptr, static_cast<int64_t>(RealtimeNs()));
     const bool changed = sample.state != sample_.state || sample.cpu_advancing != sample_.cpu_advancing;
-    if (options_.log && sample.state == analyzer::ProcessState::kStopped &&
+    if (options_.log && !job_stopping_ && sample.state == analyzer::ProcessState::kStopped &&
         sample_.state != analyzer::ProcessState::kStopped) {
       std::cerr << "collwatch agent: " << WhoLocked() << " is stopped (SIGSTOP, Ctrl-Z or a debugger)\n";
     }
@@ -362,6 +363,7 @@ class RankChannel {
   }
 
   const AgentOptions& options_;
+  const std::atomic<bool>& job_stopping_;  // Agent::NoteJobStopping
   std::unique_ptr<RingReader> reader_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Collector::Stub> stub_;
@@ -452,7 +454,7 @@ void Agent::Rescan() {
     if (!options_.job.empty() && (*reader)->identity().job != options_.job) continue;
     unreadable_.erase(path);
     auto channel = std::static_pointer_cast<grpc::Channel>(channel_);
-    auto rank = std::make_unique<RankChannel>(options_, *std::move(reader), channel);
+    auto rank = std::make_unique<RankChannel>(options_, job_stopping_, *std::move(reader), channel);
     std::lock_guard<std::mutex> lock(mutex_);
     ranks_[path] = std::move(rank);
   }

@@ -69,6 +69,9 @@ class Agent {
   bool IdleExpired() const { return idle_expired_.load(); }
   void Stop();
   AgentStats Stats();
+  // The job is being stopped on purpose (collwatch run --kill-on-hang): its ranks' ends
+  // are no longer news, so they are not logged as deaths.
+  void NoteJobStopping() { job_stopping_ = true; }
 
  private:
   explicit Agent(AgentOptions options);
@@ -83,6 +86,7 @@ class Agent {
   std::set<std::string> given_up_;                             // rings given up on (logged once)
   std::atomic<bool> stop_{false};
   std::atomic<bool> idle_expired_{false};
+  std::atomic<bool> job_stopping_{false};  // read by every RankChannel
   std::thread tail_thread_;
 };
 

@@ -166,6 +166,10 @@ TEST(VerdictEndToEndTest, ARankStoppedMidTrainingIsNamedStopped) {
   EXPECT_FALSE(Has(finding["summary"], "network or NVLink")) << finding["summary"];
   EXPECT_EQ(StateOfRank(finding, 1), "stopped") << finding["processes"].dump(2);
   EXPECT_TRUE(Has(run.text, "stopped")) << run.text;
+  // The ranks collwatch then stopped are not logged as deaths.
+  const std::string log = ReadFile(dir.path() + "/run.err");
+  EXPECT_TRUE(Has(log, "the job hung and was stopped")) << log;
+  EXPECT_FALSE(Has(log, "died without exiting")) << log;
 }
 
 // A rank stopped before its first NCCL call has no ring; collwatch run finds it in its
