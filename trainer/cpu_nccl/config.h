@@ -18,7 +18,19 @@ inline constexpr EnvVar kEnvVars[] = {
      "folder of the per-communicator shared-memory files (tmpfs recommended)"},
     {"COLLWATCH_CPU_NCCL_SPIN", "64",
      "polls of a blocked operation before it sleeps on its futex (0: sleep at once)"},
+    {"COLLWATCH_CPU_NCCL_CUDA", "auto",
+     "CUDA buffers: auto (if libcuda.so.1 is loaded), on (load it; fail clearly if not), off"},
+    {"COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "the CUDA driver library the CUDA mode loads"},
 };
+
+// Indices into kEnvVars.
+inline constexpr int kEnvShmDir = 0;
+inline constexpr int kEnvSpin = 1;
+inline constexpr int kEnvCudaMode = 2;
+inline constexpr int kEnvLibcuda = 3;
+
+// The variable's value, or its default when unset or empty.
+const char* EnvValue(int index) noexcept;
 
 struct Settings {
   char shm_dir[200] = {};

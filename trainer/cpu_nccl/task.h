@@ -4,6 +4,8 @@
 #ifndef COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
 #define COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
 
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -83,6 +85,19 @@ struct SplitState {
   CollState gather;
 };
 
+// The CUDA side of a collective or send/recv whose buffers are CUDA memory (CUDA mode):
+// the call only enqueues on `stream`; the progress thread runs the task on pinned staging
+// copies (cuda_queue.h). Buffers that are host memory are used in place.
+struct DeviceIo {
+  bool active;              // some buffer is CUDA memory: the task goes to the progress thread
+  CUstream stream;          // the call's stream (nullptr: the legacy default stream)
+  const void* user_send;    // CUDA input copied to staging before the task runs, or nullptr
+  void* user_recv;          // CUDA output filled from staging after it ran, or nullptr
+  uint64_t send_bytes;
+  uint64_t recv_bytes;
+  const void* user_scalar;  // a ncclScalarDevice PreMulSum scalar in CUDA memory, or nullptr
+};
+
 enum class TaskKind : uint8_t { kInit, kColl, kSend, kRecv, kSplit };
 
 struct Task {
@@ -95,6 +110,7 @@ struct Task {
   CollState coll;
   P2pState p2p;
   SplitState split;
+  DeviceIo dev;
 };
 
 // Progress functions: advance as far as possible without sleeping. On kBlocked,

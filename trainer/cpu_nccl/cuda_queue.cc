@@ -1,0 +1,552 @@
+// Stream-ordered operations of the CUDA mode. Per unit (one call or one group), on each
+// stream it uses: copy CUDA inputs into pinned staging, launch the hold kernel
+// (stream_hold_kernel.h), copy staged outputs back, record an event. The progress thread
+// polls the kernels' ready words, runs the host engine on the staging copies, writes the
+// release words, and recycles staging once the events say the output copies are done.
+// Threading: g_queue.mutex guards the pools and the inbox (user threads and the progress
+// thread); batches in the progress thread's list belong to it alone.
+#include "trainer/cpu_nccl/cuda_queue.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "trainer/cpu_nccl/engine.h"
+#include "trainer/cpu_nccl/futex.h"
+#include "trainer/cpu_nccl/stream_hold_kernel.h"
+
+namespace collwatch::cpu_nccl {
+namespace {
+
+constexpr int kFlagSlots = 4096;        // hold kernels in flight per process
+constexpr size_t kMinStagingBytes = 64 * 1024;
+constexpr int kSizeClasses = 40;        // 64 KiB << 39: more than any host has
+constexpr uint64_t kStagingAlign = 256;
+
+// The words one hold kernel and the progress thread meet on, each on its own cache line.
+struct alignas(64) HoldFlags {
+  std::atomic<uint32_t> ready;  // written by the kernel: it runs, its inputs are staged
+  uint32_t pad0[15];
+  std::atomic<uint32_t> release;  // written by the progress thread: the kernel may exit
+  uint32_t pad1[15];
+};
+static_assert(sizeof(HoldFlags) == 128);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct StagingBlock {
+  StagingBlock* next;
+  uint8_t* memory;  // pinned host memory, kMinStagingBytes << size_class bytes
+  int size_class;
+};
+
+struct HeldStream {
+  CUstream stream;
+  CUevent done;  // after the output copies: the staging may be reused once it completed
+  int slot;
+  uint32_t token;
+};
+
+enum class BatchStage : uint8_t { kWaitReady, kRunning, kWaitCopies };
+
+struct DeviceBatch {
+  DeviceBatch* next;
+  BatchStage stage;
+  ncclResult_t result;
+  int count;
+  int nstreams;
+  int nblocks;
+  Task* tasks;
+  int* order;
+  HeldStream* streams;
+  StagingBlock** blocks;
+};
+
+struct QueueState {
+  pthread_mutex_t mutex;
+  const CudaDriver* driver;
+  bool set_up;  // module loaded, flags allocated, progress thread started
+  CUcontext context;
+  CUfunction hold;
+  HoldFlags* flags;
+  int free_slots[kFlagSlots];
+  int nfree_slots;
+  uint32_t next_token;
+  StagingBlock* free_blocks[kSizeClasses];
+  CUevent* free_events;
+  int nfree_events;
+  int events_capacity;
+  DeviceBatch* inbox_head;
+  DeviceBatch* inbox_tail;
+  std::atomic<uint32_t> bell;  // bumped on every enqueue; the idle progress thread sleeps on it
+};
+
+QueueState g_queue = {PTHREAD_MUTEX_INITIALIZER};
+
+uint64_t AlignStaging(uint64_t bytes) noexcept {
+  return (bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
+}
+
+// A forked child has no progress thread and may not use the parent's CUDA objects: it
+// starts from scratch (and fails like any CUDA use after fork would).
+void ResetAfterFork() noexcept {
+  const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g_queue.mutex = fresh;
+  g_queue.set_up = false;
+  g_queue.inbox_head = g_queue.inbox_tail = nullptr;
+  g_queue.nfree_slots = 0;
+  g_queue.nfree_events = 0;
+  std::memset(g_queue.free_blocks, 0, sizeof g_queue.free_blocks);
+}
+
+bool StreamsReached(const DeviceBatch* b) noexcept {
+  for (int k = 0; k < b->nstreams; ++k) {
+    const HeldStream& h = b->streams[k];
+    if (g_queue.flags[h.slot].ready.load(std::memory_order_acquire) != h.token) return false;
+  }
+  return true;
+}
+
+bool SharesComm(const DeviceBatch* a, const DeviceBatch* b) noexcept {
+  for (int i = 0; i < a->count; ++i) {
+    for (int j = 0; j < b->count; ++j) {
+      if (a->tasks[i].comm == b->tasks[j].comm) return true;
+    }
+  }
+  return false;
+}
+
+// Operations of a communicator run one unit at a time, in issue order.
+bool BlockedByEarlier(const DeviceBatch* head, const DeviceBatch* b) noexcept {
+  for (const DeviceBatch* e = head; e != b; e = e->next) {
+    if (e->stage != BatchStage::kWaitCopies && SharesComm(e, b)) return true;
+  }
+  return false;
+}
+
+void StartBatch(DeviceBatch* b) noexcept {
+  for (int i = 0; i < b->count; ++i) {
+    Task& t = b->tasks[i];
+    t.comm->running.fetch_add(1);
+    t.prev = -1;
+    t.done = false;
+    t.result = ncclSuccess;
+    t.blocked_on = kWaitAny;
+  }
+  if (b->count > 1) LinkQueues(b->tasks, b->count, b->order);
+  b->stage = BatchStage::kRunning;
+}
+
+// One pass over the batch's tasks; true once all are done or one failed.
+bool StepBatch(DeviceBatch* b, bool* moved) noexcept {
+  int remaining = 0;
+  for (int i = 0; i < b->count; ++i) {
+    Task& t = b->tasks[i];
+    if (t.done) continue;
+    if (t.prev >= 0 && !b->tasks[t.prev].done) {
+      ++remaining;
+      continue;
+    }
+    const Status st = ProgressTask(t, moved);
+    if (st == Status::kDone) {
+      t.done = true;
+      *moved = true;
+    } else if (st == Status::kFailed) {
+      b->result = t.result != ncclSuccess ? t.result : ncclInternalError;
+      return true;
+    } else {
+      ++remaining;
+    }
+  }
+  return remaining == 0;
+}
+
+void FinishBatch(DeviceBatch* b) noexcept {
+  for (int i = 0; i < b->count; ++i) {
+    ncclComm* comm = b->tasks[i].comm;
+    if (b->result != ncclSuccess) {
+      int32_t none = ncclSuccess;
+      comm->async_error.compare_exchange_strong(none, b->result);
+    }
+    comm->running.fetch_sub(1);
+    comm->device_tasks.fetch_sub(1);
+    ReleaseComm(comm);
+  }
+  // The streams go on either way (NCCL's do after an abort too); errors are asynchronous.
+  for (int k = 0; k < b->nstreams; ++k) {
+    g_queue.flags[b->streams[k].slot].release.store(b->streams[k].token);
+  }
+  b->stage = BatchStage::kWaitCopies;
+}
+
+bool CopiesDone(const DeviceBatch* b) noexcept {
+  for (int k = 0; k < b->nstreams; ++k) {
+    if (g_queue.driver->EventQuery(b->streams[k].done) == CUDA_ERROR_NOT_READY) return false;
+  }
+  return true;
+}
+
+void FreeBatchArrays(DeviceBatch* b) noexcept {
+  std::free(b->tasks);
+  std::free(b->order);
+  std::free(b->streams);
+  std::free(b->blocks);
+  std::free(b);
+}
+
+// Returns the staging, slots and events of a batch whose streams have passed it.
+void RecycleBatch(DeviceBatch* b) noexcept {
+  pthread_mutex_lock(&g_queue.mutex);
+  for (int i = 0; i < b->nblocks; ++i) {
+    StagingBlock* block = b->blocks[i];
+    block->next = g_queue.free_blocks[block->size_class];
+    g_queue.free_blocks[block->size_class] = block;
+  }
+  for (int k = 0; k < b->nstreams; ++k) {
+    g_queue.free_slots[g_queue.nfree_slots++] = b->streams[k].slot;
+    if (b->streams[k].done != nullptr && g_queue.nfree_events < g_queue.events_capacity) {
+      g_queue.free_events[g_queue.nfree_events++] = b->streams[k].done;
+    }
+  }
+  pthread_mutex_unlock(&g_queue.mutex);
+  FreeBatchArrays(b);
+}
+
+void* ProgressMain(void*) noexcept {
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // short sleeps while peers are awaited: 1 us slack
+  g_queue.driver->CtxSetCurrent(g_queue.context);
+  DeviceBatch* head = nullptr;
+  DeviceBatch** tail_link = &head;
+  int idle_rounds = 0;
+  for (;;) {
+    const uint32_t bell = g_queue.bell.load();
+    pthread_mutex_lock(&g_queue.mutex);
+    if (g_queue.inbox_head != nullptr) {
+      *tail_link = g_queue.inbox_head;
+      tail_link = &g_queue.inbox_tail->next;
+      g_queue.inbox_head = g_queue.inbox_tail = nullptr;
+    }
+    pthread_mutex_unlock(&g_queue.mutex);
+    if (head == nullptr) {
+      FutexWait(&g_queue.bell, bell, nullptr);
+      continue;
+    }
+    bool moved = false;
+    for (DeviceBatch** link = &head; *link != nullptr;) {
+      DeviceBatch* b = *link;
+      if (b->stage == BatchStage::kWaitReady && StreamsReached(b) && !BlockedByEarlier(head, b)) {
+        StartBatch(b);
+        moved = true;
+      }
+      if (b->stage == BatchStage::kRunning && StepBatch(b, &moved)) {
+        FinishBatch(b);
+        moved = true;
+      }
+      if (b->stage == BatchStage::kWaitCopies && CopiesDone(b)) {
+        *link = b->next;
+        if (tail_link == &b->next) tail_link = link;
+        RecycleBatch(b);
+        moved = true;
+        continue;
+      }
+      link = &b->next;
+    }
+    if (moved) {
+      idle_rounds = 0;
+      continue;
+    }
+    // Spin briefly (a peer or the GPU is usually about to move), then sleep a little
+    // longer the longer nothing moves; a new enqueue wakes the sleep at once.
+    ++idle_rounds;
+    if (idle_rounds < 64) {
+      CpuRelax();
+      continue;
+    }
+    const timespec pause{0, idle_rounds < 4096 ? 5 * 1000 : 200 * 1000};
+    FutexWait(&g_queue.bell, bell, &pause);
+  }
+  return nullptr;
+}
+
+// Loads the hold kernel, allocates the flag words and starts the progress thread; called
+// once per process under g_queue.mutex, on a thread with the program's CUDA context.
+ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
+  CUcontext context = nullptr;
+  if (d->CtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) {
+    *message = "CUDA mode: the calling thread has no current CUDA context (select the device, "
+               "e.g. cudaSetDevice, before the first NCCL call on CUDA buffers)";
+    return ncclInvalidUsage;
+  }
+  CUmoduleLoadingMode loading = CU_MODULE_EAGER_LOADING;
+  if (d->ModuleGetLoadingMode(&loading) == CUDA_SUCCESS && loading == CU_MODULE_LAZY_LOADING) {
+    // Loading a kernel lazily waits for running kernels: behind a held stream, every first
+    // launch of a kernel in this process would hang until the collective completed.
+    *message = "CUDA mode: CUDA lazy module loading is on in this process; set "
+               "CUDA_MODULE_LOADING=EAGER before CUDA starts (libnccl.so.2 of collwatch sets it "
+               "when it is loaded before CUDA is initialised)";
+    return ncclInvalidUsage;
+  }
+  CUmodule module = nullptr;
+  CUresult r = d->ModuleLoadData(&module, kStreamHoldPtx);
+  if (r == CUDA_SUCCESS) r = d->ModuleGetFunction(&g_queue.hold, module, kStreamHoldKernelName);
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "loading the stream-hold kernel (cuModuleLoadData)", r);
+    return ncclUnhandledCudaError;
+  }
+  void* flags = nullptr;
+  r = d->MemHostAlloc(&flags, sizeof(HoldFlags) * kFlagSlots,
+                      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "cuMemHostAlloc of the stream-hold flags", r);
+    return ncclUnhandledCudaError;
+  }
+  std::memset(flags, 0, sizeof(HoldFlags) * kFlagSlots);
+  g_queue.flags = static_cast<HoldFlags*>(flags);
+  // One launch that exits at once (release already at its token) on a private stream: the
+  // kernel is resident before any stream is held.
+  CUstream warm = nullptr;
+  r = d->StreamCreate(&warm, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) {
+    HoldFlags* f = &g_queue.flags[0];
+    f->release.store(1);
+    uint32_t token = 1;
+    void* ready = &f->ready;
+    void* release = &f->release;
+    void* params[] = {&ready, &release, &token};
+    r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, warm, params, nullptr);
+    if (r == CUDA_SUCCESS) r = d->StreamSynchronize(warm);
+    d->StreamDestroy(warm);
+  }
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "the first launch of the stream-hold kernel", r);
+    return ncclUnhandledCudaError;
+  }
+  g_queue.context = context;
+  g_queue.driver = d;
+  g_queue.next_token = 2;
+  g_queue.nfree_slots = 0;
+  for (int s = kFlagSlots - 1; s >= 0; --s) g_queue.free_slots[g_queue.nfree_slots++] = s;
+  g_queue.events_capacity = kFlagSlots;
+  g_queue.free_events = static_cast<CUevent*>(std::calloc(kFlagSlots, sizeof(CUevent)));
+  if (g_queue.free_events == nullptr) {
+    *message = "CUDA mode: out of memory";
+    return ncclSystemError;
+  }
+  // The progress thread takes no signals: they stay with the program's threads.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t thread;
+  const int created = pthread_create(&thread, nullptr, ProgressMain, nullptr);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (created != 0) {
+    *message = "CUDA mode: cannot start the progress thread";
+    return ncclSystemError;
+  }
+  pthread_detach(thread);
+  pthread_atfork(nullptr, nullptr, ResetAfterFork);
+  g_queue.set_up = true;
+  return ncclSuccess;
+}
+
+// Pinned staging of at least `bytes`, from the pool or newly allocated (outside the lock:
+// cuMemHostAlloc is slow).
+StagingBlock* AcquireBlock(const CudaDriver* d, uint64_t bytes, const char** message) noexcept {
+  int size_class = 0;
+  while ((kMinStagingBytes << size_class) < bytes && size_class + 1 < kSizeClasses) ++size_class;
+  pthread_mutex_lock(&g_queue.mutex);
+  StagingBlock* block = g_queue.free_blocks[size_class];
+  if (block != nullptr) g_queue.free_blocks[size_class] = block->next;
+  pthread_mutex_unlock(&g_queue.mutex);
+  if (block != nullptr) return block;
+  block = static_cast<StagingBlock*>(std::calloc(1, sizeof(StagingBlock)));
+  if (block == nullptr) {
+    *message = "CUDA mode: out of memory";
+    return nullptr;
+  }
+  void* memory = nullptr;
+  const CUresult r = d->MemHostAlloc(&memory, kMinStagingBytes << size_class, CU_MEMHOSTALLOC_PORTABLE);
+  if (r != CUDA_SUCCESS) {
+    std::free(block);
+    *message = DescribeCudaError(d, "cuMemHostAlloc of staging memory", r);
+    return nullptr;
+  }
+  block->memory = static_cast<uint8_t*>(memory);
+  block->size_class = size_class;
+  return block;
+}
+
+// Points the task's CUDA buffers at staging in `block`.
+void PlaceInStaging(Task* t, StagingBlock* block) noexcept {
+  uint8_t* in = block->memory;
+  uint8_t* out = in + AlignStaging(t->dev.send_bytes);
+  uint8_t* scalar = out + AlignStaging(t->dev.recv_bytes);
+  if (t->kind == TaskKind::kColl) {
+    if (t->dev.user_send != nullptr) t->coll.send = in;
+    if (t->dev.user_recv != nullptr) t->coll.recv = out;
+    if (t->dev.user_scalar != nullptr) t->coll.red.scalar = reinterpret_cast<uintptr_t>(scalar);
+  } else {
+    if (t->dev.user_send != nullptr) t->p2p.send = in;
+    if (t->dev.user_recv != nullptr) t->p2p.recv = out;
+  }
+}
+
+CUresult CopyAsync(const CudaDriver* d, void* dst, const void* src, uint64_t bytes,
+                   CUstream stream) noexcept {
+  if (bytes == 0) return CUDA_SUCCESS;
+  return d->MemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src),
+                        bytes, stream);
+}
+
+// Enqueues the batch's work on each of its streams. On failure, releases the kernels
+// already launched (their streams go on) and returns the error.
+CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** message) noexcept {
+  int launched = 0;
+  CUresult r = CUDA_SUCCESS;
+  const char* what = "";
+  for (int k = 0; k < b->nstreams && r == CUDA_SUCCESS; ++k) {
+    HeldStream& h = b->streams[k];
+    for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {
+      const Task& t = b->tasks[i];
+      if (!t.dev.active || t.dev.stream != h.stream) continue;
+      what = "cuMemcpyAsync of an input to staging";
+      if (t.dev.user_send != nullptr) {
+        const void* staged = t.kind == TaskKind::kColl ? t.coll.send : t.p2p.send;
+        r = CopyAsync(d, const_cast<void*>(staged), t.dev.user_send, t.dev.send_bytes, h.stream);
+      }
+      if (r == CUDA_SUCCESS && t.dev.user_scalar != nullptr) {
+        r = CopyAsync(d, reinterpret_cast<void*>(t.coll.red.scalar), t.dev.user_scalar,
+                      DtypeSize(t.coll.dtype), h.stream);
+      }
+    }
+    if (r != CUDA_SUCCESS) break;
+    void* ready = &g_queue.flags[h.slot].ready;
+    void* release = &g_queue.flags[h.slot].release;
+    void* params[] = {&ready, &release, &h.token};
+    what = "cuLaunchKernel of the stream-hold kernel";
+    r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
+    if (r != CUDA_SUCCESS) break;
+    ++launched;
+    for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {
+      const Task& t = b->tasks[i];
+      if (!t.dev.active || t.dev.stream != h.stream || t.dev.user_recv == nullptr) continue;
+      what = "cuMemcpyAsync of an output from staging";
+      const void* staged = t.kind == TaskKind::kColl ? t.coll.recv : t.p2p.recv;
+      r = CopyAsync(d, t.dev.user_recv, staged, t.dev.recv_bytes, h.stream);
+    }
+    if (r == CUDA_SUCCESS) {
+      what = "cuEventRecord";
+      r = d->EventRecord(h.done, h.stream);
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, what, r);
+    for (int k = 0; k < launched; ++k) {
+      g_queue.flags[b->streams[k].slot].release.store(b->streams[k].token);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int count,
+                                const char** message) noexcept {
+  pthread_mutex_lock(&g_queue.mutex);
+  ncclResult_t result = g_queue.set_up ? ncclSuccess : SetUp(d, message);
+  pthread_mutex_unlock(&g_queue.mutex);
+  if (result != ncclSuccess) return result;
+
+  auto* b = static_cast<DeviceBatch*>(std::calloc(1, sizeof(DeviceBatch)));
+  if (b != nullptr) {
+    b->tasks = static_cast<Task*>(std::malloc(sizeof(Task) * count));
+    b->order = static_cast<int*>(std::malloc(sizeof(int) * count));
+    b->streams = static_cast<HeldStream*>(std::calloc(count, sizeof(HeldStream)));
+    b->blocks = static_cast<StagingBlock**>(std::calloc(count, sizeof(StagingBlock*)));
+  }
+  if (b == nullptr || b->tasks == nullptr || b->order == nullptr || b->streams == nullptr ||
+      b->blocks == nullptr) {
+    if (b != nullptr) FreeBatchArrays(b);
+    *message = "CUDA mode: out of memory";
+    return ncclSystemError;
+  }
+  std::memcpy(b->tasks, tasks, sizeof(Task) * count);
+  b->count = count;
+  b->stage = BatchStage::kWaitReady;
+  b->result = ncclSuccess;
+
+  // Staging for every CUDA buffer; the distinct streams in order of first use.
+  for (int i = 0; i < count && result == ncclSuccess; ++i) {
+    Task& t = b->tasks[i];
+    if (!t.dev.active) continue;
+    const uint64_t bytes =
+        AlignStaging(t.dev.send_bytes) + AlignStaging(t.dev.recv_bytes) + kStagingAlign;
+    StagingBlock* block = AcquireBlock(d, bytes, message);
+    if (block == nullptr) {
+      result = ncclUnhandledCudaError;
+      break;
+    }
+    b->blocks[b->nblocks++] = block;
+    PlaceInStaging(&t, block);
+    int k = 0;
+    while (k < b->nstreams && b->streams[k].stream != t.dev.stream) ++k;
+    if (k == b->nstreams) b->streams[b->nstreams++].stream = t.dev.stream;
+  }
+  int slots_taken = 0;
+  if (result == ncclSuccess) {
+    pthread_mutex_lock(&g_queue.mutex);
+    for (int k = 0; k < b->nstreams && g_queue.nfree_slots > 0; ++k, ++slots_taken) {
+      HeldStream& h = b->streams[k];
+      h.slot = g_queue.free_slots[--g_queue.nfree_slots];
+      h.token = g_queue.next_token++;
+      h.done = g_queue.nfree_events > 0 ? g_queue.free_events[--g_queue.nfree_events] : nullptr;
+    }
+    pthread_mutex_unlock(&g_queue.mutex);
+    if (slots_taken < b->nstreams) {
+      *message = "CUDA mode: more than 4096 stream operations in flight in this process";
+      result = ncclInternalError;
+    }
+  }
+  for (int k = 0; k < slots_taken && result == ncclSuccess; ++k) {
+    if (b->streams[k].done == nullptr) {
+      const CUresult r = d->EventCreate(&b->streams[k].done, CU_EVENT_DISABLE_TIMING);
+      if (r != CUDA_SUCCESS) {
+        *message = DescribeCudaError(d, "cuEventCreate", r);
+        result = ncclUnhandledCudaError;
+      }
+    }
+  }
+  if (result != ncclSuccess) {
+    b->nstreams = slots_taken;
+    RecycleBatch(b);  // nothing was enqueued: everything goes back to the pools
+    return result;
+  }
+  if (EnqueueOnStreams(d, b, message) != CUDA_SUCCESS) {
+    // Copies may be pending on the streams: the staging is left to them (leaked), the
+    // rest freed. A driver failure here is rare and usually fatal to the context anyway.
+    FreeBatchArrays(b);
+    return ncclUnhandledCudaError;
+  }
+  for (int i = 0; i < count; ++i) {
+    RetainComm(b->tasks[i].comm);
+    b->tasks[i].comm->device_tasks.fetch_add(1);
+  }
+  pthread_mutex_lock(&g_queue.mutex);
+  if (g_queue.inbox_tail != nullptr) {
+    g_queue.inbox_tail->next = b;
+  } else {
+    g_queue.inbox_head = b;
+  }
+  g_queue.inbox_tail = b;
+  pthread_mutex_unlock(&g_queue.mutex);
+  g_queue.bell.fetch_add(1);
+  FutexWakeAll(&g_queue.bell);
+  return ncclSuccess;
+}
+
+}  // namespace collwatch::cpu_nccl
