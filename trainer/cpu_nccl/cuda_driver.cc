@@ -147,7 +147,7 @@ BufferKind ClassifyBuffer(const CudaDriver* driver, const void* buffer) noexcept
   }
   // Without a driver only host memory can be used; a device address is unmapped here and
   // would crash the copy, so refuse it with a message instead.
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   void* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(buffer) & ~(page - 1));
   unsigned char resident = 0;
   if (mincore(start, 1, &resident) != 0 && errno == ENOMEM) return BufferKind::kInvalid;
