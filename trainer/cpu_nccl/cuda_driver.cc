@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "trainer/cpu_nccl/config.h"
@@ -104,6 +105,17 @@ const CudaDriver* LoadOnce(CudaMode mode) noexcept {
   }
   pthread_mutex_unlock(&g_load_mutex);
   return found;
+}
+
+// Kernels must be resident before a collective holds a stream: loading one lazily waits
+// for running kernels, so with CUDA_MODULE_LOADING=LAZY (PyTorch's default when unset) the
+// first launch of any new kernel would hang behind a waiting collective. The driver reads
+// the variable at cuInit; this runs when libnccl.so.2 is loaded, which for PyTorch is at
+// `import torch`, before CUDA starts. cuda_queue.cc refuses to hold streams if it was late.
+__attribute__((constructor)) void PreferEagerModuleLoading() noexcept {
+  CudaMode mode = CudaMode::kAuto;
+  if (ParseCudaMode(EnvValue(kEnvCudaMode), &mode) && mode == CudaMode::kOff) return;
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
 }
 
 }  // namespace
