@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine (device tool): builds collwatch's libnccl.so.2 (the CPU NCCL
+# backend) and the CUDA-mode check program, runs it with 2 and 4 ranks on the one GPU
+# (figures to $OUT/figures.csv), then, where PyTorch is installed, a torch job of 2 ranks
+# on the one GPU with the library preloaded in place of NVIDIA's. Writes under $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+out=${OUT:-/tmp/collwatch-gpu}
+mkdir -p "$out"
+# nccl.h 2.28 where the image has none: a carried copy under .nccl/include.
+nccl_root=${COLLWATCH_NCCL_ROOT:-/usr/local/cuda}
+[ -f .nccl/include/nccl.h ] && nccl_root=$PWD/.nccl
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+generator=()
+command -v ninja >/dev/null || generator=(-G "Unix Makefiles")
+cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCOLLWATCH_PRELOAD_ONLY=ON -DCOLLWATCH_BUILD_TESTS=OFF -DCOLLWATCH_BUILD_BENCHMARKS=OFF \
+  -DCOLLWATCH_BUILD_TRAINER=OFF -DCOLLWATCH_BUILD_GPU_PROGRAMS=ON \
+  -DCOLLWATCH_NCCL_ROOT="$nccl_root" > "$out/build.log" 2>&1
+cmake --build build-gpu -j 16 --target collwatch_cpu_nccl_cuda_mode >> "$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; exit 1; }
+library=$PWD/build-gpu/trainer/cpu_nccl/libnccl.so.2
+program=build-gpu/tests/gpu/collwatch_cpu_nccl_cuda_mode
+echo "kind,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
+for ranks in ${CUDA_MODE_RANKS:-2 4}; do
+  rendezvous=$(mktemp -d)
+  echo "-- $ranks ranks on one GPU" | tee -a "$out/run.log"
+  timeout "${CUDA_MODE_TIMEOUT:-200}" "$program" "$ranks" "$rendezvous" "$out/figures.csv" 2>&1 |
+    tee -a "$out/run.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
+done
+if python3 -c 'import torch' 2>/dev/null; then
+  echo "-- torch, 2 ranks on one GPU, LD_PRELOAD=$library" | tee -a "$out/run.log"
+  LD_PRELOAD=$library timeout 150 python3 -m torch.distributed.run --nproc-per-node 2 \
+    tests/gpu/cuda_mode_torch_smoke.py 2>&1 | tee -a "$out/run.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
+fi
