@@ -22,7 +22,7 @@ cmake --build build-gpu -j 16 --target collwatch_cpu_nccl_cuda_mode >> "$out/bui
   { tail -40 "$out/build.log"; exit 1; }
 library=$PWD/build-gpu/trainer/cpu_nccl/libnccl.so.2
 program=build-gpu/tests/gpu/collwatch_cpu_nccl_cuda_mode
-echo "kind,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
+echo "sharing,collective,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
 for ranks in ${CUDA_MODE_RANKS:-2 4}; do
   rendezvous=$(mktemp -d)
   echo "-- $ranks ranks on one GPU" | tee -a "$out/run.log"
@@ -30,6 +30,24 @@ for ranks in ${CUDA_MODE_RANKS:-2 4}; do
     tee -a "$out/run.log"
   echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
 done
+# The same with an MPS server (private to this run): the ranks' kernels then share the GPU
+# at once instead of in time slices, which a waiting stream-hold kernel would fill.
+if [ -n "${CUDA_MODE_MPS_RANKS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
+  mps=$(mktemp -d)
+  export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+  for ranks in $CUDA_MODE_MPS_RANKS; do
+    rendezvous=$(mktemp -d)
+    echo "-- $ranks ranks on one GPU under MPS" | tee -a "$out/run.log"
+    CUDA_MODE_SHARING=mps timeout "${CUDA_MODE_TIMEOUT:-200}" "$program" "$ranks" "$rendezvous" \
+      "$out/figures.csv" 2>&1 |
+      tee -a "$out/run.log"
+    echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
+  done
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 if python3 -c 'import torch' 2>/dev/null; then
   echo "-- torch, 2 ranks on one GPU, LD_PRELOAD=$library" | tee -a "$out/run.log"
   LD_PRELOAD=$library timeout 150 python3 -m torch.distributed.run --nproc-per-node 2 \

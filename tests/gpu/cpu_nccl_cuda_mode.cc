@@ -90,11 +90,19 @@ bool Matches(T got, double want, bool exact) {
   return std::fabs(static_cast<double>(got) - want) <= 1e-5 * (1.0 + std::fabs(want));
 }
 
+// A pageable cudaMemcpy may return before its DMA has landed, and a non-blocking stream
+// does not wait for the legacy stream: set buffers up on the collective's own stream.
 template <typename T>
-T* DeviceCopy(const std::vector<T>& host) {
+void Upload(T* device, const std::vector<T>& host, size_t count, cudaStream_t stream) {
+  CUDA(cudaMemcpyAsync(device, host.data(), count * sizeof(T), cudaMemcpyHostToDevice, stream));
+  CUDA(cudaStreamSynchronize(stream));
+}
+
+template <typename T>
+T* DeviceCopy(const std::vector<T>& host, cudaStream_t stream) {
   T* device = nullptr;
   CUDA(cudaMalloc(&device, host.size() * sizeof(T) + 1));
-  CUDA(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  Upload(device, host, host.size(), stream);
   return device;
 }
 
@@ -119,7 +127,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
   const size_t count = (1 << 18) + 3;  // several 1 MiB staging chunks, not a multiple
   const size_t n = static_cast<size_t>(g_world);
   std::vector<T> input = RankInput<T>(g_rank, count * n);
-  T* send = DeviceCopy(input);
+  T* send = DeviceCopy(input, stream);
   T* recv = nullptr;
   CUDA(cudaMalloc(&recv, count * n * sizeof(T)));
   char name[96];
@@ -139,7 +147,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
   }
 
   // In place, as FSDP and DDP call it.
-  CUDA(cudaMemcpy(recv, input.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+  Upload(recv, input, count, stream);
   NCCL(ncclAllReduce(recv, recv, count, type, ncclSum, comm, stream));
   {
     const std::vector<T> got = HostCopy(recv, count, stream);
@@ -174,7 +182,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
   }
 
   const int root = g_world - 1;
-  CUDA(cudaMemset(recv, 0, count * sizeof(T)));
+  CUDA(cudaMemsetAsync(recv, 0, count * sizeof(T), stream));
   NCCL(ncclBroadcast(send, recv, count, type, 1 % g_world, comm, stream));
   {
     const std::vector<T> got = HostCopy(recv, count, stream);
@@ -186,7 +194,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
 
   // Reduce: only the root's output is written; the others keep what they had.
   std::vector<T> sentinel(count, static_cast<T>(-3));
-  CUDA(cudaMemcpy(recv, sentinel.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+  Upload(recv, sentinel, count, stream);
   NCCL(ncclReduce(send, recv, count, type, ncclMax, root, comm, stream));
   {
     const std::vector<T> got = HostCopy(recv, count, stream);
@@ -200,7 +208,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
 
   // All-to-all as PyTorch does it: a group of sends and receives; then ncclAlltoAll.
   for (int variant = 0; variant < 2; ++variant) {
-    CUDA(cudaMemset(recv, 0, count * n * sizeof(T)));
+    CUDA(cudaMemsetAsync(recv, 0, count * n * sizeof(T), stream));
     if (variant == 0) {
       NCCL(ncclGroupStart());
       for (int peer = 0; peer < g_world; ++peer) {
@@ -246,7 +254,7 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
 void CheckStreamSemantics(ncclComm_t comm, cudaStream_t stream) {
   constexpr size_t kCount = 1024;
   std::vector<int32_t> ones(kCount, 1);
-  int32_t* buffer = DeviceCopy(ones);
+  int32_t* buffer = DeviceCopy(ones, stream);
   if (g_rank == 0) usleep(300 * 1000);  // the others wait for rank 0
   const double start = Seconds();
   NCCL(ncclAllReduce(buffer, buffer, kCount, ncclInt32, ncclSum, comm, stream));
@@ -274,8 +282,8 @@ void CheckIndependentStreams(ncclComm_t comm_a, ncclComm_t comm_b) {
   CUDA(cudaStreamCreateWithFlags(&stream_b, cudaStreamNonBlocking));
   constexpr size_t kCount = 1 << 16;
   std::vector<float> ones(kCount, 1.0f);
-  float* a = DeviceCopy(ones);
-  float* b = DeviceCopy(ones);
+  float* a = DeviceCopy(ones, stream_a);
+  float* b = DeviceCopy(ones, stream_b);
   if (g_rank != 0) NCCL(ncclAllReduce(a, a, kCount, ncclFloat32, ncclSum, comm_a, stream_a));
   NCCL(ncclAllReduce(b, b, kCount, ncclFloat32, ncclSum, comm_b, stream_b));
   CUDA(cudaStreamSynchronize(stream_b));
@@ -325,6 +333,12 @@ void CheckAbortReleasesStream(ncclComm_t parent, bool revoke_first) {
   CUDA(cudaStreamDestroy(stream));
 }
 
+// The first column of the figures: how the ranks shared the GPU (the script says).
+const char* FiguresLabel() {
+  const char* label = std::getenv("CUDA_MODE_SHARING");
+  return label != nullptr ? label : "time-sliced";
+}
+
 // nccl-tests' bus bandwidth: size is the larger buffer (all-gather output, reduce-scatter
 // input); busbw = size / time * (n-1)/n.
 void MeasureBandwidth(ncclComm_t comm, cudaStream_t stream, FILE* figures) {
@@ -333,8 +347,8 @@ void MeasureBandwidth(ncclComm_t comm, cudaStream_t stream, FILE* figures) {
   uint8_t* small = nullptr;
   CUDA(cudaMalloc(&big, 64u << 20));
   CUDA(cudaMalloc(&small, 64u << 20));
-  CUDA(cudaMemset(big, 1, 64u << 20));
-  CUDA(cudaMemset(small, 1, 64u << 20));
+  CUDA(cudaMemsetAsync(big, 1, 64u << 20, stream));
+  CUDA(cudaMemsetAsync(small, 1, 64u << 20, stream));
   cudaEvent_t begin, end;
   CUDA(cudaEventCreate(&begin));
   CUDA(cudaEventCreate(&end));
@@ -366,8 +380,8 @@ void MeasureBandwidth(ncclComm_t comm, cudaStream_t stream, FILE* figures) {
         std::printf("%s %3zu MiB, %d ranks on one GPU: %8.1f us  busbw %6.2f GB/s\n", name,
                     size >> 20, g_world, seconds * 1e6, busbw);
         if (figures != nullptr) {
-          std::fprintf(figures, "%s,%zu,%d,%.1f,%.3f\n", name, size, g_world, seconds * 1e6,
-                       busbw);
+          std::fprintf(figures, "%s,%s,%zu,%d,%.1f,%.3f\n", FiguresLabel(), name, size, g_world,
+                       seconds * 1e6, busbw);
         }
       }
     }
@@ -382,7 +396,9 @@ void MeasureBandwidth(ncclComm_t comm, cudaStream_t stream, FILE* figures) {
   const double per_op_us = (Seconds() - start) / 1000 * 1e6;
   if (g_rank == 0) {
     std::printf("all-reduce 4 B, %d ranks on one GPU: %.1f us per operation\n", g_world, per_op_us);
-    if (figures != nullptr) std::fprintf(figures, "all-reduce-latency,4,%d,%.1f,\n", g_world, per_op_us);
+    if (figures != nullptr) {
+      std::fprintf(figures, "%s,all-reduce,4,%d,%.1f,\n", FiguresLabel(), g_world, per_op_us);
+    }
   }
   CUDA(cudaFree(big));
   CUDA(cudaFree(small));

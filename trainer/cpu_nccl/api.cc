@@ -684,6 +684,26 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return result;
 }
 
+// NCCL 2.28's device API (nccl_device/core.h, a CUDA header): device-side communicators
+// for kernels that communicate themselves, which a host backend cannot give. PyTorch
+// imports both (symmetric memory); the arguments are opaque here.
+extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommCreate(
+    ncclComm_t comm, const void* /*requirements*/, void* out_dev_comm) {
+  if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
+  if (out_dev_comm == nullptr) return cn::Fail(ncclInvalidArgument, "NULL outDevComm");
+  return cn::Fail(ncclInvalidUsage,
+                  "ncclDevCommCreate: NCCL's device API is not available in the CPU NCCL backend "
+                  "(PyTorch: do not use NCCL symmetric memory, e.g. leave "
+                  "TORCH_SYMM_MEM_ALLOW_NCCL / symm_mem backends unset)");
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommDestroy(
+    ncclComm_t comm, const void* /*dev_comm*/) {
+  if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
+  return cn::Fail(ncclInvalidUsage,
+                  "ncclDevCommDestroy: no device communicator exists in the CPU NCCL backend");
+}
+
 // The profiling entry points (pnccl*) are the same functions under a second name.
 #define COLLWATCH_PNCCL_ALIAS(name) __typeof__(name) p##name __attribute__((alias(#name)))
 
