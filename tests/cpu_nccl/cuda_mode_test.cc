@@ -342,7 +342,10 @@ TEST_F(FakeDriverTest, CommunicatorsOnTwoStreamsProgressIndependently) {
     cuda.Sync(stream_b);
     RANK_EXPECT(b[0] == 2.0f);
     if (rank == 1) RANK_EXPECT(cuda.Pending(stream_a));
-    if (rank == 0) RANK_NCCL(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm_a, stream_a));
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 looks meanwhile
+      RANK_NCCL(ncclAllReduce(a, a, 256, ncclFloat32, ncclSum, comm_a, stream_a));
+    }
     cuda.Sync(stream_a);
     RANK_EXPECT(a[0] == 2.0f);
     RANK_NCCL(ncclCommDestroy(comm_b));

@@ -288,7 +288,10 @@ void CheckIndependentStreams(ncclComm_t comm_a, ncclComm_t comm_b) {
   NCCL(ncclAllReduce(b, b, kCount, ncclFloat32, ncclSum, comm_b, stream_b));
   CUDA(cudaStreamSynchronize(stream_b));
   const bool a_pending = g_rank == 0 || cudaStreamQuery(stream_a) == cudaErrorNotReady;
-  if (g_rank == 0) NCCL(ncclAllReduce(a, a, kCount, ncclFloat32, ncclSum, comm_a, stream_a));
+  if (g_rank == 0) {
+    usleep(300 * 1000);  // the others look at stream A meanwhile
+    NCCL(ncclAllReduce(a, a, kCount, ncclFloat32, ncclSum, comm_a, stream_a));
+  }
   const std::vector<float> got_a = HostCopy(a, kCount, stream_a);
   const std::vector<float> got_b = HostCopy(b, kCount, stream_b);
   Report("two communicators on two streams",
