@@ -397,6 +397,22 @@ TEST_F(FakeDriverTest, RevokeAndAbortReleaseAHeldStreamWithAnError) {
   }
 }
 
+TEST_F(FakeDriverTest, IpcOnBuffersThatCannotBeSharedFailsTheOpAndReleasesTheStream) {
+  env_.Set("COLLWATCH_CPU_NCCL_IPC", "1");
+  RunRanks(2, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+    auto* send = cuda.Alloc<float>(64);
+    auto* recv = cuda.Alloc<float>(128);
+    RANK_NCCL(ncclAllGather(send, recv, 64, ncclFloat32, comm, stream));  // enqueued
+    cuda.Sync(stream);  // released although the op failed
+    ncclResult_t async = ncclSuccess;
+    RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+    RANK_EXPECT(async != ncclSuccess);
+    RANK_EXPECT(Contains(ncclGetLastError(nullptr), "CUDA IPC"));
+    RANK_NCCL(ncclCommAbort(comm));
+    return 0;
+  });
+}
+
 TEST_F(FakeDriverTest, LazyModuleLoadingIsRefusedWithAMessage) {
   env_.Set("FAKE_CUDA_LAZY", "1");
   RunRanks(1, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {

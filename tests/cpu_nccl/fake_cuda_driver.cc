@@ -264,6 +264,14 @@ CUresult cuStreamQuery(CUstream stream) {
   return StreamOf(stream)->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// No memory is shared between the fake's processes: CUDA IPC is refused, as the driver
+// refuses it for memory that is not cudaMalloc memory.
+CUresult cuIpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr*, CUipcMemHandle, unsigned int) {
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+
 // Streams are never freed: their detached workers may still be waking up.
 CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
 

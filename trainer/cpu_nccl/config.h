@@ -21,6 +21,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_CPU_NCCL_CUDA", "auto",
      "CUDA buffers: auto (if libcuda.so.1 is loaded), on (load it; fail clearly if not), off"},
     {"COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "the CUDA driver library the CUDA mode loads"},
+    {"COLLWATCH_CPU_NCCL_IPC", "0",
+     "1: all-gathers on CUDA buffers copy GPU to GPU through CUDA IPC (every rank's buffers "
+     "must be cudaMalloc memory), not through host staging"},
 };
 
 // Indices into kEnvVars.
@@ -28,6 +31,7 @@ inline constexpr int kEnvShmDir = 0;
 inline constexpr int kEnvSpin = 1;
 inline constexpr int kEnvCudaMode = 2;
 inline constexpr int kEnvLibcuda = 3;
+inline constexpr int kEnvIpc = 4;
 
 // The variable's value, or its default when unset or empty.
 const char* EnvValue(int index) noexcept;

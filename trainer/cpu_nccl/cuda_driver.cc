@@ -53,6 +53,8 @@ bool ResolveSymbols(void* library) noexcept {
       {reinterpret_cast<void**>(&g_driver.StreamCreate), "cuStreamCreate"},
       {reinterpret_cast<void**>(&g_driver.StreamSynchronize), "cuStreamSynchronize"},
       {reinterpret_cast<void**>(&g_driver.StreamDestroy), "cuStreamDestroy_v2"},
+      {reinterpret_cast<void**>(&g_driver.IpcGetMemHandle), "cuIpcGetMemHandle"},
+      {reinterpret_cast<void**>(&g_driver.IpcOpenMemHandle), "cuIpcOpenMemHandle_v2"},
   };
   for (const Entry& e : entries) {
     *e.slot = dlsym(library, e.symbol);

@@ -42,6 +42,8 @@ struct CudaDriver {
   decltype(&::cuStreamCreate) StreamCreate;
   decltype(&::cuStreamSynchronize) StreamSynchronize;
   decltype(&::cuStreamDestroy) StreamDestroy;
+  decltype(&::cuIpcGetMemHandle) IpcGetMemHandle;
+  decltype(&::cuIpcOpenMemHandle) IpcOpenMemHandle;
 };
 
 // Outcome of looking for the driver, fixed at the first call of Driver().

@@ -11,12 +11,14 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "trainer/cpu_nccl/config.h"
 #include "trainer/cpu_nccl/engine.h"
 #include "trainer/cpu_nccl/futex.h"
 #include "trainer/cpu_nccl/stream_hold_kernel.h"
@@ -70,6 +72,7 @@ struct DeviceBatch {
 struct QueueState {
   pthread_mutex_t mutex;
   const CudaDriver* driver;
+  CUstream copy_stream;  // the progress thread's CUDA IPC copies
   bool set_up;  // module loaded, flags allocated, progress thread started
   CUcontext context;
   CUfunction hold;
@@ -87,6 +90,112 @@ struct QueueState {
 };
 
 QueueState g_queue = {PTHREAD_MUTEX_INITIALIZER};
+
+// ---- CUDA IPC transfers (COLLWATCH_CPU_NCCL_IPC) ----
+
+// What a rank publishes of its input buffer: the allocation's IPC handle and the offset.
+struct IpcBufferInfo {
+  uint32_t usable;  // cuIpcGetMemHandle succeeded
+  uint32_t pid;
+  uint64_t offset;  // of the buffer in its allocation
+  CUipcMemHandle handle;
+};
+static_assert(sizeof(IpcBufferInfo) <= kIpcDescriptorBytes);
+
+// A peer allocation opened in this process (progress thread only); never closed, as
+// PyTorch's caching allocator keeps its segments for the life of the process.
+struct OpenedPeerBuffer {
+  uint32_t pid;
+  CUipcMemHandle handle;
+  CUdeviceptr base;
+};
+constexpr int kMaxOpenedPeerBuffers = 4096;
+OpenedPeerBuffer g_opened[kMaxOpenedPeerBuffers];
+int g_nopened = 0;
+
+}  // namespace
+
+struct IpcTransfer {
+  union {
+    IpcBufferInfo info;
+    uint8_t raw[kIpcDescriptorBytes];
+  } own;
+  IpcBufferInfo* peers;  // nranks entries, filled in phase 0
+  int rank;
+  int nranks;
+  const uint8_t* send;
+  uint8_t* recv;
+  uint64_t block_bytes;  // one rank's part
+  bool started;
+  CUevent copies_done;
+};
+
+const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept { return transfer->own.raw; }
+
+void IpcNotePeerDescriptor(IpcTransfer* transfer, int peer, const void* descriptor) noexcept {
+  std::memcpy(&transfer->peers[peer], descriptor, sizeof(IpcBufferInfo));
+}
+
+namespace {
+
+// The device address of a peer's buffer in this process, opening its allocation once.
+CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noexcept {
+  for (int i = 0; i < g_nopened; ++i) {
+    const OpenedPeerBuffer& o = g_opened[i];
+    if (o.pid == info.pid && std::memcmp(&o.handle, &info.handle, sizeof o.handle) == 0) {
+      return o.base + info.offset;
+    }
+  }
+  if (g_nopened == kMaxOpenedPeerBuffers) {
+    *message = "CUDA IPC: more than 4096 peer allocations opened";
+    return 0;
+  }
+  CUdeviceptr base = 0;
+  const CUresult r = g_queue.driver->IpcOpenMemHandle(&base, info.handle,
+                                                      CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(g_queue.driver, "cuIpcOpenMemHandle of a peer's buffer", r);
+    return 0;
+  }
+  g_opened[g_nopened++] = OpenedPeerBuffer{info.pid, info.handle, base};
+  return base + info.offset;
+}
+
+// Describes `send` for the peers; an IpcTransfer for an all-gather of `block_bytes` per
+// rank, or nullptr when memory runs out.
+IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** message) noexcept {
+  auto* x = static_cast<IpcTransfer*>(std::calloc(1, sizeof(IpcTransfer)));
+  if (x == nullptr) return nullptr;
+  x->nranks = t.comm->nranks;
+  x->rank = t.comm->rank;
+  x->peers = static_cast<IpcBufferInfo*>(std::calloc(x->nranks, sizeof(IpcBufferInfo)));
+  if (x->peers == nullptr || d->EventCreate(&x->copies_done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    std::free(x->peers);
+    std::free(x);
+    *message = "CUDA IPC: out of memory";
+    return nullptr;
+  }
+  x->send = static_cast<const uint8_t*>(t.dev.user_send);
+  x->recv = static_cast<uint8_t*>(t.dev.user_recv);
+  x->block_bytes = t.dev.send_bytes;
+  CUdeviceptr base = 0;
+  const auto address = reinterpret_cast<CUdeviceptr>(t.dev.user_send);
+  IpcBufferInfo& info = x->own.info;
+  info.pid = static_cast<uint32_t>(getpid());
+  if (d->PointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) == CUDA_SUCCESS &&
+      d->IpcGetMemHandle(&info.handle, base) == CUDA_SUCCESS) {
+    info.usable = 1;
+    info.offset = address - base;
+  }
+  return x;
+}
+
+void FreeIpcTransfer(IpcTransfer* x) noexcept {
+  if (x == nullptr) return;
+  if (x->copies_done != nullptr) g_queue.driver->EventDestroy(x->copies_done);
+  std::free(x->peers);
+  std::free(x);
+}
 
 uint64_t AlignStaging(uint64_t bytes) noexcept {
   return (bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
@@ -192,6 +301,9 @@ bool CopiesDone(const DeviceBatch* b) noexcept {
 }
 
 void FreeBatchArrays(DeviceBatch* b) noexcept {
+  for (int i = 0; i < b->count; ++i) {
+    if (b->tasks[i].kind == TaskKind::kColl) FreeIpcTransfer(b->tasks[i].coll.ipc);
+  }
   std::free(b->tasks);
   std::free(b->order);
   std::free(b->streams);
@@ -326,6 +438,11 @@ ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
     *message = DescribeCudaError(d, "the first launch of the stream-hold kernel", r);
     return ncclUnhandledCudaError;
   }
+  r = d->StreamCreate(&g_queue.copy_stream, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "cuStreamCreate of the copy stream", r);
+    return ncclUnhandledCudaError;
+  }
   g_queue.context = context;
   g_queue.driver = d;
   g_queue.next_token = 2;
@@ -414,6 +531,7 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
     for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {
       const Task& t = b->tasks[i];
       if (!t.dev.active || t.dev.stream != h.stream) continue;
+      if (t.kind == TaskKind::kColl && t.coll.ipc != nullptr) continue;  // GPU to GPU later
       what = "cuMemcpyAsync of an input to staging";
       if (t.dev.user_send != nullptr) {
         const void* staged = t.kind == TaskKind::kColl ? t.coll.send : t.p2p.send;
@@ -435,6 +553,7 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
     for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {
       const Task& t = b->tasks[i];
       if (!t.dev.active || t.dev.stream != h.stream || t.dev.user_recv == nullptr) continue;
+      if (t.kind == TaskKind::kColl && t.coll.ipc != nullptr) continue;
       what = "cuMemcpyAsync of an output from staging";
       const void* staged = t.kind == TaskKind::kColl ? t.coll.recv : t.p2p.recv;
       r = CopyAsync(d, t.dev.user_recv, staged, t.dev.recv_bytes, h.stream);
@@ -454,6 +573,48 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
 }
 
 }  // namespace
+
+Status IpcMoveData(IpcTransfer* x, const ncclComm* /*comm*/) noexcept {
+  const CudaDriver* d = g_queue.driver;
+  if (x->started) {
+    const CUresult r = d->EventQuery(x->copies_done);
+    if (r == CUDA_ERROR_NOT_READY) return Status::kBlocked;
+    if (r == CUDA_SUCCESS) return Status::kDone;
+    SetLastError(DescribeCudaError(d, "CUDA IPC copies", r));
+    return Status::kFailed;
+  }
+  // The user's streams are held: every rank's input stays as it is and its output is ours
+  // until phase 1 has seen every rank's copies done.
+  for (int p = 0; p < x->nranks; ++p) {
+    const char* message = "";
+    CUdeviceptr source = reinterpret_cast<CUdeviceptr>(x->send);
+    if (p != x->rank) {
+      if (x->peers[p].usable == 0) {
+        SetLastError("CUDA IPC: a peer's buffer is not cudaMalloc memory (unset "
+                     "COLLWATCH_CPU_NCCL_IPC to stage through host memory)");
+        return Status::kFailed;
+      }
+      source = OpenPeerBuffer(x->peers[p], &message);
+      if (source == 0) {
+        SetLastError(message);
+        return Status::kFailed;
+      }
+    }
+    const CUresult r = d->MemcpyAsync(reinterpret_cast<CUdeviceptr>(x->recv + p * x->block_bytes),
+                                      source, x->block_bytes, g_queue.copy_stream);
+    if (r != CUDA_SUCCESS) {
+      SetLastError(DescribeCudaError(d, "cuMemcpyAsync between ranks", r));
+      return Status::kFailed;
+    }
+  }
+  const CUresult r = d->EventRecord(x->copies_done, g_queue.copy_stream);
+  if (r != CUDA_SUCCESS) {
+    SetLastError(DescribeCudaError(d, "cuEventRecord after the CUDA IPC copies", r));
+    return Status::kFailed;
+  }
+  x->started = true;
+  return Status::kBlocked;
+}
 
 ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int count,
                                 const char** message) noexcept {
@@ -476,7 +637,11 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     return ncclSystemError;
   }
   std::memcpy(b->tasks, tasks, sizeof(Task) * count);
+  for (int i = 0; i < count; ++i) {
+    if (b->tasks[i].kind == TaskKind::kColl) b->tasks[i].coll.ipc = nullptr;
+  }
   b->count = count;
+  const bool use_ipc = std::strcmp(EnvValue(kEnvIpc), "1") == 0;
   b->stage = BatchStage::kWaitReady;
   b->result = ncclSuccess;
 
@@ -484,15 +649,26 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
   for (int i = 0; i < count && result == ncclSuccess; ++i) {
     Task& t = b->tasks[i];
     if (!t.dev.active) continue;
-    const uint64_t bytes =
-        AlignStaging(t.dev.send_bytes) + AlignStaging(t.dev.recv_bytes) + kStagingAlign;
-    StagingBlock* block = AcquireBlock(d, bytes, message);
-    if (block == nullptr) {
-      result = ncclUnhandledCudaError;
-      break;
+    // The same choice on every rank: it depends on the op and the settings only (a rank
+    // whose buffers cannot be shared fails the op with an asynchronous error).
+    if (use_ipc && t.kind == TaskKind::kColl && t.coll.kind == OpKind::kAllGather &&
+        t.dev.user_send != nullptr && t.dev.user_recv != nullptr) {
+      t.coll.ipc = NewIpcTransfer(d, t, message);
+      if (t.coll.ipc == nullptr) {
+        result = ncclSystemError;
+        break;
+      }
+    } else {
+      const uint64_t bytes =
+          AlignStaging(t.dev.send_bytes) + AlignStaging(t.dev.recv_bytes) + kStagingAlign;
+      StagingBlock* block = AcquireBlock(d, bytes, message);
+      if (block == nullptr) {
+        result = ncclUnhandledCudaError;
+        break;
+      }
+      b->blocks[b->nblocks++] = block;
+      PlaceInStaging(&t, block);
     }
-    b->blocks[b->nblocks++] = block;
-    PlaceInStaging(&t, block);
     int k = 0;
     while (k < b->nstreams && b->streams[k].stream != t.dev.stream) ++k;
     if (k == b->nstreams) b->streams[b->nstreams++].stream = t.dev.stream;

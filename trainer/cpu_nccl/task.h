@@ -39,7 +39,28 @@ struct Reduction {
   uint64_t scalar;
 };
 
-enum CollStage : uint8_t { kCollStart = 0, kCollGuard, kCollWrite, kCollWait, kCollHung };
+enum CollStage : uint8_t {
+  kCollStart = 0,
+  kCollGuard,
+  kCollWrite,
+  kCollWait,
+  kCollHung,
+  kCollMoveData,  // CUDA IPC: the GPU moves the data between the two phases
+};
+
+// CUDA mode with COLLWATCH_CPU_NCCL_IPC: a collective whose data moves GPU to GPU through
+// CUDA IPC (cuda_queue.cc). The engine then runs it as two data-free phases over the slots:
+// phase 0 publishes each rank's buffer descriptor (and compares the op descriptors as
+// always), the GPU copies between the phases, phase 1 waits until every rank's copies are
+// done, so that no buffer is reused while a peer still reads it.
+struct IpcTransfer;
+inline constexpr size_t kIpcDescriptorBytes = 96;
+// This rank's descriptor, written into its slot in phase 0.
+const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept;
+// Peer p's descriptor, read from its slot in phase 0.
+void IpcNotePeerDescriptor(IpcTransfer* transfer, int peer, const void* descriptor) noexcept;
+// Starts the copies at the first call, then polls them: kDone, kBlocked or kFailed.
+Status IpcMoveData(IpcTransfer* transfer, const ncclComm* comm) noexcept;
 
 struct CollState {
   OpKind kind;
@@ -49,6 +70,7 @@ struct CollState {
   int dtype;
   int root;  // -1 when the op has none
   Reduction red;
+  IpcTransfer* ipc;  // non-null: the data moves GPU to GPU (see IpcTransfer)
   // Progress.
   CollStage stage;
   uint8_t phase;           // phase within the chunk
