@@ -103,7 +103,8 @@ std::mutex g_ranges_mutex;
 std::vector<Range> g_ranges;
 std::atomic<int> g_hold_launches{0};
 char g_context_token;
-char g_function_token;
+char g_hold_function_token;
+char g_other_function_token;
 
 FakeStream* StreamOf(CUstream stream) {
   static FakeStream* legacy = new FakeStream();
@@ -218,17 +219,19 @@ CUresult cuEventDestroy_v2(CUevent event) {
 }
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  // The backend's PTX must name its kernel; anything else is a broken image.
-  if (std::strstr(static_cast<const char*>(image), ".entry collwatch_hold_stream") == nullptr) {
+  // The backend's PTX names its kernels; anything else is a broken image.
+  if (std::strstr(static_cast<const char*>(image), ".entry collwatch_") == nullptr) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  *module = reinterpret_cast<CUmodule>(&g_function_token);
+  *module = reinterpret_cast<CUmodule>(&g_other_function_token);
   return CUDA_SUCCESS;
 }
 
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
-  if (std::strcmp(name, "collwatch_hold_stream") != 0) return CUDA_ERROR_NOT_FOUND;
-  *function = reinterpret_cast<CUfunction>(&g_function_token);
+  if (std::strncmp(name, "collwatch_", 10) != 0) return CUDA_ERROR_NOT_FOUND;
+  *function = reinterpret_cast<CUfunction>(std::strcmp(name, "collwatch_hold_stream") == 0
+                                               ? &g_hold_function_token
+                                               : &g_other_function_token);
   return CUDA_SUCCESS;
 }
 
@@ -238,9 +241,11 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int, unsigned int,
                         unsigned int, unsigned int, unsigned int, CUstream stream,
                         void** params, void**) {
+  // Only the stream-hold kernel is emulated (the reductions need CUDA IPC, refused here).
+  if (function != reinterpret_cast<CUfunction>(&g_hold_function_token)) return CUDA_ERROR_NOT_SUPPORTED;
   Op op{Op::kHold};
   op.ready = *static_cast<std::atomic<uint32_t>**>(params[0]);
   op.release = *static_cast<std::atomic<uint32_t>**>(params[1]);

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "trainer/cpu_nccl/config.h"
+#include "trainer/cpu_nccl/device_reduce_ptx.h"
 #include "trainer/cpu_nccl/engine.h"
 #include "trainer/cpu_nccl/futex.h"
 #include "trainer/cpu_nccl/stream_hold_kernel.h"
@@ -72,7 +73,9 @@ struct DeviceBatch {
 struct QueueState {
   pthread_mutex_t mutex;
   const CudaDriver* driver;
-  CUstream copy_stream;  // the progress thread's CUDA IPC copies
+  CUstream copy_stream;  // the progress thread's CUDA IPC copies and reductions
+  CUfunction sum_f32;
+  CUfunction sum_bf16;
   bool set_up;  // module loaded, flags allocated, progress thread started
   CUcontext context;
   CUfunction hold;
@@ -116,6 +119,8 @@ int g_nopened = 0;
 }  // namespace
 
 struct IpcTransfer {
+  OpKind kind;  // kAllGather or kReduceScatter (sum)
+  int dtype;
   union {
     IpcBufferInfo info;
     uint8_t raw[kIpcDescriptorBytes];
@@ -125,7 +130,8 @@ struct IpcTransfer {
   int nranks;
   const uint8_t* send;
   uint8_t* recv;
-  uint64_t block_bytes;  // one rank's part
+  uint64_t block_bytes;  // one rank's part: the all-gather input, the reduce-scatter output
+  uint64_t count;        // elements in one rank's part
   bool started;
   CUevent copies_done;
 };
@@ -161,6 +167,19 @@ CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noex
   return base + info.offset;
 }
 
+// Collectives the GPU does between the ranks' buffers: all-gathers, and reduce-scatters
+// that sum float32 or bfloat16 over at most 8 ranks (the reduction kernels' limits).
+bool IpcCapable(const Task& t) noexcept {
+  if (t.kind != TaskKind::kColl || t.dev.user_send == nullptr || t.dev.user_recv == nullptr) {
+    return false;
+  }
+  const CollState& s = t.coll;
+  if (s.kind == OpKind::kAllGather) return true;
+  return s.kind == OpKind::kReduceScatter && s.red.base == BaseOp::kSum && !s.red.premul &&
+         !s.red.postdiv && (s.dtype == ncclFloat32 || s.dtype == ncclBfloat16) &&
+         t.comm->nranks <= kMaxDeviceReduceSources;
+}
+
 // Describes `send` for the peers; an IpcTransfer for an all-gather of `block_bytes` per
 // rank, or nullptr when memory runs out.
 IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** message) noexcept {
@@ -175,9 +194,12 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
     *message = "CUDA IPC: out of memory";
     return nullptr;
   }
+  x->kind = t.coll.kind;
+  x->dtype = t.coll.dtype;
+  x->count = t.coll.count;
   x->send = static_cast<const uint8_t*>(t.dev.user_send);
   x->recv = static_cast<uint8_t*>(t.dev.user_recv);
-  x->block_bytes = t.dev.send_bytes;
+  x->block_bytes = t.coll.count * DtypeSize(t.coll.dtype);
   CUdeviceptr base = 0;
   const auto address = reinterpret_cast<CUdeviceptr>(t.dev.user_send);
   IpcBufferInfo& info = x->own.info;
@@ -438,6 +460,21 @@ ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
     *message = DescribeCudaError(d, "the first launch of the stream-hold kernel", r);
     return ncclUnhandledCudaError;
   }
+  static char reduce_ptx[16384];  // only the first SetUp (under the mutex) writes it
+  CUmodule reduce_module = nullptr;
+  if (!BuildDeviceReducePtx(reduce_ptx, sizeof reduce_ptx)) {
+    *message = "CUDA mode: the reduction kernels' PTX does not fit its buffer";
+    return ncclInternalError;
+  }
+  r = d->ModuleLoadData(&reduce_module, reduce_ptx);
+  if (r == CUDA_SUCCESS) r = d->ModuleGetFunction(&g_queue.sum_f32, reduce_module, kSumFloat32KernelName);
+  if (r == CUDA_SUCCESS) {
+    r = d->ModuleGetFunction(&g_queue.sum_bf16, reduce_module, kSumBfloat16KernelName);
+  }
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "loading the reduction kernels (cuModuleLoadData)", r);
+    return ncclUnhandledCudaError;
+  }
   r = d->StreamCreate(&g_queue.copy_stream, CU_STREAM_NON_BLOCKING);
   if (r != CUDA_SUCCESS) {
     *message = DescribeCudaError(d, "cuStreamCreate of the copy stream", r);
@@ -585,6 +622,7 @@ Status IpcMoveData(IpcTransfer* x, const ncclComm* /*comm*/) noexcept {
   }
   // The user's streams are held: every rank's input stays as it is and its output is ours
   // until phase 1 has seen every rank's copies done.
+  CUdeviceptr sources[kMaxDeviceReduceSources] = {};
   for (int p = 0; p < x->nranks; ++p) {
     const char* message = "";
     CUdeviceptr source = reinterpret_cast<CUdeviceptr>(x->send);
@@ -600,10 +638,32 @@ Status IpcMoveData(IpcTransfer* x, const ncclComm* /*comm*/) noexcept {
         return Status::kFailed;
       }
     }
+    if (x->kind == OpKind::kReduceScatter) {
+      sources[p] = source + static_cast<uint64_t>(x->rank) * x->block_bytes;  // our block
+      continue;
+    }
     const CUresult r = d->MemcpyAsync(reinterpret_cast<CUdeviceptr>(x->recv + p * x->block_bytes),
                                       source, x->block_bytes, g_queue.copy_stream);
     if (r != CUDA_SUCCESS) {
       SetLastError(DescribeCudaError(d, "cuMemcpyAsync between ranks", r));
+      return Status::kFailed;
+    }
+  }
+  if (x->kind == OpKind::kReduceScatter) {
+    CUdeviceptr out = reinterpret_cast<CUdeviceptr>(x->recv);
+    uint32_t nsources = static_cast<uint32_t>(x->nranks);
+    void* params[3 + kMaxDeviceReduceSources] = {&out};
+    for (int k = 0; k < kMaxDeviceReduceSources; ++k) params[1 + k] = &sources[k];
+    params[1 + kMaxDeviceReduceSources] = &nsources;
+    params[2 + kMaxDeviceReduceSources] = &x->count;
+    constexpr uint64_t kThreads = 256;
+    const uint64_t blocks_needed = (x->count + kThreads - 1) / kThreads;
+    const unsigned blocks = static_cast<unsigned>(blocks_needed < 1024 ? blocks_needed : 1024);
+    const CUresult r = d->LaunchKernel(x->dtype == ncclFloat32 ? g_queue.sum_f32 : g_queue.sum_bf16,
+                                       blocks, 1, 1, kThreads, 1, 1, 0, g_queue.copy_stream, params,
+                                       nullptr);
+    if (r != CUDA_SUCCESS) {
+      SetLastError(DescribeCudaError(d, "cuLaunchKernel of a reduction between ranks", r));
       return Status::kFailed;
     }
   }
@@ -651,8 +711,7 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     if (!t.dev.active) continue;
     // The same choice on every rank: it depends on the op and the settings only (a rank
     // whose buffers cannot be shared fails the op with an asynchronous error).
-    if (use_ipc && t.kind == TaskKind::kColl && t.coll.kind == OpKind::kAllGather &&
-        t.dev.user_send != nullptr && t.dev.user_recv != nullptr) {
+    if (use_ipc && IpcCapable(t)) {
       t.coll.ipc = NewIpcTransfer(d, t, message);
       if (t.coll.ipc == nullptr) {
         result = ncclSystemError;
