@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine (device tool): builds collwatch's libnccl.so.2 (the CPU NCCL
-# backend) and the CUDA-mode check program, runs it with 2 and 4 ranks on the one GPU
-# (figures to $OUT/figures.csv), then, where PyTorch is installed, a torch job of 2 ranks
-# on the one GPU with the library preloaded in place of NVIDIA's. Writes under $OUT.
+# backend) and the CUDA-mode check program, runs it in each configuration of
+# CUDA_MODE_RUNS (figures to $OUT/figures.csv), then, where PyTorch is installed, a torch
+# job of 2 ranks on the one GPU with the library preloaded in place of NVIDIA's.
+# A configuration is SHARING:IPC:RANKS: SHARING "ts" (the driver's time slices between
+# processes) or "mps" (a private MPS server: the ranks' kernels run at once), IPC 0 (host
+# staging) or 1 (COLLWATCH_CPU_NCCL_IPC=1). Writes under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/collwatch-gpu}
 mkdir -p "$out"
+runs=${CUDA_MODE_RUNS:-ts:0:2 ts:0:4}
 # nccl.h 2.28 where the image has none: a carried copy under .nccl/include.
 nccl_root=${COLLWATCH_NCCL_ROOT:-/usr/local/cuda}
 [ -f .nccl/include/nccl.h ] && nccl_root=$PWD/.nccl
@@ -22,33 +26,36 @@ cmake --build build-gpu -j 16 --target collwatch_cpu_nccl_cuda_mode >> "$out/bui
   { tail -40 "$out/build.log"; exit 1; }
 library=$PWD/build-gpu/trainer/cpu_nccl/libnccl.so.2
 program=build-gpu/tests/gpu/collwatch_cpu_nccl_cuda_mode
-echo "sharing,collective,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
-for ranks in ${CUDA_MODE_RANKS:-2 4}; do
+echo "configuration,collective,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
+
+mps_dir=""
+start_mps() {
+  [ -n "$mps_dir" ] && return 0
+  command -v nvidia-cuda-mps-control >/dev/null || { echo "no nvidia-cuda-mps-control"; return 1; }
+  mps_dir=$(mktemp -d)
+  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+  CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log \
+    nvidia-cuda-mps-control -d
+}
+for run in $runs; do
+  IFS=: read -r sharing ipc ranks <<< "$run"
+  label="$sharing$([ "$ipc" = 1 ] && echo +ipc)"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  if [ "$sharing" = mps ]; then
+    start_mps || continue
+    export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+  fi
   rendezvous=$(mktemp -d)
-  echo "-- $ranks ranks on one GPU" | tee -a "$out/run.log"
-  timeout "${CUDA_MODE_TIMEOUT:-200}" "$program" "$ranks" "$rendezvous" "$out/figures.csv" 2>&1 |
-    tee -a "$out/run.log"
+  echo "-- $ranks ranks on one GPU, $label" | tee -a "$out/run.log"
+  CUDA_MODE_LABEL=$label COLLWATCH_CPU_NCCL_IPC=$ipc timeout "${CUDA_MODE_TIMEOUT:-200}" \
+    "$program" "$ranks" "$rendezvous" "$out/figures.csv" 2>&1 | tee -a "$out/run.log"
   echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
 done
-# The same with an MPS server (private to this run): the ranks' kernels then share the GPU
-# at once instead of in time slices, which a waiting stream-hold kernel would fill.
-if [ -n "${CUDA_MODE_MPS_RANKS:-}" ] && command -v nvidia-cuda-mps-control >/dev/null; then
-  mps=$(mktemp -d)
-  export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d
-  for ranks in $CUDA_MODE_MPS_RANKS; do
-    rendezvous=$(mktemp -d)
-    echo "-- $ranks ranks on one GPU under MPS" | tee -a "$out/run.log"
-    CUDA_MODE_SHARING=mps timeout "${CUDA_MODE_TIMEOUT:-200}" "$program" "$ranks" "$rendezvous" \
-      "$out/figures.csv" 2>&1 |
-      tee -a "$out/run.log"
-    echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
-  done
-  echo quit | nvidia-cuda-mps-control
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-fi
-if python3 -c 'import torch' 2>/dev/null; then
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+[ -n "$mps_dir" ] && echo quit |
+  CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control
+
+if [ "${CUDA_MODE_TORCH:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
   echo "-- torch, 2 ranks on one GPU, LD_PRELOAD=$library" | tee -a "$out/run.log"
   LD_PRELOAD=$library timeout 150 python3 -m torch.distributed.run --nproc-per-node 2 \
     tests/gpu/cuda_mode_torch_smoke.py 2>&1 | tee -a "$out/run.log"

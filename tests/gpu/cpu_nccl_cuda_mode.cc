@@ -250,6 +250,42 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
   CUDA(cudaFree(recv));
 }
 
+// bfloat16 (FSDP's usual reduce type): reduce-scatter sum and all-gather, bit-exact on
+// values whose sums bf16 holds exactly.
+void CheckBfloat16(ncclComm_t comm, cudaStream_t stream) {
+  auto to_bf16 = [](double v) {
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<uint16_t>(bits >> 16);  // exact: the values have few mantissa bits
+  };
+  const size_t count = (1 << 17) + 1;
+  const size_t n = static_cast<size_t>(g_world);
+  std::vector<uint16_t> input(count * n);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = to_bf16(InputValue(g_rank, i));
+  uint16_t* send = DeviceCopy(input, stream);
+  uint16_t* recv = nullptr;
+  CUDA(cudaMalloc(&recv, count * n * sizeof(uint16_t)));
+  NCCL(ncclReduceScatter(send, recv, count, ncclBfloat16, ncclSum, comm, stream));
+  std::vector<uint16_t> got = HostCopy(recv, count, stream);
+  bool ok = true;
+  for (size_t i = 0; i < count && ok; ++i) {
+    ok = got[i] == to_bf16(Expected<float>(ncclSum, static_cast<size_t>(g_rank) * count + i));
+  }
+  Report("reduce-scatter sum bfloat16", ok);
+  NCCL(ncclAllGather(send, recv, count, ncclBfloat16, comm, stream));
+  got = HostCopy(recv, count * n, stream);
+  ok = true;
+  for (size_t r = 0; r < n && ok; ++r) {
+    for (size_t i = 0; i < count && ok; ++i) {
+      ok = got[r * count + i] == to_bf16(InputValue(static_cast<int>(r), i));
+    }
+  }
+  Report("all-gather bfloat16", ok);
+  CUDA(cudaFree(send));
+  CUDA(cudaFree(recv));
+}
+
 // The call returns before the peers join; the stream holds later work until they do.
 void CheckStreamSemantics(ncclComm_t comm, cudaStream_t stream) {
   constexpr size_t kCount = 1024;
@@ -338,7 +374,7 @@ void CheckAbortReleasesStream(ncclComm_t parent, bool revoke_first) {
 
 // The first column of the figures: how the ranks shared the GPU (the script says).
 const char* FiguresLabel() {
-  const char* label = std::getenv("CUDA_MODE_SHARING");
+  const char* label = std::getenv("CUDA_MODE_LABEL");
   return label != nullptr ? label : "time-sliced";
 }
 
@@ -420,6 +456,7 @@ int Run(const std::string& dir, const char* figures_path) {
   CheckCollectives<int64_t>(comm, stream, ncclInt64, "int64", true);
   CheckCollectives<float>(comm, stream, ncclFloat32, "float32", false);
   CheckCollectives<double>(comm, stream, ncclFloat64, "float64", false);
+  CheckBfloat16(comm, stream);
   CheckHostBuffers(comm, stream);
   ncclComm_t second = nullptr;
   NCCL(ncclCommSplit(comm, 0, g_rank, &second, nullptr));
