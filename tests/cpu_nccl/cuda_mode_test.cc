@@ -240,7 +240,15 @@ class FakeDriverTest : public CudaModeTest {
   }
 };
 
-TEST_F(FakeDriverTest, EveryCollectiveOnDeviceBuffers) {
+class EveryCollectiveTest : public FakeDriverTest,
+                            public ::testing::WithParamInterface<const char*> {};
+
+// COLLWATCH_CPU_NCCL_IPC 1 (the default; the fake refuses IPC, so all-gathers take the
+// staged fallback) and 0 (everything staged directly).
+INSTANTIATE_TEST_SUITE_P(Ipc, EveryCollectiveTest, ::testing::Values("1", "0"));
+
+TEST_P(EveryCollectiveTest, OnDeviceBuffers) {
+  env_.Set("COLLWATCH_CPU_NCCL_IPC", GetParam());
   const int n = 3;
   RunRanks(n, [n](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
     const size_t count = (1 << 18) + 5;  // several staging chunks of the engine
@@ -397,18 +405,36 @@ TEST_F(FakeDriverTest, RevokeAndAbortReleaseAHeldStreamWithAnError) {
   }
 }
 
-TEST_F(FakeDriverTest, IpcOnBuffersThatCannotBeSharedFailsTheOpAndReleasesTheStream) {
+TEST_F(FakeDriverTest, BuffersThatCannotBeSharedFallBackToStagingOnEveryRank) {
+  // The fake driver refuses cuIpcGetMemHandle: the GPU-to-GPU path must fall back together.
   env_.Set("COLLWATCH_CPU_NCCL_IPC", "1");
-  RunRanks(2, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
-    auto* send = cuda.Alloc<float>(64);
-    auto* recv = cuda.Alloc<float>(128);
-    RANK_NCCL(ncclAllGather(send, recv, 64, ncclFloat32, comm, stream));  // enqueued
-    cuda.Sync(stream);  // released although the op failed
-    ncclResult_t async = ncclSuccess;
+  RunRanks(3, [](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+    const size_t count = (1 << 17) + 3;
+    auto* send = cuda.Alloc<float>(count * 3);
+    auto* recv = cuda.Alloc<float>(count * 3);
+    for (size_t i = 0; i < count * 3; ++i) send[i] = static_cast<float>(rank + 1) + (i % 4);
+    for (int round = 0; round < 2; ++round) {  // twice: the sequence numbers stay in step
+      RANK_NCCL(ncclAllGather(send, recv, count, ncclFloat32, comm, stream));
+      cuda.Sync(stream);
+      for (int r = 0; r < 3; ++r) {
+        for (size_t i = 0; i < count; i += 1009) {
+          RANK_EXPECT(recv[r * count + i] == static_cast<float>(r + 1) + (i % 4));
+        }
+      }
+      RANK_NCCL(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm, stream));
+      cuda.Sync(stream);
+      for (size_t i = 0; i < count; i += 1009) {
+        RANK_EXPECT(recv[i] == 6.0f + 3 * ((rank * count + i) % 4));
+      }
+    }
+    // Other collectives are staged as before, in step with the ones above.
+    RANK_NCCL(ncclAllReduce(send, recv, count, ncclFloat32, ncclMax, comm, stream));
+    cuda.Sync(stream);
+    RANK_EXPECT(recv[1] == 4.0f);
+    ncclResult_t async = ncclInternalError;
     RANK_NCCL(ncclCommGetAsyncError(comm, &async));
-    RANK_EXPECT(async != ncclSuccess);
-    RANK_EXPECT(Contains(ncclGetLastError(nullptr), "CUDA IPC"));
-    RANK_NCCL(ncclCommAbort(comm));
+    RANK_EXPECT(async == ncclSuccess);
+    RANK_NCCL(ncclCommDestroy(comm));
     return 0;
   });
 }

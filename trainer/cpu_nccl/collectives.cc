@@ -335,7 +335,7 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
         *blocked_on = kWaitAbortOnly;
         return Status::kBlocked;
       case kCollMoveData: {
-        const Status st = IpcMoveData(s.ipc, comm);
+        const Status st = IpcMoveData(s.ipc, comm, moved);
         if (st != Status::kDone) {
           *blocked_on = kPoll;  // the GPU, not a peer, is awaited
           return st;

@@ -21,9 +21,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_CPU_NCCL_CUDA", "auto",
      "CUDA buffers: auto (if libcuda.so.1 is loaded), on (load it; fail clearly if not), off"},
     {"COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "the CUDA driver library the CUDA mode loads"},
-    {"COLLWATCH_CPU_NCCL_IPC", "0",
-     "1: all-gathers on CUDA buffers copy GPU to GPU through CUDA IPC (every rank's buffers "
-     "must be cudaMalloc memory), not through host staging"},
+    {"COLLWATCH_CPU_NCCL_IPC", "1",
+     "1: all-gathers and float32/bfloat16 sum reduce-scatters on CUDA buffers move GPU to GPU "
+     "through CUDA IPC (staged through host memory when a rank's buffer cannot be shared); "
+     "0: every CUDA buffer is staged through host memory"},
 };
 
 // Indices into kEnvVars.

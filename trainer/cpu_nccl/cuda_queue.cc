@@ -118,9 +118,21 @@ int g_nopened = 0;
 
 }  // namespace
 
+enum class IpcStage : uint8_t {
+  kStart,       // descriptors known: choose GPU to GPU or the staged fallback
+  kCopying,     // GPU to GPU copies or reduction running on the copy stream
+  kStagingIn,   // fallback: input being copied to pinned staging
+  kHostCollective,  // fallback: the host engine runs the collective on the staging
+  kStagingOut,  // fallback: output being copied from staging
+};
+
 struct IpcTransfer {
   OpKind kind;  // kAllGather or kReduceScatter (sum)
   int dtype;
+  Reduction red;
+  IpcStage stage;
+  StagingBlock* staging;  // fallback only
+  CollState host_collective;  // fallback only
   union {
     IpcBufferInfo info;
     uint8_t raw[kIpcDescriptorBytes];
@@ -132,8 +144,7 @@ struct IpcTransfer {
   uint8_t* recv;
   uint64_t block_bytes;  // one rank's part: the all-gather input, the reduce-scatter output
   uint64_t count;        // elements in one rank's part
-  bool started;
-  CUevent copies_done;
+  CUevent copies_done;  // the last work enqueued on the copy stream for this transfer
 };
 
 const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept { return transfer->own.raw; }
@@ -196,6 +207,7 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   }
   x->kind = t.coll.kind;
   x->dtype = t.coll.dtype;
+  x->red = t.coll.red;
   x->count = t.coll.count;
   x->send = static_cast<const uint8_t*>(t.dev.user_send);
   x->recv = static_cast<uint8_t*>(t.dev.user_recv);
@@ -212,8 +224,11 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   return x;
 }
 
+void ReleaseBlock(StagingBlock* block) noexcept;
+
 void FreeIpcTransfer(IpcTransfer* x) noexcept {
   if (x == nullptr) return;
+  if (x->staging != nullptr) ReleaseBlock(x->staging);
   if (x->copies_done != nullptr) g_queue.driver->EventDestroy(x->copies_done);
   std::free(x->peers);
   std::free(x);
@@ -331,6 +346,13 @@ void FreeBatchArrays(DeviceBatch* b) noexcept {
   std::free(b->streams);
   std::free(b->blocks);
   std::free(b);
+}
+
+void ReleaseBlock(StagingBlock* block) noexcept {
+  pthread_mutex_lock(&g_queue.mutex);
+  block->next = g_queue.free_blocks[block->size_class];
+  g_queue.free_blocks[block->size_class] = block;
+  pthread_mutex_unlock(&g_queue.mutex);
 }
 
 // Returns the staging, slots and events of a batch whose streams have passed it.
@@ -611,27 +633,59 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
 
 }  // namespace
 
-Status IpcMoveData(IpcTransfer* x, const ncclComm* /*comm*/) noexcept {
+namespace {
+
+// Polls the copy stream's work for `x`: kDone, kBlocked or kFailed (with the message).
+Status CopiesStatus(const IpcTransfer* x, const char* what) noexcept {
+  const CUresult r = g_queue.driver->EventQuery(x->copies_done);
+  if (r == CUDA_ERROR_NOT_READY) return Status::kBlocked;
+  if (r == CUDA_SUCCESS) return Status::kDone;
+  SetLastError(DescribeCudaError(g_queue.driver, what, r));
+  return Status::kFailed;
+}
+
+// Enqueues a copy on the copy stream and records copies_done after it.
+Status CopyOnCopyStream(IpcTransfer* x, void* dst, const void* src, uint64_t bytes) noexcept {
   const CudaDriver* d = g_queue.driver;
-  if (x->started) {
-    const CUresult r = d->EventQuery(x->copies_done);
-    if (r == CUDA_ERROR_NOT_READY) return Status::kBlocked;
-    if (r == CUDA_SUCCESS) return Status::kDone;
-    SetLastError(DescribeCudaError(d, "CUDA IPC copies", r));
+  CUresult r = CopyAsync(d, dst, src, bytes, g_queue.copy_stream);
+  if (r == CUDA_SUCCESS) r = d->EventRecord(x->copies_done, g_queue.copy_stream);
+  if (r != CUDA_SUCCESS) {
+    SetLastError(DescribeCudaError(d, "cuMemcpyAsync to or from staging", r));
     return Status::kFailed;
   }
-  // The user's streams are held: every rank's input stays as it is and its output is ours
-  // until phase 1 has seen every rank's copies done.
+  return Status::kBlocked;
+}
+
+uint64_t IpcSendBytes(const IpcTransfer* x) noexcept {
+  return x->kind == OpKind::kReduceScatter ? x->block_bytes * x->nranks : x->block_bytes;
+}
+
+uint64_t IpcRecvBytes(const IpcTransfer* x) noexcept {
+  return x->kind == OpKind::kAllGather ? x->block_bytes * x->nranks : x->block_bytes;
+}
+
+// Every rank sees the same descriptors, so every rank falls back together when one buffer
+// cannot be shared (e.g. PyTorch's expandable segments, managed memory).
+Status StartStagedFallback(IpcTransfer* x) noexcept {
+  const char* message = "";
+  x->staging = AcquireBlock(g_queue.driver,
+                            AlignStaging(IpcSendBytes(x)) + AlignStaging(IpcRecvBytes(x)), &message);
+  if (x->staging == nullptr) {
+    SetLastError(message);
+    return Status::kFailed;
+  }
+  x->stage = IpcStage::kStagingIn;
+  return CopyOnCopyStream(x, x->staging->memory, x->send, IpcSendBytes(x));
+}
+
+// Enqueues the GPU to GPU copies (all-gather) or the reduction kernel (reduce-scatter).
+Status StartGpuToGpu(IpcTransfer* x) noexcept {
+  const CudaDriver* d = g_queue.driver;
   CUdeviceptr sources[kMaxDeviceReduceSources] = {};
   for (int p = 0; p < x->nranks; ++p) {
     const char* message = "";
     CUdeviceptr source = reinterpret_cast<CUdeviceptr>(x->send);
     if (p != x->rank) {
-      if (x->peers[p].usable == 0) {
-        SetLastError("CUDA IPC: a peer's buffer is not cudaMalloc memory (unset "
-                     "COLLWATCH_CPU_NCCL_IPC to stage through host memory)");
-        return Status::kFailed;
-      }
       source = OpenPeerBuffer(x->peers[p], &message);
       if (source == 0) {
         SetLastError(message);
@@ -672,8 +726,46 @@ Status IpcMoveData(IpcTransfer* x, const ncclComm* /*comm*/) noexcept {
     SetLastError(DescribeCudaError(d, "cuEventRecord after the CUDA IPC copies", r));
     return Status::kFailed;
   }
-  x->started = true;
+  x->stage = IpcStage::kCopying;
   return Status::kBlocked;
+}
+
+}  // namespace
+
+Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
+  // The user's streams are held meanwhile: every rank's input stays as it is and its output
+  // is ours until phase 1 has seen every rank's data moved.
+  switch (x->stage) {
+    case IpcStage::kStart: {
+      *moved = true;
+      bool all_shared = true;
+      for (int p = 0; p < x->nranks; ++p) all_shared = all_shared && x->peers[p].usable != 0;
+      return all_shared ? StartGpuToGpu(x) : StartStagedFallback(x);
+    }
+    case IpcStage::kCopying:
+      return CopiesStatus(x, "CUDA IPC copies");
+    case IpcStage::kStagingIn: {
+      const Status st = CopiesStatus(x, "the copy of an input to staging");
+      if (st != Status::kDone) return st;
+      uint8_t* in = x->staging->memory;
+      uint8_t* out = in + AlignStaging(IpcSendBytes(x));
+      InitCollState(&x->host_collective, x->kind, in, out, x->count, x->dtype, -1, x->red);
+      x->stage = IpcStage::kHostCollective;
+      *moved = true;
+      [[fallthrough]];
+    }
+    case IpcStage::kHostCollective: {
+      int32_t blocked_on = kWaitAny;
+      const Status st = ProgressColl(comm, x->host_collective, &blocked_on, moved);
+      if (st != Status::kDone) return st;
+      x->stage = IpcStage::kStagingOut;
+      uint8_t* out = x->staging->memory + AlignStaging(IpcSendBytes(x));
+      return CopyOnCopyStream(x, x->recv, out, IpcRecvBytes(x));
+    }
+    case IpcStage::kStagingOut:
+      return CopiesStatus(x, "the copy of an output from staging");
+  }
+  return Status::kFailed;
 }
 
 ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int count,

@@ -45,7 +45,7 @@ enum CollStage : uint8_t {
   kCollWrite,
   kCollWait,
   kCollHung,
-  kCollMoveData,  // CUDA IPC: the GPU moves the data between the two phases
+  kCollMoveData,  // CUDA IPC: the data moves between the two phases (IpcMoveData)
 };
 
 // CUDA mode with COLLWATCH_CPU_NCCL_IPC: a collective whose data moves GPU to GPU through
@@ -59,8 +59,10 @@ inline constexpr size_t kIpcDescriptorBytes = 96;
 const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept;
 // Peer p's descriptor, read from its slot in phase 0.
 void IpcNotePeerDescriptor(IpcTransfer* transfer, int peer, const void* descriptor) noexcept;
-// Starts the copies at the first call, then polls them: kDone, kBlocked or kFailed.
-Status IpcMoveData(IpcTransfer* transfer, const ncclComm* comm) noexcept;
+// Moves the data once every rank's descriptor is known: GPU to GPU when every rank's buffer
+// can be shared, else (the same choice on every rank) as a host collective of its own
+// between pinned staging copies. Called until it returns kDone (or kFailed).
+Status IpcMoveData(IpcTransfer* transfer, ncclComm* comm, bool* moved) noexcept;
 
 struct CollState {
   OpKind kind;
