@@ -303,6 +303,47 @@ void CheckStreamSemantics(ncclComm_t comm, cudaStream_t stream) {
   CUDA(cudaFree(buffer));
 }
 
+// Managed and pinned host memory are CUDA memory too (stream-ordered); neither can be
+// shared through CUDA IPC, so all-gather and reduce-scatter take the staged fallback.
+void CheckManagedAndPinned(ncclComm_t comm, cudaStream_t stream) {
+  const size_t count = 1 << 16;
+  const size_t n = static_cast<size_t>(g_world);
+  for (int kind = 0; kind < 2; ++kind) {
+    float* send = nullptr;
+    float* recv = nullptr;
+    if (kind == 0) {
+      CUDA(cudaMallocManaged(&send, count * n * sizeof(float)));
+      CUDA(cudaMallocManaged(&recv, count * n * sizeof(float)));
+    } else {
+      CUDA(cudaMallocHost(&send, count * n * sizeof(float)));
+      CUDA(cudaMallocHost(&recv, count * n * sizeof(float)));
+    }
+    for (size_t i = 0; i < count * n; ++i) send[i] = static_cast<float>(InputValue(g_rank, i));
+    NCCL(ncclAllGather(send, recv, count, ncclFloat32, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    bool ok = true;
+    for (size_t r = 0; r < n && ok; ++r) {
+      for (size_t i = 0; i < count && ok; ++i) {
+        ok = recv[r * count + i] == static_cast<float>(InputValue(static_cast<int>(r), i));
+      }
+    }
+    NCCL(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < count && ok; ++i) {
+      ok = Matches(recv[i], Expected<float>(ncclSum, static_cast<size_t>(g_rank) * count + i), false);
+    }
+    Report(kind == 0 ? "managed buffers (all-gather, reduce-scatter)"
+                     : "pinned host buffers (all-gather, reduce-scatter)", ok);
+    if (kind == 0) {
+      CUDA(cudaFree(send));
+      CUDA(cudaFree(recv));
+    } else {
+      CUDA(cudaFreeHost(send));
+      CUDA(cudaFreeHost(recv));
+    }
+  }
+}
+
 // Host buffers still work (synchronously), also after device work on the communicator.
 void CheckHostBuffers(ncclComm_t comm, cudaStream_t stream) {
   std::vector<float> host(4096, static_cast<float>(g_rank + 1));
@@ -457,6 +498,7 @@ int Run(const std::string& dir, const char* figures_path) {
   CheckCollectives<float>(comm, stream, ncclFloat32, "float32", false);
   CheckCollectives<double>(comm, stream, ncclFloat64, "float64", false);
   CheckBfloat16(comm, stream);
+  CheckManagedAndPinned(comm, stream);
   CheckHostBuffers(comm, stream);
   ncclComm_t second = nullptr;
   NCCL(ncclCommSplit(comm, 0, g_rank, &second, nullptr));
