@@ -439,6 +439,19 @@ TEST_F(FakeDriverTest, BuffersThatCannotBeSharedFallBackToStagingOnEveryRank) {
   });
 }
 
+TEST_F(FakeDriverTest, GraphCaptureIsRefusedWithAMessage) {
+  env_.Set("FAKE_CUDA_CAPTURING", "1");
+  RunRanks(1, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+    auto* buffer = cuda.Alloc<float>(16);
+    RANK_EXPECT(ncclAllReduce(buffer, buffer, 16, ncclFloat32, ncclSum, comm, stream) ==
+                ncclInvalidUsage);
+    RANK_EXPECT(Contains(ncclGetLastError(nullptr), "captured into a CUDA graph"));
+    RANK_EXPECT(!cuda.Pending(stream));  // nothing was enqueued
+    RANK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  });
+}
+
 TEST_F(FakeDriverTest, LazyModuleLoadingIsRefusedWithAMessage) {
   env_.Set("FAKE_CUDA_LAZY", "1");
   RunRanks(1, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {

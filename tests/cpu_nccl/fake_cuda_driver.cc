@@ -2,7 +2,8 @@
 // (loaded through COLLWATCH_CPU_NCCL_LIBCUDA). "Device" memory comes from cuMemAlloc_v2
 // (host memory the fake remembers); each stream is a thread that runs its queue in order:
 // copies, event records, and the stream-hold kernel, emulated as "publish the token in
-// *ready, wait until *release reaches it". FAKE_CUDA_LAZY=1 reports lazy module loading.
+// *ready, wait until *release reaches it". FAKE_CUDA_LAZY=1 reports lazy module loading,
+// FAKE_CUDA_CAPTURING=1 streams under graph capture.
 // Threading: one worker thread per stream; the API functions may be called from any thread.
 #include <cuda.h>
 
@@ -275,6 +276,14 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) { return CUDA_ERROR_NOT
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr*, CUipcMemHandle, unsigned int) {
   return CUDA_ERROR_INVALID_HANDLE;
+}
+
+// FAKE_CUDA_CAPTURING=1: every stream is being captured into a graph.
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+  const char* capturing = std::getenv("FAKE_CUDA_CAPTURING");
+  *status = capturing != nullptr && capturing[0] == '1' ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                        : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
 }
 
 // Streams are never freed: their detached workers may still be waking up.

@@ -55,6 +55,7 @@ bool ResolveSymbols(void* library) noexcept {
       {reinterpret_cast<void**>(&g_driver.StreamDestroy), "cuStreamDestroy_v2"},
       {reinterpret_cast<void**>(&g_driver.IpcGetMemHandle), "cuIpcGetMemHandle"},
       {reinterpret_cast<void**>(&g_driver.IpcOpenMemHandle), "cuIpcOpenMemHandle_v2"},
+      {reinterpret_cast<void**>(&g_driver.StreamIsCapturing), "cuStreamIsCapturing"},
   };
   for (const Entry& e : entries) {
     *e.slot = dlsym(library, e.symbol);

@@ -44,6 +44,7 @@ struct CudaDriver {
   decltype(&::cuStreamDestroy) StreamDestroy;
   decltype(&::cuIpcGetMemHandle) IpcGetMemHandle;
   decltype(&::cuIpcOpenMemHandle) IpcOpenMemHandle;
+  decltype(&::cuStreamIsCapturing) StreamIsCapturing;
 };
 
 // Outcome of looking for the driver, fixed at the first call of Driver().

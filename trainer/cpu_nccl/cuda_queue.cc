@@ -774,6 +774,18 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
   ncclResult_t result = g_queue.set_up ? ncclSuccess : SetUp(d, message);
   pthread_mutex_unlock(&g_queue.mutex);
   if (result != ncclSuccess) return result;
+  // A captured call would run its host side once, at capture, and its hold kernel at every
+  // replay: refuse it rather than hang or return stale data.
+  for (int i = 0; i < count; ++i) {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (tasks[i].dev.active &&
+        d->StreamIsCapturing(tasks[i].dev.stream, &capture) == CUDA_SUCCESS &&
+        capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+      *message = "CUDA mode: NCCL calls captured into a CUDA graph are not supported (run the "
+                 "step without CUDA graphs, e.g. without torch.compile mode=\"reduce-overhead\")";
+      return ncclInvalidUsage;
+    }
+  }
 
   auto* b = static_cast<DeviceBatch*>(std::calloc(1, sizeof(DeviceBatch)));
   if (b != nullptr) {
