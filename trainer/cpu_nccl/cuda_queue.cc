@@ -226,6 +226,8 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
 
 void ReleaseBlock(StagingBlock* block) noexcept;
 
+CUevent IpcCopiesEvent(const IpcTransfer* x) noexcept { return x->copies_done; }
+
 void FreeIpcTransfer(IpcTransfer* x) noexcept {
   if (x == nullptr) return;
   if (x->staging != nullptr) ReleaseBlock(x->staging);
@@ -333,6 +335,15 @@ void FinishBatch(DeviceBatch* b) noexcept {
 bool CopiesDone(const DeviceBatch* b) noexcept {
   for (int k = 0; k < b->nstreams; ++k) {
     if (g_queue.driver->EventQuery(b->streams[k].done) == CUDA_ERROR_NOT_READY) return false;
+  }
+  // An aborted transfer may still have copies on the copy stream (an event never recorded
+  // counts as complete).
+  for (int i = 0; i < b->count; ++i) {
+    const Task& t = b->tasks[i];
+    if (t.kind == TaskKind::kColl && t.coll.ipc != nullptr &&
+        g_queue.driver->EventQuery(IpcCopiesEvent(t.coll.ipc)) == CUDA_ERROR_NOT_READY) {
+      return false;
+    }
   }
   return true;
 }
