@@ -5,7 +5,8 @@
 # job of 2 ranks on the one GPU with the library preloaded in place of NVIDIA's.
 # A configuration is SHARING:IPC:RANKS: SHARING "ts" (the driver's time slices between
 # processes) or "mps" (a private MPS server: the ranks' kernels run at once), IPC 0 (host
-# staging) or 1 (COLLWATCH_CPU_NCCL_IPC=1). Writes under $OUT.
+# staging) or 1 (COLLWATCH_CPU_NCCL_IPC=1). CUDA_MODE_FSDP lists FSDP2 jobs to run after
+# (tests/gpu/cuda_mode_fsdp2.py). Writes under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -52,12 +53,30 @@ for run in $runs; do
   echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
 done
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-[ -n "$mps_dir" ] && echo quit |
-  CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control
 
-if [ "${CUDA_MODE_TORCH:-1}" = 1 ] && python3 -c 'import torch' 2>/dev/null; then
+have_torch=0
+python3 -c 'import torch' 2>/dev/null && have_torch=1
+if [ "${CUDA_MODE_TORCH:-1}" = 1 ] && [ $have_torch = 1 ]; then
   echo "-- torch, 2 ranks on one GPU, LD_PRELOAD=$library" | tee -a "$out/run.log"
   LD_PRELOAD=$library timeout 150 python3 -m torch.distributed.run --nproc-per-node 2 \
     tests/gpu/cuda_mode_torch_smoke.py 2>&1 | tee -a "$out/run.log"
   echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
 fi
+# FSDP2 jobs, each SHARING:RANKS (e.g. "ts:1 mps:4"): losses must equal the 1-rank run's.
+for job in ${CUDA_MODE_FSDP:-}; do
+  [ $have_torch = 1 ] || break
+  IFS=: read -r sharing ranks <<< "$job"
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  if [ "$sharing" = mps ]; then
+    start_mps || continue
+    export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+  fi
+  echo "-- torch FSDP2, $ranks ranks on one GPU, $sharing" | tee -a "$out/run.log"
+  LD_PRELOAD=$library timeout 200 python3 -m torch.distributed.run --nproc-per-node "$ranks" \
+    tests/gpu/cuda_mode_fsdp2.py 2>&1 | grep -v "^\*\*\*\|OMP_NUM_THREADS" | tee -a "$out/run.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
+done
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+[ -n "$mps_dir" ] && echo quit |
+  CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control
+exit 0
