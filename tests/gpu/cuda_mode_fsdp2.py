@@ -2,6 +2,7 @@
 same data on every rank, so the loss of every step must equal the 1-rank run's (gradients
 averaged over identical copies). Prints one line per rank: losses and the median step
 time. Run under torchrun with the library preloaded (scripts/gpu_cuda_mode.sh)."""
+import faulthandler
 import os
 import statistics
 import time
@@ -12,6 +13,8 @@ from torch.distributed.fsdp import fully_shard
 
 
 def main():
+    # A hang prints every thread's stack instead of waiting for an outer timeout.
+    faulthandler.dump_traceback_later(float(os.environ.get("FSDP2_STACKS_AFTER_S", "600")), exit=True)
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     device = torch.device("cuda:0")
