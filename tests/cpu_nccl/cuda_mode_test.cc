@@ -439,6 +439,32 @@ TEST_F(FakeDriverTest, BuffersThatCannotBeSharedFallBackToStagingOnEveryRank) {
   });
 }
 
+TEST_F(FakeDriverTest, TraceSaysWhatEachStreamOperationDoes) {
+  env_.Set("COLLWATCH_CPU_NCCL_TRACE", "1");
+  const std::string log = shm_dir_ + "/trace.txt";
+  RunRanks(2, [&log](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+    if (freopen(rank == 0 ? log.c_str() : "/dev/null", "w", stderr) == nullptr) return 1;
+    auto* buffer = cuda.Alloc<float>(64);
+    RANK_NCCL(ncclAllReduce(buffer, buffer, 64, ncclFloat32, ncclSum, comm, stream));
+    cuda.Sync(stream);
+    RANK_NCCL(ncclCommDestroy(comm));
+    if (rank != 0) return 0;
+    std::fflush(stderr);
+    FILE* file = std::fopen(log.c_str(), "r");
+    RANK_EXPECT(file != nullptr);
+    std::string text;
+    char chunk[256];
+    while (std::fgets(chunk, sizeof chunk, file) != nullptr) text += chunk;
+    std::fclose(file);
+    RANK_EXPECT(text.find("enqueue batch 0 task 0/1: coll kind 1 count 64 dtype 7") !=
+                std::string::npos);
+    RANK_EXPECT(text.find("start batch 0") != std::string::npos);
+    RANK_EXPECT(text.find("end batch 0: done, streams released") != std::string::npos);
+    return 0;
+  });
+  unlink(log.c_str());
+}
+
 TEST_F(FakeDriverTest, GraphCaptureIsRefusedWithAMessage) {
   env_.Set("FAKE_CUDA_CAPTURING", "1");
   RunRanks(1, [](int, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {

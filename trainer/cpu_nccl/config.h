@@ -25,6 +25,9 @@ inline constexpr EnvVar kEnvVars[] = {
      "1: all-gathers and float32/bfloat16 sum reduce-scatters on CUDA buffers move GPU to GPU "
      "through CUDA IPC (staged through host memory when a rank's buffer cannot be shared); "
      "0: every CUDA buffer is staged through host memory"},
+    {"COLLWATCH_CPU_NCCL_TRACE", "0",
+     "1: the CUDA mode logs each stream operation's enqueue, start and end to stderr, and "
+     "operations that wait longer than 5 s"},
 };
 
 // Indices into kEnvVars.
@@ -33,6 +36,7 @@ inline constexpr int kEnvSpin = 1;
 inline constexpr int kEnvCudaMode = 2;
 inline constexpr int kEnvLibcuda = 3;
 inline constexpr int kEnvIpc = 4;
+inline constexpr int kEnvTrace = 5;
 
 // The variable's value, or its default when unset or empty.
 const char* EnvValue(int index) noexcept;

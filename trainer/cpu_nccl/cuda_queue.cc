@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -59,6 +61,9 @@ enum class BatchStage : uint8_t { kWaitReady, kRunning, kWaitCopies };
 
 struct DeviceBatch {
   DeviceBatch* next;
+  uint64_t serial;  // enqueue order in this process, for the trace
+  double stage_since;  // seconds (CLOCK_MONOTONIC) when the stage began, for the trace
+  bool reported_slow;
   BatchStage stage;
   ncclResult_t result;
   int count;
@@ -90,6 +95,8 @@ struct QueueState {
   DeviceBatch* inbox_head;
   DeviceBatch* inbox_tail;
   std::atomic<uint32_t> bell;  // bumped on every enqueue; the idle progress thread sleeps on it
+  bool trace;            // COLLWATCH_CPU_NCCL_TRACE=1, read at set-up
+  uint64_t next_serial;  // under mutex
 };
 
 QueueState g_queue = {PTHREAD_MUTEX_INITIALIZER};
@@ -236,6 +243,72 @@ void FreeIpcTransfer(IpcTransfer* x) noexcept {
   std::free(x);
 }
 
+double MonotonicSeconds() noexcept {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// One line on stderr, "collwatch cpu_nccl[pid] ...", when tracing is on.
+void Trace(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
+
+void Trace(const char* format, ...) noexcept {
+  if (!g_queue.trace) return;
+  char line[512];
+  int n = std::snprintf(line, sizeof line, "collwatch cpu_nccl[%d] ", static_cast<int>(getpid()));
+  va_list args;
+  va_start(args, format);
+  n += std::vsnprintf(line + n, sizeof line - static_cast<size_t>(n) - 1, format, args);
+  va_end(args);
+  if (n > static_cast<int>(sizeof line) - 2) n = static_cast<int>(sizeof line) - 2;
+  line[n++] = '\n';
+  const ssize_t written = write(STDERR_FILENO, line, static_cast<size_t>(n));
+  (void)written;  // a lost trace line is no error
+}
+
+// "AllGather count 1024 dtype 7 comm 0x.. rank 0/2 stream 0x.. ipc" of a batch's tasks.
+void TraceBatch(const char* what, const DeviceBatch* b) noexcept {
+  if (!g_queue.trace) return;
+  for (int i = 0; i < b->count; ++i) {
+    const Task& t = b->tasks[i];
+    const bool coll = t.kind == TaskKind::kColl;
+    Trace("%s batch %llu task %d/%d: %s%d count %llu dtype %d comm %p rank %d/%d stream %p%s",
+          what, static_cast<unsigned long long>(b->serial), i, b->count,
+          coll ? "coll kind " : (t.kind == TaskKind::kSend ? "send peer " : "recv peer "),
+          coll ? static_cast<int>(t.coll.kind) : t.p2p.peer,
+          static_cast<unsigned long long>(coll ? t.coll.count : t.p2p.bytes),
+          coll ? t.coll.dtype : -1, static_cast<void*>(t.comm), t.comm->rank, t.comm->nranks,
+          static_cast<void*>(t.dev.stream), coll && t.coll.ipc != nullptr ? " ipc" : "");
+  }
+}
+
+void SetStage(DeviceBatch* b, BatchStage stage) noexcept {
+  b->stage = stage;
+  b->reported_slow = false;
+  if (g_queue.trace) b->stage_since = MonotonicSeconds();
+}
+
+// Says once per stage when a batch has waited more than 5 s (trace on only).
+void ReportSlow(DeviceBatch* b) noexcept {
+  if (!g_queue.trace || b->reported_slow || MonotonicSeconds() - b->stage_since < 5.0) return;
+  b->reported_slow = true;
+  const char* why = "waits for its output copies";
+  if (b->stage == BatchStage::kWaitReady) {
+    why = "waits for its streams to reach it, or for an earlier operation of its communicator";
+  } else if (b->stage == BatchStage::kRunning) {
+    why = "waits for its peers (or its GPU copies)";
+  }
+  Trace("batch %llu %s for 5 s", static_cast<unsigned long long>(b->serial), why);
+  if (b->stage == BatchStage::kRunning) {
+    for (int i = 0; i < b->count; ++i) {
+      const Task& t = b->tasks[i];
+      Trace("  task %d done %d blocked_on %d coll stage %d phase %d", i, t.done ? 1 : 0,
+            t.blocked_on, t.kind == TaskKind::kColl ? static_cast<int>(t.coll.stage) : -1,
+            t.kind == TaskKind::kColl ? static_cast<int>(t.coll.phase) : -1);
+    }
+  }
+}
+
 uint64_t AlignStaging(uint64_t bytes) noexcept {
   return (bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
 }
@@ -287,7 +360,8 @@ void StartBatch(DeviceBatch* b) noexcept {
     t.blocked_on = kWaitAny;
   }
   if (b->count > 1) LinkQueues(b->tasks, b->count, b->order);
-  b->stage = BatchStage::kRunning;
+  SetStage(b, BatchStage::kRunning);
+  Trace("start batch %llu", static_cast<unsigned long long>(b->serial));
 }
 
 // One pass over the batch's tasks; true once all are done or one failed.
@@ -329,7 +403,9 @@ void FinishBatch(DeviceBatch* b) noexcept {
   for (int k = 0; k < b->nstreams; ++k) {
     g_queue.flags[b->streams[k].slot].release.store(b->streams[k].token);
   }
-  b->stage = BatchStage::kWaitCopies;
+  SetStage(b, BatchStage::kWaitCopies);
+  Trace("end batch %llu: %s", static_cast<unsigned long long>(b->serial),
+        b->result == ncclSuccess ? "done, streams released" : "failed, streams released");
 }
 
 bool CopiesDone(const DeviceBatch* b) noexcept {
@@ -421,6 +497,7 @@ void* ProgressMain(void*) noexcept {
         moved = true;
         continue;
       }
+      ReportSlow(b);
       link = &b->next;
     }
     if (moved) {
@@ -515,6 +592,7 @@ ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
   }
   g_queue.context = context;
   g_queue.driver = d;
+  g_queue.trace = std::strcmp(EnvValue(kEnvTrace), "1") == 0;
   g_queue.next_token = 2;
   g_queue.nfree_slots = 0;
   for (int s = kFlagSlots - 1; s >= 0; --s) g_queue.free_slots[g_queue.nfree_slots++] = s;
@@ -751,6 +829,8 @@ Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
       *moved = true;
       bool all_shared = true;
       for (int p = 0; p < x->nranks; ++p) all_shared = all_shared && x->peers[p].usable != 0;
+      Trace("  ipc transfer of comm %p: %s", static_cast<const void*>(comm),
+            all_shared ? "GPU to GPU" : "staged (a buffer cannot be shared)");
       return all_shared ? StartGpuToGpu(x) : StartStagedFallback(x);
     }
     case IpcStage::kCopying:
@@ -817,7 +897,7 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
   }
   b->count = count;
   const bool use_ipc = std::strcmp(EnvValue(kEnvIpc), "1") == 0;
-  b->stage = BatchStage::kWaitReady;
+  SetStage(b, BatchStage::kWaitReady);
   b->result = ncclSuccess;
 
   // Staging for every CUDA buffer; the distinct streams in order of first use.
@@ -887,6 +967,8 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     b->tasks[i].comm->device_tasks.fetch_add(1);
   }
   pthread_mutex_lock(&g_queue.mutex);
+  b->serial = g_queue.next_serial++;
+  TraceBatch("enqueue", b);
   if (g_queue.inbox_tail != nullptr) {
     g_queue.inbox_tail->next = b;
   } else {
