@@ -243,8 +243,8 @@ class FakeDriverTest : public CudaModeTest {
 class EveryCollectiveTest : public FakeDriverTest,
                             public ::testing::WithParamInterface<const char*> {};
 
-// COLLWATCH_CPU_NCCL_IPC 1 (the default; the fake refuses IPC, so all-gathers take the
-// staged fallback) and 0 (everything staged directly).
+// COLLWATCH_CPU_NCCL_IPC 1 (the fake refuses IPC, so all-gathers take the staged
+// fallback) and 0 (the default: everything staged directly).
 INSTANTIATE_TEST_SUITE_P(Ipc, EveryCollectiveTest, ::testing::Values("1", "0"));
 
 TEST_P(EveryCollectiveTest, OnDeviceBuffers) {

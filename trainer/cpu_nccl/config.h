@@ -21,10 +21,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_CPU_NCCL_CUDA", "auto",
      "CUDA buffers: auto (if libcuda.so.1 is loaded), on (load it; fail clearly if not), off"},
     {"COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "the CUDA driver library the CUDA mode loads"},
-    {"COLLWATCH_CPU_NCCL_IPC", "1",
+    {"COLLWATCH_CPU_NCCL_IPC", "0",
      "1: all-gathers and float32/bfloat16 sum reduce-scatters on CUDA buffers move GPU to GPU "
-     "through CUDA IPC (staged through host memory when a rank's buffer cannot be shared); "
-     "0: every CUDA buffer is staged through host memory"},
+     "through CUDA IPC (staged through host memory when a rank's buffer cannot be shared; "
+     "experimental: hangs in an FSDP2 job); 0: every CUDA buffer is staged through host memory"},
     {"COLLWATCH_CPU_NCCL_TRACE", "0",
      "1: the CUDA mode logs each stream operation's enqueue, start and end to stderr, and "
      "operations that wait longer than 5 s"},

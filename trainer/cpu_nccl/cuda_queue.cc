@@ -162,6 +162,8 @@ void IpcNotePeerDescriptor(IpcTransfer* transfer, int peer, const void* descript
 
 namespace {
 
+void Trace(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
+
 // The device address of a peer's buffer in this process, opening its allocation once.
 CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noexcept {
   for (int i = 0; i < g_nopened; ++i) {
@@ -182,6 +184,8 @@ CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noex
     return 0;
   }
   g_opened[g_nopened++] = OpenedPeerBuffer{info.pid, info.handle, base};
+  Trace("  opened an allocation of pid %u at %p (%d open)", info.pid,
+        reinterpret_cast<void*>(base), g_nopened);
   return base + info.offset;
 }
 
@@ -250,8 +254,6 @@ double MonotonicSeconds() noexcept {
 }
 
 // One line on stderr, "collwatch cpu_nccl[pid] ...", when tracing is on.
-void Trace(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
-
 void Trace(const char* format, ...) noexcept {
   if (!g_queue.trace) return;
   char line[512];
