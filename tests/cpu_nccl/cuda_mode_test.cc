@@ -31,8 +31,7 @@ namespace collwatch::cpu_nccl_test {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool Contains(const char* text, const char* part) {
@@ -152,8 +151,7 @@ TEST_F(CudaModeTest, BufferThatIsNotHostMemoryIsRefusedWithoutDriver) {
     RANK_EXPECT(ncclGroupEnd() == ncclInvalidArgument);
     // Host buffers still work, whatever the stream argument says.
     auto* some_stream = reinterpret_cast<cudaStream_t>(uintptr_t{0x1000});
-    RANK_NCCL(
-        ncclAllReduce(host.data(), host.data(), 16, ncclFloat32, ncclSum, comm, some_stream));
+    RANK_NCCL(ncclAllReduce(host.data(), host.data(), 16, ncclFloat32, ncclSum, comm, some_stream));
     RANK_EXPECT(host[0] == 1.0f);
     RANK_NCCL(ncclCommDestroy(comm));
     return 0;
@@ -382,26 +380,26 @@ TEST_F(FakeDriverTest, HostCallAfterStreamCallsRunsInIssueOrder) {
 TEST_F(FakeDriverTest, RevokeAndAbortReleaseAHeldStreamWithAnError) {
   for (const bool revoke_first : {true, false}) {
     SCOPED_TRACE(revoke_first ? "revoke, then abort" : "abort");
-    RunRanks(2, [revoke_first](int rank, ncclComm_t comm, const FakeCuda& cuda,
-                               cudaStream_t stream) {
-      if (rank == 0) return 0;  // never joins
-      auto* buffer = cuda.Alloc<float>(256);
-      RANK_NCCL(ncclAllReduce(buffer, buffer, 256, ncclFloat32, ncclSum, comm, stream));
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      ncclResult_t async = ncclInternalError;
-      RANK_NCCL(ncclCommGetAsyncError(comm, &async));
-      RANK_EXPECT(async == ncclSuccess);  // waiting is no error
-      RANK_EXPECT(cuda.Pending(stream));
-      if (revoke_first) {
-        RANK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
-        cuda.Sync(stream);
-        RANK_NCCL(ncclCommGetAsyncError(comm, &async));
-        RANK_EXPECT(async == ncclSystemError);
-      }
-      RANK_NCCL(ncclCommAbort(comm));
-      cuda.Sync(stream);  // returns: the stream goes on after the abort
-      return 0;
-    });
+    RunRanks(2,
+             [revoke_first](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+               if (rank == 0) return 0;  // never joins
+               auto* buffer = cuda.Alloc<float>(256);
+               RANK_NCCL(ncclAllReduce(buffer, buffer, 256, ncclFloat32, ncclSum, comm, stream));
+               std::this_thread::sleep_for(std::chrono::milliseconds(200));
+               ncclResult_t async = ncclInternalError;
+               RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+               RANK_EXPECT(async == ncclSuccess);  // waiting is no error
+               RANK_EXPECT(cuda.Pending(stream));
+               if (revoke_first) {
+                 RANK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+                 cuda.Sync(stream);
+                 RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+                 RANK_EXPECT(async == ncclSystemError);
+               }
+               RANK_NCCL(ncclCommAbort(comm));
+               cuda.Sync(stream);  // returns: the stream goes on after the abort
+               return 0;
+             });
   }
 }
 

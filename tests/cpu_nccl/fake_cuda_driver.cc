@@ -243,10 +243,11 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 }
 
 CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, unsigned int, unsigned int, CUstream stream,
-                        void** params, void**) {
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params,
+                        void**) {
   // Only the stream-hold kernel is emulated (the reductions need CUDA IPC, refused here).
-  if (function != reinterpret_cast<CUfunction>(&g_hold_function_token)) return CUDA_ERROR_NOT_SUPPORTED;
+  if (function != reinterpret_cast<CUfunction>(&g_hold_function_token))
+    return CUDA_ERROR_NOT_SUPPORTED;
   Op op{Op::kHold};
   op.ready = *static_cast<std::atomic<uint32_t>**>(params[0]);
   op.release = *static_cast<std::atomic<uint32_t>**>(params[1]);

@@ -28,27 +28,26 @@ int g_rank = -1;
 int g_world = 0;
 int g_failures = 0;
 
-#define REQUIRE(what, ok)                                                                   \
-  do {                                                                                      \
-    if (!(ok)) {                                                                            \
-      std::fprintf(stderr, "rank %d: %s failed at line %d\n", g_rank, what, __LINE__);      \
-      std::exit(10);                                                                        \
-    }                                                                                       \
+#define REQUIRE(what, ok)                                                              \
+  do {                                                                                 \
+    if (!(ok)) {                                                                       \
+      std::fprintf(stderr, "rank %d: %s failed at line %d\n", g_rank, what, __LINE__); \
+      std::exit(10);                                                                   \
+    }                                                                                  \
   } while (0)
-#define NCCL(call)                                                                          \
-  do {                                                                                      \
-    const ncclResult_t nccl_result = (call);                                                \
-    if (nccl_result != ncclSuccess) {                                                       \
-      std::fprintf(stderr, "rank %d: %s -> %s (%s) at line %d\n", g_rank, #call,            \
-                   ncclGetErrorString(nccl_result), ncclGetLastError(nullptr), __LINE__);  \
-      std::exit(11);                                                                        \
-    }                                                                                       \
+#define NCCL(call)                                                                        \
+  do {                                                                                    \
+    const ncclResult_t nccl_result = (call);                                              \
+    if (nccl_result != ncclSuccess) {                                                     \
+      std::fprintf(stderr, "rank %d: %s -> %s (%s) at line %d\n", g_rank, #call,          \
+                   ncclGetErrorString(nccl_result), ncclGetLastError(nullptr), __LINE__); \
+      std::exit(11);                                                                      \
+    }                                                                                     \
   } while (0)
 #define CUDA(call) REQUIRE(#call, (call) == cudaSuccess)
 
 double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Small values so that products of up to 8 ranks stay exact in every type checked.
@@ -67,10 +66,14 @@ std::vector<T> RankInput(int rank, size_t count) {
 template <typename T>
 T Combine(ncclRedOp_t op, T a, T b) {
   switch (op) {
-    case ncclProd: return static_cast<T>(a * b);
-    case ncclMax: return a > b ? a : b;
-    case ncclMin: return a < b ? a : b;
-    default: return static_cast<T>(a + b);
+    case ncclProd:
+      return static_cast<T>(a * b);
+    case ncclMax:
+      return a > b ? a : b;
+    case ncclMin:
+      return a < b ? a : b;
+    default:
+      return static_cast<T>(a + b);
   }
 }
 
@@ -140,7 +143,8 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
     bool ok = true;
     for (size_t i = 0; i < count && ok; ++i) {
       ok = Matches(got[i], Expected<T>(ops[o], i), exact && ops[o] != ncclAvg) ||
-           (exact && ops[o] == ncclAvg && got[i] == static_cast<T>(Expected<T>(ncclSum, i) / g_world));
+           (exact && ops[o] == ncclAvg &&
+            got[i] == static_cast<T>(Expected<T>(ncclSum, i) / g_world));
     }
     std::snprintf(name, sizeof name, "all-reduce %s %s", op_names[o], type_name);
     Report(name, ok);
@@ -187,7 +191,8 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
   {
     const std::vector<T> got = HostCopy(recv, count, stream);
     bool ok = true;
-    for (size_t i = 0; i < count && ok; ++i) ok = got[i] == static_cast<T>(InputValue(1 % g_world, i));
+    for (size_t i = 0; i < count && ok; ++i)
+      ok = got[i] == static_cast<T>(InputValue(1 % g_world, i));
     std::snprintf(name, sizeof name, "broadcast from 1 %s", type_name);
     Report(name, ok);
   }
@@ -224,7 +229,8 @@ void CheckCollectives(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type,
     for (size_t p = 0; p < n && ok; ++p) {
       for (size_t i = 0; i < count && ok; ++i) {
         ok = got[p * count + i] ==
-             static_cast<T>(InputValue(static_cast<int>(p), static_cast<size_t>(g_rank) * count + i));
+             static_cast<T>(
+                 InputValue(static_cast<int>(p), static_cast<size_t>(g_rank) * count + i));
       }
     }
     std::snprintf(name, sizeof name, "%s %s",
@@ -330,10 +336,12 @@ void CheckManagedAndPinned(ncclComm_t comm, cudaStream_t stream) {
     NCCL(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm, stream));
     CUDA(cudaStreamSynchronize(stream));
     for (size_t i = 0; i < count && ok; ++i) {
-      ok = Matches(recv[i], Expected<float>(ncclSum, static_cast<size_t>(g_rank) * count + i), false);
+      ok = Matches(recv[i], Expected<float>(ncclSum, static_cast<size_t>(g_rank) * count + i),
+                   false);
     }
     Report(kind == 0 ? "managed buffers (all-gather, reduce-scatter)"
-                     : "pinned host buffers (all-gather, reduce-scatter)", ok);
+                     : "pinned host buffers (all-gather, reduce-scatter)",
+           ok);
     if (kind == 0) {
       CUDA(cudaFree(send));
       CUDA(cudaFree(recv));
@@ -371,9 +379,8 @@ void CheckIndependentStreams(ncclComm_t comm_a, ncclComm_t comm_b) {
   }
   const std::vector<float> got_a = HostCopy(a, kCount, stream_a);
   const std::vector<float> got_b = HostCopy(b, kCount, stream_b);
-  Report("two communicators on two streams",
-         a_pending && got_a[0] == static_cast<float>(g_world) &&
-             got_b[kCount - 1] == static_cast<float>(g_world));
+  Report("two communicators on two streams", a_pending && got_a[0] == static_cast<float>(g_world) &&
+                                                 got_b[kCount - 1] == static_cast<float>(g_world));
   CUDA(cudaFree(a));
   CUDA(cudaFree(b));
   CUDA(cudaStreamDestroy(stream_a));
@@ -408,7 +415,8 @@ void CheckAbortReleasesStream(ncclComm_t parent, bool revoke_first) {
   while (cudaStreamQuery(stream) == cudaErrorNotReady && Seconds() - start < 10) usleep(1000);
   ok = ok && cudaStreamQuery(stream) == cudaSuccess;
   Report(revoke_first ? "revoke releases a blocked stream (async error)"
-                      : "abort releases a blocked stream", ok);
+                      : "abort releases a blocked stream",
+         ok);
   CUDA(cudaFree(buffer));
   CUDA(cudaStreamDestroy(stream));
 }
@@ -468,10 +476,12 @@ void MeasureBandwidth(ncclComm_t comm, cudaStream_t stream, FILE* figures) {
   }
   // Small-message latency: 1000 all-reduces of one float, back to back.
   float* one = reinterpret_cast<float*>(small);
-  for (int i = 0; i < 1000; ++i) NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, stream));
+  for (int i = 0; i < 1000; ++i)
+    NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, stream));
   CUDA(cudaStreamSynchronize(stream));
   const double start = Seconds();
-  for (int i = 0; i < 1000; ++i) NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, stream));
+  for (int i = 0; i < 1000; ++i)
+    NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm, stream));
   CUDA(cudaStreamSynchronize(stream));
   const double per_op_us = (Seconds() - start) / 1000 * 1e6;
   if (g_rank == 0) {

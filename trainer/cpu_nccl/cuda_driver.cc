@@ -169,10 +169,12 @@ BufferKind ClassifyBuffer(const CudaDriver* driver, const void* buffer) noexcept
   return BufferKind::kHost;
 }
 
-const char* DescribeCudaError(const CudaDriver* driver, const char* what, CUresult result) noexcept {
+const char* DescribeCudaError(const CudaDriver* driver, const char* what,
+                              CUresult result) noexcept {
   static thread_local char message[256];
   const char* text = nullptr;
-  if (driver == nullptr || driver->GetErrorString(result, &text) != CUDA_SUCCESS || text == nullptr) {
+  if (driver == nullptr || driver->GetErrorString(result, &text) != CUDA_SUCCESS ||
+      text == nullptr) {
     text = "unknown error";
   }
   std::snprintf(message, sizeof message, "CUDA mode: %s failed (%d: %s)", what,

@@ -29,9 +29,9 @@
 namespace collwatch::cpu_nccl {
 namespace {
 
-constexpr int kFlagSlots = 4096;        // hold kernels in flight per process
+constexpr int kFlagSlots = 4096;  // hold kernels in flight per process
 constexpr size_t kMinStagingBytes = 64 * 1024;
-constexpr int kSizeClasses = 40;        // 64 KiB << 39: more than any host has
+constexpr int kSizeClasses = 40;  // 64 KiB << 39: more than any host has
 constexpr uint64_t kStagingAlign = 256;
 
 // The words one hold kernel and the progress thread meet on, each on its own cache line.
@@ -61,7 +61,7 @@ enum class BatchStage : uint8_t { kWaitReady, kRunning, kWaitCopies };
 
 struct DeviceBatch {
   DeviceBatch* next;
-  uint64_t serial;  // enqueue order in this process, for the trace
+  uint64_t serial;     // enqueue order in this process, for the trace
   double stage_since;  // seconds (CLOCK_MONOTONIC) when the stage began, for the trace
   bool reported_slow;
   BatchStage stage;
@@ -95,8 +95,8 @@ struct QueueState {
   DeviceBatch* inbox_head;
   DeviceBatch* inbox_tail;
   std::atomic<uint32_t> bell;  // bumped on every enqueue; the idle progress thread sleeps on it
-  bool trace;            // COLLWATCH_CPU_NCCL_TRACE=1, read at set-up
-  uint64_t next_serial;  // under mutex
+  bool trace;                  // COLLWATCH_CPU_NCCL_TRACE=1, read at set-up
+  uint64_t next_serial;        // under mutex
 };
 
 QueueState g_queue = {PTHREAD_MUTEX_INITIALIZER};
@@ -126,11 +126,11 @@ int g_nopened = 0;
 }  // namespace
 
 enum class IpcStage : uint8_t {
-  kStart,       // descriptors known: choose GPU to GPU or the staged fallback
-  kCopying,     // GPU to GPU copies or reduction running on the copy stream
-  kStagingIn,   // fallback: input being copied to pinned staging
+  kStart,           // descriptors known: choose GPU to GPU or the staged fallback
+  kCopying,         // GPU to GPU copies or reduction running on the copy stream
+  kStagingIn,       // fallback: input being copied to pinned staging
   kHostCollective,  // fallback: the host engine runs the collective on the staging
-  kStagingOut,  // fallback: output being copied from staging
+  kStagingOut,      // fallback: output being copied from staging
 };
 
 struct IpcTransfer {
@@ -138,7 +138,7 @@ struct IpcTransfer {
   int dtype;
   Reduction red;
   IpcStage stage;
-  StagingBlock* staging;  // fallback only
+  StagingBlock* staging;      // fallback only
   CollState host_collective;  // fallback only
   union {
     IpcBufferInfo info;
@@ -151,7 +151,7 @@ struct IpcTransfer {
   uint8_t* recv;
   uint64_t block_bytes;  // one rank's part: the all-gather input, the reduce-scatter output
   uint64_t count;        // elements in one rank's part
-  CUevent copies_done;  // the last work enqueued on the copy stream for this transfer
+  CUevent copies_done;   // the last work enqueued on the copy stream for this transfer
 };
 
 const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept { return transfer->own.raw; }
@@ -177,15 +177,15 @@ CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noex
     return 0;
   }
   CUdeviceptr base = 0;
-  const CUresult r = g_queue.driver->IpcOpenMemHandle(&base, info.handle,
-                                                      CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  const CUresult r =
+      g_queue.driver->IpcOpenMemHandle(&base, info.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
   if (r != CUDA_SUCCESS) {
     *message = DescribeCudaError(g_queue.driver, "cuIpcOpenMemHandle of a peer's buffer", r);
     return 0;
   }
   g_opened[g_nopened++] = OpenedPeerBuffer{info.pid, info.handle, base};
-  Trace("  opened an allocation of pid %u at %p (%d open)", info.pid,
-        reinterpret_cast<void*>(base), g_nopened);
+  Trace("  opened an allocation of pid %u at %p (%d open)", info.pid, reinterpret_cast<void*>(base),
+        g_nopened);
   return base + info.offset;
 }
 
@@ -210,7 +210,8 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   x->nranks = t.comm->nranks;
   x->rank = t.comm->rank;
   x->peers = static_cast<IpcBufferInfo*>(std::calloc(x->nranks, sizeof(IpcBufferInfo)));
-  if (x->peers == nullptr || d->EventCreate(&x->copies_done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+  if (x->peers == nullptr ||
+      d->EventCreate(&x->copies_done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
     std::free(x->peers);
     std::free(x);
     *message = "CUDA IPC: out of memory";
@@ -227,7 +228,8 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   const auto address = reinterpret_cast<CUdeviceptr>(t.dev.user_send);
   IpcBufferInfo& info = x->own.info;
   info.pid = static_cast<uint32_t>(getpid());
-  if (d->PointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) == CUDA_SUCCESS &&
+  if (d->PointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) ==
+          CUDA_SUCCESS &&
       d->IpcGetMemHandle(&info.handle, base) == CUDA_SUCCESS) {
     info.usable = 1;
     info.offset = address - base;
@@ -274,8 +276,8 @@ void TraceBatch(const char* what, const DeviceBatch* b) noexcept {
   for (int i = 0; i < b->count; ++i) {
     const Task& t = b->tasks[i];
     const bool coll = t.kind == TaskKind::kColl;
-    Trace("%s batch %llu task %d/%d: %s%d count %llu dtype %d comm %p rank %d/%d stream %p%s",
-          what, static_cast<unsigned long long>(b->serial), i, b->count,
+    Trace("%s batch %llu task %d/%d: %s%d count %llu dtype %d comm %p rank %d/%d stream %p%s", what,
+          static_cast<unsigned long long>(b->serial), i, b->count,
           coll ? "coll kind " : (t.kind == TaskKind::kSend ? "send peer " : "recv peer "),
           coll ? static_cast<int>(t.coll.kind) : t.p2p.peer,
           static_cast<unsigned long long>(coll ? t.coll.count : t.p2p.bytes),
@@ -524,17 +526,19 @@ void* ProgressMain(void*) noexcept {
 ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
   CUcontext context = nullptr;
   if (d->CtxGetCurrent(&context) != CUDA_SUCCESS || context == nullptr) {
-    *message = "CUDA mode: the calling thread has no current CUDA context (select the device, "
-               "e.g. cudaSetDevice, before the first NCCL call on CUDA buffers)";
+    *message =
+        "CUDA mode: the calling thread has no current CUDA context (select the device, "
+        "e.g. cudaSetDevice, before the first NCCL call on CUDA buffers)";
     return ncclInvalidUsage;
   }
   CUmoduleLoadingMode loading = CU_MODULE_EAGER_LOADING;
   if (d->ModuleGetLoadingMode(&loading) == CUDA_SUCCESS && loading == CU_MODULE_LAZY_LOADING) {
     // Loading a kernel lazily waits for running kernels: behind a held stream, every first
     // launch of a kernel in this process would hang until the collective completed.
-    *message = "CUDA mode: CUDA lazy module loading is on in this process; set "
-               "CUDA_MODULE_LOADING=EAGER before CUDA starts (libnccl.so.2 of collwatch sets it "
-               "when it is loaded before CUDA is initialised)";
+    *message =
+        "CUDA mode: CUDA lazy module loading is on in this process; set "
+        "CUDA_MODULE_LOADING=EAGER before CUDA starts (libnccl.so.2 of collwatch sets it "
+        "when it is loaded before CUDA is initialised)";
     return ncclInvalidUsage;
   }
   CUmodule module = nullptr;
@@ -579,7 +583,8 @@ ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
     return ncclInternalError;
   }
   r = d->ModuleLoadData(&reduce_module, reduce_ptx);
-  if (r == CUDA_SUCCESS) r = d->ModuleGetFunction(&g_queue.sum_f32, reduce_module, kSumFloat32KernelName);
+  if (r == CUDA_SUCCESS)
+    r = d->ModuleGetFunction(&g_queue.sum_f32, reduce_module, kSumFloat32KernelName);
   if (r == CUDA_SUCCESS) {
     r = d->ModuleGetFunction(&g_queue.sum_bf16, reduce_module, kSumBfloat16KernelName);
   }
@@ -637,7 +642,8 @@ StagingBlock* AcquireBlock(const CudaDriver* d, uint64_t bytes, const char** mes
     return nullptr;
   }
   void* memory = nullptr;
-  const CUresult r = d->MemHostAlloc(&memory, kMinStagingBytes << size_class, CU_MEMHOSTALLOC_PORTABLE);
+  const CUresult r =
+      d->MemHostAlloc(&memory, kMinStagingBytes << size_class, CU_MEMHOSTALLOC_PORTABLE);
   if (r != CUDA_SUCCESS) {
     std::free(block);
     *message = DescribeCudaError(d, "cuMemHostAlloc of staging memory", r);
@@ -759,8 +765,8 @@ uint64_t IpcRecvBytes(const IpcTransfer* x) noexcept {
 // cannot be shared (e.g. PyTorch's expandable segments, managed memory).
 Status StartStagedFallback(IpcTransfer* x) noexcept {
   const char* message = "";
-  x->staging = AcquireBlock(g_queue.driver,
-                            AlignStaging(IpcSendBytes(x)) + AlignStaging(IpcRecvBytes(x)), &message);
+  x->staging = AcquireBlock(
+      g_queue.driver, AlignStaging(IpcSendBytes(x)) + AlignStaging(IpcRecvBytes(x)), &message);
   if (x->staging == nullptr) {
     SetLastError(message);
     return Status::kFailed;
@@ -804,9 +810,9 @@ Status StartGpuToGpu(IpcTransfer* x) noexcept {
     constexpr uint64_t kThreads = 256;
     const uint64_t blocks_needed = (x->count + kThreads - 1) / kThreads;
     const unsigned blocks = static_cast<unsigned>(blocks_needed < 1024 ? blocks_needed : 1024);
-    const CUresult r = d->LaunchKernel(x->dtype == ncclFloat32 ? g_queue.sum_f32 : g_queue.sum_bf16,
-                                       blocks, 1, 1, kThreads, 1, 1, 0, g_queue.copy_stream, params,
-                                       nullptr);
+    const CUresult r =
+        d->LaunchKernel(x->dtype == ncclFloat32 ? g_queue.sum_f32 : g_queue.sum_bf16, blocks, 1, 1,
+                        kThreads, 1, 1, 0, g_queue.copy_stream, params, nullptr);
     if (r != CUDA_SUCCESS) {
       SetLastError(DescribeCudaError(d, "cuLaunchKernel of a reduction between ranks", r));
       return Status::kFailed;
@@ -874,8 +880,9 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     if (tasks[i].dev.active &&
         d->StreamIsCapturing(tasks[i].dev.stream, &capture) == CUDA_SUCCESS &&
         capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-      *message = "CUDA mode: NCCL calls captured into a CUDA graph are not supported (run the "
-                 "step without CUDA graphs, e.g. without torch.compile mode=\"reduce-overhead\")";
+      *message =
+          "CUDA mode: NCCL calls captured into a CUDA graph are not supported (run the "
+          "step without CUDA graphs, e.g. without torch.compile mode=\"reduce-overhead\")";
       return ncclInvalidUsage;
     }
   }

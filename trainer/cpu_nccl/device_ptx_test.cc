@@ -25,8 +25,8 @@ bool Assembles(const char* ptx, const char* arch) {
   const size_t length = std::strlen(ptx);
   const bool written = write(fd, ptx, length) == static_cast<ssize_t>(length);
   close(fd);
-  const std::string command = std::string(kPtxas) + " -arch=" + arch + " " + path +
-                              " -o /dev/null 2>&1";
+  const std::string command =
+      std::string(kPtxas) + " -arch=" + arch + " " + path + " -o /dev/null 2>&1";
   const bool ok = written && std::system(command.c_str()) == 0;
   unlink(path);
   return ok;

@@ -29,10 +29,12 @@ bool Append(char* out, size_t capacity, size_t* used, const char* format, ...) n
 }
 
 // One kernel. `bf16`: 2-byte elements widened to float; else float32.
-bool AppendSumKernel(char* out, size_t capacity, size_t* used, const char* name, bool bf16) noexcept {
+bool AppendSumKernel(char* out, size_t capacity, size_t* used, const char* name,
+                     bool bf16) noexcept {
   bool ok = Append(out, capacity, used,
                    ".visible .entry %s(\n"
-                   "    .param .u64 out,\n", name);
+                   "    .param .u64 out,\n",
+                   name);
   for (int k = 0; k < kMaxDeviceReduceSources; ++k) {
     ok = ok && Append(out, capacity, used, "    .param .u64 source%d,\n", k);
   }
@@ -64,12 +66,14 @@ bool AppendSumKernel(char* out, size_t capacity, size_t* used, const char* name,
                     "LOOP:\n"
                     "    setp.ge.u64 %%p1, %%rd2, %%rd4;\n"
                     "    @%%p1 bra END;\n"
-                    "    shl.b64 %%rd5, %%rd2, %d;\n", bf16 ? 1 : 2);
+                    "    shl.b64 %%rd5, %%rd2, %d;\n",
+                    bf16 ? 1 : 2);
   for (int k = 0; k < kMaxDeviceReduceSources; ++k) {
     if (k > 0) {
       ok = ok && Append(out, capacity, used,
                         "    setp.le.u32 %%p2, %%r1, %d;\n"
-                        "    @%%p2 bra STORE;\n", k);
+                        "    @%%p2 bra STORE;\n",
+                        k);
     }
     ok = ok && Append(out, capacity, used, "    add.u64 %%rd6, %%rd%d, %%rd5;\n", 10 + k);
     if (bf16) {
@@ -81,8 +85,8 @@ bool AppendSumKernel(char* out, size_t capacity, size_t* used, const char* name,
     } else {
       ok = ok && Append(out, capacity, used, "    ld.global.f32 %%f2, [%%rd6];\n");
     }
-    ok = ok && Append(out, capacity, used, k == 0 ? "    mov.f32 %%f1, %%f2;\n"
-                                                  : "    add.rn.f32 %%f1, %%f1, %%f2;\n");
+    ok = ok && Append(out, capacity, used,
+                      k == 0 ? "    mov.f32 %%f1, %%f2;\n" : "    add.rn.f32 %%f1, %%f1, %%f2;\n");
   }
   ok = ok && Append(out, capacity, used,
                     "STORE:\n"
