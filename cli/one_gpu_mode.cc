@@ -77,6 +77,8 @@ absl::StatusOr<OneGpuEnvironment> PrepareOneGpuMode() {
   OneGpuEnvironment environment;
   environment.cpu_nccl_path = *cpu_nccl;
   environment.extra.emplace(cpu_nccl::kOneGpuVariable, "1");
+  // CUDA buffers must work: fail clearly at the first call rather than fall back.
+  environment.extra.emplace(cpu_nccl::kEnvVars[cpu_nccl::kEnvCudaMode].name, "on");
   return environment;
 }
 

@@ -14,7 +14,8 @@ namespace collwatch {
 
 // What the command's environment gets in the mode: the backend's libnccl.so.2 after the
 // preload in LD_PRELOAD (so the job's own NCCL is never loaded and the interposer finds
-// the backend as "the next" NCCL), and the switch the backend reads.
+// the backend as "the next" NCCL), and the backend's switches: the one-GPU view and its
+// CUDA mode on.
 struct OneGpuEnvironment {
   std::string cpu_nccl_path;                  // the backend's libnccl.so.2
   std::map<std::string, std::string> extra;   // variables set for the command

@@ -11,6 +11,7 @@
 
 #include "interposer/hash.h"
 #include "trainer/cpu_nccl/comm.h"
+#include "trainer/cpu_nccl/cuda_driver.h"
 #include "trainer/cpu_nccl/engine.h"
 #include "trainer/cpu_nccl/reduce_kernels.h"
 #include "trainer/cpu_nccl/task.h"
@@ -40,11 +41,8 @@ int EnumValue(const E& e) noexcept {
   return value;
 }
 
-// ncclGetLastError: a short static message; NCCL's is process-wide too.
-std::atomic<const char*> g_last_error{""};
-
 ncclResult_t Fail(ncclResult_t result, const char* message) noexcept {
-  g_last_error.store(message);
+  SetLastError(message);
   return result;
 }
 
@@ -55,8 +53,52 @@ ncclResult_t FailEnqueue(ncclResult_t result, const char* message) noexcept {
 }
 
 ncclResult_t Finish(ncclResult_t result) noexcept {
-  if (result != ncclSuccess) g_last_error.store("operation failed: communicator aborted or revoked");
+  if (result != ncclSuccess) SetLastError("operation failed: communicator aborted or revoked");
   return result;
+}
+
+// Submits a collective or send/recv; a failure the engine did not explain (an abort) gets
+// the generic message, one it explained (the CUDA mode's) keeps its own.
+ncclResult_t SubmitOperation(const Task& task) noexcept {
+  const char* before = LastError();
+  const ncclResult_t result = Submit(task);
+  return LastError() == before ? Finish(result) : result;
+}
+
+// Fills task->dev: which buffers are CUDA memory (the CUDA mode), or refuses buffers that
+// cannot be used. `send`/`recv` are nullptr where the rank does not use them.
+ncclResult_t PrepareDeviceIo(Task* task, const void* send, uint64_t send_bytes, void* recv,
+                             uint64_t recv_bytes, const void* scalar, CUstream stream) noexcept {
+  const CudaAvailability cuda = Driver();
+  if (cuda.problem[0] != '\0') {
+    return FailEnqueue(cuda.bad_setting ? ncclInvalidUsage : ncclUnhandledCudaError, cuda.problem);
+  }
+  if (cuda.mode == CudaMode::kOff) return ncclSuccess;
+  DeviceIo& dev = task->dev;
+  const BufferKind send_kind = send != nullptr && send_bytes > 0 ? ClassifyBuffer(cuda.driver, send)
+                                                                 : BufferKind::kHost;
+  const BufferKind recv_kind = recv != nullptr && recv_bytes > 0 ? ClassifyBuffer(cuda.driver, recv)
+                                                                 : BufferKind::kHost;
+  if (send_kind == BufferKind::kInvalid || recv_kind == BufferKind::kInvalid) {
+    return FailEnqueue(ncclInvalidArgument,
+                       "buffer is neither host memory nor CUDA memory: no CUDA driver is loaded "
+                       "in this process, so the CPU NCCL backend takes buffers as host memory "
+                       "(load CUDA first, or set COLLWATCH_CPU_NCCL_CUDA=on)");
+  }
+  if (send_kind == BufferKind::kCuda) {
+    dev.user_send = send;
+    dev.send_bytes = send_bytes;
+  }
+  if (recv_kind == BufferKind::kCuda) {
+    dev.user_recv = recv;
+    dev.recv_bytes = recv_bytes;
+  }
+  if (scalar != nullptr && ClassifyBuffer(cuda.driver, scalar) == BufferKind::kCuda) {
+    dev.user_scalar = scalar;
+  }
+  dev.active = dev.user_send != nullptr || dev.user_recv != nullptr || dev.user_scalar != nullptr;
+  dev.stream = stream;
+  return ncclSuccess;
 }
 
 bool ConfigValid(const ncclConfig_t* config) noexcept {
@@ -112,7 +154,7 @@ ncclResult_t CheckCommunication(const ncclComm* comm, int dtype, int root) noexc
 
 ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count,
                          ncclDataType_t datatype, const ncclRedOp_t* op, int root,
-                         ncclComm* comm) noexcept {
+                         ncclComm* comm, cudaStream_t stream) noexcept {
   const int dtype = EnumValue(datatype);
   const bool rooted = kind == OpKind::kReduce || kind == OpKind::kBroadcast ||
                       kind == OpKind::kGather || kind == OpKind::kScatter;
@@ -139,11 +181,25 @@ ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count
   task.kind = TaskKind::kColl;
   task.comm = comm;
   InitCollState(&task.coll, kind, send, recv, count, dtype, root, red);
-  return Finish(Submit(task));
+  // Bytes each side of the call holds: n blocks where the op has one per rank.
+  const uint64_t bytes = count * DtypeSize(dtype);
+  const uint64_t all_bytes = bytes * static_cast<uint64_t>(comm->nranks);
+  const bool send_blocks =
+      kind == OpKind::kReduceScatter || kind == OpKind::kAlltoAll || kind == OpKind::kScatter;
+  const bool recv_blocks =
+      kind == OpKind::kAllGather || kind == OpKind::kAlltoAll || kind == OpKind::kGather;
+  const void* scalar = red.premul && red.scalar_is_ptr ? reinterpret_cast<const void*>(red.scalar)
+                                                        : nullptr;
+  const ncclResult_t prepared =
+      PrepareDeviceIo(&task, needs_send ? send : nullptr, send_blocks ? all_bytes : bytes,
+                      needs_recv ? recv : nullptr, recv_blocks ? all_bytes : bytes, scalar, stream);
+  if (prepared != ncclSuccess) return prepared;
+  return SubmitOperation(task);
 }
 
 ncclResult_t EnqueueP2p(TaskKind kind, const void* send, void* recv, size_t count,
-                        ncclDataType_t datatype, int peer, ncclComm* comm) noexcept {
+                        ncclDataType_t datatype, int peer, ncclComm* comm,
+                        cudaStream_t stream) noexcept {
   const int dtype = EnumValue(datatype);
   const ncclResult_t check = CheckCommunication(comm, dtype, peer);
   if (check != ncclSuccess) return check;
@@ -158,7 +214,10 @@ ncclResult_t EnqueueP2p(TaskKind kind, const void* send, void* recv, size_t coun
   task.p2p.bytes = count * DtypeSize(dtype);
   task.p2p.peer = peer;
   task.p2p.stage = kP2pHeader;
-  return Finish(Submit(task));
+  const ncclResult_t prepared =
+      PrepareDeviceIo(&task, send, task.p2p.bytes, recv, task.p2p.bytes, nullptr, stream);
+  if (prepared != ncclSuccess) return prepared;
+  return SubmitOperation(task);
 }
 
 // Creates the communicator `comm` (made by NewComm) by running or queueing its init.
@@ -200,6 +259,11 @@ ncclResult_t InitRankWithKey(ncclComm_t* out, int nranks, uint64_t key, int rank
   if (out == nullptr) return Fail(ncclInvalidArgument, "NULL communicator pointer");
   if (nranks < 1 || rank < 0 || rank >= nranks) return Fail(ncclInvalidArgument, "invalid rank");
   if (!ConfigValid(config)) return Fail(ncclInvalidArgument, "config not from NCCL_CONFIG_INITIALIZER");
+  // A CUDA mode that cannot work is said before the job starts, not at its first call.
+  const CudaAvailability cuda = Driver();
+  if (cuda.problem[0] != '\0') {
+    return Fail(cuda.bad_setting ? ncclInvalidUsage : ncclUnhandledCudaError, cuda.problem);
+  }
   ncclComm* comm = NewComm(rank, nranks, key);
   if (comm == nullptr) return Fail(ncclSystemError, "out of memory");
   return StartInit(comm, out, config);  // NewComm's reference becomes the handle's
@@ -278,7 +342,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (comm->state.load() == cn::kCommRevoked) {
     return cn::Fail(ncclInvalidUsage, "ncclCommFinalize after ncclCommRevoke");
   }
-  return ncclSuccess;  // every operation has completed when its call returned
+  // Host-buffer operations completed when their calls returned; those on streams complete
+  // when their peers join, as NCCL's blocking finalize waits for them.
+  cn::WaitForDeviceTasks(comm);
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
@@ -388,15 +455,18 @@ const char* ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-const char* ncclGetLastError(ncclComm_t /*comm*/) { return cn::g_last_error.load(); }
+const char* ncclGetLastError(ncclComm_t /*comm*/) { return cn::LastError(); }
 
 void ncclResetDebugInit() {}
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
   if (asyncError == nullptr) return cn::Fail(ncclInvalidArgument, "NULL asyncError");
+  const int32_t stream_error = comm->async_error.load();
   if (comm->state.load() == cn::kCommAborted) {
     *asyncError = ncclSystemError;
+  } else if (stream_error != ncclSuccess) {
+    *asyncError = static_cast<ncclResult_t>(stream_error);  // an operation on a stream failed
   } else {
     *asyncError = comm->ready.load() ? ncclSuccess : ncclInProgress;  // grouped init pending
   }
@@ -530,67 +600,70 @@ ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t /*stream*/) {
-  return cn::EnqueueColl(cn::OpKind::kReduce, sendbuff, recvbuff, count, datatype, &op, root, comm);
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return cn::EnqueueColl(cn::OpKind::kReduce, sendbuff, recvbuff, count, datatype, &op, root, comm,
+                         stream);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                       cudaStream_t /*stream*/) {
-  return cn::EnqueueColl(cn::OpKind::kBroadcast, buff, buff, count, datatype, nullptr, root, comm);
+                       cudaStream_t stream) {
+  return cn::EnqueueColl(cn::OpKind::kBroadcast, buff, buff, count, datatype, nullptr, root, comm,
+                         stream);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
+                           cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kBroadcast, sendbuff, recvbuff, count, datatype, nullptr, root,
-                         comm);
+                         comm, stream);
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t /*stream*/) {
-  return cn::EnqueueColl(cn::OpKind::kAllReduce, sendbuff, recvbuff, count, datatype, &op, -1, comm);
+                           cudaStream_t stream) {
+  return cn::EnqueueColl(cn::OpKind::kAllReduce, sendbuff, recvbuff, count, datatype, &op, -1, comm,
+                         stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t /*stream*/) {
+                               cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, &op,
-                         -1, comm);
+                         -1, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t /*stream*/) {
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, nullptr,
-                         -1, comm);
+                         -1, comm, stream);
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t /*stream*/) {
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kAlltoAll, sendbuff, recvbuff, count, datatype, nullptr, -1,
-                         comm);
+                         comm, stream);
 }
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                        int root, ncclComm_t comm, cudaStream_t /*stream*/) {
+                        int root, ncclComm_t comm, cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kGather, sendbuff, recvbuff, count, datatype, nullptr, root,
-                         comm);
+                         comm, stream);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                         int root, ncclComm_t comm, cudaStream_t /*stream*/) {
+                         int root, ncclComm_t comm, cudaStream_t stream) {
   return cn::EnqueueColl(cn::OpKind::kScatter, sendbuff, recvbuff, count, datatype, nullptr, root,
-                         comm);
+                         comm, stream);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t /*stream*/) {
-  return cn::EnqueueP2p(cn::TaskKind::kSend, sendbuff, nullptr, count, datatype, peer, comm);
+                      ncclComm_t comm, cudaStream_t stream) {
+  return cn::EnqueueP2p(cn::TaskKind::kSend, sendbuff, nullptr, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                      ncclComm_t comm, cudaStream_t /*stream*/) {
-  return cn::EnqueueP2p(cn::TaskKind::kRecv, nullptr, recvbuff, count, datatype, peer, comm);
+                      ncclComm_t comm, cudaStream_t stream) {
+  return cn::EnqueueP2p(cn::TaskKind::kRecv, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
 ncclResult_t ncclGroupStart() { return cn::GroupStart(); }
@@ -609,6 +682,26 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   const ncclResult_t result = cn::GroupEnd(true, &estimate);
   if (result == ncclSuccess && simInfo != nullptr) simInfo->estimatedTime = estimate;
   return result;
+}
+
+// NCCL 2.28's device API (nccl_device/core.h, a CUDA header): device-side communicators
+// for kernels that communicate themselves, which a host backend cannot give. PyTorch
+// imports both (symmetric memory); the arguments are opaque here.
+extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommCreate(
+    ncclComm_t comm, const void* /*requirements*/, void* out_dev_comm) {
+  if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
+  if (out_dev_comm == nullptr) return cn::Fail(ncclInvalidArgument, "NULL outDevComm");
+  return cn::Fail(ncclInvalidUsage,
+                  "ncclDevCommCreate: NCCL's device API is not available in the CPU NCCL backend "
+                  "(PyTorch: do not use NCCL symmetric memory, e.g. leave "
+                  "TORCH_SYMM_MEM_ALLOW_NCCL / symm_mem backends unset)");
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommDestroy(
+    ncclComm_t comm, const void* /*dev_comm*/) {
+  if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");
+  return cn::Fail(ncclInvalidUsage,
+                  "ncclDevCommDestroy: no device communicator exists in the CPU NCCL backend");
 }
 
 // The profiling entry points (pnccl*) are the same functions under a second name.

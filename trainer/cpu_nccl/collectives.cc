@@ -80,6 +80,13 @@ void Reduce(const ncclComm* comm, const CollState& s, void* dst, size_t elems) n
 }
 
 void WritePhase(const ncclComm* comm, const CollState& s) noexcept {
+  if (s.ipc != nullptr) {
+    if (s.phase == 0) {
+      std::memcpy(comm->seg.Slot(comm->rank, s.global_chunk), IpcOwnDescriptor(s.ipc),
+                  kIpcDescriptorBytes);
+    }
+    return;
+  }
   const size_t es = DtypeSize(s.dtype);
   const int n = comm->nranks;
   const size_t off = s.chunk * s.chunk_elems;
@@ -125,6 +132,14 @@ void WritePhase(const ncclComm* comm, const CollState& s) noexcept {
 }
 
 void ReadPhase(ncclComm* comm, const CollState& s) noexcept {
+  if (s.ipc != nullptr) {
+    if (s.phase == 0) {
+      for (int p = 0; p < comm->nranks; ++p) {
+        IpcNotePeerDescriptor(s.ipc, p, comm->seg.Slot(p, s.global_chunk));
+      }
+    }
+    return;
+  }
   const size_t es = DtypeSize(s.dtype);
   const int n = comm->nranks;
   const int rank = comm->rank;
@@ -236,6 +251,7 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
         s.seq = ++comm->coll_seq;
         s.chunk_elems = comm->seg.geo.slot_bytes / unit;
         s.nchunks = (s.count + s.chunk_elems - 1) / s.chunk_elems;
+        if (s.ipc != nullptr) s.nchunks = 1;  // only descriptors pass through the slots
         s.chunk = 0;
         s.phase = 0;
         if (s.red.premul) {
@@ -300,8 +316,12 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
         ReadPhase(comm, s);
         *moved = true;
         s.cursor = 0;
+        if (s.ipc != nullptr && s.phase == 0) {
+          s.stage = kCollMoveData;
+          break;
+        }
         s.phase += 1;
-        if (s.phase == (IsTwoPhase(s.kind) ? 2 : 1)) {
+        if (s.phase == (IsTwoPhase(s.kind) || s.ipc != nullptr ? 2 : 1)) {
           s.phase = 0;
           s.chunk += 1;
           if (s.chunk == s.nchunks) return Status::kDone;
@@ -314,6 +334,17 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
       case kCollHung:
         *blocked_on = kWaitAbortOnly;
         return Status::kBlocked;
+      case kCollMoveData: {
+        const Status st = IpcMoveData(s.ipc, comm, moved);
+        if (st != Status::kDone) {
+          *blocked_on = kPoll;  // the GPU, not a peer, is awaited
+          return st;
+        }
+        *moved = true;
+        s.phase = 1;
+        s.stage = kCollWrite;
+        break;
+      }
     }
   }
 }

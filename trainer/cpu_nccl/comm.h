@@ -76,6 +76,10 @@ struct ncclComm {
   std::atomic<int32_t> running;    // engines currently running tasks of this communicator
   std::atomic<int32_t> refs;       // the handle plus queued tasks and running calls
   std::atomic<bool> handle_gone;   // the handle's reference was dropped (once)
+  // CUDA mode: tasks enqueued on streams and not yet completed (or failed); host-buffer
+  // calls wait for zero, so that one thread at a time runs the communicator's operations.
+  std::atomic<int32_t> device_tasks;
+  std::atomic<int32_t> async_error;  // ncclResult_t of a failed stream operation, or 0
 };
 
 namespace collwatch::cpu_nccl {

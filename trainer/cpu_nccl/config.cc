@@ -5,25 +5,22 @@
 #include <cstring>
 
 namespace collwatch::cpu_nccl {
-namespace {
 
-const char* Lookup(int index) noexcept {
+const char* EnvValue(int index) noexcept {
   const char* value = std::getenv(kEnvVars[index].name);
   return value != nullptr && value[0] != '\0' ? value : kEnvVars[index].default_value;
 }
 
-}  // namespace
-
 Settings LoadSettings() noexcept {
   Settings s;
-  const char* dir = Lookup(0);
-  if (std::strlen(dir) >= sizeof s.shm_dir) dir = kEnvVars[0].default_value;
+  const char* dir = EnvValue(kEnvShmDir);
+  if (std::strlen(dir) >= sizeof s.shm_dir) dir = kEnvVars[kEnvShmDir].default_value;
   std::strcpy(s.shm_dir, dir);
   char* end = nullptr;
-  const long spin = std::strtol(Lookup(1), &end, 10);
+  const long spin = std::strtol(EnvValue(kEnvSpin), &end, 10);
   s.spin = (end != nullptr && *end == '\0' && spin >= 0 && spin <= 1000000)
                ? static_cast<int>(spin)
-               : static_cast<int>(std::strtol(kEnvVars[1].default_value, nullptr, 10));
+               : static_cast<int>(std::strtol(kEnvVars[kEnvSpin].default_value, nullptr, 10));
   return s;
 }
 

@@ -18,11 +18,33 @@ inline constexpr EnvVar kEnvVars[] = {
      "folder of the per-communicator shared-memory files (tmpfs recommended)"},
     {"COLLWATCH_CPU_NCCL_SPIN", "64",
      "polls of a blocked operation before it sleeps on its futex (0: sleep at once)"},
+    {"COLLWATCH_CPU_NCCL_CUDA", "auto",
+     "CUDA buffers: auto (if libcuda.so.1 is loaded), on (load it; fail clearly if not), off"},
+    {"COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "the CUDA driver library the CUDA mode loads"},
+    {"COLLWATCH_CPU_NCCL_IPC", "0",
+     "1: all-gathers and float32/bfloat16 sum reduce-scatters on CUDA buffers move GPU to GPU "
+     "through CUDA IPC (staged through host memory when a rank's buffer cannot be shared; "
+     "experimental: hangs in an FSDP2 job); 0: every CUDA buffer is staged through host memory"},
+    {"COLLWATCH_CPU_NCCL_TRACE", "0",
+     "1: the CUDA mode logs each stream operation's enqueue, start and end to stderr, and "
+     "operations that wait longer than 5 s"},
     {"COLLWATCH_CPU_NCCL_ONE_GPU", "",
-     "1: the one-GPU mode's view of each rank: LOCAL_RANK reads 0 (the launcher's value in "
-     "COLLWATCH_ORIGINAL_LOCAL_RANK) and CUDA modules load eagerly; read once, at load"},
+     "1 (collwatch run --one-gpu): each rank sees LOCAL_RANK=0, the launcher's value kept in "
+     "COLLWATCH_ORIGINAL_LOCAL_RANK; read once, when the library is loaded"},
 };
-inline constexpr const char* kOneGpuVariable = kEnvVars[2].name;
+
+// Indices into kEnvVars.
+inline constexpr int kEnvShmDir = 0;
+inline constexpr int kEnvSpin = 1;
+inline constexpr int kEnvCudaMode = 2;
+inline constexpr int kEnvLibcuda = 3;
+inline constexpr int kEnvIpc = 4;
+inline constexpr int kEnvTrace = 5;
+inline constexpr int kEnvOneGpu = 6;
+inline constexpr const char* kOneGpuVariable = kEnvVars[kEnvOneGpu].name;
+
+// The variable's value, or its default when unset or empty.
+const char* EnvValue(int index) noexcept;
 
 struct Settings {
   char shm_dir[200] = {};

@@ -9,9 +9,11 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "trainer/cpu_nccl/cuda_queue.h"
 #include "trainer/cpu_nccl/futex.h"
 
 namespace collwatch::cpu_nccl {
@@ -30,6 +32,8 @@ struct GroupState {
 // Trivially destructible: no thread-exit hook from the C++ runtime; FreeGroupState (a
 // pthread key destructor) frees the arrays of threads that used groups.
 thread_local GroupState t_group;
+
+std::atomic<const char*> g_last_error{""};
 
 pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 pthread_key_t g_key;
@@ -96,6 +100,8 @@ Status ProgressSplit(Task& t, bool* moved) noexcept {
   return st;
 }
 
+}  // namespace
+
 Status ProgressTask(Task& t, bool* moved) noexcept {
   ncclComm* comm = t.comm;
   const uint32_t state = comm->state.load();
@@ -122,6 +128,8 @@ Status ProgressTask(Task& t, bool* moved) noexcept {
   return Status::kFailed;
 }
 
+namespace {
+
 // The slot whose doorbell wakes this task's thread, or nullptr if it has none yet.
 RankControl* WakeSlot(const Task& t) noexcept {
   const ncclComm* comm = t.comm;
@@ -137,6 +145,8 @@ int Lane(const Task& t) noexcept {
   if (t.kind == TaskKind::kRecv) return 2 * t.p2p.peer + 1;
   return -1;
 }
+
+}  // namespace
 
 void LinkQueues(Task* tasks, int count, int* order) noexcept {
   for (int i = 0; i < count; ++i) order[i] = i;
@@ -155,6 +165,8 @@ void LinkQueues(Task* tasks, int count, int* order) noexcept {
     if (a.comm == b.comm && Lane(a) == Lane(b)) b.prev = order[k - 1];
   }
 }
+
+namespace {
 
 constexpr int kMaxSleepSlots = 8;
 constexpr int32_t kUnsetTarget = -100;
@@ -283,6 +295,63 @@ float EstimateMicros(const Task& t) noexcept {
   return 5.0f + static_cast<float>(bytes) / 4000.0f;
 }
 
+// Hands tasks with CUDA buffers to the CUDA mode's stream queue.
+ncclResult_t EnqueueDevice(const Task* tasks, int count) noexcept {
+  const CudaAvailability cuda = Driver();
+  if (cuda.driver == nullptr) {  // a CUDA buffer was seen, so the driver was published
+    SetLastError("CUDA mode: the CUDA driver went away");
+    return ncclInternalError;
+  }
+  const char* message = "";
+  const ncclResult_t result = EnqueueDeviceTasks(cuda.driver, tasks, count, &message);
+  if (result != ncclSuccess) SetLastError(message);
+  return result;
+}
+
+bool HasDeviceTask(const Task* tasks, int count) noexcept {
+  for (int i = 0; i < count; ++i) {
+    if (tasks[i].dev.active) return true;
+  }
+  return false;
+}
+
+// A group with CUDA buffers: creations and splits run first, here (they are host-side in
+// NCCL too); the collectives, sends and receives become one stream-ordered unit.
+ncclResult_t EndDeviceGroup() noexcept {
+  int host_side = 0;
+  for (int i = 0; i < t_group.count; ++i) {
+    const TaskKind kind = t_group.tasks[i].kind;
+    if (kind == TaskKind::kInit || kind == TaskKind::kSplit) ++host_side;
+  }
+  if (!Grow(reinterpret_cast<void**>(&t_group.order), &t_group.order_capacity, t_group.count,
+            sizeof(int))) {
+    return ncclSystemError;
+  }
+  // Stable partition: host-side tasks first, the rest after them in issue order.
+  auto* sorted = static_cast<Task*>(std::malloc(sizeof(Task) * static_cast<size_t>(t_group.count)));
+  if (sorted == nullptr) return ncclSystemError;
+  int front = 0;
+  int back = host_side;
+  for (int i = 0; i < t_group.count; ++i) {
+    const TaskKind kind = t_group.tasks[i].kind;
+    const bool host = kind == TaskKind::kInit || kind == TaskKind::kSplit;
+    sorted[host ? front++ : back++] = t_group.tasks[i];
+  }
+  std::memcpy(t_group.tasks, sorted, sizeof(Task) * static_cast<size_t>(t_group.count));
+  std::free(sorted);
+  ncclResult_t result = ncclSuccess;
+  if (host_side > 0) {
+    for (int i = 0; i < host_side; ++i) {
+      if (t_group.tasks[i].kind == TaskKind::kSplit) WaitForDeviceTasks(t_group.tasks[i].comm);
+    }
+    result = RunTasks(t_group.tasks, host_side, t_group.order);
+  }
+  if (result == ncclSuccess) {
+    result = EnqueueDevice(t_group.tasks + host_side, t_group.count - host_side);
+  }
+  return result;
+}
+
 void ClearGroup() noexcept {
   for (int i = 0; i < t_group.count; ++i) {
     DisposeTask(&t_group.tasks[i]);
@@ -302,8 +371,21 @@ void DisposeTask(Task* task) noexcept {
   task->split.child = nullptr;
 }
 
+void SetLastError(const char* message) noexcept { g_last_error.store(message); }
+
+const char* LastError() noexcept { return g_last_error.load(); }
+
+void WaitForDeviceTasks(ncclComm* comm) noexcept {
+  const timespec pause{0, 20 * 1000};
+  while (comm->device_tasks.load() > 0 && comm->state.load() == kCommLive) {
+    nanosleep(&pause, nullptr);
+  }
+}
+
 ncclResult_t Submit(Task task) noexcept {
   if (t_group.depth == 0) {
+    if (task.dev.active) return EnqueueDevice(&task, 1);
+    if (task.kind != TaskKind::kInit) WaitForDeviceTasks(task.comm);
     int order = 0;
     const ncclResult_t result = RunTasks(&task, 1, &order);
     DisposeTask(&task);
@@ -359,6 +441,14 @@ ncclResult_t GroupEnd(bool simulate, float* estimated_us) noexcept {
     if (estimated_us != nullptr) *estimated_us = estimate;
   }
   ncclResult_t result = ncclSuccess;
+  if (HasDeviceTask(t_group.tasks, t_group.count)) {
+    result = EndDeviceGroup();
+    ClearGroup();
+    return result;
+  }
+  for (int i = 0; i < t_group.count; ++i) {
+    if (t_group.tasks[i].kind != TaskKind::kInit) WaitForDeviceTasks(t_group.tasks[i].comm);
+  }
   if (t_group.count > 0) {
     if (!Grow(reinterpret_cast<void**>(&t_group.order), &t_group.order_capacity, t_group.count,
               sizeof(int))) {

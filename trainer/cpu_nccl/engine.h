@@ -24,6 +24,23 @@ ncclResult_t GroupEnd(bool simulate, float* estimated_us) noexcept;
 // Records an argument error met inside a group: NCCL's GroupEnd then fails too.
 void NoteGroupError(ncclResult_t error) noexcept;
 
+// One progress step of a task (no sleeping): fails tasks of aborted or revoked
+// communicators. Used by RunTasks and by the CUDA mode's progress thread.
+Status ProgressTask(Task& t, bool* moved) noexcept;
+
+// Sets each task's `prev` to the task before it in its queue (engine.cc: collectives of a
+// communicator in issue order, sends to one peer in order, receives from one peer in
+// order); `order` is scratch of `count` ints. Tasks must have prev = -1 beforehand.
+void LinkQueues(Task* tasks, int count, int* order) noexcept;
+
+// Waits until no task of `comm` is queued on a CUDA stream any more (or the communicator
+// is aborted), so that a host-buffer call does not run beside the progress thread.
+void WaitForDeviceTasks(ncclComm* comm) noexcept;
+
+// ncclGetLastError's text: a static or thread-lived message, process-wide as NCCL's.
+void SetLastError(const char* message) noexcept;
+const char* LastError() noexcept;
+
 // Undoes what a task owns besides its communicator reference (split buffers, unfinished
 // children). For tasks that will not run (failed or dropped) and after completion.
 void DisposeTask(Task* task) noexcept;

@@ -2,10 +2,9 @@
 // --one-gpu`). Unmodified jobs pick their GPU by LOCAL_RANK (torch.cuda.set_device(
 // local_rank), torch.device(f"cuda:{local_rank}")); on a machine with one GPU only index 0
 // exists, so each rank sees LOCAL_RANK=0, its launcher's value kept in
-// COLLWATCH_ORIGINAL_LOCAL_RANK. CUDA modules load eagerly: with lazy loading (PyTorch
-// sets CUDA_MODULE_LOADING=LAZY when unset) the first launch of a not-yet-loaded kernel
-// waits behind a kernel that holds a stream for a peer, so a rank could hang where NCCL
-// would not. RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and everything else stay as they are.
+// COLLWATCH_ORIGINAL_LOCAL_RANK. RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and everything else
+// stay as they are. (Eager CUDA module loading, which the CUDA mode needs, is set in
+// cuda_driver.cc for every process that loads the library.)
 //
 // Runs as a constructor of the preloaded library: before the program's main, so before
 // Python copies the environment into os.environ, and while the process has one thread.
@@ -17,15 +16,13 @@
 namespace collwatch::cpu_nccl {
 namespace {
 
-__attribute__((constructor)) void ApplyOneGpuView() {
-  const char* mode = std::getenv(kOneGpuVariable);
-  if (mode == nullptr || std::strcmp(mode, "1") != 0) return;
+__attribute__((constructor)) void ApplyOneGpuView() noexcept {
+  if (std::strcmp(EnvValue(kEnvOneGpu), "1") != 0) return;
   const char* local_rank = std::getenv("LOCAL_RANK");
   if (local_rank != nullptr && std::getenv("COLLWATCH_ORIGINAL_LOCAL_RANK") == nullptr) {
     setenv("COLLWATCH_ORIGINAL_LOCAL_RANK", local_rank, 1);
     setenv("LOCAL_RANK", "0", 1);
   }
-  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #ifndef COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
 #define COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
 
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -37,7 +39,30 @@ struct Reduction {
   uint64_t scalar;
 };
 
-enum CollStage : uint8_t { kCollStart = 0, kCollGuard, kCollWrite, kCollWait, kCollHung };
+enum CollStage : uint8_t {
+  kCollStart = 0,
+  kCollGuard,
+  kCollWrite,
+  kCollWait,
+  kCollHung,
+  kCollMoveData,  // CUDA IPC: the data moves between the two phases (IpcMoveData)
+};
+
+// CUDA mode with COLLWATCH_CPU_NCCL_IPC: a collective whose data moves GPU to GPU through
+// CUDA IPC (cuda_queue.cc). The engine then runs it as two data-free phases over the slots:
+// phase 0 publishes each rank's buffer descriptor (and compares the op descriptors as
+// always), the GPU copies between the phases, phase 1 waits until every rank's copies are
+// done, so that no buffer is reused while a peer still reads it.
+struct IpcTransfer;
+inline constexpr size_t kIpcDescriptorBytes = 96;
+// This rank's descriptor, written into its slot in phase 0.
+const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept;
+// Peer p's descriptor, read from its slot in phase 0.
+void IpcNotePeerDescriptor(IpcTransfer* transfer, int peer, const void* descriptor) noexcept;
+// Moves the data once every rank's descriptor is known: GPU to GPU when every rank's buffer
+// can be shared, else (the same choice on every rank) as a host collective of its own
+// between pinned staging copies. Called until it returns kDone (or kFailed).
+Status IpcMoveData(IpcTransfer* transfer, ncclComm* comm, bool* moved) noexcept;
 
 struct CollState {
   OpKind kind;
@@ -47,6 +72,7 @@ struct CollState {
   int dtype;
   int root;  // -1 when the op has none
   Reduction red;
+  IpcTransfer* ipc;  // non-null: the data moves GPU to GPU (see IpcTransfer)
   // Progress.
   CollStage stage;
   uint8_t phase;           // phase within the chunk
@@ -83,6 +109,19 @@ struct SplitState {
   CollState gather;
 };
 
+// The CUDA side of a collective or send/recv whose buffers are CUDA memory (CUDA mode):
+// the call only enqueues on `stream`; the progress thread runs the task on pinned staging
+// copies (cuda_queue.h). Buffers that are host memory are used in place.
+struct DeviceIo {
+  bool active;              // some buffer is CUDA memory: the task goes to the progress thread
+  CUstream stream;          // the call's stream (nullptr: the legacy default stream)
+  const void* user_send;    // CUDA input copied to staging before the task runs, or nullptr
+  void* user_recv;          // CUDA output filled from staging after it ran, or nullptr
+  uint64_t send_bytes;
+  uint64_t recv_bytes;
+  const void* user_scalar;  // a ncclScalarDevice PreMulSum scalar in CUDA memory, or nullptr
+};
+
 enum class TaskKind : uint8_t { kInit, kColl, kSend, kRecv, kSplit };
 
 struct Task {
@@ -95,6 +134,7 @@ struct Task {
   CollState coll;
   P2pState p2p;
   SplitState split;
+  DeviceIo dev;
 };
 
 // Progress functions: advance as far as possible without sleeping. On kBlocked,
