@@ -28,8 +28,10 @@ rounds=${ROUNDS:-3}
 read -r -a workloads <<<"${WORKLOADS:-trainer ddp fsdp allreduce enqueue latency}"
 gpus=$(nvidia-smi -L | wc -l)
 
-build_gpu_trainer "$out/build.log" collwatch_preload collwatch_trainer collwatch_nccl_call_cost collwatch_cpu_nccl ||
-  exit 1
+targets=(collwatch_preload)
+[[ " ${parts[*]} " == *" overhead "* ]] && targets+=(collwatch_trainer collwatch_nccl_call_cost)
+[[ " ${parts[*]} " == *" one-gpu "* ]] && targets+=(collwatch_cpu_nccl)
+build_gpu_trainer "$out/build.log" "${targets[@]}" || exit 1
 export COLLWATCH_PRELOAD=$PWD/build-gpu-trainer/interposer/libcollwatch.so
 export LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH"
 collwatch=$PWD/.carry/bin/collwatch
