@@ -79,6 +79,9 @@ absl::StatusOr<OneGpuEnvironment> PrepareOneGpuMode() {
   environment.extra.emplace(cpu_nccl::kOneGpuVariable, "1");
   // CUDA buffers must work: fail clearly at the first call rather than fall back.
   environment.extra.emplace(cpu_nccl::kEnvVars[cpu_nccl::kEnvCudaMode].name, "on");
+  // As on GPUs, where NCCL often runs a collective the ranks disagree on to completion on
+  // garbage, the ranks go on issuing calls: collwatch then sees as far as it would there.
+  environment.extra.emplace(cpu_nccl::kEnvVars[cpu_nccl::kEnvMismatch].name, "complete");
   return environment;
 }
 

@@ -113,6 +113,40 @@ TEST_F(HangTest, MismatchedSignaturesBlockEveryRank) {
   }
 }
 
+// COLLWATCH_CPU_NCCL_MISMATCH=complete (what `collwatch run --one-gpu` sets): every rank
+// leaves a mismatched collective at once, and the collectives after it are right.
+TEST_F(HangTest, MismatchedSignaturesCompleteWhenAskedAndWhatFollowsIsRight) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  Ranks ranks(2, [id](int rank) {
+    setenv("COLLWATCH_CPU_NCCL_MISMATCH", "complete", 1);  // read when the communicator is made
+    ncclComm_t comm;
+    RANK_NCCL(ncclCommInitRank(&comm, 2, id, rank));
+    std::vector<float> v(1 << 20, 1.0f);  // several chunks: the ranks' chunk counts differ
+    RANK_NCCL(ncclAllReduce(v.data(), v.data(), rank == 0 ? 1024 : v.size(), ncclFloat32, ncclSum, comm, nullptr));
+    std::vector<float> sum(4096, static_cast<float>(rank + 1));
+    RANK_NCCL(ncclAllReduce(sum.data(), sum.data(), sum.size(), ncclFloat32, ncclSum, comm, nullptr));
+    for (float x : sum) {
+      if (x != 3.0f) return 10;
+    }
+    std::vector<float> out(8192);
+    if (rank == 0) {
+      RANK_NCCL(ncclAllGather(v.data(), out.data(), 4096, ncclFloat32, comm, nullptr));
+    } else {
+      RANK_NCCL(ncclReduceScatter(v.data(), out.data(), 1024, ncclFloat32, ncclSum, comm, nullptr));
+    }
+    std::vector<int32_t> from_root(3000, rank == 1 ? 42 : 0);
+    RANK_NCCL(ncclBroadcast(from_root.data(), from_root.data(), from_root.size(), ncclInt32, 1, comm, nullptr));
+    for (int32_t x : from_root) {
+      if (x != 42) return 11;
+    }
+    RANK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  });
+  ASSERT_TRUE(ranks.WaitAll(20.0)) << "a mismatched collective did not complete";
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(ranks.ExitCode(r), 0) << "rank " << r;
+}
+
 TEST_F(HangTest, InitWaitsForeverForAMissingRank) {
   expect_clean_shm_ = false;  // init never completed, so the segment file stays
   ncclUniqueId id;

@@ -300,18 +300,22 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
           return Status::kBlocked;
         }
         if (s.chunk == 0 && s.phase == 0) {
-          // Same position, another op/count/dtype/op/root anywhere: wait forever, as real
-          // NCCL would (it has no way to notice).
+          // Same position, another op/count/dtype/op/root anywhere. NCCL has no way to
+          // notice: on GPUs such a collective hangs or runs to completion on garbage. Every
+          // rank sees every descriptor here, so all decide alike: wait forever, or (the
+          // mismatch setting) leave after this one step without moving data.
           const OpDesc mine = me->desc[s.seq % 2];
-          for (int p = 0; p < comm->nranks; ++p) {
+          bool differs = false;
+          for (int p = 0; p < comm->nranks && !differs; ++p) {
             const OpDesc theirs = comm->seg.Rank(p)->desc[s.seq % 2];
-            if (std::memcmp(&mine, &theirs, sizeof mine) != 0) {
-              s.stage = kCollHung;
-              *moved = true;
-              break;
-            }
+            differs = std::memcmp(&mine, &theirs, sizeof mine) != 0;
           }
-          if (s.stage == kCollHung) break;
+          if (differs) {
+            *moved = true;
+            if (comm->mismatch_completes && s.ipc == nullptr) return Status::kDone;
+            s.stage = kCollHung;
+            break;
+          }
         }
         ReadPhase(comm, s);
         *moved = true;

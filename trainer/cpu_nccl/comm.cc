@@ -48,6 +48,7 @@ ncclComm* NewComm(int rank, int nranks, uint64_t key) noexcept {
   comm->blocking = true;
   const Settings settings = LoadSettings();
   comm->spin = settings.spin;
+  comm->mismatch_completes = settings.mismatch_completes;
   comm->srcs = static_cast<const void**>(std::calloc(static_cast<size_t>(nranks), sizeof(void*)));
   comm->refs.store(1);
   if (comm->srcs == nullptr ||

@@ -54,6 +54,7 @@ struct ncclComm {
   int nranks;
   uint64_t key;    // names the segment; equal on every rank
   int spin;        // polls before sleeping (COLLWATCH_CPU_NCCL_SPIN)
+  bool mismatch_completes;  // COLLWATCH_CPU_NCCL_MISMATCH=complete
   bool blocking;   // config->blocking (kept for the record: every call completes)
   char path[256];  // segment file
   collwatch::cpu_nccl::Segment seg;

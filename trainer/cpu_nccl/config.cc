@@ -21,6 +21,7 @@ Settings LoadSettings() noexcept {
   s.spin = (end != nullptr && *end == '\0' && spin >= 0 && spin <= 1000000)
                ? static_cast<int>(spin)
                : static_cast<int>(std::strtol(kEnvVars[kEnvSpin].default_value, nullptr, 10));
+  s.mismatch_completes = std::strcmp(EnvValue(kEnvMismatch), "complete") == 0;
   return s;
 }
 

@@ -28,6 +28,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"COLLWATCH_CPU_NCCL_TRACE", "0",
      "1: the CUDA mode logs each stream operation's enqueue, start and end to stderr, and "
      "operations that wait longer than 5 s"},
+    {"COLLWATCH_CPU_NCCL_MISMATCH", "hang",
+     "a collective whose ranks disagree (op, count, dtype, reduce op, root) at one position: "
+     "hang blocks every rank for good; complete returns on every rank without moving data "
+     "(outputs unspecified), as NCCL on GPUs often runs such collectives to completion"},
     {"COLLWATCH_CPU_NCCL_ONE_GPU", "",
      "1 (collwatch run --one-gpu): each rank sees LOCAL_RANK=0, the launcher's value kept in "
      "COLLWATCH_ORIGINAL_LOCAL_RANK; read once, when the library is loaded"},
@@ -40,7 +44,8 @@ inline constexpr int kEnvCudaMode = 2;
 inline constexpr int kEnvLibcuda = 3;
 inline constexpr int kEnvIpc = 4;
 inline constexpr int kEnvTrace = 5;
-inline constexpr int kEnvOneGpu = 6;
+inline constexpr int kEnvMismatch = 6;
+inline constexpr int kEnvOneGpu = 7;
 inline constexpr const char* kOneGpuVariable = kEnvVars[kEnvOneGpu].name;
 
 // The variable's value, or its default when unset or empty.
@@ -49,6 +54,7 @@ const char* EnvValue(int index) noexcept;
 struct Settings {
   char shm_dir[200] = {};
   int spin = 64;
+  bool mismatch_completes = false;  // COLLWATCH_CPU_NCCL_MISMATCH=complete
 };
 
 // Reads kEnvVars. Never fails: unusable values fall back to the defaults.
