@@ -140,7 +140,7 @@ TEST(ClassificationTest, BlockingFirstCollectiveWithoutHistoryIsUndecidedAtOnce)
   const std::vector<Finding> found = job.AnalyzeAt(0.1);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_FALSE(found[0].decided);
-  EXPECT_THAT(found[0].summary, HasSubstr("every rank stopped inside this call"));
+  EXPECT_THAT(found[0].summary, HasSubstr("no rank issued a call after it"));
   EXPECT_THAT(found[0].summary, HasSubstr("(1) SIGNATURE_MISMATCH"));
   EXPECT_THAT(found[0].summary, HasSubstr("(2) PATH_DIVERGENCE"));
 }

@@ -299,7 +299,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
         finding.summary = absl::StrFormat(
             "At seq %d of %s, %s issued %s while %s issued %s. What was reported cannot tell two readings apart%s: "
             "(1) SIGNATURE_MISMATCH, the same collective with different sizes on the two classes: %s "
-            "(2) PATH_DIVERGENCE, different code: %s are in a module %s skipped or ran elsewhere (a vision tower "
+            "(2) PATH_DIVERGENCE, different code: %s %s in a module %s skipped or ran elsewhere (a vision tower "
             "for an image batch against text-only batches, an expert, a conditional head), and these are "
             "different collectives that NCCL pairs by order; fix: %s Both hang or corrupt data. To decide: "
             "compare with a clean run (`collwatch diff`), look at where each rank is (py-spy dump on their "
@@ -307,10 +307,11 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
             seq, comm_text, ranks_of(classes[0]), DescribeCall(model_, a), ranks_of(classes[1]),
             DescribeCall(model_, b),
             verdict.major_run.size() <= 1
-                ? " (every rank stopped inside this call, no NVTX range names the code, and no earlier step "
+                ? " (no rank issued a call after it, no NVTX range names the code, and no earlier step "
                   "showed these calls)"
                 : " (the calls after it look alike on both classes, and no NVTX range names the code)",
-            SizeMismatchFix(ratio), RanksText(classes[0], comm.nranks), RanksText(classes[1], comm.nranks),
+            SizeMismatchFix(ratio), RanksText(classes[0], comm.nranks), classes[0].size() == 1 ? "is" : "are",
+            RanksText(classes[1], comm.nranks),
             PathFix(finding.regions), others);
         break;
       }
