@@ -53,7 +53,18 @@ CASES = {
                                      "SKIPPED_REDUCE_SCATTER", 2),
     "hf-vlm": (["--job", "hf-vlm", "--steps", "6"], None, 1),
     "hf-vlm-divergent-path": (["--job", "hf-vlm", "--scenario", "divergent-path"], "PATH_DIVERGENCE", 2),
+    # The ranks agree for two steps first: the schedule of those names the inserted run.
+    "divergent-path-later": (["--job", "fsdp", "--scenario", "divergent-path", "--diverge-from-step", "2"],
+                             "PATH_DIVERGENCE", 2),
+    "hf-vlm-divergent-path-later": (["--job", "hf-vlm", "--scenario", "divergent-path", "--diverge-from-step", "2"],
+                                    "PATH_DIVERGENCE", 2),
 }
+# Divergences in the very first step. With --one-gpu every rank's host stops for about
+# 1.7 s right after the first differing all-gather (measured on an H100: the first matmul
+# loads cuBLAS's kernels, and the CUDA mode needs eager module loading), longer than the
+# analyzer's settle window; with nothing else to decide by, the honest finding is the
+# undecided one that names this kind among its readings.
+FIRST_STEP_DIVERGENCES = {"divergent-path", "fsdp1-divergent-path", "hf-vlm-divergent-path"}
 STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
 
 NCCL_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
@@ -217,11 +228,16 @@ def run_case(name, args, work):
     if expected:
         if code != 3:
             problems.append(f"exit {code}, expected 3 (collwatch stopped the hung job)")
-        if not findings or findings[0]["kind"] != expected:
+        undecided_reading = (args.one_gpu and name in FIRST_STEP_DIVERGENCES and findings
+                             and findings[0].get("decided") is False
+                             and expected in findings[0].get("other_readings", []))
+        if undecided_reading:
+            result["undecided"] = f"{findings[0]['kind']}, or {expected}: undecided (one GPU, first step)"
+        if not findings or (findings[0]["kind"] != expected and not undecided_reading):
             problems.append(f"first finding {findings[0]['kind'] if findings else 'none'}, expected {expected}")
         else:
             first = findings[0]
-            result.update(summary=first.get("summary"), regions=first.get("regions"),
+            result.update(summary=first.get("summary"), regions=first.get("regions"), decided=first.get("decided"),
                           rank_classes=first.get("rank_classes"), lagging_ranks=first.get("lagging_ranks"),
                           detect_latency_s=first.get("detect_latency_s"))
             if wall >= WATCHDOG_S:
@@ -290,6 +306,7 @@ def main():
         print(f"{name}: exit {result['exit']} in {result['wall_s']} s, {sum(result['calls'].values())} NCCL calls "
               f"checked, {sum(result['recorded'].values())} recorded, findings {result['findings'] or 'none'}: "
               f"{verdict}"
+              + (f" [{result['undecided']}]" if "undecided" in result else "")
               + (f" ({result['note']})" if "note" in result else ""), flush=True)
     for name in skipped:
         why = (f"needs Python module {missing_module(name)}" if missing_module(name)

@@ -25,7 +25,8 @@ Jobs:
 Scenarios (fsdp, fsdp1; hf-vlm: clean and divergent-path; `clean` elsewhere), each a PyTorch rendition of a bug collwatch names:
   clean                    every rank takes the same path.
   divergent-path           odd ranks get text-only batches and skip the vision tower, so
-                           only even ranks all-gather it (PATH_DIVERGENCE).
+                           only even ranks all-gather it (PATH_DIVERGENCE); from step
+                           --diverge-from-step on (default 0: the first).
   skipped-reduce-scatter   on rank 1 no token reaches expert 1: its output is dropped, its
                            parameters get no gradient and FSDP skips their reduce-scatter
                            (SKIPPED_REDUCE_SCATTER).
@@ -60,6 +61,8 @@ def parse_args():
     parser.add_argument("--no-graph", action="store_true",
                         help="features: leave out the section captured into a CUDA graph (the CPU NCCL "
                              "backend's CUDA mode refuses captured calls)")
+    parser.add_argument("--diverge-from-step", type=int, default=0,
+                        help="divergent-path: the first step with text-only batches (earlier steps agree)")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     parser.add_argument("--iterations", type=int, default=2000, help="allreduce: calls timed")
@@ -108,6 +111,20 @@ def train_timed(args, optimizer, forward_loss):
     kept = times[args.warmup:] or times
     if rank == 0 and kept:
         print(f"median_step_ms {statistics.median(kept):.3f}", flush=True)
+
+
+class TextOnlyBatches:
+    """Whether this rank's batch is text-only, call by call (one call per step): in the
+    divergent-path scenario odd ranks get text-only batches from --diverge-from-step on."""
+
+    def __init__(self, args, rank):
+        self.diverging = args.scenario == "divergent-path" and rank % 2 == 1
+        self.from_step = args.diverge_from_step
+        self.step = -1
+
+    def __call__(self):
+        self.step += 1
+        return self.diverging and self.step >= self.from_step
 
 
 def expect(condition, what):
@@ -321,7 +338,7 @@ def run_fsdp(args, device):
     fully_shard(model, mp_policy=policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+    text_only = TextOnlyBatches(args, rank)
     starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
     if args.scenario == "late-rank" and rank == 1:
         print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
@@ -329,7 +346,7 @@ def run_fsdp(args, device):
 
     def forward_loss():
         tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
-        patches = None if text_only else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
+        patches = None if text_only() else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
                                                      dtype=dtype)
         logits = model(tokens, patches, starve)
         return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
@@ -356,7 +373,7 @@ def run_fsdp1(args, device):
                                      mixed_precision=MixedPrecision(param_dtype=dtype, reduce_dtype=dtype))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+    text_only = TextOnlyBatches(args, rank)
     starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
     if args.scenario == "late-rank" and rank == 1:
         print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
@@ -364,7 +381,7 @@ def run_fsdp1(args, device):
 
     def forward_loss():
         tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
-        patches = None if text_only else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
+        patches = None if text_only() else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
                                                      dtype=dtype)
         logits = model(tokens, patches, starve)
         return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
@@ -410,11 +427,11 @@ def run_hf_vlm(args, device):
     fully_shard(model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = args.scenario == "divergent-path" and rank % 2 == 1
+    text_only = TextOnlyBatches(args, rank)
 
     def forward_loss():
         text = torch.randint(0, vocab - 1, (2, text_tokens), device=device, generator=generator)
-        if text_only:
+        if text_only():
             logits = model(input_ids=text).logits
         else:
             image_slots = torch.full((2, image_features), image_token, device=device, dtype=text.dtype)
