@@ -457,7 +457,7 @@ TEST_F(FakeDriverTest, TraceSaysWhatEachStreamOperationDoes) {
     RANK_EXPECT(text.find("enqueue batch 0 task 0/1: coll kind 1 count 64 dtype 7") !=
                 std::string::npos);
     RANK_EXPECT(text.find("start batch 0") != std::string::npos);
-    RANK_EXPECT(text.find("end batch 0: done, streams released") != std::string::npos);
+    RANK_EXPECT(text.find("end batch 0: done, releasing its streams") != std::string::npos);
     return 0;
   });
   unlink(log.c_str());

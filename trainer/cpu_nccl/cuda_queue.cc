@@ -403,13 +403,14 @@ void FinishBatch(DeviceBatch* b) noexcept {
     comm->device_tasks.fetch_sub(1);
     ReleaseComm(comm);
   }
+  // Said before the streams go on: whoever waits on them then finds the line written.
+  Trace("end batch %llu: %s", static_cast<unsigned long long>(b->serial),
+        b->result == ncclSuccess ? "done, releasing its streams" : "failed, releasing its streams");
   // The streams go on either way (NCCL's do after an abort too); errors are asynchronous.
   for (int k = 0; k < b->nstreams; ++k) {
     g_queue.flags[b->streams[k].slot].release.store(b->streams[k].token);
   }
   SetStage(b, BatchStage::kWaitCopies);
-  Trace("end batch %llu: %s", static_cast<unsigned long long>(b->serial),
-        b->result == ncclSuccess ? "done, streams released" : "failed, streams released");
 }
 
 bool CopiesDone(const DeviceBatch* b) noexcept {
