@@ -16,8 +16,11 @@
 #include "analyzer/step_folding.h"
 
 namespace collwatch::analyzer {
+namespace {
 
 using schedule_internal::Av;
+
+}  // namespace
 
 ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpTable& table,
                            std::string_view label_a_in, std::string_view label_b_in) {
