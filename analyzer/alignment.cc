@@ -1,12 +1,12 @@
-// LCS alignment by dynamic programming over suffixes, so the walk from the front picks
-// the earliest matches.
+// LCS alignment by dynamic programming over suffixes, walked from the front; ties between
+// two readings broken as AlignTie says. Threading: pure functions.
 #include "analyzer/alignment.h"
 
 #include <algorithm>
 
 namespace collwatch::analyzer {
 
-Alignment Align(std::span<const uint64_t> a, std::span<const uint64_t> b) {
+Alignment Align(std::span<const uint64_t> a, std::span<const uint64_t> b, AlignTie tie) {
   const size_t n = a.size();
   const size_t m = b.size();
   // lcs[i][j]: LCS length of a[i..] and b[j..].
@@ -29,7 +29,8 @@ Alignment Align(std::span<const uint64_t> a, std::span<const uint64_t> b) {
       result.pairs.emplace_back(i, j);
       ++i;
       ++j;
-    } else if (lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]) {
+    } else if (tie == AlignTie::kSkipA ? lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]
+                                       : lcs[at(i + 1, j)] > lcs[at(i, j + 1)]) {
       ++i;
     } else {
       ++j;

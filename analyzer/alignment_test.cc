@@ -51,5 +51,18 @@ TEST(AlignmentTest, PairsAreInOrderAndMarked) {
   EXPECT_EQ(alignment.b_matched, (std::vector<bool>{true, true, false, true}));
 }
 
+TEST(AlignmentTest, TiesSkipTheChosenSide) {
+  // x y against y x: either x or y is kept; the walk leaves the chosen side's element out.
+  const std::vector<uint64_t> a = {1, 2};
+  const std::vector<uint64_t> b = {2, 1};
+  EXPECT_EQ(Align(a, b).pairs, (std::vector<std::pair<size_t, size_t>>{{1, 0}}));
+  EXPECT_EQ(Align(a, b, AlignTie::kSkipA).pairs, (std::vector<std::pair<size_t, size_t>>{{1, 0}}));
+  EXPECT_EQ(Align(a, b, AlignTie::kSkipB).pairs, (std::vector<std::pair<size_t, size_t>>{{0, 1}}));
+  // Without a tie the two agree.
+  const std::vector<uint64_t> c = {1, 9, 2, 3};
+  const std::vector<uint64_t> d = {1, 2, 8, 3};
+  EXPECT_EQ(Align(c, d, AlignTie::kSkipB).pairs, Align(c, d).pairs);
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer

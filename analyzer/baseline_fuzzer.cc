@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "analyzer/baseline.h"
 #include "analyzer/schedule.h"
+#include "analyzer/schedule_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace collwatch::analyzer;

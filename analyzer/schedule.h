@@ -1,6 +1,7 @@
 // Collective schedules: what each communicator's ranks issued, in order, as lines that
-// compare across runs; the repeating training step of a schedule; the CI baseline file
-// (writer, parser, check) and the first difference between two runs.
+// compare across runs (one op, its line, the table that interns them, a run's schedule).
+// The step (step_folding.h), the baseline file (baseline.h), check (schedule_check.h) and
+// diff (schedule_diff.h) are built on it.
 // Threading: plain values and pure functions; callers serialise use of one OpTable.
 #ifndef COLLWATCH_ANALYZER_SCHEDULE_H_
 #define COLLWATCH_ANALYZER_SCHEDULE_H_
@@ -9,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -87,95 +89,17 @@ JobSchedule ExtractSchedule(const JobModel& model, OpTable* table);
 // "comm 2 (size 2, split from comm 1)"
 std::string CommLabel(int index, int32_t size, int parent);
 
-// ---- The repeating step --------------------------------------------------------------
+// Keys that match communicators across runs (and a run to its baseline), one per
+// (parent index, size) in creation order: the n-th communicator of its size among its
+// parent's children (roots: among the roots).
+std::vector<std::string> CommMatchKeys(const std::vector<std::pair<int, int32_t>>& parent_and_size);
 
-// A schedule as written in a baseline: literal lines before the steps, one step that
-// repeats, literal lines after. `steps` is false for the literal parts.
-struct Segment {
-  std::vector<uint32_t> ops;
-  bool steps = false;     // the repeating step
-  uint64_t repeat = 1;    // steps: times seen (Fold) or required (baseline; 0 = any, >= 1)
-  std::vector<int> lines; // baseline line of each op (parsed baselines only)
-};
+// The ranks in both ascending lists (a run's rank class and a baseline's section, or a
+// rank class of each run), ascending.
+std::vector<int32_t> SharedRanks(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
 
-// Finds the repeating step: the period p and start s that hide the most lines, i.e.
-// that maximise (k - 1) * p where ops[s, s + k*p) is k copies of ops[s, s + p), k >= 2;
-// ties go to the earliest start, then the shortest period. The result is prologue,
-// step (repeat = k), epilogue, empty parts left out; without a repeat, one literal part.
-// Runs of the same code with more or fewer identical steps fold to the same step.
-std::vector<Segment> FoldSchedule(const std::vector<uint32_t>& ops);
-
-// ---- The baseline file ---------------------------------------------------------------
-
-struct BaselineSection {
-  std::vector<int32_t> ranks;     // ascending
-  std::vector<Segment> segments;  // at most one with steps = true
-  int line = 0;                   // of its `ranks` line
-};
-
-struct BaselineComm {
-  int index = 0;
-  int parent = 0;
-  int32_t size = 0;
-  std::vector<BaselineSection> sections;
-  int line = 0;                   // of its `comm` line
-};
-
-struct Baseline {
-  int version = 1;
-  std::vector<BaselineComm> comms;
-};
-
-inline constexpr int kBaselineVersion = 1;
-// Limits of the parser: longer files, lines, or more ranks in all are rejected.
-inline constexpr size_t kMaxBaselineBytes = 64u << 20;
-inline constexpr size_t kMaxBaselineLineBytes = 64u << 10;
-inline constexpr uint64_t kMaxBaselineRanks = 1u << 22;  // in all sizes, and in all rank lists
-inline constexpr uint64_t kMaxStepRepeat = 1'000'000'000'000ull;
-
-// The baseline of a run: each class folded, the step's count left open ("x N") so that
-// runs with any number of identical steps give the same file. Fails when a rank reported
-// nothing (a baseline needs every rank) or there is no communicator.
-absl::StatusOr<Baseline> MakeBaseline(const JobSchedule& schedule);
-// The file text. Nothing in it depends on the run beyond its schedule (no ids, times,
-// paths or step counts): regenerating it from an unchanged program changes no byte.
-std::string FormatBaseline(const Baseline& baseline, const OpTable& table);
-// Reads a baseline; the error names the line and what is wrong with it. Never allocates
-// more than a small multiple of the text's size (rank lists are capped in all).
-absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table);
-
-// ---- Check and diff ------------------------------------------------------------------
-
-struct CommCheck {
-  std::string name;     // CommLabel of the baseline's (or the run's) communicator
-  bool passed = false;
-  std::string message;  // what changed: a readable diff (empty when passed)
-};
-
-struct CheckResult {
-  bool passed = false;
-  std::vector<CommCheck> comms;  // baseline communicators in order, then the run's extra ones
-};
-
-// Whether each communicator of the run issued what the baseline says, rank class by
-// rank class (a representative rank per class). The run may repeat the step any
-// number of times (at least once) unless the baseline pins the count.
-CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, const OpTable& table);
-// Text for the terminal: one line per communicator, the diffs of the failed ones.
-std::string CheckReportText(const CheckResult& result, std::string_view baseline_name,
-                            std::string_view run_name);
-// JUnit XML: one testcase per communicator, the diff as the failure message.
-std::string CheckJunitXml(const CheckResult& result, std::string_view suite_name);
-
-struct ScheduleDiff {
-  bool identical = true;
-  std::string text;  // unified-diff-like, a hunk per differing communicator / rank class
-};
-
-// The first point where two runs' schedules differ, per communicator (matched by
-// creation order, size and parent), with context.
-ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpTable& table,
-                           std::string_view label_a, std::string_view label_b);
+// Ranks written in full ("0-3", "0,2,5-7"), as baselines and hunks name them.
+std::string ScheduleRanksText(const std::vector<int32_t>& ranks);
 
 }  // namespace collwatch::analyzer
 

@@ -8,8 +8,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "analyzer/baseline.h"
 #include "analyzer/chrome_export.h"
 #include "analyzer/schedule.h"
+#include "analyzer/schedule_check.h"
+#include "analyzer/schedule_diff.h"
 #include "cli/trace_loader.h"
 
 namespace collwatch {

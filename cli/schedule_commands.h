@@ -1,6 +1,7 @@
 // `collwatch diff`, `baseline`, `check` and `export --chrome`: load trace folders, run the
-// analyzer's schedule tools (analyzer/schedule.h, analyzer/chrome_export.h), write the
-// files, and turn the outcome into an exit status. Threading: the caller's thread.
+// analyzer's schedule tools (analyzer/schedule_diff.h, baseline.h, schedule_check.h,
+// chrome_export.h), write the files, and turn the outcome into an exit status.
+// Threading: the caller's thread.
 #ifndef COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
 #define COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
 

@@ -1,0 +1,217 @@
+// Check (see schedule_check.h): each baseline section against the run's rank classes it
+// shares ranks with, the step count chosen from the run's length; report and JUnit words.
+// Threading: pure functions over their arguments.
+#include "analyzer/schedule_check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "analyzer/schedule_hunk.h"
+#include "analyzer/schedule_words.h"
+#include "analyzer/step_folding.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+using schedule_internal::Av;
+
+// The first position where `expected` and `actual` differ; nullopt when equal.
+std::optional<uint64_t> FirstDifferingPosition(const StepExpansion& expected, const std::vector<uint32_t>& actual) {
+  const uint64_t common = std::min<uint64_t>(expected.size(), actual.size());
+  for (uint64_t i = 0; i < common; ++i) {
+    if (expected.At(i) != actual[i]) return i;
+  }
+  if (expected.size() == actual.size()) return std::nullopt;
+  return common;
+}
+
+// A run's class against one baseline section: empty when it matches, else the hunk.
+std::string CheckClass(const BaselineSection& section, const std::vector<uint32_t>& actual,
+                       const std::vector<int32_t>& ranks, const std::string& comm_name, const OpTable& table) {
+  const std::vector<Segment>& segments = section.segments;
+  // The literal parts are taken once; the step as often as the run's length suggests
+  // (rounded down and up: the one that matches further wins), or as the baseline pins.
+  uint64_t fixed = 0, step_length = 0;
+  std::optional<size_t> step_segment;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (segments[i].steps) {
+      step_segment = i;
+      step_length = segments[i].ops.size();
+    } else {
+      fixed += segments[i].ops.size();
+    }
+  }
+  std::vector<uint64_t> step_counts = {1};
+  if (step_segment && segments[*step_segment].repeat != 0) {
+    step_counts = {segments[*step_segment].repeat};
+  } else if (step_segment && actual.size() > fixed) {
+    const uint64_t room = actual.size() - fixed;
+    step_counts = {std::max<uint64_t>(1, room / step_length)};
+    if (room % step_length != 0) step_counts.push_back(room / step_length + 1);
+  }
+  std::optional<StepExpansion> best;
+  uint64_t best_first = 0;
+  for (const uint64_t steps : step_counts) {
+    std::vector<uint64_t> counts;
+    for (size_t i = 0; i < segments.size(); ++i) counts.push_back(step_segment == i ? steps : 1);
+    StepExpansion expansion(segments, std::move(counts));
+    const std::optional<uint64_t> first = FirstDifferingPosition(expansion, actual);
+    if (!first) return "";
+    // The furthest match wins; at a tie, the length nearer the run's (a dropped collective
+    // is then shown as such, not as a missing step).
+    const auto distance = [&](const StepExpansion& e) {
+      return e.size() > actual.size() ? e.size() - actual.size() : actual.size() - e.size();
+    };
+    if (!best || *first > best_first || (*first == best_first && distance(expansion) < distance(*best))) {
+      best.emplace(expansion);
+      best_first = *first;
+    }
+  }
+  const StepExpansion& expected = *best;
+  HunkSides sides;
+  sides.context = HunkContextBefore(actual, best_first);
+  sides.minus = expected.Window(best_first, kHunkWindow);
+  sides.plus = HunkSlice(actual, best_first, kHunkWindow);
+  sides.minus_more = best_first + sides.minus.size() < expected.size();
+  sides.plus_more = best_first + sides.plus.size() < actual.size();
+  const std::string where = best_first < expected.size()
+                                ? expected.Describe(expected.Locate(best_first), /*with_counts=*/false, true)
+                                : "past the baseline's end";
+  const std::string header =
+      absl::StrCat(comm_name, ", ranks ", ScheduleRanksText(ranks), ": collective ", best_first + 1, " differs (",
+                   where, ")");
+  return RenderHunk(table, best_first, sides, header, "the baseline", "the run");
+}
+
+CommCheck CheckComm(const BaselineComm& expected, const CommSchedule* actual, const OpTable& table) {
+  CommCheck check;
+  check.name = CommLabel(expected.index, expected.size, expected.parent);
+  if (actual == nullptr) {
+    check.message = absl::StrCat(check.name, ": not in the run (no communicator of size ", expected.size,
+                                 expected.parent > 0 ? absl::StrCat(" split from comm ", expected.parent) : "",
+                                 " was created in that order)\n");
+    return check;
+  }
+  std::string message;
+  if (!actual->absent_ranks.empty()) {
+    absl::StrAppend(&message, check.name, ": ranks ", ScheduleRanksText(actual->absent_ranks),
+                    " reported nothing in the run (lost traces, or the ranks never joined)\n");
+  }
+  for (const BaselineSection& section : expected.sections) {
+    for (const ClassSchedule& rank_class : actual->classes) {
+      const std::vector<int32_t> ranks = SharedRanks(section.ranks, rank_class.ranks);
+      if (ranks.empty()) continue;
+      message += CheckClass(section, rank_class.ops, ranks, check.name, table);
+    }
+  }
+  check.passed = message.empty();
+  check.message = std::move(message);
+  return check;
+}
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\n': out += "&#10;"; break;
+      case '\t': out += "&#9;"; break;
+      default:
+        // XML 1.0 allows no other control characters, not even escaped.
+        out += (c < 0x20 || c == 0x7f) ? '?' : ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, const OpTable& table) {
+  CheckResult result;
+  std::vector<std::pair<int, int32_t>> expected_shapes, actual_shapes;
+  for (const BaselineComm& comm : baseline.comms) expected_shapes.emplace_back(comm.parent, comm.size);
+  for (const CommSchedule& comm : run.comms) actual_shapes.emplace_back(comm.parent, comm.size);
+  const std::vector<std::string> expected_keys = CommMatchKeys(expected_shapes);
+  const std::vector<std::string> actual_keys = CommMatchKeys(actual_shapes);
+  std::map<std::string, size_t> actual_by_key;
+  for (size_t i = 0; i < actual_keys.size(); ++i) actual_by_key[actual_keys[i]] = i;
+  std::vector<bool> matched(run.comms.size(), false);
+  for (size_t i = 0; i < baseline.comms.size(); ++i) {
+    const CommSchedule* actual = nullptr;
+    if (auto it = actual_by_key.find(expected_keys[i]); it != actual_by_key.end()) {
+      actual = &run.comms[it->second];
+      matched[it->second] = true;
+    }
+    result.comms.push_back(CheckComm(baseline.comms[i], actual, table));
+  }
+  for (size_t i = 0; i < run.comms.size(); ++i) {
+    if (matched[i]) continue;
+    const CommSchedule& comm = run.comms[i];
+    CommCheck extra;
+    extra.name = CommLabel(comm.index, comm.size, comm.parent);
+    size_t collectives = 0;
+    for (const ClassSchedule& rank_class : comm.classes) collectives = std::max(collectives, rank_class.ops.size());
+    extra.message = absl::StrCat(extra.name, ": a communicator the baseline does not have (", collectives,
+                                 " collectives); if it is meant to be there, make the baseline again\n");
+    result.comms.push_back(std::move(extra));
+  }
+  result.passed = std::all_of(result.comms.begin(), result.comms.end(), [](const CommCheck& c) { return c.passed; });
+  return result;
+}
+
+std::string CheckReportText(const CheckResult& result, std::string_view baseline_name_in,
+                            std::string_view run_name_in) {
+  const absl::string_view baseline_name = Av(baseline_name_in), run_name = Av(run_name_in);
+  std::string out;
+  size_t failed = 0;
+  for (const CommCheck& comm : result.comms) {
+    absl::StrAppend(&out, comm.passed ? "ok    " : "FAIL  ", comm.name, "\n");
+    failed += comm.passed ? 0 : 1;
+  }
+  for (const CommCheck& comm : result.comms) {
+    if (!comm.passed) absl::StrAppend(&out, "\n", comm.message);
+  }
+  if (result.passed) {
+    absl::StrAppend(&out, "collwatch check: ", run_name, " keeps the collective schedule of ", baseline_name, " (",
+                    result.comms.size(), " communicator", result.comms.size() == 1 ? "" : "s", ")\n");
+  } else {
+    absl::StrAppend(&out, "\ncollwatch check: ", run_name, " changes the collective schedule of ", baseline_name,
+                    " in ", failed, " of ", result.comms.size(), " communicator",
+                    result.comms.size() == 1 ? "" : "s",
+                    ". If the change is intended, make the baseline again (collwatch baseline) and commit it "
+                    "with the change.\n");
+  }
+  return out;
+}
+
+std::string CheckJunitXml(const CheckResult& result, std::string_view suite_name) {
+  size_t failures = 0;
+  for (const CommCheck& comm : result.comms) failures += comm.passed ? 0 : 1;
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  absl::StrAppend(&out, "<testsuites name=\"collwatch check\" tests=\"", result.comms.size(), "\" failures=\"",
+                  failures, "\">\n");
+  absl::StrAppend(&out, "  <testsuite name=\"", XmlEscape(suite_name), "\" tests=\"", result.comms.size(),
+                  "\" failures=\"", failures, "\" errors=\"0\" skipped=\"0\">\n");
+  for (const CommCheck& comm : result.comms) {
+    absl::StrAppend(&out, "    <testcase classname=\"collwatch.schedule\" name=\"", XmlEscape(comm.name), "\"");
+    if (comm.passed) {
+      out += "/>\n";
+      continue;
+    }
+    absl::StrAppend(&out, ">\n      <failure type=\"ScheduleChanged\" message=\"", XmlEscape(comm.message), "\">",
+                    XmlEscape(comm.message), "</failure>\n    </testcase>\n");
+  }
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+}  // namespace collwatch::analyzer
