@@ -35,7 +35,7 @@ absl::StatusOr<int> VisibleGpuCount() {
   // The driver stays loaded: unloading it after cuInit is not supported.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver == nullptr) {
-    return absl::FailedPreconditionError("no CUDA driver on this machine (libcuda.so.1 cannot be loaded)");
+    return absl::FailedPreconditionError("there is no CUDA driver on this machine (libcuda.so.1 cannot be loaded)");
   }
   using InitFn = int (*)(unsigned int);
   using CountFn = int (*)(int*);

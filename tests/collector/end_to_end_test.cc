@@ -114,7 +114,7 @@ TEST(CollwatchRunTest, OneGpuModeWithoutAGpuSaysSoBeforeTheJobStarts) {
                  testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL", COLLWATCH_CPU_NCCL_PATH}}), "", dir.path() + "/err");
   EXPECT_EQ(run.Wait(30), 2);
   const std::string err = ReadWhole(dir.path() + "/err");
-  EXPECT_NE(err.find("--one-gpu runs every rank on one GPU, and no CUDA driver on this machine"), std::string::npos) << err;
+  EXPECT_NE(err.find("--one-gpu runs every rank on one GPU, and there is no CUDA driver on this machine"), std::string::npos) << err;
   EXPECT_NE(err.find("leave --one-gpu off"), std::string::npos) << err;
   EXPECT_FALSE(std::filesystem::exists(marker));
 }
