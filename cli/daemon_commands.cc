@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
+#include "cli/files_beside.h"
 #include "cli/job_processes.h"
 #include "cli/one_gpu_mode.h"
 #include "collector/cluster_watcher.h"
@@ -76,26 +77,6 @@ std::string StatusLine(const LiveSummary& summary) {
     absl::StrAppend(&line, ", nothing in flight");
   }
   return line;
-}
-
-// libcollwatch.so for CMD: COLLWATCH_PRELOAD, else beside this binary's build tree or
-// install prefix.
-std::string FindPreload(std::string* error) {
-  if (const char* path = std::getenv("COLLWATCH_PRELOAD"); path != nullptr && path[0] != '\0') {
-    if (access(path, R_OK) == 0) return path;
-    *error = absl::StrCat("COLLWATCH_PRELOAD=", path, " cannot be read");
-    return "";
-  }
-  std::error_code ignored;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
-  const std::filesystem::path dir = self.parent_path();
-  for (const std::filesystem::path& candidate :
-       {dir / "../interposer/libcollwatch.so", dir / "../lib/libcollwatch.so", dir / "libcollwatch.so"}) {
-    if (access(candidate.c_str(), R_OK) == 0) return std::filesystem::weakly_canonical(candidate, ignored).string();
-  }
-  *error = absl::StrCat("libcollwatch.so not found beside ", self.string(),
-                        " (looked in ../interposer, ../lib and its own folder); set COLLWATCH_PRELOAD");
-  return "";
 }
 
 // The job id as the interposer writes it into ring headers (same alphabet and length).
@@ -316,12 +297,16 @@ int RunJobCommand(const RunOptions& options) {
     std::cerr << "collwatch run: no command given (collwatch run [options] -- CMD ...)\n";
     return 2;
   }
-  std::string error;
-  const std::string preload = FindPreload(&error);
-  if (preload.empty()) {
-    std::cerr << "collwatch run: " << error << "\n";
+  // libcollwatch.so for CMD, as built (../interposer) or installed (../lib, its own folder).
+  const absl::StatusOr<std::string> found_preload = FindFileBesideThisBinary(
+      "COLLWATCH_PRELOAD", {"../interposer/libcollwatch.so", "../lib/libcollwatch.so", "libcollwatch.so"},
+      "libcollwatch.so", "../interposer, ../lib and its own folder");
+  if (!found_preload.ok()) {
+    std::cerr << "collwatch run: " << found_preload.status().message() << "\n";
     return 2;
   }
+  const std::string& preload = *found_preload;
+  std::string error;
   std::map<std::string, std::string> command_env;
   std::string ld_preload = preload;
   if (options.one_gpu) {

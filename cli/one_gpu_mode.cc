@@ -3,32 +3,18 @@
 #include "cli/one_gpu_mode.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cli/files_beside.h"
 #include "trainer/cpu_nccl/config.h"
 
 namespace collwatch {
 
 absl::StatusOr<std::string> FindCpuNccl() {
-  if (const char* path = std::getenv("COLLWATCH_CPU_NCCL"); path != nullptr && path[0] != '\0') {
-    if (access(path, R_OK) == 0) return std::string(path);
-    return absl::NotFoundError(absl::StrCat("COLLWATCH_CPU_NCCL=", path, " cannot be read"));
-  }
-  std::error_code ignored;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ignored);
-  const std::filesystem::path dir = self.parent_path();
-  for (const std::filesystem::path& candidate :
-       {dir / "../trainer/cpu_nccl/libnccl.so.2", dir / "../lib/collwatch-cpu-nccl/libnccl.so.2"}) {
-    if (access(candidate.c_str(), R_OK) == 0) return std::filesystem::weakly_canonical(candidate, ignored).string();
-  }
-  return absl::NotFoundError(absl::StrCat(
-      "the CPU NCCL backend (libnccl.so.2) was not found beside ", self.string(),
-      " (looked in ../trainer/cpu_nccl and ../lib/collwatch-cpu-nccl); set COLLWATCH_CPU_NCCL"));
+  return FindFileBesideThisBinary(
+      "COLLWATCH_CPU_NCCL", {"../trainer/cpu_nccl/libnccl.so.2", "../lib/collwatch-cpu-nccl/libnccl.so.2"},
+      "the CPU NCCL backend (libnccl.so.2)", "../trainer/cpu_nccl and ../lib/collwatch-cpu-nccl");
 }
 
 absl::StatusOr<int> VisibleGpuCount() {
