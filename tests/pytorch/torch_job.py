@@ -319,15 +319,44 @@ class VisionLanguageModel(nn.Module):
         return self.head(x + mixed)
 
 
+def scenario_vlm(args, rank):
+    """This rank's VisionLanguageModel (on the host) and its dtype: bf16 on rank 1 of the
+    dtype-mismatch scenario, fp32 elsewhere."""
+    torch.manual_seed(0)
+    model = VisionLanguageModel(args.hidden, args.layers)
+    if args.scenario == "dtype-mismatch" and rank == 1:
+        model = model.to(torch.bfloat16)  # this rank's copy of the config said bf16
+    return model, next(model.parameters()).dtype
+
+
+def train_vlm(args, device, model, dtype):
+    """Trains a sharded VisionLanguageModel in the fsdp scenarios (text-only batches, a
+    starved expert, a late rank)."""
+    rank = dist.get_rank()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    text_only = TextOnlyBatches(args, rank)
+    starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
+    if args.scenario == "late-rank" and rank == 1:
+        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
+        time.sleep(args.late_seconds)
+
+    def forward_loss():
+        tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
+        patches = None if text_only() else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
+                                                     dtype=dtype)
+        logits = model(tokens, patches, starve)
+        return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
+                               tokens.reshape(-1))
+
+    train_timed(args, optimizer, forward_loss)
+
+
 def run_fsdp(args, device):
     from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
 
-    rank = dist.get_rank()
-    torch.manual_seed(0)
-    model = VisionLanguageModel(args.hidden, args.layers).to(device)
-    if args.scenario == "dtype-mismatch" and rank == 1:
-        model = model.to(torch.bfloat16)  # this rank's copy of the config said bf16
-    dtype = next(model.parameters()).dtype
+    model, dtype = scenario_vlm(args, dist.get_rank())
+    model = model.to(device)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
     fully_shard(model.vision, mp_policy=policy)
     for block in model.blocks:
@@ -336,23 +365,7 @@ def run_fsdp(args, device):
         # Kept gathered after forward: backward needs no all-gather, only the reduce-scatter.
         fully_shard(expert, mp_policy=policy, reshard_after_forward=False)
     fully_shard(model, mp_policy=policy)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = TextOnlyBatches(args, rank)
-    starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
-    if args.scenario == "late-rank" and rank == 1:
-        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
-        time.sleep(args.late_seconds)
-
-    def forward_loss():
-        tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
-        patches = None if text_only() else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
-                                                     dtype=dtype)
-        logits = model(tokens, patches, starve)
-        return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
-                               tokens.reshape(-1))
-
-    train_timed(args, optimizer, forward_loss)
+    train_vlm(args, device, model, dtype)
 
 
 def run_fsdp1(args, device):
@@ -360,34 +373,13 @@ def run_fsdp1(args, device):
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
     from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
 
-    rank = dist.get_rank()
-    torch.manual_seed(0)
-    model = VisionLanguageModel(args.hidden, args.layers)
-    if args.scenario == "dtype-mismatch" and rank == 1:
-        model = model.to(torch.bfloat16)  # this rank's copy of the config said bf16
-    dtype = next(model.parameters()).dtype
+    model, dtype = scenario_vlm(args, dist.get_rank())
     # The same units as run_fsdp: the vision tower whole, each trunk block, each expert.
     units = {id(model.vision)} | {id(block) for block in model.blocks} | {id(expert) for expert in model.experts}
     policy = functools.partial(lambda_auto_wrap_policy, lambda_fn=lambda module: id(module) in units)
     model = FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=device, use_orig_params=True,
                                      mixed_precision=MixedPrecision(param_dtype=dtype, reduce_dtype=dtype))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = TextOnlyBatches(args, rank)
-    starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
-    if args.scenario == "late-rank" and rank == 1:
-        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
-        time.sleep(args.late_seconds)
-
-    def forward_loss():
-        tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
-        patches = None if text_only() else torch.randn(4, 64, 3 * 16 * 16, device=device, generator=generator,
-                                                     dtype=dtype)
-        logits = model(tokens, patches, starve)
-        return F.cross_entropy(logits[:, -tokens.shape[1]:].float().reshape(-1, logits.shape[-1]),
-                               tokens.reshape(-1))
-
-    train_timed(args, optimizer, forward_loss)
+    train_vlm(args, device, model, dtype)
 
 
 # ---------------------------------------------------------------------------------------
