@@ -7,14 +7,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/files_beside.h"
-#include "trainer/cpu_nccl/config.h"
+#include "cpu_nccl/config.h"
 
 namespace collwatch {
 
 absl::StatusOr<std::string> FindCpuNccl() {
   return FindFileBesideThisBinary(
-      "COLLWATCH_CPU_NCCL", {"../trainer/cpu_nccl/libnccl.so.2", "../lib/collwatch-cpu-nccl/libnccl.so.2"},
-      "the CPU NCCL backend (libnccl.so.2)", "../trainer/cpu_nccl and ../lib/collwatch-cpu-nccl");
+      "COLLWATCH_CPU_NCCL", {"../cpu_nccl/libnccl.so.2", "../lib/collwatch-cpu-nccl/libnccl.so.2"},
+      "the CPU NCCL backend (libnccl.so.2)", "../cpu_nccl and ../lib/collwatch-cpu-nccl");
 }
 
 absl::StatusOr<int> VisibleGpuCount() {

@@ -1,5 +1,5 @@
 // `collwatch run --one-gpu`: every rank of an unmodified job on one GPU, through the CPU
-// NCCL backend's CUDA mode (trainer/cpu_nccl/README.md). This file finds that backend and
+// NCCL backend's CUDA mode (cpu_nccl/README.md). This file finds that backend and
 // checks, before the job starts, that there is exactly one GPU to put the ranks on.
 // Threading: call from the supervising thread before the command is started.
 #ifndef COLLWATCH_CLI_ONE_GPU_MODE_H_
@@ -22,7 +22,7 @@ struct OneGpuEnvironment {
 };
 
 // The backend's libnccl.so.2: COLLWATCH_CPU_NCCL, else beside this binary's build tree
-// (../trainer/cpu_nccl) or carried layout (../lib/collwatch-cpu-nccl). Never a system
+// (../cpu_nccl) or carried layout (../lib/collwatch-cpu-nccl). Never a system
 // libnccl.so.2: that would be the real NCCL.
 absl::StatusOr<std::string> FindCpuNccl();
 

@@ -25,7 +25,7 @@ cmake -S . -B build-gpu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCOLLWATCH_NCCL_ROOT="$nccl_root" > "$out/build.log" 2>&1
 cmake --build build-gpu -j 16 --target collwatch_cpu_nccl_cuda_mode >> "$out/build.log" 2>&1 ||
   { tail -40 "$out/build.log"; exit 1; }
-library=$PWD/build-gpu/trainer/cpu_nccl/libnccl.so.2
+library=$PWD/build-gpu/cpu_nccl/libnccl.so.2
 program=build-gpu/tests/gpu/collwatch_cpu_nccl_cuda_mode
 echo "configuration,collective,bytes,ranks,us_per_op,busbw_GBps" > "$out/figures.csv"
 

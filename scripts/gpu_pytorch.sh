@@ -46,7 +46,7 @@ if [[ " ${parts[*]} " == *" check "* ]]; then
 fi
 
 if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
-  export COLLWATCH_CPU_NCCL=$PWD/build-gpu-trainer/trainer/cpu_nccl/libnccl.so.2
+  export COLLWATCH_CPU_NCCL=$PWD/build-gpu-trainer/cpu_nccl/libnccl.so.2
   for ranks in ${ONE_GPU_RANKS:-2 4}; do
     python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" --one-gpu \
       --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" 2>&1 | tee "$out/one-gpu-$ranks.txt"

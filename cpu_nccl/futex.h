@@ -1,8 +1,8 @@
 // Futex wait/wake on 32-bit words of the shared segment (shared futexes: no PRIVATE flag,
 // so processes that map the same file meet on the same word), and a CPU pause.
 // Threading: any thread; these are thin system-call wrappers.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_FUTEX_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_FUTEX_H_
+#ifndef COLLWATCH_CPU_NCCL_FUTEX_H_
+#define COLLWATCH_CPU_NCCL_FUTEX_H_
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -36,4 +36,4 @@ inline void CpuRelax() noexcept {
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_FUTEX_H_
+#endif  // COLLWATCH_CPU_NCCL_FUTEX_H_

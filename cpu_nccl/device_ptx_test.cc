@@ -9,8 +9,8 @@
 #include <cstring>
 #include <string>
 
-#include "trainer/cpu_nccl/device_reduce_ptx.h"
-#include "trainer/cpu_nccl/stream_hold_kernel.h"
+#include "cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/stream_hold_kernel.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

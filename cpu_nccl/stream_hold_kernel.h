@@ -7,8 +7,8 @@
 // process's host callbacks one at a time, so one waiting collective would stall every
 // other stream; a spinning one-thread kernel holds only its own stream.
 // Threading: n/a (constant data).
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_STREAM_HOLD_KERNEL_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_STREAM_HOLD_KERNEL_H_
+#ifndef COLLWATCH_CPU_NCCL_STREAM_HOLD_KERNEL_H_
+#define COLLWATCH_CPU_NCCL_STREAM_HOLD_KERNEL_H_
 
 namespace collwatch::cpu_nccl {
 
@@ -51,4 +51,4 @@ DONE:
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_STREAM_HOLD_KERNEL_H_
+#endif  // COLLWATCH_CPU_NCCL_STREAM_HOLD_KERNEL_H_

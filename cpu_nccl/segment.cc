@@ -1,6 +1,6 @@
 // Segment files: naming, creation, mapping; futex wake-ups of sleeping ranks.
 // Threading: see segment.h. No allocation; system calls only at map/unmap and on wakes.
-#include "trainer/cpu_nccl/segment.h"
+#include "cpu_nccl/segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "trainer/cpu_nccl/futex.h"
+#include "cpu_nccl/futex.h"
 
 namespace collwatch::cpu_nccl {
 

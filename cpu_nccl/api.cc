@@ -10,11 +10,11 @@
 #include <cstring>
 
 #include "interposer/hash.h"
-#include "trainer/cpu_nccl/comm.h"
-#include "trainer/cpu_nccl/cuda_driver.h"
-#include "trainer/cpu_nccl/engine.h"
-#include "trainer/cpu_nccl/reduce_kernels.h"
-#include "trainer/cpu_nccl/task.h"
+#include "cpu_nccl/comm.h"
+#include "cpu_nccl/cuda_driver.h"
+#include "cpu_nccl/engine.h"
+#include "cpu_nccl/reduce_kernels.h"
+#include "cpu_nccl/task.h"
 
 // Dummy window handle (nccl.h only declares the type).
 struct ncclWindow_vidmem {

@@ -1,7 +1,7 @@
 // Communicator objects and the init protocol (attach, claim, wait for all, unlink).
 // Threading: see comm.h. Allocation only at creation; the init protocol never blocks
 // itself, it reports what it waits for and the engine sleeps.
-#include "trainer/cpu_nccl/comm.h"
+#include "cpu_nccl/comm.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <new>
 
 #include "interposer/hash.h"
-#include "trainer/cpu_nccl/config.h"
+#include "cpu_nccl/config.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

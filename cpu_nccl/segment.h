@@ -1,13 +1,13 @@
 // Maps communicator segments (see shm_layout.h) and wakes ranks sleeping on them.
 // Threading: Map/Unmap by the thread that creates or frees a communicator; accessors and
 // wake helpers from any thread operating on it (they touch only atomics of the segment).
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_SEGMENT_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_SEGMENT_H_
+#ifndef COLLWATCH_CPU_NCCL_SEGMENT_H_
+#define COLLWATCH_CPU_NCCL_SEGMENT_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "trainer/cpu_nccl/shm_layout.h"
+#include "cpu_nccl/shm_layout.h"
 
 namespace collwatch::cpu_nccl {
 
@@ -54,4 +54,4 @@ void RingDoorbell(RankControl* rc) noexcept;
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_SEGMENT_H_
+#endif  // COLLWATCH_CPU_NCCL_SEGMENT_H_

@@ -3,14 +3,14 @@
 // Threading: "operation state" belongs to the one thread running the communicator's
 // operations at a time (NCCL's rule); "lifetime" atomics may be used by any thread
 // (abort, revoke, error queries). Handles are freed when the last reference goes.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_COMM_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_COMM_H_
+#ifndef COLLWATCH_CPU_NCCL_COMM_H_
+#define COLLWATCH_CPU_NCCL_COMM_H_
 
 #include <atomic>
 #include <cstdint>
 
-#include "trainer/cpu_nccl/nccl_include.h"
-#include "trainer/cpu_nccl/segment.h"
+#include "cpu_nccl/nccl_include.h"
+#include "cpu_nccl/segment.h"
 
 namespace collwatch::cpu_nccl {
 
@@ -118,4 +118,4 @@ uint64_t ShrinkChildKey(uint64_t parent_key, uint64_t serial, const int* exclude
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_COMM_H_
+#endif  // COLLWATCH_CPU_NCCL_COMM_H_

@@ -1,5 +1,5 @@
 // Reads the environment table of config.h. Threading: reentrant (getenv only).
-#include "trainer/cpu_nccl/config.h"
+#include "cpu_nccl/config.h"
 
 #include <cstdlib>
 #include <cstring>

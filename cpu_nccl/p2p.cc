@@ -3,7 +3,7 @@
 // counter (head or tail) and reads the other's with seq_cst loads.
 #include <cstring>
 
-#include "trainer/cpu_nccl/task.h"
+#include "cpu_nccl/task.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

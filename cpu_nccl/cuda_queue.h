@@ -4,11 +4,11 @@
 // when their streams reach them and then releases the streams.
 // Threading: EnqueueDeviceTasks runs on the calling thread (it needs its CUDA context);
 // the progress thread starts at the first such call, so fork before it stays safe.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_CUDA_QUEUE_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_CUDA_QUEUE_H_
+#ifndef COLLWATCH_CPU_NCCL_CUDA_QUEUE_H_
+#define COLLWATCH_CPU_NCCL_CUDA_QUEUE_H_
 
-#include "trainer/cpu_nccl/cuda_driver.h"
-#include "trainer/cpu_nccl/task.h"
+#include "cpu_nccl/cuda_driver.h"
+#include "cpu_nccl/task.h"
 
 namespace collwatch::cpu_nccl {
 
@@ -22,4 +22,4 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* driver, const Task* tasks, int
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_CUDA_QUEUE_H_
+#endif  // COLLWATCH_CPU_NCCL_CUDA_QUEUE_H_

@@ -1,7 +1,7 @@
 // Finds the CUDA driver (dlopen of libcuda.so.1) and classifies buffers. Threading: the
 // driver table is published once through an atomic pointer; the first load in kOn mode is
 // serialised by a mutex; everything else is lock-free reads.
-#include "trainer/cpu_nccl/cuda_driver.h"
+#include "cpu_nccl/cuda_driver.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trainer/cpu_nccl/config.h"
+#include "cpu_nccl/config.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

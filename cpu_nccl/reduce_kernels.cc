@@ -1,11 +1,11 @@
 // Element kernels: one template per (type, op), instantiated into dispatch tables.
 // Threading: pure functions. Integer arithmetic wraps (done in unsigned types), as on GPUs.
-#include "trainer/cpu_nccl/reduce_kernels.h"
+#include "cpu_nccl/reduce_kernels.h"
 
 #include <cstring>
 #include <type_traits>
 
-#include "trainer/cpu_nccl/float_convert.h"
+#include "cpu_nccl/float_convert.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

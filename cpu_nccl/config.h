@@ -1,8 +1,8 @@
 // Settings of the CPU NCCL backend: one table of environment variables (name, default,
 // description), read when a communicator is created (not on the operation path).
 // Threading: LoadSettings() only reads the environment; call it from any thread.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_CONFIG_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_CONFIG_H_
+#ifndef COLLWATCH_CPU_NCCL_CONFIG_H_
+#define COLLWATCH_CPU_NCCL_CONFIG_H_
 
 namespace collwatch::cpu_nccl {
 
@@ -62,4 +62,4 @@ Settings LoadSettings() noexcept;
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_CONFIG_H_
+#endif  // COLLWATCH_CPU_NCCL_CONFIG_H_

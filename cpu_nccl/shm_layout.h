@@ -53,8 +53,8 @@
 // reads the others' `wait_on` and, for those waiting on it or on anyone, bumps `doorbell`
 // and FUTEX_WAKEs it: no wake syscall unless someone sleeps. seq_cst on both sides rules
 // out lost wake-ups.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_SHM_LAYOUT_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_SHM_LAYOUT_H_
+#ifndef COLLWATCH_CPU_NCCL_SHM_LAYOUT_H_
+#define COLLWATCH_CPU_NCCL_SHM_LAYOUT_H_
 
 #include <atomic>
 #include <cstddef>
@@ -182,4 +182,4 @@ constexpr Geometry ComputeGeometry(uint32_t nranks) {
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_SHM_LAYOUT_H_
+#endif  // COLLWATCH_CPU_NCCL_SHM_LAYOUT_H_

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trainer/cpu_nccl/config.h"
+#include "cpu_nccl/config.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

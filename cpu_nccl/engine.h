@@ -2,10 +2,10 @@
 // GroupEnd) and the loop that progresses a set of tasks, spinning briefly, then sleeping
 // on futexes of the segment until a peer's progress (or an abort) wakes it.
 // Threading: group state is per thread (as NCCL's); RunTasks runs on the calling thread.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_
+#ifndef COLLWATCH_CPU_NCCL_ENGINE_H_
+#define COLLWATCH_CPU_NCCL_ENGINE_H_
 
-#include "trainer/cpu_nccl/task.h"
+#include "cpu_nccl/task.h"
 
 namespace collwatch::cpu_nccl {
 
@@ -47,4 +47,4 @@ void DisposeTask(Task* task) noexcept;
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_ENGINE_H_
+#endif  // COLLWATCH_CPU_NCCL_ENGINE_H_

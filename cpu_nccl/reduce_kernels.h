@@ -1,8 +1,8 @@
 // Element kernels of the CPU NCCL backend: reduce n host buffers in rank order, scale a
 // buffer by a scalar (PreMulSum, floating ncclAvg), for every data type of nccl.h.
 // Threading: pure functions. Types and ops are nccl.h's numeric values (checked by callers).
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_REDUCE_KERNELS_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_REDUCE_KERNELS_H_
+#ifndef COLLWATCH_CPU_NCCL_REDUCE_KERNELS_H_
+#define COLLWATCH_CPU_NCCL_REDUCE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -38,4 +38,4 @@ uint64_t ReciprocalBits(int dtype, int n) noexcept;
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_REDUCE_KERNELS_H_
+#endif  // COLLWATCH_CPU_NCCL_REDUCE_KERNELS_H_

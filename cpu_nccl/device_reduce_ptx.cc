@@ -2,7 +2,7 @@
 // in order, store; a grid-stride loop over the elements. bf16 widens by a 16-bit shift and
 // narrows with round-to-nearest-even on the bits (NaN kept quiet), so any sm_70+ GPU runs it.
 // Threading: pure function.
-#include "trainer/cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/device_reduce_ptx.h"
 
 #include <cstdarg>
 #include <cstdio>

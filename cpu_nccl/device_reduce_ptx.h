@@ -3,8 +3,8 @@
 // (bf16: round to nearest even), as the host engine sums. Written out at run time from a
 // template (the 8 unrolled source steps differ only in a register number).
 // Threading: BuildDeviceReducePtx writes into the caller's buffer; reentrant.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_DEVICE_REDUCE_PTX_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_DEVICE_REDUCE_PTX_H_
+#ifndef COLLWATCH_CPU_NCCL_DEVICE_REDUCE_PTX_H_
+#define COLLWATCH_CPU_NCCL_DEVICE_REDUCE_PTX_H_
 
 #include <cstddef>
 
@@ -20,4 +20,4 @@ bool BuildDeviceReducePtx(char* out, size_t capacity) noexcept;
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_DEVICE_REDUCE_PTX_H_
+#endif  // COLLWATCH_CPU_NCCL_DEVICE_REDUCE_PTX_H_

@@ -3,7 +3,7 @@
 // Waiting: spin `spin` passes, then announce in the segment whom we wait for, re-check,
 // and sleep on the own doorbell (shm_layout.h "Sleeping"). Tasks of several communicators
 // at once (e.g. ncclCommInitAll plus a group) sleep on the first one with a 1 ms limit.
-#include "trainer/cpu_nccl/engine.h"
+#include "cpu_nccl/engine.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trainer/cpu_nccl/cuda_queue.h"
-#include "trainer/cpu_nccl/futex.h"
+#include "cpu_nccl/cuda_queue.h"
+#include "cpu_nccl/futex.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

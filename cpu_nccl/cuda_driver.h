@@ -2,8 +2,8 @@
 // run time (the library itself depends on libc only), the mode setting, and the question
 // "is this buffer CUDA memory?". Threading: Driver() initialises once (pthread_once); the
 // table is read-only afterwards and its functions are the driver's (thread-safe).
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_CUDA_DRIVER_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_CUDA_DRIVER_H_
+#ifndef COLLWATCH_CPU_NCCL_CUDA_DRIVER_H_
+#define COLLWATCH_CPU_NCCL_CUDA_DRIVER_H_
 
 #include <cuda.h>
 
@@ -75,4 +75,4 @@ const char* DescribeCudaError(const CudaDriver* driver, const char* what, CUresu
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_CUDA_DRIVER_H_
+#endif  // COLLWATCH_CPU_NCCL_CUDA_DRIVER_H_

@@ -5,7 +5,7 @@
 // release words, and recycles staging once the events say the output copies are done.
 // Threading: g_queue.mutex guards the pools and the inbox (user threads and the progress
 // thread); batches in the progress thread's list belong to it alone.
-#include "trainer/cpu_nccl/cuda_queue.h"
+#include "cpu_nccl/cuda_queue.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -20,11 +20,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "trainer/cpu_nccl/config.h"
-#include "trainer/cpu_nccl/device_reduce_ptx.h"
-#include "trainer/cpu_nccl/engine.h"
-#include "trainer/cpu_nccl/futex.h"
-#include "trainer/cpu_nccl/stream_hold_kernel.h"
+#include "cpu_nccl/config.h"
+#include "cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/engine.h"
+#include "cpu_nccl/futex.h"
+#include "cpu_nccl/stream_hold_kernel.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

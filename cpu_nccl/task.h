@@ -1,16 +1,16 @@
 // Tasks: one NCCL call each (collective, send, recv, init, split), made resumable so that
 // one thread can progress many at once (a group). Threading: a task is owned by the thread
 // that submitted it; its progress functions run on that thread only.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
+#ifndef COLLWATCH_CPU_NCCL_TASK_H_
+#define COLLWATCH_CPU_NCCL_TASK_H_
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <cstdint>
 
-#include "trainer/cpu_nccl/comm.h"
-#include "trainer/cpu_nccl/reduce_kernels.h"
+#include "cpu_nccl/comm.h"
+#include "cpu_nccl/reduce_kernels.h"
 
 namespace collwatch::cpu_nccl {
 
@@ -149,4 +149,4 @@ void InitCollState(CollState* s, OpKind kind, const void* send, void* recv, size
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_TASK_H_
+#endif  // COLLWATCH_CPU_NCCL_TASK_H_

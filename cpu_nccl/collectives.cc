@@ -15,7 +15,7 @@
 //   AlltoAll           everyone writes n blocks; rank r copies block r of every slot.
 #include <cstring>
 
-#include "trainer/cpu_nccl/task.h"
+#include "cpu_nccl/task.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

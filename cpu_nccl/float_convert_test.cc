@@ -1,7 +1,7 @@
 // Unit tests of the software float conversions and element kernels, against NVIDIA's own
 // host implementations in cuda_fp16.h / cuda_bf16.h / cuda_fp8.h (pulled in by nccl.h).
 // Threading: single-threaded tests.
-#include "trainer/cpu_nccl/float_convert.h"
+#include "cpu_nccl/float_convert.h"
 
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "interposer/hash.h"
-#include "trainer/cpu_nccl/reduce_kernels.h"
+#include "cpu_nccl/reduce_kernels.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

@@ -1,8 +1,8 @@
 // Software conversions between float and the narrow floating types of nccl.h (fp16,
 // bf16, fp8 e4m3 and e5m2), round-to-nearest-even as CUDA's intrinsics do.
 // Threading: pure functions. No libm: bit manipulation and exact float arithmetic only.
-#ifndef COLLWATCH_TRAINER_CPU_NCCL_FLOAT_CONVERT_H_
-#define COLLWATCH_TRAINER_CPU_NCCL_FLOAT_CONVERT_H_
+#ifndef COLLWATCH_CPU_NCCL_FLOAT_CONVERT_H_
+#define COLLWATCH_CPU_NCCL_FLOAT_CONVERT_H_
 
 #include <cstdint>
 #include <cstring>
@@ -124,4 +124,4 @@ inline float E5M2ToFloat(uint8_t v) noexcept {
 
 }  // namespace collwatch::cpu_nccl
 
-#endif  // COLLWATCH_TRAINER_CPU_NCCL_FLOAT_CONVERT_H_
+#endif  // COLLWATCH_CPU_NCCL_FLOAT_CONVERT_H_
