@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/process_sample.h"
+#include "process/rank_membership.h"
 
 namespace collwatch::analyzer {
 
@@ -27,6 +27,21 @@ enum class FindingKind : int {
 };
 std::string_view FindingKindName(FindingKind kind);  // "PATH_DIVERGENCE"
 std::optional<FindingKind> ParseFindingKind(std::string_view name);
+
+// What a finding says about one process it names (report.json finding `processes`).
+struct ProcessReport {
+  int32_t rank = -1;          // rank in the finding's communicator
+  int32_t global_rank = -1;   // RANK of the process, -1 unknown
+  int32_t pid = 0;
+  std::string host;
+  std::string state;          // "running", "sleeping in futex_wait_queue", "I/O (in ...)",
+                              // "stopped", "zombie", "gone", "unknown"
+  bool cpu_advancing = false;
+  double heartbeat_age_s = -1;   // seconds since its ring's heartbeat (-1: none)
+  bool heartbeat_fresh = false;  // heartbeat younger than a few watcher periods
+  std::string ended;             // "" while running; "exited with 1",
+                                 // "killed or crashed (no exit recorded)", ...
+};
 
 // Ranks that behaved identically (ranks in the communicator, ascending).
 struct RankClass {
@@ -61,10 +76,6 @@ struct Finding {
   std::vector<ProcessReport> processes;
 };
 
-// "0-3", "0,2,4", "0-4094/2" (every second rank), shortened past `max_parts` parts.
-// Given the communicator size, a long list whose complement is short reads
-// "all but 1-4093/4".
-std::string RankListText(const std::vector<int32_t>& ranks, size_t max_parts = 8, int32_t nranks = 0);
 // "comm 3f2a9c01" (the first 8 hex digits).
 std::string CommText(uint64_t comm_id);
 

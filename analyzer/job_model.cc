@@ -38,17 +38,6 @@ bool CompletesAtReturn(const Call& call, uint8_t return_flags, int32_t result) {
 
 }  // namespace
 
-std::string_view ProcessStatusName(ProcessStatus status) {
-  switch (status) {
-    case ProcessStatus::kRunning: return "running";
-    case ProcessStatus::kExited: return "exited";
-    case ProcessStatus::kDisabled: return "recording disabled";
-    case ProcessStatus::kDead: return "dead";
-    case ProcessStatus::kSilent: return "silent";
-  }
-  return "unknown";
-}
-
 Fingerprint FingerprintOf(const Call& call) {
   return Fingerprint{call.fn, call.dtype, call.redop, call.root_or_peer, call.count, call.region};
 }
@@ -66,11 +55,6 @@ uint64_t HashOf(const Fingerprint& f) {
   mix(f.count);
   mix(f.region);
   return h ^ (h >> 33);
-}
-
-int64_t RealtimeOffsetNs(uint64_t start_realtime_ns, uint64_t start_monotonic_ns) {
-  const auto clamped = [](uint64_t ns) { return static_cast<int64_t>(std::min<uint64_t>(ns, kMaxTimeNs)); };
-  return clamped(start_realtime_ns) - clamped(start_monotonic_ns);
 }
 
 int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) const {

@@ -15,9 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/process_sample.h"
 #include "analyzer/windowed_log.h"
-#include "interposer/ring_format.h"
+#include "process/process_info.h"
+#include "process/process_sample.h"
+#include "ring/ring_format.h"
 
 namespace collwatch::analyzer {
 
@@ -26,28 +27,7 @@ using CommIndex = uint32_t;
 using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
-inline constexpr int32_t kMaxRanks = 1 << 17;       // larger communicator sizes are damage
 inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
-
-// Liveness of a process as its agent (or the ring) reports it.
-enum class ProcessStatus : uint8_t { kRunning, kExited, kDisabled, kDead, kSilent };
-std::string_view ProcessStatusName(ProcessStatus status);
-
-// Times come from the writers' clocks, which a damaged ring or a hostile agent makes
-// anything: conversions saturate into [1, kMaxTimeNs] (the year 2116), so that the
-// difference of two times never overflows.
-inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
-// The offset from a writer's CLOCK_MONOTONIC to CLOCK_REALTIME, from the pair of readings
-// its ring header holds, within [-kMaxTimeNs, kMaxTimeNs].
-int64_t RealtimeOffsetNs(uint64_t start_realtime_ns, uint64_t start_monotonic_ns);
-
-struct ProcessInfo {
-  std::string host;
-  int32_t pid = 0;
-  int32_t global_rank = ring::kUnset;  // RANK, when the launcher set it
-  int32_t world_size = ring::kUnset;
-  int64_t realtime_offset_ns = 0;  // writer CLOCK_MONOTONIC + offset = CLOCK_REALTIME
-};
 
 // One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
 struct Call {

@@ -1,8 +1,6 @@
-// Process liveness seen from outside the job: SampleProcess looks at one process through
-// /proc (the agent and `collwatch run` do, on the process's node); the rest turns what
-// the model holds about a process (its ring's status, heartbeat and exit, the latest
-// sample) into how it is doing and how it ended, for findings and the report's verdict.
-// Threading: pure functions (SampleProcess reads /proc).
+// How a process is doing and how it ended, from what the model holds about it (its
+// ring's status, heartbeat and exit, the latest sample from /proc: process/), for
+// findings and the report's verdict. Threading: pure functions.
 #ifndef COLLWATCH_ANALYZER_LIVENESS_H_
 #define COLLWATCH_ANALYZER_LIVENESS_H_
 
@@ -11,7 +9,8 @@
 #include <string_view>
 
 #include "analyzer/job_model.h"
-#include "analyzer/process_sample.h"
+#include "analyzer/finding.h"
+#include "process/process_sample.h"
 
 namespace collwatch::analyzer {
 
@@ -19,14 +18,6 @@ namespace collwatch::analyzer {
 // it with their batches, at least once a second, and the store keeps one a second: an
 // age of a second or so is normal for a live rank, seen online or post-mortem.
 inline constexpr double kHeartbeatFreshS = 2.5;
-
-// Reads /proc/PID/stat and /proc/PID/wchan (no ptrace, never blocks long); `previous`
-// (nullptr: none) gives cpu_advancing. The state is the main thread's (the one that
-// calls into the framework); the CPU time is the whole process's.
-ProcessSample SampleProcess(int32_t pid, const ProcessSample* previous, int64_t now_realtime_ns);
-
-// This machine's name as ring headers record it (ProcessInfo::host of its processes).
-std::string ThisHostName();
 
 // How a process ended, as far as anything recorded it.
 enum class ProcessEnd : uint8_t {

@@ -26,40 +26,6 @@ std::vector<int32_t> RanksIn(const JobModel& model, ProcessId process, uint64_t 
 
 }  // namespace
 
-std::optional<CommMembership> MembershipOf(const ring::Record& record) {
-  if (record.comm_id == 0 || record.rank < 0 || record.nranks <= 0 || record.rank >= record.nranks ||
-      record.nranks > kMaxRanks) {
-    return std::nullopt;
-  }
-  return CommMembership{record.comm_id, record.nranks, record.rank};
-}
-
-uint64_t WorldCommId(const std::vector<CommMembership>& memberships) {
-  const CommMembership* world = nullptr;
-  for (const CommMembership& membership : memberships) {
-    if (membership.comm_id == 0) continue;
-    if (world == nullptr || membership.comm_size > world->comm_size ||
-        (membership.comm_size == world->comm_size && membership.comm_id < world->comm_id)) {
-      world = &membership;
-    }
-  }
-  return world == nullptr ? 0 : world->comm_id;
-}
-
-std::vector<int32_t> JobRanksOf(int32_t identity_rank, const std::vector<CommMembership>& memberships,
-                                uint64_t world_comm_id) {
-  std::vector<int32_t> world_ranks;
-  for (const CommMembership& membership : memberships) {
-    if (world_comm_id != 0 && membership.comm_id == world_comm_id && membership.rank >= 0) {
-      world_ranks.push_back(membership.rank);
-    }
-  }
-  std::sort(world_ranks.begin(), world_ranks.end());
-  world_ranks.erase(std::unique(world_ranks.begin(), world_ranks.end()), world_ranks.end());
-  if (world_ranks.size() >= 2 || identity_rank < 0) return world_ranks;
-  return {identity_rank};
-}
-
 uint64_t WorldCommId(const JobModel& model) {
   std::vector<CommMembership> comms;
   comms.reserve(model.comms().size());
@@ -80,18 +46,6 @@ std::vector<std::vector<int32_t>> RanksOfProcesses(const JobModel& model) {
     ranks.push_back(RanksIn(model, process, world));
   }
   return ranks;
-}
-
-int HeldRankCount(const std::vector<int32_t>& ranks) { return std::max<int>(1, static_cast<int>(ranks.size())); }
-
-std::string ProcessRanksText(const std::vector<int32_t>& ranks) {
-  if (ranks.empty()) return "rank unknown";
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankListText(ranks));
-}
-
-std::string ProcessLabel(const std::vector<int32_t>& ranks, std::string_view host, int32_t pid) {
-  const std::string where = absl::StrCat(host.empty() ? std::string("unknown host") : std::string(host), ", pid ", pid);
-  return absl::StrCat(ranks.empty() ? std::string("process") : ProcessRanksText(ranks), " (", where, ")");
 }
 
 std::optional<int32_t> JobRankOfCommRank(const JobModel& model, const Comm& comm, int32_t rank) {

@@ -25,9 +25,9 @@ ProcessInfo Unranked(int32_t pid) {
 }
 
 TEST(ProcessRanksTest, WorldIsTheLargestCommunicatorLowestIdAmongEquals) {
-  EXPECT_EQ(WorldCommId(std::vector<CommMembership>{}), 0u);
-  EXPECT_EQ(WorldCommId({{kLocal, 2, 0}, {kWorld, 4, 1}, {kLocal, 2, 1}}), kWorld);
-  EXPECT_EQ(WorldCommId({{9, 4, 0}, {7, 4, 0}, {8, 4, 0}}), 7u);
+  EXPECT_EQ(collwatch::WorldCommId(std::vector<CommMembership>{}), 0u);
+  EXPECT_EQ(collwatch::WorldCommId({{kLocal, 2, 0}, {kWorld, 4, 1}, {kLocal, 2, 1}}), kWorld);
+  EXPECT_EQ(collwatch::WorldCommId({{9, 4, 0}, {7, 4, 0}, {8, 4, 0}}), 7u);
 }
 
 TEST(ProcessRanksTest, RankFromTheLauncherUnlessTheProcessHoldsSeveralWorldRanks) {

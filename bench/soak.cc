@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collector/wall_clock.h"
+#include "ring/clocks.h"
 #include "tests/collector/trace_check.h"
 #include "tests/support/subprocess.h"
 

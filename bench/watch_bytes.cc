@@ -9,7 +9,7 @@
 
 #include "collector/live_state.h"
 #include "collector/watch_delta.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

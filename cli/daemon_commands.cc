@@ -28,7 +28,7 @@
 #include "cli/job_processes.h"
 #include "cli/one_gpu_mode.h"
 #include "collector/cluster_watcher.h"
-#include "collector/wall_clock.h"
+#include "ring/clocks.h"
 #include "dashboard/terminal_ui.h"
 #include "nlohmann/json.hpp"
 
@@ -230,7 +230,7 @@ nlohmann::json RankProcessesJson(const std::map<pid_t, RankProcess>& ranks) {
                     {"host", rank.info.host},
                     {"global_rank", rank.info.global_rank},
                     {"world_size", rank.info.world_size},
-                    {"state", analyzer::ProcessStateName(rank.sample.state)},
+                    {"state", ProcessStateName(rank.sample.state)},
                     {"wait_channel", rank.sample.wait_channel},
                     {"cpu_ns", rank.sample.cpu_ns},
                     {"cpu_advancing", rank.sample.cpu_advancing},

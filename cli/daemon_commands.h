@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/agent.h"
+#include "agent/agent.h"
 #include "collector/collector_service.h"
 
 namespace collwatch {

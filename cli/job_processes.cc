@@ -67,7 +67,7 @@ int32_t EnvironmentInt(const std::string& block, const char* name) {
 
 }  // namespace
 
-JobProcessTree::JobProcessTree(pid_t root) : root_(root), host_(analyzer::ThisHostName()) {}
+JobProcessTree::JobProcessTree(pid_t root) : root_(root), host_(ThisHostName()) {}
 
 const JobProcessTree::RankEnvironment& JobProcessTree::EnvironmentOf(pid_t pid) {
   // A process read between its fork and its exec shows its parent's environment: a
@@ -108,12 +108,12 @@ std::vector<RankProcess> JobProcessTree::Walk(int64_t now_realtime_ns) {
     if (pid != root_ && in_tree.count(parent) != 0 && EnvironmentOf(parent).rank == environment.rank) continue;
     ranks_now.insert(pid);
     RankProcess& rank = ranks_[pid];
-    const analyzer::ProcessSample previous = rank.sample;
+    const ProcessSample previous = rank.sample;
     rank.info.host = host_;
     rank.info.pid = pid;
     rank.info.global_rank = environment.rank;
     rank.info.world_size = environment.world_size;
-    rank.sample = analyzer::SampleProcess(pid, previous.sampled_ns != 0 ? &previous : nullptr, now_realtime_ns);
+    rank.sample = SampleProcess(pid, previous.sampled_ns != 0 ? &previous : nullptr, now_realtime_ns);
     seen.push_back(rank);
   }
   // Rank processes that left the tree: gone (reaped), said once.
@@ -122,8 +122,8 @@ std::vector<RankProcess> JobProcessTree::Walk(int64_t now_realtime_ns) {
       ++it;
       continue;
     }
-    it->second.sample = analyzer::ProcessSample{};
-    it->second.sample.state = analyzer::ProcessState::kGone;
+    it->second.sample = ProcessSample{};
+    it->second.sample.state = ProcessState::kGone;
     it->second.sample.sampled_ns = now_realtime_ns;
     seen.push_back(it->second);
     it = ranks_.erase(it);

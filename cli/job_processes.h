@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "analyzer/job_model.h"
-#include "analyzer/process_sample.h"
+#include "process/process_sample.h"
 
 namespace collwatch {
 
 // One rank process of the job and a look at it.
 struct RankProcess {
-  analyzer::ProcessInfo info;  // this host, its pid, RANK and WORLD_SIZE
-  analyzer::ProcessSample sample;
+  ProcessInfo info;  // this host, its pid, RANK and WORLD_SIZE
+  ProcessSample sample;
 };
 
 class JobProcessTree {

@@ -87,14 +87,14 @@ TEST_F(JobProcessTreeTest, FindsEachRankOnceStoppedAndGone) {
   for (int attempt = 0; attempt < 100 && !saw_gone; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (const RankProcess& rank : tree.Walk(RealtimeNs())) {
-      if (rank.info.pid == killed && rank.sample.state == analyzer::ProcessState::kGone) saw_gone = true;
+      if (rank.info.pid == killed && rank.sample.state == ProcessState::kGone) saw_gone = true;
     }
   }
   EXPECT_TRUE(saw_gone);
   const std::vector<RankProcess> after = tree.Walk(RealtimeNs());
   ASSERT_EQ(after.size(), 1u) << "the gone rank is said once";
   EXPECT_EQ(after[0].info.pid, stopped);
-  EXPECT_EQ(after[0].sample.state, analyzer::ProcessState::kStopped);
+  EXPECT_EQ(after[0].sample.state, ProcessState::kStopped);
   kill(stopped, SIGCONT);
 }
 

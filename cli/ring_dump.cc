@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
-#include "interposer/ring_names.h"
+#include "ring/ring_names.h"
 
 namespace collwatch {
 namespace {
@@ -41,14 +41,14 @@ struct RingContents {
 // The job ranks of a ring's process as far as the ring itself tells: its largest
 // communicator stands for the world (analyze, with every ring, decides job-wide).
 std::vector<int32_t> RanksOfRing(const RingIdentity& id, const ReadBatch& batch) {
-  std::vector<analyzer::CommMembership> memberships;
+  std::vector<CommMembership> memberships;
   for (const IndexedRecord& item : batch.records) {
-    const std::optional<analyzer::CommMembership> membership = analyzer::MembershipOf(item.record);
+    const std::optional<CommMembership> membership = MembershipOf(item.record);
     if (membership && std::find(memberships.begin(), memberships.end(), *membership) == memberships.end()) {
       memberships.push_back(*membership);
     }
   }
-  return analyzer::JobRanksOf(id.rank, memberships, analyzer::WorldCommId(memberships));
+  return JobRanksOf(id.rank, memberships, WorldCommId(memberships));
 }
 
 RingContents ReadWholeRing(std::unique_ptr<RingReader> reader) {
@@ -94,7 +94,7 @@ void PrintRingText(const RingContents& contents, std::ostream& out) {
       "ring %s\n  host=%s job=%s pid=%d rank=%d ranks=%s local_rank=%d world_size=%d state=%s%s%s\n"
       "  records=%d lost=%d torn=%d dropped=%d lanes=%d x %d records\n",
       id.path, id.host, id.job, id.pid, id.rank,
-      contents.ranks.empty() ? std::string("-") : analyzer::RankListText(contents.ranks), id.local_rank, id.world_size,
+      contents.ranks.empty() ? std::string("-") : RankListText(contents.ranks), id.local_rank, id.world_size,
       WriterStateName(contents.reader->writer_state()),
       contents.reader->exit_code() ? absl::StrCat(" exit_code=", *contents.reader->exit_code()) : "",
       contents.writer_gone ? " (writer gone)" : "", contents.batch.records.size(),

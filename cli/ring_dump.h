@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "interposer/ring_reader.h"
+#include "ring/ring_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch {

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
-#include "collector/event_codec.h"
-#include "collector/trace_store.h"
-#include "collector/trace_store_format.h"
-#include "collector/wall_clock.h"
-#include "interposer/ring_reader.h"
+#include "store/event_codec.h"
+#include "store/trace_store.h"
+#include "store/trace_store_format.h"
+#include "ring/clocks.h"
+#include "ring/ring_reader.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch {
@@ -23,8 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using analyzer::JobModel;
-using analyzer::ProcessInfo;
-using analyzer::ProcessStatus;
 
 int64_t WallClockNs() { return static_cast<int64_t>(RealtimeNs()); }
 
@@ -83,7 +81,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   info.pid = identity.pid;
   info.global_rank = identity.rank;
   info.world_size = identity.world_size;
-  info.realtime_offset_ns = analyzer::RealtimeOffsetNs(identity.start_realtime_ns, identity.start_monotonic_ns);
+  info.realtime_offset_ns = RealtimeOffsetNs(identity.start_realtime_ns, identity.start_monotonic_ns);
   const analyzer::ProcessId process = model->AddProcess(info);
   std::set<uint32_t> regions;
   for (const IndexedRecord& item : batch.records) {
@@ -100,8 +98,8 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (const std::optional<int32_t> exit_code = (*reader)->exit_code()) model->SetExitCode(process, *exit_code);
   // A writer still alive on this host: what is it doing? (SecondLook adds whether its CPU
   // time advances.)
-  if (alive && identity.host == analyzer::ThisHostName()) {
-    model->SetSample(process, analyzer::SampleProcess(identity.pid, nullptr, WallClockNs()));
+  if (alive && identity.host == ThisHostName()) {
+    model->SetSample(process, SampleProcess(identity.pid, nullptr, WallClockNs()));
   }
   if (batch.lost + batch.torn + (*reader)->dropped() > 0) {
     summary->warnings.push_back(absl::StrCat(path, ": ", batch.lost, " records overwritten, ", batch.torn,
@@ -127,8 +125,8 @@ void SecondLook(JobModel* model) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (const analyzer::ProcessId id : sampled) {
     const analyzer::Process& process = model->process(id);
-    const analyzer::ProcessSample first = process.sample;
-    model->SetSample(id, analyzer::SampleProcess(process.info.pid, &first, WallClockNs()));
+    const ProcessSample first = process.sample;
+    model->SetSample(id, SampleProcess(process.info.pid, &first, WallClockNs()));
   }
 }
 
@@ -146,9 +144,9 @@ void ObserveRunProcesses(const nlohmann::json& list, JobModel* model) {
     info.pid = static_cast<int32_t>(integer(item, "pid", 0));
     info.global_rank = static_cast<int32_t>(integer(item, "global_rank", ring::kUnset));
     info.world_size = static_cast<int32_t>(integer(item, "world_size", ring::kUnset));
-    analyzer::ProcessSample sample;
+    ProcessSample sample;
     if (item.contains("state") && item["state"].is_string()) {
-      sample.state = analyzer::ParseProcessState(item["state"].get<std::string>()).value_or(sample.state);
+      sample.state = ParseProcessState(item["state"].get<std::string>()).value_or(sample.state);
     }
     if (item.contains("wait_channel") && item["wait_channel"].is_string()) {
       sample.wait_channel = item["wait_channel"].get<std::string>();
@@ -156,7 +154,7 @@ void ObserveRunProcesses(const nlohmann::json& list, JobModel* model) {
     sample.cpu_ns = static_cast<uint64_t>(std::max<int64_t>(integer(item, "cpu_ns", 0), 0));
     sample.cpu_advancing = item.contains("cpu_advancing") && item["cpu_advancing"].is_boolean() &&
                            item["cpu_advancing"].get<bool>();
-    sample.sampled_ns = std::clamp<int64_t>(integer(item, "sampled_ns", 0), 0, analyzer::kMaxTimeNs);
+    sample.sampled_ns = std::clamp<int64_t>(integer(item, "sampled_ns", 0), 0, kMaxTimeNs);
     if (info.pid > 0) model->ObserveProcess(info, sample);
   }
 }

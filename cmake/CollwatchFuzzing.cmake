@@ -1,6 +1,8 @@
 # libFuzzer targets (-DCOLLWATCH_BUILD_FUZZERS=ON, clang; the `fuzz` preset). Every
 # object of the build gets the fuzzer's coverage instrumentation; only the fuzzer
 # executables link libFuzzer's main. Sanitizers come from COLLWATCH_SANITIZE.
+# Without it, each fuzz target is built with tests/fuzz/replay_main.cc instead and a
+# test replays its inputs (tests/fuzz/<corpus>/: seeds and regression inputs).
 option(COLLWATCH_BUILD_FUZZERS "Build the libFuzzer targets (needs clang)" OFF)
 
 if(COLLWATCH_BUILD_FUZZERS)
@@ -12,14 +14,21 @@ if(COLLWATCH_BUILD_FUZZERS)
   add_custom_target(collwatch_fuzzers)
 endif()
 
-# collwatch_add_fuzzer(NAME SOURCE LIBRARIES...): a fuzzer executable NAME from SOURCE.
-function(collwatch_add_fuzzer name source)
-  if(NOT COLLWATCH_BUILD_FUZZERS)
+# collwatch_add_fuzzer(NAME SOURCE CORPUS LIBRARIES...): a fuzzer executable NAME from
+# SOURCE whose inputs live in tests/fuzz/CORPUS/.
+function(collwatch_add_fuzzer name source corpus)
+  if(COLLWATCH_BUILD_FUZZERS)
+    add_executable(${name} ${source})
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    add_dependencies(collwatch_fuzzers ${name})
+  elseif(COLLWATCH_BUILD_TESTS)
+    add_executable(${name} ${source} ${PROJECT_SOURCE_DIR}/tests/fuzz/replay_main.cc)
+    add_test(NAME ${name}.replay COMMAND ${name} ${PROJECT_SOURCE_DIR}/tests/fuzz/${corpus})
+    set_tests_properties(${name}.replay PROPERTIES TIMEOUT 120)
+  else()
     return()
   endif()
-  add_executable(${name} ${source})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE ${ARGN})
-  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   collwatch_set_warnings(${name})
-  add_dependencies(collwatch_fuzzers ${name})
 endfunction()

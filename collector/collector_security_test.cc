@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "collector/agent.h"
+#include "agent/agent.h"
 #include "collector/collector_service.h"
-#include "collector/trace_store.h"
+#include "store/trace_store.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "interposer/ring_writer.h"

@@ -19,23 +19,15 @@
 #include "analyzer/analyzer.h"
 #include "collector/live_state.h"
 #include "collector/online_analyzer.h"
-#include "collector/trace_store.h"
+#include "store/trace_store.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/collector_channel.h"
 #include "proto/collwatch.grpc.pb.h"
 
 namespace collwatch {
 
 // Helper threads leave signals to the thread that waits for them: each calls this first.
 void BlockAllSignalsInThisThread();
-
-// A client channel to a collector (agents, dashboards): TLS when `tls_ca_pem` holds root
-// certificates, and gRPC's reconnect backoff kept short on top of `arguments`, since
-// callers pace their own retries and a restarted collector should be seen soon.
-std::shared_ptr<grpc::Channel> CollectorChannel(const std::string& address, const std::string& tls_ca_pem,
-                                                grpc::ChannelArguments arguments = {});
-
-// Call metadata that carries the shared secret.
-inline constexpr char kTokenMetadataKey[] = "x-collwatch-token";
 
 struct CollectorOptions {
   std::string listen = "127.0.0.1:7777";  // host:port, or unix:PATH

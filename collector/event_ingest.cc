@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "collector/collector_service.h"
 #include "collector/stream_checks.h"
+#include "ring/clocks.h"
 
 namespace collwatch {
 namespace {
@@ -22,11 +23,7 @@ bool SameIdentity(const v1::RankIdentity& a, const v1::RankIdentity& b) {
   return a.SerializeAsString() == b.SerializeAsString();
 }
 
-double MonotonicSeconds() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
+double MonotonicSeconds() { return static_cast<double>(MonotonicClockNs()) / 1e9; }
 
 }  // namespace
 

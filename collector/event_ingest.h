@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "collector/trace_store.h"
+#include "store/trace_store.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "analyzer/process_ranks.h"
-#include "collector/wall_clock.h"
-#include "interposer/ring_format.h"
+#include "ring/clocks.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {
@@ -151,20 +151,20 @@ void LiveState::UpdateRates(uint64_t now_ns) {
 }
 
 std::map<std::string, std::vector<int32_t>> LiveState::RanksByProcess() const {
-  std::map<std::string, std::vector<analyzer::CommMembership>> memberships;
-  std::vector<analyzer::CommMembership> all;
+  std::map<std::string, std::vector<CommMembership>> memberships;
+  std::vector<CommMembership> all;
   for (const auto& [id, comm] : comms_) {
     for (const auto& [rank, progress] : comm.ranks) {
       if (rank < 0) continue;
-      const analyzer::CommMembership membership{id, comm.nranks, rank};
+      const CommMembership membership{id, comm.nranks, rank};
       memberships[progress.process_key].push_back(membership);
       all.push_back(membership);
     }
   }
-  const uint64_t world = analyzer::WorldCommId(all);
+  const uint64_t world = WorldCommId(all);
   std::map<std::string, std::vector<int32_t>> ranks;
   for (const auto& [key, process] : processes_) {
-    ranks[key] = analyzer::JobRanksOf(process.identity.rank(), memberships[key], world);
+    ranks[key] = JobRanksOf(process.identity.rank(), memberships[key], world);
   }
   return ranks;
 }
@@ -176,7 +176,7 @@ LiveSummary LiveState::Summary() {
   LiveSummary summary;
   const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
   for (const auto& [key, process] : processes_) {
-    const int held = analyzer::HeldRankCount(ranks.at(key));
+    const int held = HeldRankCount(ranks.at(key));
     ++summary.processes_known;
     summary.ranks_known += held;
     if (process.status.connected()) summary.ranks_reporting += held;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

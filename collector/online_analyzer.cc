@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "collector/event_codec.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 
@@ -37,7 +37,7 @@ void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& ide
   queue_.push_back(std::move(item));
 }
 
-void OnlineAnalyzer::ObserveProcess(const analyzer::ProcessInfo& info, const analyzer::ProcessSample& sample) {
+void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample& sample) {
   Item item;
   item.observed = info;
   item.sample = sample;

@@ -18,7 +18,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
-#include "interposer/ring_reader.h"
+#include "ring/ring_reader.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {
@@ -36,7 +36,7 @@ class OnlineAnalyzer {
   // a rank stopped before its first NCCL call, which has no ring to stream: queued like
   // a batch; in the model it is a process with no calls (JobModel::ObserveProcess), the
   // same entry its ring's stream takes over later, matched by host and pid.
-  void ObserveProcess(const analyzer::ProcessInfo& info, const analyzer::ProcessSample& sample);
+  void ObserveProcess(const ProcessInfo& info, const ProcessSample& sample);
   // Feeds what is queued, then analyses up to `now_ns` (CLOCK_REALTIME); returns the
   // findings that are new.
   std::vector<analyzer::Finding> Tick(int64_t now_ns, bool final_pass = false);
@@ -59,10 +59,10 @@ class OnlineAnalyzer {
     v1::WriterStatus status = v1::WRITER_STATUS_UNSPECIFIED;
     uint64_t heartbeat_ns = 0;
     uint64_t lost = 0;
-    analyzer::ProcessSample sample;  // sampled_ns 0: none
+    ProcessSample sample;  // sampled_ns 0: none
     bool exit_recorded = false;
     int32_t exit_code = 0;
-    std::optional<analyzer::ProcessInfo> observed;  // set: an ObserveProcess, not a batch
+    std::optional<ProcessInfo> observed;  // set: an ObserveProcess, not a batch
   };
   struct Stream {
     v1::RankIdentity identity;

@@ -4,7 +4,7 @@
 // process (a look at it, its exit status) reaches the report.
 #include "collector/online_analyzer.h"
 
-#include "collector/event_codec.h"
+#include "store/event_codec.h"
 #include "gtest/gtest.h"
 
 namespace collwatch {
@@ -60,13 +60,13 @@ TEST(FindingProtoTest, ProcessesSurviveTheRoundTrip) {
 }
 
 TEST(ProcessSampleWireTest, RoundTripAndBoundsOnWhatAnAgentClaims) {
-  analyzer::ProcessSample sample;
-  sample.state = analyzer::ProcessState::kDiskWait;
+  ProcessSample sample;
+  sample.state = ProcessState::kDiskWait;
   sample.wait_channel = "io_schedule";
   sample.cpu_ns = 123'000'000;
   sample.cpu_advancing = true;
   sample.sampled_ns = kNow;
-  const analyzer::ProcessSample back = ProcessSampleFromWire(ProcessSampleToWire(sample));
+  const ProcessSample back = ProcessSampleFromWire(ProcessSampleToWire(sample));
   EXPECT_EQ(back.state, sample.state);
   EXPECT_EQ(back.wait_channel, sample.wait_channel);
   EXPECT_EQ(back.cpu_ns, sample.cpu_ns);
@@ -77,8 +77,8 @@ TEST(ProcessSampleWireTest, RoundTripAndBoundsOnWhatAnAgentClaims) {
   hostile.set_state(static_cast<v1::ProcessState>(99));
   hostile.set_wait_channel(std::string(1000, 'w'));
   hostile.set_sampled_ns(-5);
-  const analyzer::ProcessSample bounded = ProcessSampleFromWire(hostile);
-  EXPECT_EQ(bounded.state, analyzer::ProcessState::kUnknown);
+  const ProcessSample bounded = ProcessSampleFromWire(hostile);
+  EXPECT_EQ(bounded.state, ProcessState::kUnknown);
   EXPECT_EQ(bounded.wait_channel.size(), 64u);
   EXPECT_EQ(bounded.sampled_ns, 0);
 }
@@ -96,12 +96,12 @@ v1::RankIdentity Identity() {
 
 TEST(OnlineAnalyzerLivenessTest, ARankSeenBeforeItsRingIsOneProcessWithItsStream) {
   OnlineAnalyzer online{analyzer::AnalyzerOptions{}};
-  analyzer::ProcessInfo seen;
+  ProcessInfo seen;
   seen.host = "node0";
   seen.pid = 4242;
   seen.global_rank = 1;
-  analyzer::ProcessSample stopped;
-  stopped.state = analyzer::ProcessState::kStopped;
+  ProcessSample stopped;
+  stopped.state = ProcessState::kStopped;
   stopped.sampled_ns = kNow;
   online.ObserveProcess(seen, stopped);
   online.Tick(kNow);

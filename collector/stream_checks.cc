@@ -7,7 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "collector/event_codec.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 namespace {

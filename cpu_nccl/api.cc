@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "cpu_nccl/comm.h"
 #include "cpu_nccl/cuda_driver.h"
 #include "cpu_nccl/engine.h"

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <new>
 
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "cpu_nccl/config.h"
 
 namespace collwatch::cpu_nccl {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "cpu_nccl/reduce_kernels.h"
 
 namespace collwatch::cpu_nccl {

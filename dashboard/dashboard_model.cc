@@ -383,7 +383,7 @@ void DashboardModel::AppendRankView(const CommView& view, int width, int rows, s
   const int32_t nranks = std::max(view.nranks, static_cast<int32_t>(view.rows.size()));
   auto label_of = [&](const RankRow& row) {
     return one_per_rank ? absl::StrCat(row.ranks.front())
-                        : absl::StrFormat("%s (%d)", analyzer::RankListText(row.ranks, 4, nranks), row.ranks.size());
+                        : absl::StrFormat("%s (%d)", RankListText(row.ranks, 4, nranks), row.ranks.size());
   };
   size_t label_width = one_per_rank ? 4 : 13;
   for (const RankRow& row : shown) label_width = std::max(label_width, Columns(label_of(row)));
@@ -431,7 +431,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
   uint64_t events = 0;
   for (int i = 0; i < state_.ranks_size(); ++i) hosts.insert(state_.ranks(i).host());
   for (const v1::RankStatus& status : state_.rank_status()) {
-    const int held = analyzer::HeldRankCount({status.ranks().begin(), status.ranks().end()});
+    const int held = HeldRankCount({status.ranks().begin(), status.ranks().end()});
     ranks += held;
     reporting += status.connected() ? held : 0;
     lost += status.writer_status() == v1::WRITER_STATUS_DEAD || status.writer_status() == v1::WRITER_STATUS_SILENT
@@ -499,7 +499,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
                                 view.collectives_per_second, view.max_entered),
                 Style::kNormal}};
     if (rank_filter_) {
-      about.push_back({absl::StrCat("  filter: ranks ", analyzer::RankListText(*rank_filter_, 6)), Style::kWarning});
+      about.push_back({absl::StrCat("  filter: ranks ", RankListText(*rank_filter_, 6)), Style::kWarning});
     }
     lines.push_back(about);
     Line inflight;
@@ -576,13 +576,13 @@ std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
     for (int i = 0; i < finding.rank_classes_size(); ++i) {
       const v1::RankClass& rank_class = finding.rank_classes(i);
       const std::vector<int32_t> ranks(rank_class.ranks().begin(), rank_class.ranks().end());
-      body.push_back({{absl::StrFormat(" %d. ranks %s", i + 1, analyzer::RankListText(ranks, 8)), kind_style},
+      body.push_back({{absl::StrFormat(" %d. ranks %s", i + 1, RankListText(ranks, 8)), kind_style},
                       {absl::StrCat(": ", rank_class.label()), Style::kNormal}});
     }
   }
   if (finding.lagging_ranks_size() > 0) {
     const std::vector<int32_t> ranks(finding.lagging_ranks().begin(), finding.lagging_ranks().end());
-    body.push_back({{"lagging ranks: ", Style::kTitle}, {analyzer::RankListText(ranks, 8), Style::kStuck}});
+    body.push_back({{"lagging ranks: ", Style::kTitle}, {RankListText(ranks, 8), Style::kStuck}});
   }
   if (finding.regions_size() > 0) {
     std::string regions;
@@ -594,7 +594,7 @@ std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
     body.push_back({{"aligned sequences ('=' agreed, '>' after the divergence)", Style::kTitle}});
     for (const v1::FindingContext& context : finding.context()) {
       const std::vector<int32_t> ranks(context.ranks().begin(), context.ranks().end());
-      body.push_back({{absl::StrCat(" ranks ", analyzer::RankListText(ranks, 8), ":"), kind_style}});
+      body.push_back({{absl::StrCat(" ranks ", RankListText(ranks, 8), ":"), kind_style}});
       for (const std::string& line : context.lines()) body.push_back({{absl::StrCat("   ", line), Style::kNormal}});
     }
   }

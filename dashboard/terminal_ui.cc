@@ -9,7 +9,7 @@
 #include <clocale>
 #include <iostream>
 
-#include "collector/wall_clock.h"
+#include "ring/clocks.h"
 
 namespace collwatch::dashboard {
 namespace {

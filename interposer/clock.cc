@@ -93,7 +93,7 @@ void CalibrateClock(bool tsc_allowed) noexcept {
   uint64_t best_window = UINT64_MAX;
   for (int i = 0; i < 3; ++i) {
     const uint64_t before = __rdtsc();
-    const uint64_t now = ClockGettimeNs();
+    const uint64_t now = MonotonicClockNs();
     const uint64_t after = __rdtsc();
     if (after - before < best_window) {
       best_window = after - before;

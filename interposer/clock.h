@@ -15,13 +15,9 @@
 #include <x86intrin.h>
 #endif
 
-namespace collwatch {
+#include "ring/clocks.h"
 
-inline uint64_t ClockGettimeNs() noexcept {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
+namespace collwatch {
 
 __extension__ typedef unsigned __int128 Uint128;  // GCC/Clang: one mul instruction
 
@@ -51,7 +47,7 @@ inline uint64_t MonotonicNs() noexcept {
   const TscScale& scale = g_tsc_scales[g_tsc_active.load(std::memory_order_acquire)];
   if (scale.mult.load(std::memory_order_relaxed) != 0) return TscToNs(scale, __rdtsc());
 #endif
-  return ClockGettimeNs();
+  return MonotonicClockNs();
 }
 
 // Watcher thread, periodically (every 100 ms): refines the TSC scale. The TSC is used

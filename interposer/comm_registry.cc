@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "interposer/hash.h"
+#include "ring/hash.h"
 
 namespace collwatch {
 namespace {

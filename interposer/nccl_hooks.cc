@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "interposer/real_symbols.h"
 #include "interposer/recorder.h"
 

@@ -40,9 +40,9 @@
 #include <cwchar>
 
 #include "interposer/config.h"
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "interposer/regions.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "interposer/regions.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

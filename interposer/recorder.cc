@@ -19,7 +19,7 @@
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
-#include "interposer/hash.h"
+#include "ring/hash.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "interposer/clock.h"
-#include "interposer/hash.h"
+#include "ring/hash.h"
 
 namespace collwatch {
 namespace {
@@ -142,8 +142,8 @@ uint32_t AwaitSlot(ring::StringSlot& slot) noexcept {
     state = slot.state.load(std::memory_order_acquire);
     if (state != ring::kStringWriting) return state;
   }
-  const uint64_t deadline = ClockGettimeNs() + kWaitNs;
-  while (ClockGettimeNs() < deadline) {
+  const uint64_t deadline = MonotonicClockNs() + kWaitNs;
+  while (MonotonicClockNs() < deadline) {
     sched_yield();
     state = slot.state.load(std::memory_order_acquire);
     if (state != ring::kStringWriting) return state;

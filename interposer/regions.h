@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 

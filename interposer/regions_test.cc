@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "interposer/hash.h"
-#include "interposer/ring_format.h"
+#include "ring/hash.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "interposer/hash.h"
-#include "interposer/ring_directory.h"
-#include "interposer/ring_reader.h"
+#include "ring/hash.h"
+#include "ring/ring_directory.h"
+#include "ring/ring_reader.h"
 #include "interposer/ring_writer.h"
 
 namespace collwatch {

@@ -15,16 +15,11 @@
 #include <ctime>
 #include <new>
 
-#include "interposer/ring_directory.h"
+#include "ring/clocks.h"
+#include "ring/ring_directory.h"
 
 namespace collwatch {
 namespace {
-
-uint64_t ClockNs(clockid_t clock) noexcept {
-  timespec now{};
-  clock_gettime(clock, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
 
 int32_t EnvInt(const char* name) noexcept {
   const char* value = std::getenv(name);

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "interposer/config.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 

@@ -14,10 +14,10 @@ cmake --build --preset fuzz -j "$(nproc)"
 
 # target name, binary under build-fuzz/
 targets=(
-  "ring_reader interposer/collwatch_ring_reader_fuzzer"
-  "trace_store collector/collwatch_trace_store_fuzzer"
-  "event_ingest collector/collwatch_event_ingest_fuzzer"
-  "baseline analyzer/collwatch_baseline_fuzzer"
+  "ring_reader tests/fuzz/collwatch_ring_reader_fuzzer"
+  "trace_store tests/fuzz/collwatch_trace_store_fuzzer"
+  "event_ingest tests/fuzz/collwatch_event_ingest_fuzzer"
+  "baseline tests/fuzz/collwatch_baseline_fuzzer"
 )
 work="$(mktemp -d "${TMPDIR:-/tmp}/collwatch-fuzz.XXXXXX")"
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "collector/trace_store.h"
-#include "collector/trace_store_format.h"
-#include "interposer/ring_format.h"
+#include "store/trace_store.h"
+#include "store/trace_store_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "interposer/ring_reader.h"
+#include "ring/ring_reader.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {

@@ -1,5 +1,5 @@
 // Reading `collwatch dump` text: each column as cli/ring_dump.cc prints it, names mapped
-// back through interposer/ring_names.h, the one table that prints them.
+// back through ring/ring_names.h, the one table that prints them.
 #include "tests/support/ring_dump_text.h"
 
 #include <algorithm>
@@ -15,12 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "interposer/ring_names.h"
+#include "ring/ring_names.h"
 
 namespace collwatch::testing {
 namespace {
 
-using analyzer::ProcessStatus;
 using ring::ApiFn;
 using ring::RecordKind;
 
@@ -367,7 +366,7 @@ absl::Status ParseRecord(absl::string_view line, int number, DumpRegions regions
   if (item.lane >= progress->lanes) return LineError(number, absl::StrCat("lane ", item.lane, ": the ring has ", progress->lanes));
   double t = 0;
   // Past the analyzer's clock range (a wrapped difference of a damaged ring) is damage too.
-  if (!ParseDouble(t_ms, &t) || t < 0 || t * 1e6 > static_cast<double>(analyzer::kMaxTimeNs - kDumpMonotonicOriginNs)) {
+  if (!ParseDouble(t_ms, &t) || t < 0 || t * 1e6 > static_cast<double>(kMaxTimeNs - kDumpMonotonicOriginNs)) {
     return LineError(number, "t_ms: expected a time in ms, from 0 to the analyzer's clock range");
   }
   record.t_ns = kDumpMonotonicOriginNs + static_cast<uint64_t>(std::llround(t * 1e6));
@@ -472,7 +471,7 @@ absl::StatusOr<DumpedJob> ParseRingDumpText(std::string_view std_text, DumpRegio
       return LineError(number, "expected a 'ring PATH' line");
     } else if (expect == Expect::kIdentity) {
       status = ParseIdentity(line, number, &progress.ring);
-      progress.ring.info.realtime_offset_ns = analyzer::RealtimeOffsetNs(kDumpRealtimeOriginNs, kDumpMonotonicOriginNs);
+      progress.ring.info.realtime_offset_ns = RealtimeOffsetNs(kDumpRealtimeOriginNs, kDumpMonotonicOriginNs);
       expect = Expect::kCounts;
     } else if (expect == Expect::kCounts) {
       status = ParseCounts(line, number, &progress);

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "analyzer/job_model.h"
-#include "interposer/ring_format.h"
+#include "ring/ring_format.h"
 
 namespace collwatch::testing {
 
@@ -40,8 +40,8 @@ struct DumpedRecord {
 struct DumpedRing {
   std::string path;
   int line = 0;  // of its `ring` line
-  analyzer::ProcessInfo info;
-  analyzer::ProcessStatus status = analyzer::ProcessStatus::kRunning;
+  ProcessInfo info;
+  ProcessStatus status = ProcessStatus::kRunning;
   std::optional<int32_t> exit_code;              // what it passed to exit(), when its ring recorded it
   uint64_t lost_records = 0;                     // lost + torn + dropped
   std::map<uint32_t, std::string> region_names;  // by writer id

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "interposer/regions.h"
-#include "interposer/ring_reader.h"
+#include "ring/ring_reader.h"
 #include "interposer/ring_writer.h"
 
 namespace collwatch::testing {
@@ -154,7 +154,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   EXPECT_EQ(dumped.info.pid, identity.pid);
   EXPECT_EQ(dumped.info.global_rank, identity.rank);
   EXPECT_EQ(dumped.info.world_size, identity.world_size);
-  EXPECT_EQ(dumped.status, analyzer::ProcessStatus::kExited);
+  EXPECT_EQ(dumped.status, ProcessStatus::kExited);
   EXPECT_EQ(dumped.exit_code, std::optional<int32_t>(3));
   EXPECT_EQ(dumped.lost_records, 0u);
 
@@ -217,7 +217,7 @@ TEST(RingDumpText, ReadsTheGpuMachinesDump) {
   EXPECT_EQ(first.info.pid, 1762);
   EXPECT_EQ(first.info.global_rank, 0);
   EXPECT_EQ(first.info.world_size, 2);
-  EXPECT_EQ(first.status, analyzer::ProcessStatus::kDead);  // running, writer gone: as `analyze` reads it
+  EXPECT_EQ(first.status, ProcessStatus::kDead);  // running, writer gone: as `analyze` reads it
   EXPECT_EQ(first.lost_records, 3u);
   ASSERT_EQ(first.records.size(), 3u);
   const Record& gather = first.records[1].record;
@@ -233,7 +233,7 @@ TEST(RingDumpText, ReadsTheGpuMachinesDump) {
   EXPECT_EQ(first.records[2].record.flags, ring::kFlagReturnsInPlace);
   EXPECT_EQ(first.records[2].line, 7);
   const DumpedRing& second = job->rings[1];
-  EXPECT_EQ(second.status, analyzer::ProcessStatus::kExited);
+  EXPECT_EQ(second.status, ProcessStatus::kExited);
   EXPECT_EQ(second.exit_code, std::optional<int32_t>(1));
   EXPECT_FALSE(first.exit_code.has_value());  // a dump from before ranks= and exit_code= were printed
   ASSERT_EQ(second.records.size(), 1u);
@@ -259,12 +259,12 @@ TEST(RingDumpText, FeedsTheModelAsOfATimeThenWhole) {
   feeder.FeedUntil(kDumpRealtimeOriginNs + 6'400'000'000);
   ASSERT_EQ(model.process(0).calls.size(), 2u);
   EXPECT_FALSE(model.process(0).calls[1].returned());
-  EXPECT_EQ(model.process(0).status, analyzer::ProcessStatus::kRunning);
+  EXPECT_EQ(model.process(0).status, ProcessStatus::kRunning);
   feeder.FeedRest();
   EXPECT_TRUE(model.process(0).calls[1].returned());
   EXPECT_EQ(model.RegionName(model.process(0).calls[1].region), "fwd/vision.patch");
-  EXPECT_EQ(model.process(0).status, analyzer::ProcessStatus::kDead);
-  EXPECT_EQ(model.process(1).status, analyzer::ProcessStatus::kExited);
+  EXPECT_EQ(model.process(0).status, ProcessStatus::kDead);
+  EXPECT_EQ(model.process(1).status, ProcessStatus::kExited);
 }
 
 TEST(RingDumpText, DamageIsAnErrorNamingItsLine) {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "interposer/ring_names.h"
-#include "interposer/ring_reader.h"
+#include "ring/ring_names.h"
+#include "ring/ring_reader.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {

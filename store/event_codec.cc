@@ -1,0 +1,198 @@
+// Ring record <-> proto Event. Threading: pure functions.
+#include "store/event_codec.h"
+
+#include <algorithm>
+
+namespace collwatch {
+namespace {
+
+bool IsInPlaceEnterHalf(uint16_t kind, uint8_t flags) {
+  return kind == static_cast<uint16_t>(ring::RecordKind::kEnter) &&
+         (flags & ring::kFlagReturnsInPlace) != 0;
+}
+
+// Bytes of the well-formed UTF-8 sequence at the start of `text` (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), 0 if there is none.
+size_t Utf8SequenceBytes(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  const uint8_t lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint8_t low = 0x80, high = 0xbf;  // allowed range of the second byte
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    if (lead == 0xe0) low = 0xa0;   // overlong
+    if (lead == 0xed) high = 0x9f;  // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    if (lead == 0xf0) low = 0x90;   // overlong
+    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
+std::string WireText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t length = Utf8SequenceBytes(text);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      text.remove_prefix(1);
+    } else {
+      out.append(text.substr(0, length));
+      text.remove_prefix(length);
+    }
+  }
+  return out;
+}
+
+uint64_t LanePosition(uint32_t /*lane*/, uint64_t index, const ring::Record& record) {
+  return 2 * index + (IsInPlaceEnterHalf(record.kind, record.flags) ? 0 : 1);
+}
+
+uint64_t LanePosition(const v1::Event& event) {
+  return 2 * event.index() +
+         (IsInPlaceEnterHalf(static_cast<uint16_t>(event.kind()), static_cast<uint8_t>(event.flags()))
+              ? 0
+              : 1);
+}
+
+LaneCursor CursorAt(uint64_t next_position) {
+  // An odd position: the kEnter half of that index is stored, its return is not.
+  return LaneCursor{next_position / 2, (next_position & 1) != 0};
+}
+
+void EventFromRecord(const IndexedRecord& item, v1::Event* event) {
+  const ring::Record& r = item.record;
+  event->set_index(item.index);
+  event->set_lane(item.lane);
+  event->set_kind(static_cast<v1::EventKind>(r.kind));
+  event->set_fn(r.fn);
+  event->set_comm_id(r.comm_id);
+  event->set_rank(r.rank);
+  event->set_nranks(r.nranks);
+  event->set_seq(r.seq);
+  event->set_count(r.count);
+  event->set_dtype(r.dtype);
+  event->set_redop(r.redop);
+  event->set_root_or_peer(r.root_or_peer);
+  event->set_stream(r.stream);
+  event->set_group_id(r.group_id);
+  event->set_t_ns(r.t_ns);
+  event->set_ref_index(r.ref_index);  // also return_ns of a kEnter returned in place
+  event->set_ref_lane(r.ref_lane);
+  event->set_region_id(r.region_id);
+  event->set_tid(r.tid);
+  event->set_result(r.result);
+  event->set_flags(r.flags);
+  event->set_aux0(r.aux0);
+  event->set_aux1(r.aux1);
+  event->set_aux2(r.aux2);
+}
+
+ring::Record RecordFromEvent(const v1::Event& event) {
+  ring::Record r{};
+  r.kind = static_cast<uint16_t>(event.kind());
+  r.fn = static_cast<uint16_t>(event.fn());
+  r.dtype = static_cast<uint8_t>(event.dtype());
+  r.flags = static_cast<uint8_t>(event.flags());
+  r.ref_lane = static_cast<uint16_t>(event.ref_lane());
+  r.redop = event.redop();
+  r.root_or_peer = event.root_or_peer();
+  r.comm_id = event.comm_id();
+  r.rank = event.rank();
+  r.nranks = event.nranks();
+  r.seq = event.seq();
+  r.count = event.count();
+  r.stream = event.stream();
+  r.group_id = event.group_id();
+  r.t_ns = event.t_ns();
+  r.ref_index = event.ref_index();
+  r.region_id = event.region_id();
+  r.tid = event.tid();
+  r.result = event.result();
+  r.aux0 = event.aux0();
+  r.aux1 = event.aux1();
+  r.aux2 = event.aux2();
+  return r;
+}
+
+v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring) {
+  v1::RankIdentity identity;
+  identity.set_job(WireText(ring.job));
+  identity.set_host(WireText(ring.host));
+  identity.set_pid(ring.pid);
+  identity.set_rank(ring.rank);
+  identity.set_local_rank(ring.local_rank);
+  identity.set_world_size(ring.world_size);
+  identity.set_ring_path(WireText(ring.path));
+  identity.set_ring_capacity(ring.lane_capacity);
+  identity.set_start_realtime_ns(ring.start_realtime_ns);
+  identity.set_start_monotonic_ns(ring.start_monotonic_ns);
+  identity.set_lane_count(ring.lane_count);
+  return identity;
+}
+
+v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id) {
+  v1::RegionName region;
+  region.set_id(region_id);
+  region.set_name(WireText(reader.RegionName(region_id)));
+  return region;
+}
+
+ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity) {
+  ProcessInfo info;
+  info.host = identity.host();
+  info.pid = identity.pid();
+  info.global_rank = identity.rank();
+  info.world_size = identity.world_size();
+  info.realtime_offset_ns = RealtimeOffsetNs(identity.start_realtime_ns(), identity.start_monotonic_ns());
+  return info;
+}
+
+v1::ProcessSample ProcessSampleToWire(const ProcessSample& sample) {
+  v1::ProcessSample wire;
+  wire.set_state(static_cast<v1::ProcessState>(static_cast<int>(sample.state)));
+  wire.set_wait_channel(WireText(sample.wait_channel));
+  wire.set_cpu_ns(sample.cpu_ns);
+  wire.set_cpu_advancing(sample.cpu_advancing);
+  wire.set_sampled_ns(sample.sampled_ns);
+  return wire;
+}
+
+ProcessSample ProcessSampleFromWire(const v1::ProcessSample& wire) {
+  constexpr size_t kMaxWaitChannelBytes = 64;  // kernel symbol names are shorter
+  ProcessSample sample;
+  const int state = static_cast<int>(wire.state());
+  if (state >= 0 && state <= static_cast<int>(ProcessState::kGone)) {
+    sample.state = static_cast<ProcessState>(state);
+  }
+  sample.wait_channel = WireText(std::string_view(wire.wait_channel()).substr(0, kMaxWaitChannelBytes));
+  sample.cpu_ns = wire.cpu_ns();
+  sample.cpu_advancing = wire.cpu_advancing();
+  sample.sampled_ns = std::clamp<int64_t>(wire.sampled_ns(), 0, kMaxTimeNs);
+  return sample;
+}
+
+ProcessStatus ProcessStatusFromWire(v1::WriterStatus status) {
+  switch (status) {
+    case v1::WRITER_STATUS_EXITED: return ProcessStatus::kExited;
+    case v1::WRITER_STATUS_DISABLED: return ProcessStatus::kDisabled;
+    case v1::WRITER_STATUS_DEAD: return ProcessStatus::kDead;
+    case v1::WRITER_STATUS_SILENT: return ProcessStatus::kSilent;
+    default: return ProcessStatus::kRunning;
+  }
+}
+
+}  // namespace collwatch

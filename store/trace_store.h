@@ -1,0 +1,146 @@
+// The durable per-rank trace store (format: trace_store_format.h). RankTraceWriter
+// appends deduplicated events of one rank stream and recovers after a crash;
+// RankTraceReader reads a trace (whole, or from a communicator's sequence number);
+// TraceStore maps rank identities to their writers under an output folder.
+// Threading: RankTraceWriter and TraceStore are thread-safe (one mutex each);
+// RankTraceReader is single-threaded.
+#ifndef COLLWATCH_STORE_TRACE_STORE_H_
+#define COLLWATCH_STORE_TRACE_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/collwatch.pb.h"
+
+namespace collwatch {
+
+struct StoreOptions {
+  bool fsync = false;  // fdatasync each append before it returns (before the ack)
+};
+
+// What an append did.
+struct AppendResult {
+  uint64_t stored = 0;      // events written
+  uint64_t duplicates = 0;  // events dropped: already stored
+};
+
+// One frame found by a scan of a log.
+struct FrameInfo {
+  uint64_t offset = 0;
+  uint64_t length = 0;  // header included
+  uint8_t tag = 0;      // store::kTag*
+};
+
+// The result of checking a log (or index) file frame by frame.
+struct LogScan {
+  std::vector<FrameInfo> frames;
+  uint64_t valid_end = 0;   // end of the last good frame
+  uint64_t file_bytes = 0;  // torn tail: file_bytes - valid_end
+};
+
+// Checks every frame of `path` (magic `magic`); DATA_LOSS for damage that is not a torn
+// tail. `bytes` receives the file's contents.
+absl::StatusOr<LogScan> ScanFramedFile(const std::string& path, uint64_t magic, std::string* bytes);
+
+class RankTraceWriter {
+ public:
+  // Opens (creating if needed) the trace in `dir` for `identity`. An existing trace of
+  // another process is FAILED_PRECONDITION; damage is DATA_LOSS; a torn tail is cut.
+  static absl::StatusOr<std::unique_ptr<RankTraceWriter>> Open(const std::string& dir,
+                                                               const v1::RankIdentity& identity,
+                                                               StoreOptions options = {});
+  ~RankTraceWriter();
+  RankTraceWriter(const RankTraceWriter&) = delete;
+  RankTraceWriter& operator=(const RankTraceWriter&) = delete;
+
+  // Appends the batch's events not stored yet (by (lane, position)), its new region
+  // names and its status when it changed, in one write. On error nothing counts as
+  // stored (a partial frame is cut on the next open).
+  absl::StatusOr<AppendResult> Append(const v1::StreamEventsRequest& batch);
+
+  // Per lane, the first position not stored (for the hello answer).
+  std::vector<v1::LaneResume> Resume() const;
+  uint64_t events_stored() const;
+  uint64_t torn_bytes_cut() const { return torn_bytes_cut_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  RankTraceWriter() = default;
+  absl::Status Recover(const v1::RankIdentity& identity);
+  void NoteIndexEntry(const v1::StoreIndexEntry& entry);
+
+  mutable std::mutex mutex_;
+  std::string dir_;
+  StoreOptions options_;
+  int log_fd_ = -1;
+  int index_fd_ = -1;
+  uint64_t log_end_ = 0;
+  uint64_t index_end_ = 0;
+  uint64_t events_ = 0;
+  uint64_t torn_bytes_cut_ = 0;
+  std::map<uint32_t, uint64_t> next_position_;  // lane -> first position not stored
+  std::map<uint32_t, std::string> regions_;
+  v1::StoredStatus status_;
+};
+
+// Reads a trace folder. Never changes it; stops at a torn tail.
+class RankTraceReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<RankTraceReader>> Open(const std::string& dir);
+
+  const v1::RankIdentity& identity() const { return identity_; }
+  const std::map<uint32_t, std::string>& regions() const { return regions_; }
+  const v1::StoredStatus& status() const { return status_; }  // the latest
+  uint64_t torn_tail_bytes() const { return scan_.file_bytes - scan_.valid_end; }
+
+  // Every event, in stored order.
+  absl::StatusOr<std::vector<v1::Event>> ReadAll() const;
+  // Events of communicator `comm_id` with seq >= `from_seq`, in stored order, decoding
+  // only the frames whose index entry covers them.
+  absl::StatusOr<std::vector<v1::Event>> ReadComm(uint64_t comm_id, uint64_t from_seq) const;
+  // Frames decoded by the last ReadComm (to show the index works).
+  size_t frames_decoded() const { return frames_decoded_; }
+
+ private:
+  RankTraceReader() = default;
+  absl::StatusOr<v1::StoreRecord> Decode(const FrameInfo& frame) const;
+
+  std::string dir_;
+  std::string bytes_;
+  LogScan scan_;
+  std::vector<v1::StoreIndexEntry> index_;  // one per events frame, in log order
+  v1::RankIdentity identity_;
+  std::map<uint32_t, std::string> regions_;
+  v1::StoredStatus status_;
+  mutable size_t frames_decoded_ = 0;
+};
+
+// Folder name of a rank's trace under DIR/<job>/.
+std::string RankTraceDirName(const v1::RankIdentity& identity);
+
+// The writers of every rank stream under one output folder, opened on first use.
+class TraceStore {
+ public:
+  TraceStore(std::string out_dir, StoreOptions options) : out_dir_(std::move(out_dir)), options_(options) {}
+  // The writer of `identity`'s trace (shared by every stream of that identity).
+  absl::StatusOr<std::shared_ptr<RankTraceWriter>> Writer(const v1::RankIdentity& identity);
+  const std::string& out_dir() const { return out_dir_; }
+
+ private:
+  std::mutex mutex_;
+  std::string out_dir_;
+  StoreOptions options_;
+  std::map<std::string, std::shared_ptr<RankTraceWriter>> writers_;
+};
+
+// Trace folders (those holding a trace.cwlog) under `out_dir`/<job>/, sorted.
+std::vector<std::string> ListRankTraces(const std::string& out_dir, const std::string& job);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_STORE_TRACE_STORE_H_
