@@ -18,15 +18,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "store/event_codec.h"
-#include "ring/clocks.h"
 #include "grpcpp/grpcpp.h"
 #include "process/process_sample.h"
 #include "process/rank_membership.h"
 #include "proto/collector_channel.h"
+#include "proto/collwatch.grpc.pb.h"
+#include "ring/clocks.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_reader.h"
-#include "proto/collwatch.grpc.pb.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/job_model.h"
 #include "analyzer/finding.h"
+#include "analyzer/job_model.h"
 #include "process/process_sample.h"
 
 namespace collwatch::analyzer {

@@ -28,9 +28,9 @@
 #include "cli/job_processes.h"
 #include "cli/one_gpu_mode.h"
 #include "collector/cluster_watcher.h"
-#include "ring/clocks.h"
 #include "dashboard/terminal_ui.h"
 #include "nlohmann/json.hpp"
+#include "ring/clocks.h"
 
 extern char** environ;
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "ring/ring_reader.h"
 #include "nlohmann/json.hpp"
+#include "ring/ring_reader.h"
 
 namespace collwatch {
 

@@ -11,12 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
+#include "nlohmann/json.hpp"
+#include "ring/clocks.h"
+#include "ring/ring_reader.h"
 #include "store/event_codec.h"
 #include "store/trace_store.h"
 #include "store/trace_store_format.h"
-#include "ring/clocks.h"
-#include "ring/ring_reader.h"
-#include "nlohmann/json.hpp"
 
 namespace collwatch {
 namespace {

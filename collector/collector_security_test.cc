@@ -22,10 +22,10 @@
 
 #include "agent/agent.h"
 #include "collector/collector_service.h"
-#include "store/trace_store.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "interposer/ring_writer.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 namespace {

@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "collector/event_ingest.h"
 #include "collector/stream_checks.h"
-#include "ring/clocks.h"
 #include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
+#include "ring/clocks.h"
 
 namespace collwatch {
 void BlockAllSignalsInThisThread() {

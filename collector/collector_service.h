@@ -19,10 +19,10 @@
 #include "analyzer/analyzer.h"
 #include "collector/live_state.h"
 #include "collector/online_analyzer.h"
-#include "store/trace_store.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collector_channel.h"
 #include "proto/collwatch.grpc.pb.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "store/trace_store.h"
 #include "proto/collwatch.pb.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 

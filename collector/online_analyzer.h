@@ -18,8 +18,8 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
-#include "ring/ring_reader.h"
 #include "proto/collwatch.pb.h"
+#include "ring/ring_reader.h"
 
 namespace collwatch {
 

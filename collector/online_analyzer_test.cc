@@ -4,8 +4,8 @@
 // process (a look at it, its exit status) reaches the report.
 #include "collector/online_analyzer.h"
 
-#include "store/event_codec.h"
 #include "gtest/gtest.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 namespace {

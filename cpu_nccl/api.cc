@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ring/hash.h"
 #include "cpu_nccl/comm.h"
 #include "cpu_nccl/cuda_driver.h"
 #include "cpu_nccl/engine.h"
 #include "cpu_nccl/reduce_kernels.h"
 #include "cpu_nccl/task.h"
+#include "ring/hash.h"
 
 // Dummy window handle (nccl.h only declares the type).
 struct ncclWindow_vidmem {

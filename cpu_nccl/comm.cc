@@ -11,8 +11,8 @@
 #include <cstring>
 #include <new>
 
-#include "ring/hash.h"
 #include "cpu_nccl/config.h"
+#include "ring/hash.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

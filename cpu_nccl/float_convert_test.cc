@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "ring/hash.h"
 #include "cpu_nccl/reduce_kernels.h"
+#include "ring/hash.h"
 
 namespace collwatch::cpu_nccl {
 namespace {

@@ -9,9 +9,9 @@
 #include <atomic>
 #include <cstdio>
 
-#include "ring/hash.h"
 #include "interposer/real_symbols.h"
 #include "interposer/recorder.h"
+#include "ring/hash.h"
 
 #define COLLWATCH_HOOK extern "C" __attribute__((visibility("default")))
 

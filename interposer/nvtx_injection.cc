@@ -40,8 +40,8 @@
 #include <cwchar>
 
 #include "interposer/config.h"
-#include "ring/hash.h"
 #include "interposer/regions.h"
+#include "ring/hash.h"
 #include "ring/ring_format.h"
 
 namespace collwatch {

@@ -19,9 +19,9 @@
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
-#include "ring/hash.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
+#include "ring/hash.h"
 
 #define COLLWATCH_TLS __attribute__((tls_model("initial-exec"))) thread_local
 // The per-call path is a handful of small helpers: keep it one straight function.

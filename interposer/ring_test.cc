@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "interposer/ring_writer.h"
 #include "ring/hash.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_reader.h"
-#include "interposer/ring_writer.h"
 
 namespace collwatch {
 namespace {

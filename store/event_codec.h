@@ -10,8 +10,8 @@
 
 #include "process/process_info.h"
 #include "process/process_sample.h"
-#include "ring/ring_reader.h"
 #include "proto/collwatch.pb.h"
+#include "ring/ring_reader.h"
 
 namespace collwatch {
 

@@ -13,10 +13,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ring/clocks.h"
 #include "store/crc32c.h"
 #include "store/event_codec.h"
 #include "store/trace_store_format.h"
-#include "ring/clocks.h"
 
 namespace collwatch {
 namespace {

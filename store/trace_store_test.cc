@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "gtest/gtest.h"
 #include "store/crc32c.h"
 #include "store/event_codec.h"
 #include "store/trace_store_format.h"
-#include "gtest/gtest.h"
 
 namespace collwatch {
 namespace {

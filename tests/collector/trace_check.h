@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ring/ring_reader.h"
 #include "store/event_codec.h"
 #include "store/trace_store.h"
-#include "ring/ring_reader.h"
 
 namespace collwatch::testing {
 

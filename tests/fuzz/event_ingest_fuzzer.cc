@@ -24,8 +24,8 @@
 #include "cli/analyze_command.h"
 #include "collector/collector_service.h"
 #include "collector/event_ingest.h"
-#include "store/trace_store.h"
 #include "ring/clocks.h"
+#include "store/trace_store.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace collwatch {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "ring/ring_format.h"
 #include "store/trace_store.h"
 #include "store/trace_store_format.h"
-#include "ring/ring_format.h"
 
 namespace collwatch {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "cli/analyze_command.h"
 #include "cli/ring_dump.h"
+#include "ring/ring_reader.h"
 #include "store/event_codec.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "ring/ring_reader.h"
 
 namespace collwatch {
 namespace {

@@ -15,8 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "interposer/regions.h"
-#include "ring/ring_reader.h"
 #include "interposer/ring_writer.h"
+#include "ring/ring_reader.h"
 
 namespace collwatch::testing {
 namespace {
