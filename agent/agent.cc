@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "process/process_info.h"
 #include "process/process_sample.h"
 #include "process/rank_membership.h"
 #include "proto/collector_channel.h"
@@ -93,17 +94,8 @@ class RankChannel {
 
     const ring::WriterState state = reader_->writer_state();
     const bool alive = reader_->WriterProcessAlive();
-    v1::WriterStatus status = v1::WRITER_STATUS_RUNNING;
-    if (state == ring::WriterState::kExited) {
-      status = v1::WRITER_STATUS_EXITED;
-    } else if (!alive) {
-      status = v1::WRITER_STATUS_DEAD;
-    } else if (state == ring::WriterState::kDisabled) {
-      status = v1::WRITER_STATUS_DISABLED;
-    } else if (const uint64_t beat = reader_->heartbeat_ns();
-               beat != 0 && now > beat && static_cast<double>(now - beat) / 1e9 > options_.silent_after_s) {
-      status = v1::WRITER_STATUS_SILENT;
-    }
+    const v1::WriterStatus status =
+        ProcessStatusToWire(StatusOfRing(state, alive, reader_->heartbeat_ns(), now, options_.silent_after_s));
     const bool writer_gone = state != ring::WriterState::kRunning || !alive;
     const bool status_changed = status != status_;
     if (status_changed) {

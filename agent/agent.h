@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/outgoing_batches.h"
+#include "process/process_info.h"
 
 namespace collwatch {
 
@@ -32,7 +33,7 @@ struct AgentOptions {
   std::string tls_ca_pem;      // root certificates (PEM contents): use TLS
   double poll_interval_s = 0.02;   // ring polling period
   double rescan_interval_s = 0.2;  // ring folder scan period
-  double silent_after_s = 3.0;     // heartbeat older than this: the rank is silent
+  double silent_after_s = kSilentAfterS;  // heartbeat older than this: the rank is silent
   double max_backoff_s = 5.0;      // reconnect backoff ceiling
   double idle_exit_s = 0;          // > 0: exit when no live ring was seen for this long
   // > 0: a ring whose writer is gone stops counting as live (for idle_exit_s) once the

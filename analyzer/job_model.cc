@@ -382,6 +382,14 @@ void JobModel::SetExitCode(ProcessId process_id, int32_t exit_code) {
   processes_[process_id].exit_code = exit_code;
 }
 
+void JobModel::Apply(ProcessId process, const ProcessUpdate& update) {
+  for (const auto& [id, name] : update.regions) AddRegionName(process, id, name);
+  for (const IndexedRecord& item : update.records) AddRecord(process, item.lane, item.index, item.record);
+  if (update.status) SetStatus(process, *update.status, update.heartbeat_ns, update.lost_records);
+  SetSample(process, update.sample);  // an unsampled one changes nothing
+  if (update.exit_code) SetExitCode(process, std::clamp(*update.exit_code, 0, 255));
+}
+
 void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
   // The last heartbeat before a kill can be up to a beat (100 ms) older than the kill,
   // and the last one stored up to a second; so can the last sample that saw it alive.

@@ -18,6 +18,7 @@
 #include "analyzer/windowed_log.h"
 #include "process/process_info.h"
 #include "process/process_sample.h"
+#include "process/process_update.h"
 #include "ring/ring_format.h"
 
 namespace collwatch::analyzer {
@@ -149,6 +150,10 @@ class JobModel {
   void SetSample(ProcessId process, const ProcessSample& sample);
   // The status `process` passed to exit() (0-255), as its ring recorded it.
   void SetExitCode(ProcessId process, int32_t exit_code);
+  // Everything `update` says of `process`, in the order the calls above need: region
+  // names, records, status, sample, exit status. Every source (agent batches, stored
+  // traces, rings) is fed through this one door.
+  void Apply(ProcessId process, const ProcessUpdate& update);
 
   // Processes that ended at or after `realtime_ns` were stopped by collwatch (a hung
   // job, --kill-on-hang): they are marked so, and those that died count as running, so

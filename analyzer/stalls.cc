@@ -16,20 +16,9 @@ bool SampledAs(const Process& process, ProcessState state) {
   return process.sample.sampled_ns != 0 && process.sample.state == state;
 }
 
-// The process ended, or stopped reporting with nothing to say it is still there. A
-// silent ring whose process is seen stopped is alive (a stopped process does not beat).
-bool IsLost(const Process& process) {
-  if (SampledAs(process, ProcessState::kZombie) || SampledAs(process, ProcessState::kGone)) return true;
-  switch (process.status) {
-    case ProcessStatus::kDead:
-    case ProcessStatus::kExited:
-      return true;
-    case ProcessStatus::kSilent:
-      return !SampledAs(process, ProcessState::kStopped) && !SampledAs(process, ProcessState::kDiskWait);
-    default:
-      return false;
-  }
-}
+// The process ended, or stopped reporting with nothing to say it is still there
+// (process/process_info.h has the one rule).
+bool IsLost(const Process& process) { return collwatch::IsLost(LivenessOf(process.status, process.sample)); }
 
 // Why a live process cannot take part, as its node sees it ("" when nothing is wrong with
 // it as far as anything shows): stopped, or stuck in uninterruptible I/O.

@@ -47,14 +47,9 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   const v1::RankIdentity& identity = (*reader)->identity();
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
-  const analyzer::ProcessId process = model->AddProcess(ProcessInfoFromIdentity(identity));
-  for (const auto& [id, name] : (*reader)->regions()) model->AddRegionName(process, id, name);
-  for (const v1::Event& event : *events) model->AddRecord(process, event.lane(), event.index(), RecordFromEvent(event));
   const v1::StoredStatus& status = (*reader)->status();
-  model->SetStatus(process, ProcessStatusFromWire(status.writer_status()), status.heartbeat_ns(),
-                   status.lost() + status.torn() + status.dropped());
-  if (status.has_process()) model->SetSample(process, ProcessSampleFromWire(status.process()));
-  if (status.exit_recorded()) model->SetExitCode(process, std::clamp(status.exit_code(), 0, 255));
+  model->Apply(model->AddProcess(ProcessInfoFromIdentity(identity)),
+               ProcessUpdateFromStore(*events, (*reader)->regions(), status));
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
                                              " bytes ignored (the collector stopped mid-write)"));
@@ -75,38 +70,21 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   const RingIdentity& identity = (*reader)->identity();
   const ring::WriterState state = (*reader)->writer_state();
   const bool alive = state == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
-  const ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
-  ProcessInfo info;
-  info.host = identity.host;
-  info.pid = identity.pid;
-  info.global_rank = identity.rank;
-  info.world_size = identity.world_size;
-  info.realtime_offset_ns = RealtimeOffsetNs(identity.start_realtime_ns, identity.start_monotonic_ns);
-  const analyzer::ProcessId process = model->AddProcess(info);
-  std::set<uint32_t> regions;
-  for (const IndexedRecord& item : batch.records) {
-    if (item.record.region_id != 0 && regions.insert(item.record.region_id).second) {
-      model->AddRegionName(process, item.record.region_id, (*reader)->RegionName(item.record.region_id));
-    }
-    model->AddRecord(process, item.lane, item.index, item.record);
-  }
-  ProcessStatus status = ProcessStatus::kRunning;
-  if (state == ring::WriterState::kExited) status = ProcessStatus::kExited;
-  if (state == ring::WriterState::kDisabled) status = ProcessStatus::kDisabled;
-  if (state == ring::WriterState::kRunning && !alive) status = ProcessStatus::kDead;
-  model->SetStatus(process, status, (*reader)->heartbeat_ns(), batch.lost + batch.torn + (*reader)->dropped());
-  if (const std::optional<int32_t> exit_code = (*reader)->exit_code()) model->SetExitCode(process, *exit_code);
+  ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
+  const uint64_t lost = batch.lost, torn = batch.torn, records = batch.records.size();
+  const analyzer::ProcessId process = model->AddProcess(ProcessInfoOfRing(identity));
+  model->Apply(process, ProcessUpdateFromRing(**reader, std::move(batch), MonotonicClockNs()));
   // A writer still alive on this host: what is it doing? (SecondLook adds whether its CPU
   // time advances.)
   if (alive && identity.host == ThisHostName()) {
     model->SetSample(process, SampleProcess(identity.pid, nullptr, WallClockNs()));
   }
-  if (batch.lost + batch.torn + (*reader)->dropped() > 0) {
-    summary->warnings.push_back(absl::StrCat(path, ": ", batch.lost, " records overwritten, ", batch.torn,
+  if (lost + torn + (*reader)->dropped() > 0) {
+    summary->warnings.push_back(absl::StrCat(path, ": ", lost, " records overwritten, ", torn,
                                              " torn, ", (*reader)->dropped(), " dropped by the writer"));
   }
   if (summary->job.empty()) summary->job = identity.job;
-  summary->records += batch.records.size();
+  summary->records += records;
   summary->inputs.push_back(path);
   return absl::OkStatus();
 }

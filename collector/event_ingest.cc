@@ -10,6 +10,7 @@
 #include "collector/collector_service.h"
 #include "collector/stream_checks.h"
 #include "ring/clocks.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 namespace {
@@ -77,7 +78,9 @@ absl::StatusOr<v1::StreamEventsResponse> EventIngest::Accept(const v1::StreamEve
   absl::StatusOr<AppendResult> appended = writer_->Append(request);
   if (!appended.ok()) return appended.status();
   service_->live_state().BatchAccepted(key_, request, appended->stored);
-  if (service_->options().analyze) service_->online_analyzer().Enqueue(key_, identity_, request);
+  if (service_->options().analyze) {
+    service_->online_analyzer().Enqueue(key_, identity_, ProcessUpdateFromBatch(request, appended->stored_events));
+  }
   if (request.batch_seq() != 0) last_batch_seq_ = request.batch_seq();
   answer.set_acked_batch_seq(last_batch_seq_);
   return answer;

@@ -8,6 +8,7 @@
 #include "analyzer/process_ranks.h"
 #include "ring/clocks.h"
 #include "ring/ring_format.h"
+#include "store/event_codec.h"
 
 namespace collwatch {
 namespace {
@@ -21,10 +22,6 @@ bool Completes(const v1::Event& event) {
   if (event.kind() == v1::EVENT_KIND_COMPLETE) return true;
   return event.kind() == v1::EVENT_KIND_RETURN &&
          (event.flags() & (ring::kFlagCompletesAtReturn | ring::kFlagNoCompletion)) != 0;
-}
-
-bool Lost(v1::WriterStatus status) {
-  return status == v1::WRITER_STATUS_DEAD || status == v1::WRITER_STATUS_SILENT;
 }
 
 }  // namespace
@@ -180,7 +177,7 @@ LiveSummary LiveState::Summary() {
     ++summary.processes_known;
     summary.ranks_known += held;
     if (process.status.connected()) summary.ranks_reporting += held;
-    if (Lost(process.status.writer_status())) summary.ranks_lost += held;
+    if (WireStatusLostWithoutExit(process.status.writer_status())) summary.ranks_lost += held;
     summary.events += process.status.events();
   }
   for (const auto& [id, comm] : comms_) {

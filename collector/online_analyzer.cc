@@ -7,40 +7,25 @@
 
 namespace collwatch {
 
-void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& identity,
-                             const v1::StreamEventsRequest& batch) {
+void OnlineAnalyzer::Enqueue(const std::string& key, const v1::RankIdentity& identity, ProcessUpdate update) {
   Item item;
   item.key = key;
+  item.update = std::move(update);
   std::lock_guard<std::mutex> lock(queue_mutex_);
   Stream& stream = streams_[key];
   if (stream.identity.pid() == 0 && stream.identity.host().empty()) stream.identity = identity;
-  item.records.reserve(static_cast<size_t>(batch.events_size()));
-  for (const v1::Event& event : batch.events()) {
-    const uint64_t position = LanePosition(event);
-    uint64_t& next = stream.next_position[event.lane()];
-    if (position < next) continue;  // a resend of what was queued already
-    next = position + 1;
-    item.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+  if (queued_records_ + item.update.records.size() > kMaxQueuedRecords) {
+    dropped_ += item.update.records.size();  // the analysis is behind: say so, never stall ingest
+    item.update.records.clear();
   }
-  for (const v1::RegionName& region : batch.regions()) item.regions.emplace_back(region.id(), region.name());
-  item.status = batch.writer_status();
-  item.heartbeat_ns = batch.heartbeat_ns();
-  item.lost = batch.lost() + batch.torn() + batch.dropped();
-  if (batch.has_process()) item.sample = ProcessSampleFromWire(batch.process());
-  item.exit_recorded = batch.exit_recorded();
-  item.exit_code = batch.exit_code();
-  if (queued_records_ + item.records.size() > kMaxQueuedRecords) {
-    dropped_ += item.records.size();  // the analysis is behind: say so, never stall ingest
-    item.records.clear();
-  }
-  queued_records_ += item.records.size();
+  queued_records_ += item.update.records.size();
   queue_.push_back(std::move(item));
 }
 
 void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample& sample) {
   Item item;
   item.observed = info;
-  item.sample = sample;
+  item.update.sample = sample;
   std::lock_guard<std::mutex> lock(queue_mutex_);
   queue_.push_back(std::move(item));
 }
@@ -48,7 +33,7 @@ void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample
 void OnlineAnalyzer::FeedLocked(const Item& item) {
   analyzer::JobModel& model = analyzer_.model();
   if (item.observed) {
-    model.ObserveProcess(*item.observed, item.sample);
+    model.ObserveProcess(*item.observed, item.update.sample);
     return;
   }
   Stream* stream = nullptr;
@@ -60,13 +45,7 @@ void OnlineAnalyzer::FeedLocked(const Item& item) {
     stream->process = model.AddProcess(ProcessInfoFromIdentity(stream->identity));
     stream->in_model = true;
   }
-  for (const auto& [id, name] : item.regions) model.AddRegionName(stream->process, id, name);
-  for (const IndexedRecord& record : item.records) model.AddRecord(stream->process, record.lane, record.index, record.record);
-  if (item.status != v1::WRITER_STATUS_UNSPECIFIED) {
-    model.SetStatus(stream->process, ProcessStatusFromWire(item.status), item.heartbeat_ns, item.lost);
-  }
-  model.SetSample(stream->process, item.sample);
-  if (item.exit_recorded) model.SetExitCode(stream->process, std::clamp(item.exit_code, 0, 255));
+  model.Apply(stream->process, item.update);
 }
 
 std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_pass) {

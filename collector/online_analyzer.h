@@ -1,6 +1,5 @@
 // The analyzer run online inside the collector. gRPC threads hand it each accepted
-// batch (Enqueue: a copy of the records not fed before, by lane position as the store
-// dedups); the collector's analysis thread feeds them to the model and analyses (Tick),
+// batch (Enqueue: what the batch says, with only the events the store took as new); the collector's analysis thread feeds them to the model and analyses (Tick),
 // so ingest never waits for analysis. The queue is bounded: past it, records are dropped
 // and counted, and the analysis says it is incomplete.
 // Threading: thread-safe. Enqueue from any thread; Tick, Freeze and the readers from
@@ -18,8 +17,8 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
+#include "process/process_update.h"
 #include "proto/collwatch.pb.h"
-#include "ring/ring_reader.h"
 
 namespace collwatch {
 
@@ -30,8 +29,9 @@ class OnlineAnalyzer {
   // The collector runs for the whole job: its model forgets settled history.
   explicit OnlineAnalyzer(analyzer::AnalyzerOptions options) : analyzer_(Bounded(options)) {}
 
-  // An accepted batch of the stream `key` (its hello's identity).
-  void Enqueue(const std::string& key, const v1::RankIdentity& identity, const v1::StreamEventsRequest& batch);
+  // What an accepted batch of the stream `key` (its hello's identity) says
+  // (ProcessUpdateFromBatch).
+  void Enqueue(const std::string& key, const v1::RankIdentity& identity, ProcessUpdate update);
   // A process seen from outside (`collwatch run` walks its command's process tree), e.g.
   // a rank stopped before its first NCCL call, which has no ring to stream: queued like
   // a batch; in the model it is a process with no calls (JobModel::ObserveProcess), the
@@ -54,19 +54,11 @@ class OnlineAnalyzer {
   // One batch's worth of work for the model, or one observation of a process.
   struct Item {
     std::string key;
-    std::vector<IndexedRecord> records;
-    std::vector<std::pair<uint32_t, std::string>> regions;
-    v1::WriterStatus status = v1::WRITER_STATUS_UNSPECIFIED;
-    uint64_t heartbeat_ns = 0;
-    uint64_t lost = 0;
-    ProcessSample sample;  // sampled_ns 0: none
-    bool exit_recorded = false;
-    int32_t exit_code = 0;
+    ProcessUpdate update;
     std::optional<ProcessInfo> observed;  // set: an ObserveProcess, not a batch
   };
   struct Stream {
     v1::RankIdentity identity;
-    std::map<uint32_t, uint64_t> next_position;  // lane -> first position queued
     bool in_model = false;
     analyzer::ProcessId process = 0;
   };

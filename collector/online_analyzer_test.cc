@@ -117,7 +117,7 @@ TEST(OnlineAnalyzerLivenessTest, ARankSeenBeforeItsRingIsOneProcessWithItsStream
   batch.set_exit_code(3);
   batch.mutable_process()->set_state(v1::PROCESS_STATE_GONE);
   batch.mutable_process()->set_sampled_ns(kNow + 1'000'000'000);
-  online.Enqueue("job/node0/4242/1", Identity(), batch);
+  online.Enqueue("job/node0/4242/1", Identity(), ProcessUpdateFromBatch(batch, {}));
   online.Tick(kNow + 2'000'000'000);
   info = online.Info("job");
   ASSERT_EQ(info.ranks.size(), 1u) << "one process, not an observed one and a ring's";

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
+#include "store/event_codec.h"
 
 namespace collwatch::dashboard {
 namespace {
@@ -220,7 +221,7 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
     } else if (rank == nullptr) {
       row.health = seq != 0 && age >= slow_after ? (stalled ? Health::kStuck : Health::kSlow) : Health::kIdle;
       row.note = "not reported on this communicator";
-    } else if (status == v1::WRITER_STATUS_DEAD || status == v1::WRITER_STATUS_SILENT) {
+    } else if (WireStatusLostWithoutExit(status)) {
       row.health = Health::kStuck;
       row.note = status == v1::WRITER_STATUS_DEAD ? "process died" : "process silent";
     } else if (status == v1::WRITER_STATUS_EXITED) {
@@ -434,9 +435,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
     const int held = HeldRankCount({status.ranks().begin(), status.ranks().end()});
     ranks += held;
     reporting += status.connected() ? held : 0;
-    lost += status.writer_status() == v1::WRITER_STATUS_DEAD || status.writer_status() == v1::WRITER_STATUS_SILENT
-                ? held
-                : 0;
+    lost += WireStatusLostWithoutExit(status.writer_status()) ? held : 0;
     events += status.events();
   }
   const std::string processes =

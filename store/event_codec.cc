@@ -195,4 +195,53 @@ ProcessStatus ProcessStatusFromWire(v1::WriterStatus status) {
   }
 }
 
+v1::WriterStatus ProcessStatusToWire(ProcessStatus status) {
+  switch (status) {
+    case ProcessStatus::kRunning: return v1::WRITER_STATUS_RUNNING;
+    case ProcessStatus::kExited: return v1::WRITER_STATUS_EXITED;
+    case ProcessStatus::kDisabled: return v1::WRITER_STATUS_DISABLED;
+    case ProcessStatus::kDead: return v1::WRITER_STATUS_DEAD;
+    case ProcessStatus::kSilent: return v1::WRITER_STATUS_SILENT;
+  }
+  return v1::WRITER_STATUS_UNSPECIFIED;
+}
+
+bool WireStatusLostWithoutExit(v1::WriterStatus status) {
+  return IsLostWithoutExit(LivenessOf(ProcessStatusFromWire(status), {}));
+}
+
+ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const std::vector<int>& stored_events) {
+  ProcessUpdate update;
+  update.records.reserve(stored_events.size());
+  for (const int i : stored_events) {
+    const v1::Event& event = batch.events(i);
+    update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+  }
+  for (const v1::RegionName& region : batch.regions()) update.regions.emplace_back(region.id(), region.name());
+  if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) {
+    update.status = ProcessStatusFromWire(batch.writer_status());
+  }
+  update.heartbeat_ns = batch.heartbeat_ns();
+  update.lost_records = batch.lost() + batch.torn() + batch.dropped();
+  if (batch.has_process()) update.sample = ProcessSampleFromWire(batch.process());
+  if (batch.exit_recorded()) update.exit_code = batch.exit_code();
+  return update;
+}
+
+ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
+                                     const std::map<uint32_t, std::string>& regions, const v1::StoredStatus& status) {
+  ProcessUpdate update;
+  update.records.reserve(events.size());
+  for (const v1::Event& event : events) {
+    update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+  }
+  update.regions.assign(regions.begin(), regions.end());
+  update.status = ProcessStatusFromWire(status.writer_status());
+  update.heartbeat_ns = status.heartbeat_ns();
+  update.lost_records = status.lost() + status.torn() + status.dropped();
+  if (status.has_process()) update.sample = ProcessSampleFromWire(status.process());
+  if (status.exit_recorded()) update.exit_code = status.exit_code();
+  return update;
+}
+
 }  // namespace collwatch

@@ -5,11 +5,14 @@
 #define COLLWATCH_STORE_EVENT_CODEC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "process/process_info.h"
 #include "process/process_sample.h"
+#include "process/process_update.h"
 #include "proto/collwatch.pb.h"
 #include "ring/ring_reader.h"
 
@@ -44,11 +47,24 @@ v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
 // A rank stream's identity and liveness as the analyzer's model takes them (process/).
 ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);
 ProcessStatus ProcessStatusFromWire(v1::WriterStatus status);
+v1::WriterStatus ProcessStatusToWire(ProcessStatus status);
+// A stream whose status alone (no look at the process) says lost without exiting, by
+// the one rule (process/process_info.h: LivenessOf, IsLostWithoutExit).
+bool WireStatusLostWithoutExit(v1::WriterStatus status);
 // A look at a process, between the model's form and the wire's. From the wire, what an
 // agent claims is bounded: an unknown state is kUnknown, the wait channel at most 64
 // bytes of valid UTF-8, times within the model's range.
 v1::ProcessSample ProcessSampleToWire(const ProcessSample& sample);
 ProcessSample ProcessSampleFromWire(const v1::ProcessSample& sample);
+
+
+// What an agent's batch says, with only the events at `stored_events` (indexes into
+// batch.events(): those the trace store took as new, AppendResult::stored_events; the
+// others were resends). Resends are told apart once, by the store.
+ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const std::vector<int>& stored_events);
+// What a stored rank trace says: its events, region names and latest status.
+ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
+                                     const std::map<uint32_t, std::string>& regions, const v1::StoredStatus& status);
 
 }  // namespace collwatch
 

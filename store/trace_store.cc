@@ -338,7 +338,8 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
   v1::StoreRecord events_record;
   v1::StoredEvents* stored = events_record.mutable_events();
   std::map<uint32_t, uint64_t> next = next_position_;
-  for (const v1::Event& event : batch.events()) {
+  for (int i = 0; i < batch.events_size(); ++i) {
+    const v1::Event& event = batch.events(i);
     uint64_t& lane_next = next[event.lane()];
     const uint64_t position = LanePosition(event);
     if (position < lane_next) {
@@ -347,6 +348,7 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
     }
     lane_next = position + 1;
     *stored->add_events() = event;
+    result.stored_events.push_back(i);
   }
   result.stored = static_cast<uint64_t>(stored->events_size());
 

@@ -27,6 +27,9 @@ struct StoreOptions {
 struct AppendResult {
   uint64_t stored = 0;      // events written
   uint64_t duplicates = 0;  // events dropped: already stored
+  // Indexes into the batch's events of those written: the one place resends are told
+  // apart (the online analysis takes only these).
+  std::vector<int> stored_events;
 };
 
 // One frame found by a scan of a log.

@@ -1,0 +1,34 @@
+// A ring's contents as a ProcessUpdate.
+#include "process/process_update.h"
+
+#include <set>
+
+namespace collwatch {
+
+ProcessInfo ProcessInfoOfRing(const RingIdentity& identity) {
+  ProcessInfo info;
+  info.host = identity.host;
+  info.pid = identity.pid;
+  info.global_rank = identity.rank;
+  info.world_size = identity.world_size;
+  info.realtime_offset_ns = RealtimeOffsetNs(identity.start_realtime_ns, identity.start_monotonic_ns);
+  return info;
+}
+
+ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, uint64_t now_monotonic_ns) {
+  ProcessUpdate update;
+  std::set<uint32_t> named;
+  for (const IndexedRecord& item : batch.records) {
+    const uint32_t region = item.record.region_id;
+    if (region != 0 && named.insert(region).second) update.regions.emplace_back(region, reader.RegionName(region));
+  }
+  update.records = std::move(batch.records);
+  update.status = StatusOfRing(reader.writer_state(), reader.WriterProcessAlive(), reader.heartbeat_ns(),
+                               now_monotonic_ns);
+  update.heartbeat_ns = reader.heartbeat_ns();
+  update.lost_records = batch.lost + batch.torn + reader.dropped();
+  update.exit_code = reader.exit_code();
+  return update;
+}
+
+}  // namespace collwatch
