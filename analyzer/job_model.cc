@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ring/hash.h"
+#include "ring/ring_names.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -43,18 +45,12 @@ Fingerprint FingerprintOf(const Call& call) {
 }
 
 uint64_t HashOf(const Fingerprint& f) {
-  uint64_t h = 0x9e3779b97f4a7c15ull;
-  auto mix = [&h](uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-  };
-  mix(static_cast<uint64_t>(f.fn));
-  mix(f.dtype);
-  mix(static_cast<uint32_t>(f.redop));
-  mix(static_cast<uint32_t>(f.root));
-  mix(f.count);
-  mix(f.region);
-  return h ^ (h >> 33);
+  uint64_t h = Mix64(static_cast<uint64_t>(f.fn));
+  h = HashCombine(h, f.dtype);
+  h = HashCombine(h, static_cast<uint32_t>(f.redop));
+  h = HashCombine(h, static_cast<uint32_t>(f.root));
+  h = HashCombine(h, f.count);
+  return HashCombine(h, f.region);
 }
 
 int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) const {
@@ -421,55 +417,6 @@ int64_t JobModel::LatestTimeNs() const {
   return latest;
 }
 
-uint32_t DtypeBytes(uint8_t dtype) {
-  static constexpr uint32_t kBytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return dtype < std::size(kBytes) ? kBytes[dtype] : 0;
-}
-
-std::string_view DtypeName(uint8_t dtype) {
-  static constexpr std::string_view kNames[] = {"int8",    "uint8",   "int32",    "uint32",
-                                                "int64",   "uint64",  "float16",  "float32",
-                                                "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-  return dtype < std::size(kNames) ? kNames[dtype] : "none";
-}
-
-std::string_view RedOpName(int32_t redop) {
-  static constexpr std::string_view kNames[] = {"sum", "prod", "max", "min", "avg"};
-  if (redop < 0) return "none";
-  return static_cast<size_t>(redop) < std::size(kNames) ? kNames[redop] : "custom";
-}
-
-std::string_view OpName(ApiFn fn) {
-  switch (fn) {
-    case ApiFn::kAllReduce: return "all-reduce";
-    case ApiFn::kBroadcast: return "broadcast";
-    case ApiFn::kBcast: return "bcast";
-    case ApiFn::kReduce: return "reduce";
-    case ApiFn::kAllGather: return "all-gather";
-    case ApiFn::kReduceScatter: return "reduce-scatter";
-    case ApiFn::kAlltoAll: return "all-to-all";
-    case ApiFn::kGather: return "gather";
-    case ApiFn::kScatter: return "scatter";
-    case ApiFn::kSend: return "send";
-    case ApiFn::kRecv: return "recv";
-    case ApiFn::kGroupStart: return "group-start";
-    case ApiFn::kGroupEnd: return "group-end";
-    case ApiFn::kGroupSimulateEnd: return "group-simulate-end";
-    case ApiFn::kCommInitRank: return "comm-init-rank";
-    case ApiFn::kCommInitRankConfig: return "comm-init-rank-config";
-    case ApiFn::kCommInitAll: return "comm-init-all";
-    case ApiFn::kCommInitRankScalable: return "comm-init-rank-scalable";
-    case ApiFn::kCommSplit: return "comm-split";
-    case ApiFn::kCommShrink: return "comm-shrink";
-    case ApiFn::kCommFinalize: return "comm-finalize";
-    case ApiFn::kCommDestroy: return "comm-destroy";
-    case ApiFn::kCommAbort: return "comm-abort";
-    case ApiFn::kCommRevoke: return "comm-revoke";
-    case ApiFn::kCommGetAsyncError: return "comm-get-async-error";
-    default: return "other";
-  }
-}
-
 std::string HumanBytes(double bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   size_t unit = 0;
@@ -484,7 +431,7 @@ std::string DescribeCall(const JobModel& model, const Call& call) {
   std::string text = absl::StrFormat("%s %s (%u x %s)", OpName(call.fn),
                                      HumanBytes(static_cast<double>(call.count) * DtypeBytes(call.dtype)),
                                      call.count, DtypeName(call.dtype));
-  if (call.redop >= 0 && call.fn != ring::ApiFn::kAllGather) absl::StrAppend(&text, " ", std::string(RedOpName(call.redop)));
+  if (call.redop >= 0 && call.fn != ring::ApiFn::kAllGather) absl::StrAppend(&text, " ", RedOpName(call.redop));
   if (call.root_or_peer >= 0) {
     absl::StrAppend(&text, ring::IsP2p(call.fn) ? " peer " : " root ", call.root_or_peer);
   }

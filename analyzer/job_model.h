@@ -20,6 +20,7 @@
 #include "process/process_sample.h"
 #include "process/process_update.h"
 #include "ring/ring_format.h"
+#include "ring/ring_names.h"  // the words of a Call's op, dtype and reduce op
 
 namespace collwatch::analyzer {
 
@@ -209,12 +210,6 @@ class JobModel {
   uint64_t unmatched_records_ = 0;
 };
 
-// Bytes per element of an ncclDataType_t (0 when unknown).
-uint32_t DtypeBytes(uint8_t dtype);
-std::string_view DtypeName(uint8_t dtype);
-std::string_view RedOpName(int32_t redop);
-// "all-gather", "reduce-scatter", ...
-std::string_view OpName(ring::ApiFn fn);
 // "1.5 MiB"
 std::string HumanBytes(double bytes);
 // "all-gather 1.5 MiB (393216 x float32) in fwd/vision.block0"

@@ -21,8 +21,6 @@ namespace {
 
 using ring::ApiFn;
 using schedule_internal::Av;
-using schedule_internal::DtypeWord;
-using schedule_internal::RedopWord;
 using schedule_internal::Word;
 
 std::string QuoteRegion(std::string_view region) {
@@ -65,8 +63,8 @@ ScheduleOp OpOfCall(const JobModel& model, const Call& call) {
 
 std::string FormatScheduleOp(const ScheduleOp& op) {
   if (op.fn == ApiFn::kNone) return "?";
-  std::string line = absl::StrCat(Av(OpName(op.fn)), " ", op.count, " ", DtypeWord(op.dtype));
-  if (op.redop != ring::kUnset) absl::StrAppend(&line, " ", RedopWord(op.redop));
+  std::string line = absl::StrCat(Av(OpName(op.fn)), " ", op.count, " ", DtypeName(op.dtype));
+  if (op.redop != ring::kUnset) absl::StrAppend(&line, " ", RedOpName(op.redop));
   if (op.root != ring::kUnset) absl::StrAppend(&line, " root=", op.root);
   absl::StrAppend(&line, " ", QuoteRegion(op.region));
   return line;

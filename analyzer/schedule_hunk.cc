@@ -18,8 +18,6 @@ namespace {
 
 using ring::ApiFn;
 using schedule_internal::Av;
-using schedule_internal::DtypeWord;
-using schedule_internal::RedopWord;
 
 constexpr size_t kMaxChangedLines = 24;
 
@@ -63,8 +61,8 @@ std::string ChangeKind(const OpTable& table, std::optional<uint32_t> expected, s
   if (a.fn == b.fn && a.region == b.region && a.fn != ApiFn::kNone) {
     std::vector<std::string> what;
     if (a.count != b.count) what.push_back(absl::StrCat("count ", a.count, " -> ", b.count));
-    if (a.dtype != b.dtype) what.push_back(absl::StrCat("dtype ", DtypeWord(a.dtype), " -> ", DtypeWord(b.dtype)));
-    if (a.redop != b.redop) what.push_back(absl::StrCat("reduce op ", RedopWord(a.redop), " -> ", RedopWord(b.redop)));
+    if (a.dtype != b.dtype) what.push_back(absl::StrCat("dtype ", DtypeName(a.dtype), " -> ", DtypeName(b.dtype)));
+    if (a.redop != b.redop) what.push_back(absl::StrCat("reduce op ", RedOpName(a.redop), " -> ", RedOpName(b.redop)));
     if (a.root != b.root) what.push_back(absl::StrCat("root ", a.root, " -> ", b.root));
     if (!what.empty()) return absl::StrCat(Av(OpName(a.fn)), " changed: ", absl::StrJoin(what, ", "));
   }

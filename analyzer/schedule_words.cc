@@ -25,29 +25,10 @@ int HexValue(char c) {
   return -1;
 }
 
-constexpr ApiFn kCollectiveFns[] = {ApiFn::kAllReduce, ApiFn::kBroadcast,     ApiFn::kBcast,
-                                    ApiFn::kReduce,    ApiFn::kAllGather,     ApiFn::kReduceScatter,
-                                    ApiFn::kAlltoAll,  ApiFn::kGather,        ApiFn::kScatter};
-constexpr std::string_view kRedopNames[] = {"sum", "prod", "max", "min", "avg"};
-
+// A collective by its name (ring/ring_names.h); the other entry points are not schedule ops.
 std::optional<ApiFn> CollectiveByName(std::string_view name) {
-  for (const ApiFn fn : kCollectiveFns) {
-    if (OpName(fn) == name) return fn;
-  }
-  return std::nullopt;
-}
-
-std::optional<uint8_t> DtypeByWord(std::string_view word) {
-  if (word == "none") return ring::kNoDtype;
-  for (int dtype = 0; dtype < 255; ++dtype) {
-    const std::string_view name = DtypeName(static_cast<uint8_t>(dtype));
-    if (name == "none") break;
-    if (name == word) return static_cast<uint8_t>(dtype);
-  }
-  if (word.starts_with("dtype=")) {
-    if (const auto value = ParseNumber(word.substr(6), 255)) return static_cast<uint8_t>(*value);
-  }
-  return std::nullopt;
+  const std::optional<ApiFn> fn = OpByName(name);
+  return fn && ring::IsCollective(*fn) ? fn : std::nullopt;
 }
 
 }  // namespace
@@ -140,17 +121,6 @@ std::optional<uint64_t> ParseNumber(std::string_view text, uint64_t max) {
 
 // ---- Op words --------------------------------------------------------------------------
 
-std::string DtypeWord(uint8_t dtype) {
-  if (dtype == ring::kNoDtype) return "none";
-  const std::string_view name = DtypeName(dtype);
-  return name != "none" ? std::string(name) : absl::StrCat("dtype=", dtype);
-}
-
-std::string RedopWord(int32_t redop) {
-  const std::string_view name = RedOpName(redop);
-  return name != "custom" ? std::string(name) : absl::StrCat("redop=", redop);
-}
-
 absl::StatusOr<ScheduleOp> OpFromWords(const std::vector<Word>& words) {
   if (words.empty()) return absl::InvalidArgumentError("empty collective line");
   if (words[0].quoted) return absl::InvalidArgumentError("a line cannot start with a quoted region");
@@ -175,7 +145,7 @@ absl::StatusOr<ScheduleOp> OpFromWords(const std::vector<Word>& words) {
       words[1].quoted ? std::nullopt : ParseNumber(words[1].text, std::numeric_limits<uint64_t>::max());
   if (!count) return absl::InvalidArgumentError(absl::StrCat("count ", Shown(words[1].text), " is not a number"));
   op.count = *count;
-  const std::optional<uint8_t> dtype = words[2].quoted ? std::nullopt : DtypeByWord(words[2].text);
+  const std::optional<uint8_t> dtype = words[2].quoted ? std::nullopt : DtypeByName(words[2].text);
   if (!dtype) {
     return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", Shown(words[2].text),
                                                    " (e.g. float32, bfloat16, int64, none, dtype=N)"));
@@ -185,16 +155,8 @@ absl::StatusOr<ScheduleOp> OpFromWords(const std::vector<Word>& words) {
   for (; i + 1 < words.size(); ++i) {
     const Word& word = words[i];
     if (word.quoted) return absl::InvalidArgumentError("the quoted region must be the last word");
-    std::optional<int32_t> redop;
-    for (size_t r = 0; r < std::size(kRedopNames); ++r) {
-      if (word.text == kRedopNames[r]) redop = static_cast<int32_t>(r);
-    }
-    if (word.text.starts_with("redop=")) {
-      if (const auto value = ParseNumber(std::string_view(word.text).substr(6), INT32_MAX)) {
-        redop = static_cast<int32_t>(*value);
-      }
-    }
-    if (redop) {
+    // "none" is how a missing reduce op is written elsewhere; on a line it is simply absent.
+    if (const std::optional<int32_t> redop = RedOpByName(word.text); redop && *redop != ring::kUnset) {
       if (op.redop != ring::kUnset) return absl::InvalidArgumentError("two reduce ops on one line");
       op.redop = *redop;
       continue;

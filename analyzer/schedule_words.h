@@ -36,11 +36,6 @@ absl::StatusOr<std::vector<Word>> SplitWords(std::string_view line);
 // A decimal number without sign, spaces or leading '+'; nullopt past `max`.
 std::optional<uint64_t> ParseNumber(std::string_view text, uint64_t max);
 
-// "float32", "none", or "dtype=N" for a dtype without a name.
-std::string DtypeWord(uint8_t dtype);
-// "sum", or "redop=N" for a custom reduce op.
-std::string RedopWord(int32_t redop);
-
 // The op a line's words describe (FormatScheduleOp's inverse on split words).
 absl::StatusOr<ScheduleOp> OpFromWords(const std::vector<Word>& words);
 

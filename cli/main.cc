@@ -5,7 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "cli/analyze_command.h"
 #include "cli/daemon_commands.h"
-#include "cli/ring_dump.h"
+#include "cli/dump_command.h"
 #include "cli/schedule_commands.h"
 #include "dashboard/terminal_ui.h"
 
@@ -15,11 +15,13 @@ int main(int argc, char** argv) {
 
   std::string dump_path;
   bool dump_json = false;
-  CLI::App* dump = app.add_subcommand("dump", "print the records of a ring file, or of every "
-                                              "ring file in a folder");
-  dump->add_option("path", dump_path, "ring file or folder (e.g. /dev/shm/collwatch-$UID)")
+  CLI::App* dump = app.add_subcommand("dump", "print the records of rings or of a trace store, in the "
+                                              "words analyze uses");
+  dump->add_option("path", dump_path, "a ring file or folder of rings (e.g. /dev/shm/collwatch-$UID), a "
+                                      "collwatch run --out folder, a job folder or one rank trace")
       ->required();
-  dump->add_flag("--json", dump_json, "JSON lines: one 'ring' object, then its 'record' objects");
+  dump->add_flag("--json", dump_json, "JSON lines: per process one 'ring' or 'trace' object, then its "
+                                      "'record' objects");
 
   collwatch::CollectorOptions collector_options;
   std::string token_file, tls_cert_file, tls_key_file;
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
   std::string error;
   if (dump->parsed()) {
     const auto format = dump_json ? collwatch::DumpFormat::kJsonLines : collwatch::DumpFormat::kText;
-    const absl::Status status = collwatch::DumpRings(dump_path, format, std::cout, std::cerr);
+    const absl::Status status = collwatch::DumpTraces(dump_path, format, std::cout, std::cerr);
     if (!status.ok()) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
       return 1;

@@ -153,48 +153,33 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
 
 }  // namespace
 
-absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary) {
+absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
   std::error_code error;
   const fs::path root(path);
   if (!fs::exists(root, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file or folder"));
+  TraceSources sources;
   if (fs::is_regular_file(root, error)) {
-    summary->source = "rings";
-    const absl::Status loaded = LoadAll({path}, LoadRing, model, summary);
-    SecondLook(model);
-    return loaded;
+    sources.kind = TraceSources::Kind::kRings;
+    sources.paths = {path};
+    return sources;
   }
   if (IsRankTrace(root)) {
-    summary->source = "trace store";
-    return LoadAll({path}, LoadRankTrace, model, summary);
+    sources.paths = {path};
+    return sources;
   }
   // A `collwatch run` output folder names its job.
   if (std::ifstream run_file(root / "run.json"); run_file.good()) {
-    const nlohmann::json run = nlohmann::json::parse(run_file, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json run = nlohmann::json::parse(run_file, nullptr, /*allow_exceptions=*/false);
     if (run.is_object() && run.contains("job") && run["job"].is_string()) {
-      summary->job = run["job"].get<std::string>();
-      if (run.contains("stall_after_s") && run["stall_after_s"].is_number()) {
-        summary->stall_after_s = run["stall_after_s"].get<double>();
-      }
-      if (run.contains("stopped_at_ns") && run["stopped_at_ns"].is_number_integer()) {
-        summary->stopped_at_ns = run["stopped_at_ns"].get<int64_t>();
-      }
-      if (run.contains("exit_status") && run["exit_status"].is_number_integer()) {
-        summary->command_exit_status = run["exit_status"].get<int>();
-      }
-      const std::vector<std::string> traces = ListRankTraces(path, summary->job);
-      if (!traces.empty()) {
-        summary->source = "trace store";
-        const absl::Status loaded = LoadAll(traces, LoadRankTrace, model, summary);
-        if (loaded.ok() && run.contains("rank_processes") && run["rank_processes"].is_array()) {
-          ObserveRunProcesses(run["rank_processes"], model);
-        }
-        return loaded;
-      }
+      sources.paths = ListRankTraces(path, run["job"].get<std::string>());
+      sources.paths_from_run = !sources.paths.empty();
+      sources.run = std::move(run);
+      if (sources.paths_from_run) return sources;
     }
   }
   if (std::vector<std::string> traces = RankTracesIn(root); !traces.empty()) {
-    summary->source = "trace store";
-    return LoadAll(traces, LoadRankTrace, model, summary);
+    sources.paths = std::move(traces);
+    return sources;
   }
   // An output folder without run.json (a standalone collector's): one job folder in it.
   std::vector<fs::path> job_dirs;
@@ -202,8 +187,8 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
     if (entry.is_directory(error) && !RankTracesIn(entry.path()).empty()) job_dirs.push_back(entry.path());
   }
   if (job_dirs.size() == 1) {
-    summary->source = "trace store";
-    return LoadAll(RankTracesIn(job_dirs[0]), LoadRankTrace, model, summary);
+    sources.paths = RankTracesIn(job_dirs[0]);
+    return sources;
   }
   if (job_dirs.size() > 1) {
     std::string names;
@@ -212,13 +197,43 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   }
   absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(path);
   if (rings.ok() && !rings->empty()) {
-    summary->source = "rings";
-    const absl::Status loaded = LoadAll(*rings, LoadRing, model, summary);
-    SecondLook(model);
-    return loaded;
+    sources.kind = TraceSources::Kind::kRings;
+    sources.paths = *std::move(rings);
+    return sources;
   }
   return absl::NotFoundError(absl::StrCat(path, ": no collwatch traces here (expected run.json, rank trace "
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));
+}
+
+absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary) {
+  absl::StatusOr<TraceSources> sources = FindTraces(path);
+  if (!sources.ok()) return sources.status();
+  if (sources->run) {
+    const nlohmann::json& run = *sources->run;
+    summary->job = run["job"].get<std::string>();
+    if (run.contains("stall_after_s") && run["stall_after_s"].is_number()) {
+      summary->stall_after_s = run["stall_after_s"].get<double>();
+    }
+    if (run.contains("stopped_at_ns") && run["stopped_at_ns"].is_number_integer()) {
+      summary->stopped_at_ns = run["stopped_at_ns"].get<int64_t>();
+    }
+    if (run.contains("exit_status") && run["exit_status"].is_number_integer()) {
+      summary->command_exit_status = run["exit_status"].get<int>();
+    }
+  }
+  if (sources->kind == TraceSources::Kind::kRings) {
+    summary->source = "rings";
+    const absl::Status loaded = LoadAll(sources->paths, LoadRing, model, summary);
+    SecondLook(model);
+    return loaded;
+  }
+  summary->source = "trace store";
+  const absl::Status loaded = LoadAll(sources->paths, LoadRankTrace, model, summary);
+  if (loaded.ok() && sources->paths_from_run && sources->run->contains("rank_processes") &&
+      (*sources->run)["rank_processes"].is_array()) {
+    ObserveRunProcesses((*sources->run)["rank_processes"], model);
+  }
+  return loaded;
 }
 
 bool LoadTracesForCommand(const std::string& command, const std::string& path, JobModel* model, LoadSummary* summary,

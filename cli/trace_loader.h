@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "analyzer/job_model.h"
+#include "nlohmann/json.hpp"
 
 namespace collwatch {
 
@@ -25,6 +27,21 @@ struct LoadSummary {
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
   std::optional<int> command_exit_status;  // run.json: how the job's command exited
 };
+
+// Where a path's traces are (LoadTraces and `collwatch dump` read the same).
+struct TraceSources {
+  enum class Kind { kTraceStore, kRings };
+  Kind kind = Kind::kTraceStore;
+  std::vector<std::string> paths;  // rank trace folders, or ring files; sorted
+  // A `collwatch run` output folder's run.json (its job names the traces), when there is one.
+  std::optional<nlohmann::json> run;
+  bool paths_from_run = false;     // `paths` are the traces of run.json's job
+};
+
+// The traces `path` holds: a folder with run.json (collwatch run --out), a folder of rank
+// traces (DIR/<job>), an output folder of one job, one rank trace folder, a folder of
+// *.ring files, or a ring file. NOT_FOUND when it holds none of these.
+absl::StatusOr<TraceSources> FindTraces(const std::string& path);
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "cli/analyze_command.h"
-#include "cli/ring_dump.h"
+#include "cli/dump_command.h"
 #include "ring/ring_reader.h"
 #include "store/event_codec.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -102,8 +102,8 @@ void ReadEveryWay(const RingReader& reader) {
 void ReadAsEveryCommand(const std::string& path) {
   std::ostringstream out;
   std::ostringstream err;
-  (void)DumpRings(path, DumpFormat::kText, out, err);
-  (void)DumpRings(path, DumpFormat::kJsonLines, out, err);
+  (void)DumpTraces(path, DumpFormat::kText, out, err);
+  (void)DumpTraces(path, DumpFormat::kJsonLines, out, err);
   for (bool json : {false, true}) {
     AnalyzeOptions options;
     options.path = path;

@@ -66,7 +66,7 @@ std::map<int, RankTrace> ReadRanks(const std::string& dir, bool writers_gone) {
 std::vector<std::string> EnterNames(const RankTrace& trace) {
   std::vector<std::string> names;
   for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
-    names.push_back(ApiFnName(static_cast<ApiFn>(record.fn)));
+    names.emplace_back(OpName(static_cast<ApiFn>(record.fn)));
   }
   return names;
 }
@@ -96,10 +96,10 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
   ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks)) << "one ring per rank, none for the launcher";
 
   const std::vector<std::string> expected_body = {
-      "CommInitRank", "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter",
-      "AlltoAll", "Gather", "Scatter", "GroupStart", "Send", "Recv", "GroupEnd", "GroupStart",
-      "GroupStart", "AllReduce", "GroupEnd", "AllReduce", "GroupEnd", "CommSplit", "AllReduce",
-      "CommDestroy", "CommFinalize", "CommDestroy"};
+      "comm-init-rank", "all-reduce", "broadcast", "bcast", "reduce", "all-gather", "reduce-scatter",
+      "all-to-all", "gather", "scatter", "group-start", "send", "recv", "group-end", "group-start",
+      "group-start", "all-reduce", "group-end", "all-reduce", "group-end", "comm-split", "all-reduce",
+      "comm-destroy", "comm-finalize", "comm-destroy"};
   std::set<uint64_t> main_ids;
   std::map<int, std::set<uint64_t>> child_ids_by_parity;
   for (auto& [rank, trace] : ranks) {
@@ -107,7 +107,7 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
     EXPECT_EQ(trace.identity.world_size, kRanks);
     EXPECT_EQ(trace.reader->writer_state(), ring::WriterState::kExited);
     std::vector<std::string> expected = expected_body;
-    if (rank == 0) expected.insert(expected.begin(), "GetUniqueId");
+    if (rank == 0) expected.insert(expected.begin(), "get-unique-id");
     EXPECT_EQ(EnterNames(trace), expected);
 
     // Exactly one return per enter, pointing back at it, with NCCL's result.
@@ -193,7 +193,7 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
         EXPECT_NE(record.group_id, 0u);
         EXPECT_EQ(record.group_id, open_group);
       } else {
-        EXPECT_EQ(record.group_id, 0u) << ApiFnName(fn);
+        EXPECT_EQ(record.group_id, 0u) << OpName(fn);
       }
       if (fn == ApiFn::kGroupEnd) --depth;
     }
@@ -386,12 +386,12 @@ TEST_F(InterpositionTest, CommunicatorLifecycleCornersAreRecorded) {
   std::map<int, RankTrace> ranks = ReadRanks(RingDir(), true);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(EnterNames(ranks[0]),
-            (std::vector<std::string>{"GetUniqueId", "CommInitRank", "CommSplit", "CommShrink",
-                                      "CommDestroy", "CommDestroy", "CommInitAll", "GroupStart",
-                                      "AllReduce", "AllReduce", "GroupEnd", "CommDestroy",
-                                      "CommDestroy", "CommAbort"}));
+            (std::vector<std::string>{"get-unique-id", "comm-init-rank", "comm-split", "comm-shrink",
+                                      "comm-destroy", "comm-destroy", "comm-init-all", "group-start",
+                                      "all-reduce", "all-reduce", "group-end", "comm-destroy",
+                                      "comm-destroy", "comm-abort"}));
   EXPECT_EQ(EnterNames(ranks[1]),
-            (std::vector<std::string>{"CommInitRank", "CommSplit", "CommAbort"}));
+            (std::vector<std::string>{"comm-init-rank", "comm-split", "comm-abort"}));
 
   auto returns_of = [](const RankTrace& trace, ApiFn fn) {
     std::vector<ring::Record> out;
@@ -471,7 +471,7 @@ TEST_F(InterpositionTest, RealNcclQueriesPassThroughAndAreRecordedOnce) {
   ASSERT_EQ(ranks.size(), 1u);
   const RankTrace& trace = ranks.begin()->second;
   EXPECT_EQ(EnterNames(trace),
-            (std::vector<std::string>{"GetUniqueId", "GetVersion", "GetErrorString"}));
+            (std::vector<std::string>{"get-unique-id", "get-version", "get-error-string"}));
   const std::vector<ring::Record> returns = trace.OfKind(RecordKind::kReturn);
   ASSERT_EQ(returns.size(), 3u);
   EXPECT_NE(returns[0].aux0, 0u);          // hash of the id NCCL produced

@@ -69,13 +69,17 @@ STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floo
 
 NCCL_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
                "bfloat16", "float8e4m3", "float8e5m2"]
-# The rings' function names for NCCL's op names where they differ (ncclBcast logs Broadcast).
-RING_OP = {"Bcast": "Broadcast"}
+# NCCL's log names of its ops in the rings' words (ring/ring_names.cc); ncclBcast logs
+# Broadcast, so the ring's bcast is compared as broadcast.
+NCCL_LOG_OP = {"AllReduce": "all-reduce", "Broadcast": "broadcast", "Reduce": "reduce", "AllGather": "all-gather",
+               "ReduceScatter": "reduce-scatter", "AlltoAll": "all-to-all", "Gather": "gather",
+               "Scatter": "scatter", "Send": "send", "Recv": "recv"}
+RING_OP = {"bcast": "broadcast"}
 COLL_LINE = re.compile(r"NCCL INFO (\w+): opCount \w+ sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) "
                        r"op \d+ root -?\d+ comm (0x[0-9a-f]+) \[nranks=(\d+)\]")
 COMM_LINE = re.compile(r"NCCL INFO .*comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) ")
-CALL_FNS = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
-            "Scatter", "Send", "Recv"}
+CALL_FNS = {"all-reduce", "broadcast", "bcast", "reduce", "all-gather", "reduce-scatter", "all-to-all", "gather",
+            "scatter", "send", "recv"}
 
 
 def gpu_count():
@@ -110,7 +114,7 @@ def nccl_calls(log_dir):
                 coll = COLL_LINE.search(line)
                 if coll:
                     op, count, dtype, comm, nranks = coll.groups()
-                    comms[comm]["calls"].append((op, int(count), NCCL_DTYPES[int(dtype)]))
+                    comms[comm]["calls"].append((NCCL_LOG_OP.get(op, op), int(count), NCCL_DTYPES[int(dtype)]))
                     comms[comm]["nranks"] = int(nranks)
                     continue
                 made = COMM_LINE.search(line)
@@ -141,7 +145,7 @@ def ring_calls(dump_jsonl):
         for r in sorted(records[pid], key=lambda r: (r["t_ns"], r["lane"], r["index"])):
             if r["kind"] != "enter":
                 continue
-            if r["fn"] == "GroupEnd":
+            if r["fn"] == "group-end":
                 group_of[r["group"]] = (r["lane"], r["index"])
             if r["fn"] not in CALL_FNS:
                 continue

@@ -44,19 +44,6 @@ const NameTable<RecordKind>& RecordKinds() {
   return *kinds;
 }
 
-const NameTable<ApiFn>& ApiFns() {
-  static const auto* fns =
-      new NameTable<ApiFn>(InverseOf<ApiFn>([](ApiFn fn) { return ApiFnName(fn); }, 1 << 16, "Unknown"));
-  return *fns;
-}
-
-// Includes "" for ring::kNoDtype.
-const NameTable<uint8_t>& Dtypes() {
-  static const auto* dtypes =
-      new NameTable<uint8_t>(InverseOf<uint8_t>([](uint8_t dtype) { return DtypeName(dtype); }, 1 << 8, "unknown"));
-  return *dtypes;
-}
-
 // Single flag bits by name; bits FlagNames leaves unnamed are absent.
 const NameTable<uint8_t>& FlagBits() {
   static const auto* bits = [] {
@@ -309,25 +296,6 @@ absl::Status ParseResultColumn(absl::string_view text, bool expect_ref, int numb
   return absl::OkStatus();
 }
 
-// RedOpName's inverse: "" (unset), the builtin names, "premulsum#N".
-bool ParseRedOp(absl::string_view text, int32_t* out) {
-  std::vector<int32_t> candidates = {ring::kUnset};
-  if (const size_t hash = text.find('#'); hash != absl::string_view::npos) {
-    int32_t value = 0;
-    if (!ParseInt(text.substr(hash + 1), &value)) return false;
-    candidates = {value};
-  } else {
-    for (int32_t value = 0; value < 64; ++value) candidates.push_back(value);
-  }
-  for (int32_t value : candidates) {
-    if (RedOpName(value) == text) {
-      *out = value;
-      return true;
-    }
-  }
-  return false;
-}
-
 template <typename Value>
 bool Lookup(const NameTable<Value>& table, absl::string_view name, Value* out) {
   const auto it = table.find(std::string(name));
@@ -337,19 +305,19 @@ bool Lookup(const NameTable<Value>& table, absl::string_view name, Value* out) {
 }
 
 // One record line (cli/ring_dump.cc, PrintRingText):
-//   "  %10s %12.3f %-8s %-18s %016x %7s %6d %10d %-9s %-6s %5s %5d %-28s %s"
+//   "  %10s %12.3f %-8s %-23s %016x %7s %6d %10d %-10s %-8s %5s %5d %-28s %s"
 absl::Status ParseRecord(absl::string_view line, int number, DumpRegions regions, RingInProgress* progress) {
   ColumnReader columns(line, number);
   const absl::string_view position = columns.Right("lane:index", 10);
   const absl::string_view t_ms = columns.Right("t_ms", 12);
   const absl::string_view kind = columns.Left("kind", 8);
-  const absl::string_view fn = columns.Left("fn", 18);
+  const absl::string_view fn = columns.Left("fn", 23);
   const absl::string_view comm = columns.Right("comm", 16);
   const absl::string_view rank = columns.Right("rank", 7);
   const absl::string_view seq = columns.Right("seq", 6);
   const absl::string_view count = columns.Right("count", 10);
-  const absl::string_view dtype = columns.Left("dtype", 9);
-  const absl::string_view op = columns.Left("op", 6);
+  const absl::string_view dtype = columns.Left("dtype", 10);
+  const absl::string_view op = columns.Left("op", 8);
   const absl::string_view peer = columns.Right("peer", 5);
   const absl::string_view group = columns.Right("group", 5);
   const absl::string_view region = columns.Fixed("region", 28);
@@ -373,9 +341,9 @@ absl::Status ParseRecord(absl::string_view line, int number, DumpRegions regions
   RecordKind record_kind{};
   if (!Lookup(RecordKinds(), kind, &record_kind)) return LineError(number, absl::StrCat("unknown kind '", kind, "'"));
   record.kind = static_cast<uint16_t>(record_kind);
-  ApiFn api_fn{};
-  if (!Lookup(ApiFns(), fn, &api_fn)) return LineError(number, absl::StrCat("unknown fn '", fn, "'"));
-  record.fn = static_cast<uint16_t>(api_fn);
+  const std::optional<ApiFn> api_fn = OpByName(std::string_view(fn.data(), fn.size()));
+  if (!api_fn) return LineError(number, absl::StrCat("unknown fn '", fn, "'"));
+  record.fn = static_cast<uint16_t>(*api_fn);
   if (!ParseHex64(comm, &record.comm_id)) return LineError(number, "comm: expected 16 hex digits");
   if (rank == "-") {
     record.rank = ring::kUnset;
@@ -388,8 +356,12 @@ absl::Status ParseRecord(absl::string_view line, int number, DumpRegions regions
   }
   if (!ParseInt(seq, &record.seq)) return LineError(number, "seq: expected an unsigned integer");
   if (!ParseInt(count, &record.count)) return LineError(number, "count: expected an unsigned integer");
-  if (!Lookup(Dtypes(), dtype, &record.dtype)) return LineError(number, absl::StrCat("unknown dtype '", dtype, "'"));
-  if (!ParseRedOp(op, &record.redop)) return LineError(number, absl::StrCat("unknown reduce op '", op, "'"));
+  const std::optional<uint8_t> dtype_value = DtypeByName(std::string_view(dtype.data(), dtype.size()));
+  if (!dtype_value) return LineError(number, absl::StrCat("unknown dtype '", dtype, "'"));
+  record.dtype = *dtype_value;
+  const std::optional<int32_t> redop = RedOpByName(std::string_view(op.data(), op.size()));
+  if (!redop) return LineError(number, absl::StrCat("unknown reduce op '", op, "'"));
+  record.redop = *redop;
   if (peer == "-") {
     record.root_or_peer = ring::kUnset;
   } else if (!ParseInt(peer, &record.root_or_peer)) {

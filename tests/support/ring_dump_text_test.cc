@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "cli/ring_dump.h"
+#include "cli/dump_command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "interposer/regions.h"
@@ -140,7 +140,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   writer_->SetState(ring::WriterState::kExited);
 
   std::ostringstream text, errors;
-  ASSERT_TRUE(DumpRings(writer_->path(), DumpFormat::kText, text, errors).ok()) << errors.str();
+  ASSERT_TRUE(DumpTraces(writer_->path(), DumpFormat::kText, text, errors).ok()) << errors.str();
   absl::StatusOr<DumpedJob> job = ParseRingDumpText(text.str(), DumpRegions::kKeep);
   ASSERT_TRUE(job.ok()) << job.status() << "\n" << text.str();
   ASSERT_EQ(job->rings.size(), 1u);
@@ -180,7 +180,7 @@ TEST_F(RingDumpTextRoundTrip, DropsEveryRegionOnRequest) {
   gather.region_id = InternRegion(embed.data(), embed.size());
   writer_->Append(RingWriter::kSharedLane, gather);
   std::ostringstream text, errors;
-  ASSERT_TRUE(DumpRings(writer_->path(), DumpFormat::kText, text, errors).ok());
+  ASSERT_TRUE(DumpTraces(writer_->path(), DumpFormat::kText, text, errors).ok());
 
   absl::StatusOr<DumpedJob> kept = ParseRingDumpText(text.str(), DumpRegions::kKeep);
   absl::StatusOr<DumpedJob> dropped = ParseRingDumpText(text.str(), DumpRegions::kDrop);
@@ -197,15 +197,15 @@ constexpr std::string_view kTwoRings =
     "ring /tmp/rings/local.vm.1762.ring\n"
     "  host=vm job=local pid=1762 rank=0 local_rank=0 world_size=2 state=running (writer gone)\n"
     "  records=3 lost=0 torn=1 dropped=2 lanes=4 x 32768 records\n"
-    "  lane:index         t_ms kind     fn                 comm                rank    seq      count dtype     op      peer group region                       result/flags\n"
-    "         1:2      208.783 enter    CommInitRank       08536bcc54b5a54a     0/2      0          0                      -     0                              r=0\n"
-    "         1:4     6367.965 enter    AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 \n"
-    "         1:4     6505.123 return   AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 ref=1:4 \n"
+    "  lane:index         t_ms kind     fn                      comm                rank    seq      count dtype      op        peer group region                       result/flags\n"
+    "         1:2      208.783 enter    comm-init-rank          08536bcc54b5a54a     0/2      0          0 none       none         -     0                              r=0\n"
+    "         1:4     6367.965 enter    all-gather              08536bcc54b5a54a     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 \n"
+    "         1:4     6505.123 return   all-gather              08536bcc54b5a54a     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 ref=1:4 \n"
     "ring /tmp/rings/local.vm.1763.ring\n"
     "  host=vm job=local pid=1763 rank=1 ranks=1 local_rank=1 world_size=2 state=exited exit_code=1\n"
     "  records=1 lost=0 torn=0 dropped=0 lanes=4 x 32768 records\n"
-    "  lane:index         t_ms kind     fn                 comm                rank    seq      count dtype     op      peer group region                       result/flags\n"
-    "         2:0     6504.000 complete ReduceScatter      08536bcc54b5a54a       -      3          0                      -     0                              r=0 ref=1:7 returned_within_tick\n";
+    "  lane:index         t_ms kind     fn                      comm                rank    seq      count dtype      op        peer group region                       result/flags\n"
+    "         2:0     6504.000 complete reduce-scatter          08536bcc54b5a54a       -      3          0 none       none         -     0                              r=0 ref=1:7 returned_within_tick\n";
 
 TEST(RingDumpText, ReadsTheGpuMachinesDump) {
   absl::StatusOr<DumpedJob> job = ParseRingDumpText(kTwoRings, DumpRegions::kKeep);
@@ -270,9 +270,9 @@ TEST(RingDumpText, FeedsTheModelAsOfATimeThenWhole) {
 TEST(RingDumpText, DamageIsAnErrorNamingItsLine) {
   const std::string good(kTwoRings);
   const std::string gather_line =
-      "         1:4     6367.965 enter    AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 ";
+      "         1:4     6367.965 enter    all-gather              08536bcc54b5a54a     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 ";
   const std::string return_line =
-      "         1:4     6505.123 return   AllGather          08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 ref=1:4 ";
+      "         1:4     6505.123 return   all-gather              08536bcc54b5a54a     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 ref=1:4 ";
   ASSERT_NE(good.find(gather_line), std::string::npos);
   ASSERT_NE(good.find(return_line), std::string::npos);
   auto replaced = [&](const std::string& from, const std::string& to) {
@@ -283,18 +283,18 @@ TEST(RingDumpText, DamageIsAnErrorNamingItsLine) {
     std::string error;
   };
   const std::vector<Damage> damages = {
-      {replaced("263168 float32              -     0 fwd/vision.patch             r=0 \n",
-                "26316x float32              -     0 fwd/vision.patch             r=0 \n"),
+      {replaced("263168 float32    none         -     0 fwd/vision.patch             r=0 \n",
+                "26316x float32    none         -     0 fwd/vision.patch             r=0 \n"),
        "line 6: count"},
-      {replaced("enter    AllGather  ", "enter    AllGathr   "), "line 6: unknown fn 'AllGathr'"},
+      {replaced("enter    all-gather  ", "enter    all-gathr   "), "line 6: unknown fn 'all-gathr'"},
       {replaced("float32   ", "float31   "), "line 6: unknown dtype 'float31'"},
       {replaced(gather_line, gather_line.substr(0, 60)), "line 6:"},
       {replaced(gather_line, gather_line.substr(1)), "line 6:"},
       {replaced("6367.965", "63a7.965"), "line 6: t_ms"},
       {replaced("    6367.965", "1e19.000000"), "line 6: t_ms"},
       {replaced(" 0/2      1 ", " 0+2      1 "), "line 6: rank"},
-      {replaced("08536bcc54b5a54a     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 \n",
-                "08536bcc54b5a5zz     0/2      1     263168 float32              -     0 fwd/vision.patch             r=0 \n"),
+      {replaced("08536bcc54b5a54a     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 \n",
+                "08536bcc54b5a5zz     0/2      1     263168 float32    none         -     0 fwd/vision.patch             r=0 \n"),
        "line 6: comm"},
       {replaced("r=0 ref=1:4 ", "r=0 "), "line 7: expected ref="},
       {replaced("r=0 ref=1:4 ", "r=0 ref=1:4 returned_by_magic"), "line 7: unknown flag 'returned_by_magic'"},

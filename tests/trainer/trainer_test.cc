@@ -52,7 +52,7 @@ struct Collective {
   // What must agree across ranks for the collective to match.
   std::string Fingerprint() const {
     std::ostringstream out;
-    out << ApiFnName(fn) << " count=" << count << " dtype=" << dtype << " redop=" << redop
+    out << OpName(fn) << " count=" << count << " dtype=" << dtype << " redop=" << redop
         << " root=" << root;
     return out.str();
   }
