@@ -3,6 +3,7 @@
 // drains it over the current stream, the ack reader trims it.
 #include "agent/agent.h"
 
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "ring/clocks.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_reader.h"
+#include "ring/settings.h"
 #include "store/event_codec.h"
 
 namespace collwatch {
@@ -53,9 +55,9 @@ bool Permanent(grpc::StatusCode code) {
 }  // namespace
 
 std::string DefaultRingDir() {
-  const char* dir = std::getenv("COLLWATCH_RING_DIR");
-  if (dir != nullptr && dir[0] != '\0') return dir;
-  return absl::StrCat("/dev/shm/collwatch-", getuid());
+  char dir[PATH_MAX];
+  RingDirSetting(dir, sizeof dir);
+  return dir;
 }
 
 // One ring and its stream to the collector.

@@ -53,7 +53,7 @@ struct AgentStats {
   uint64_t connects = 0;    // successful hellos, over all streams
 };
 
-// The default ring folder: COLLWATCH_RING_DIR, else /dev/shm/collwatch-<uid>.
+// The default ring folder: COLLWATCH_RING_DIR, else /dev/shm/collwatch-<uid> (RingDirSetting).
 std::string DefaultRingDir();
 
 class Agent {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "ring/settings.h"
 
 extern "C" void* __libc_malloc(size_t size);
 extern "C" void* __libc_calloc(size_t count, size_t size);
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
   // Rings of this benchmark go to a private temporary folder on tmpfs, where rings live
   // in production: a ring on a disk file system pays write faults after each writeback.
   // COLLWATCH_BENCH_DIR picks another parent folder (to see that cost).
-  const char* parent = std::getenv("COLLWATCH_BENCH_DIR");
+  const char* parent = collwatch::SettingIfSet(collwatch::Setting::kBenchDir);
   std::string pattern = std::string(parent != nullptr ? parent : "/dev/shm") + "/collwatch-bench-XXXXXX";
   std::vector<char> dir(pattern.begin(), pattern.end());
   dir.push_back('\0');

@@ -299,7 +299,7 @@ int RunJobCommand(const RunOptions& options) {
   }
   // libcollwatch.so for CMD, as built (../interposer) or installed (../lib, its own folder).
   const absl::StatusOr<std::string> found_preload = FindFileBesideThisBinary(
-      "COLLWATCH_PRELOAD", {"../interposer/libcollwatch.so", "../lib/libcollwatch.so", "libcollwatch.so"},
+      Setting::kPreload, {"../interposer/libcollwatch.so", "../lib/libcollwatch.so", "libcollwatch.so"},
       "libcollwatch.so", "../interposer, ../lib and its own folder");
   if (!found_preload.ok()) {
     std::cerr << "collwatch run: " << found_preload.status().message() << "\n";

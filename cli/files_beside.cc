@@ -12,10 +12,10 @@
 
 namespace collwatch {
 
-absl::StatusOr<std::string> FindFileBesideThisBinary(const std::string& variable,
-                                                     const std::vector<std::string>& relative_paths,
+absl::StatusOr<std::string> FindFileBesideThisBinary(Setting setting, const std::vector<std::string>& relative_paths,
                                                      const std::string& what, const std::string& looked_in) {
-  if (const char* path = std::getenv(variable.c_str()); path != nullptr && path[0] != '\0') {
+  const char* variable = SettingInfoOf(setting).name;
+  if (const char* path = SettingIfSet(setting)) {
     if (access(path, R_OK) == 0) return std::string(path);
     return absl::NotFoundError(absl::StrCat(variable, "=", path, " cannot be read"));
   }

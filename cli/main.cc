@@ -6,6 +6,7 @@
 #include "cli/analyze_command.h"
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
+#include "cli/env_command.h"
 #include "cli/schedule_commands.h"
 #include "dashboard/terminal_ui.h"
 
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
       ->required();
   dump->add_flag("--json", dump_json, "JSON lines: per process one 'ring' or 'trace' object, then its "
                                       "'record' objects");
+
+  bool env_markdown = false;
+  CLI::App* env = app.add_subcommand("env", "every environment variable collwatch reads, with the value in "
+                                            "force here");
+  env->add_flag("--markdown", env_markdown, "the table of docs/environment.md instead");
 
   collwatch::CollectorOptions collector_options;
   std::string token_file, tls_cert_file, tls_key_file;
@@ -140,6 +146,12 @@ int main(int argc, char** argv) {
     if (!status.ok()) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
       return 1;
+    }
+  } else if (env->parsed()) {
+    if (env_markdown) {
+      std::cout << collwatch::SettingsMarkdownTable();
+    } else {
+      collwatch::PrintSettings(std::cout);
     }
   } else if (collector->parsed()) {
     if ((!token_file.empty() && !collwatch::ReadSecretFile(token_file, &collector_options.token, &error)) ||

@@ -7,13 +7,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/files_beside.h"
-#include "cpu_nccl/config.h"
+#include "ring/settings.h"
 
 namespace collwatch {
 
 absl::StatusOr<std::string> FindCpuNccl() {
   return FindFileBesideThisBinary(
-      "COLLWATCH_CPU_NCCL", {"../cpu_nccl/libnccl.so.2", "../lib/collwatch-cpu-nccl/libnccl.so.2"},
+      Setting::kCpuNcclLibrary, {"../cpu_nccl/libnccl.so.2", "../lib/collwatch-cpu-nccl/libnccl.so.2"},
       "the CPU NCCL backend (libnccl.so.2)", "../cpu_nccl and ../lib/collwatch-cpu-nccl");
 }
 
@@ -62,12 +62,12 @@ absl::StatusOr<OneGpuEnvironment> PrepareOneGpuMode() {
   }
   OneGpuEnvironment environment;
   environment.cpu_nccl_path = *cpu_nccl;
-  environment.extra.emplace(cpu_nccl::kOneGpuVariable, "1");
+  environment.extra.emplace(SettingInfoOf(Setting::kCpuNcclOneGpu).name, "1");
   // CUDA buffers must work: fail clearly at the first call rather than fall back.
-  environment.extra.emplace(cpu_nccl::kEnvVars[cpu_nccl::kEnvCudaMode].name, "on");
+  environment.extra.emplace(SettingInfoOf(Setting::kCpuNcclCuda).name, "on");
   // As on GPUs, where NCCL often runs a collective the ranks disagree on to completion on
   // garbage, the ranks go on issuing calls: collwatch then sees as far as it would there.
-  environment.extra.emplace(cpu_nccl::kEnvVars[cpu_nccl::kEnvMismatch].name, "complete");
+  environment.extra.emplace(SettingInfoOf(Setting::kCpuNcclMismatch).name, "complete");
   return environment;
 }
 

@@ -24,8 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using analyzer::JobModel;
 
-int64_t WallClockNs() { return static_cast<int64_t>(RealtimeNs()); }
-
 bool IsRankTrace(const fs::path& dir) {
   std::error_code error;
   return fs::exists(dir / store::kLogFileName, error);
@@ -77,7 +75,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   // A writer still alive on this host: what is it doing? (SecondLook adds whether its CPU
   // time advances.)
   if (alive && identity.host == ThisHostName()) {
-    model->SetSample(process, SampleProcess(identity.pid, nullptr, WallClockNs()));
+    model->SetSample(process, SampleProcess(identity.pid, nullptr, static_cast<int64_t>(RealtimeNs())));
   }
   if (lost + torn + (*reader)->dropped() > 0) {
     summary->warnings.push_back(absl::StrCat(path, ": ", lost, " records overwritten, ", torn,
@@ -104,7 +102,7 @@ void SecondLook(JobModel* model) {
   for (const analyzer::ProcessId id : sampled) {
     const analyzer::Process& process = model->process(id);
     const ProcessSample first = process.sample;
-    model->SetSample(id, SampleProcess(process.info.pid, &first, WallClockNs()));
+    model->SetSample(id, SampleProcess(process.info.pid, &first, static_cast<int64_t>(RealtimeNs())));
   }
 }
 

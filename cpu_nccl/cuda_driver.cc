@@ -93,7 +93,7 @@ const CudaDriver* LoadOnce(CudaMode mode) noexcept {
     if (library != nullptr && Adopt(library)) found = &g_driver;
   } else if (found == nullptr && !g_load_tried) {
     g_load_tried = true;
-    const char* name = EnvValue(kEnvLibcuda);
+    const char* name = SettingValue(Setting::kCpuNcclLibcuda);
     void* library = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
     if (library == nullptr) {
       const char* why = dlerror();
@@ -117,7 +117,7 @@ const CudaDriver* LoadOnce(CudaMode mode) noexcept {
 // `import torch`, before CUDA starts. cuda_queue.cc refuses to hold streams if it was late.
 __attribute__((constructor)) void PreferEagerModuleLoading() noexcept {
   CudaMode mode = CudaMode::kAuto;
-  if (ParseCudaMode(EnvValue(kEnvCudaMode), &mode) && mode == CudaMode::kOff) return;
+  if (ParseCudaMode(SettingValue(Setting::kCpuNcclCuda), &mode) && mode == CudaMode::kOff) return;
   setenv("CUDA_MODULE_LOADING", "EAGER", 1);
 }
 
@@ -138,7 +138,7 @@ bool ParseCudaMode(const char* text, CudaMode* mode) noexcept {
 
 CudaAvailability Driver() noexcept {
   CudaAvailability out;
-  if (!ParseCudaMode(EnvValue(kEnvCudaMode), &out.mode)) {
+  if (!ParseCudaMode(SettingValue(Setting::kCpuNcclCuda), &out.mode)) {
     out.problem = "COLLWATCH_CPU_NCCL_CUDA must be auto, on or off";
     out.bad_setting = true;
     return out;

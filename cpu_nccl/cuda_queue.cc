@@ -600,7 +600,7 @@ ncclResult_t SetUp(const CudaDriver* d, const char** message) noexcept {
   }
   g_queue.context = context;
   g_queue.driver = d;
-  g_queue.trace = std::strcmp(EnvValue(kEnvTrace), "1") == 0;
+  g_queue.trace = std::strcmp(SettingValue(Setting::kCpuNcclTrace), "1") == 0;
   g_queue.next_token = 2;
   g_queue.nfree_slots = 0;
   for (int s = kFlagSlots - 1; s >= 0; --s) g_queue.free_slots[g_queue.nfree_slots++] = s;
@@ -906,7 +906,7 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     if (b->tasks[i].kind == TaskKind::kColl) b->tasks[i].coll.ipc = nullptr;
   }
   b->count = count;
-  const bool use_ipc = std::strcmp(EnvValue(kEnvIpc), "1") == 0;
+  const bool use_ipc = std::strcmp(SettingValue(Setting::kCpuNcclIpc), "1") == 0;
   SetStage(b, BatchStage::kWaitReady);
   b->result = ncclSuccess;
 

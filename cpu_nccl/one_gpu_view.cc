@@ -17,11 +17,12 @@ namespace collwatch::cpu_nccl {
 namespace {
 
 __attribute__((constructor)) void ApplyOneGpuView() noexcept {
-  if (std::strcmp(EnvValue(kEnvOneGpu), "1") != 0) return;
-  const char* local_rank = std::getenv("LOCAL_RANK");
-  if (local_rank != nullptr && std::getenv("COLLWATCH_ORIGINAL_LOCAL_RANK") == nullptr) {
-    setenv("COLLWATCH_ORIGINAL_LOCAL_RANK", local_rank, 1);
-    setenv("LOCAL_RANK", "0", 1);
+  if (std::strcmp(SettingValue(Setting::kCpuNcclOneGpu), "1") != 0) return;
+  const char* local_rank = std::getenv(SettingInfoOf(Setting::kLocalRank).name);
+  const char* original_name = SettingInfoOf(Setting::kOriginalLocalRank).name;
+  if (local_rank != nullptr && std::getenv(original_name) == nullptr) {
+    setenv(original_name, local_rank, 1);
+    setenv(SettingInfoOf(Setting::kLocalRank).name, "0", 1);
   }
 }
 

@@ -1,7 +1,5 @@
-// Reads the interposer's environment variables (table in config.h). Runs once.
+// Reads the interposer's environment variables (table in ring/settings.h). Runs once.
 #include "interposer/config.h"
-
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,11 +7,6 @@
 
 namespace collwatch {
 namespace {
-
-const char* Env(const char* name) noexcept {
-  const char* value = std::getenv(name);
-  return (value != nullptr && value[0] != '\0') ? value : nullptr;
-}
 
 void CopyString(char* out, size_t out_size, const char* value) noexcept {
   std::snprintf(out, out_size, "%s", value);
@@ -29,15 +22,15 @@ uint64_t RoundUpToPowerOfTwo(uint64_t value) noexcept {
 
 Config LoadConfig() noexcept {
   Config config;
-  if (const char* value = Env("COLLWATCH_DISABLE")) config.disabled = std::strcmp(value, "0") != 0;
-  if (const char* value = Env("COLLWATCH_COMPLETION")) {
+  if (const char* value = SettingIfSet(Setting::kDisable)) config.disabled = std::strcmp(value, "0") != 0;
+  if (const char* value = SettingIfSet(Setting::kCompletion)) {
     config.completion = std::strcmp(value, "off") != 0;
   }
-  if (const char* value = Env("COLLWATCH_CLOCK")) {
+  if (const char* value = SettingIfSet(Setting::kClock)) {
     config.tsc_clock = std::strcmp(value, "monotonic") != 0;
   }
-  if (const char* value = Env("COLLWATCH_VERBOSE")) config.verbose = std::strcmp(value, "0") != 0;
-  if (const char* value = Env("COLLWATCH_RING_RECORDS")) {
+  if (const char* value = SettingIfSet(Setting::kVerbose)) config.verbose = std::strcmp(value, "0") != 0;
+  if (const char* value = SettingIfSet(Setting::kRingRecords)) {
     char* end = nullptr;
     unsigned long long records = std::strtoull(value, &end, 10);
     // Bounds: at least a few pages of records, at most 128 MiB per lane.
@@ -45,27 +38,19 @@ Config LoadConfig() noexcept {
       config.ring_records = RoundUpToPowerOfTwo(records);
     }
   }
-  if (const char* value = Env("COLLWATCH_RING_LANES")) {
+  if (const char* value = SettingIfSet(Setting::kRingLanes)) {
     char* end = nullptr;
     unsigned long lanes = std::strtoul(value, &end, 10);
     if (end != value && *end == '\0' && lanes >= 2 && lanes <= 64) {
       config.ring_lanes = static_cast<uint32_t>(lanes);
     }
   }
-  if (const char* value = Env("COLLWATCH_RING_DIR")) {
-    CopyString(config.ring_dir, sizeof config.ring_dir, value);
-  } else {
-    std::snprintf(config.ring_dir, sizeof config.ring_dir, "/dev/shm/collwatch-%u",
-                  static_cast<unsigned>(getuid()));
-  }
-  if (const char* value = Env("COLLWATCH_COLLECTOR")) CopyString(config.collector, sizeof config.collector, value);
-  if (const char* value = Env("COLLWATCH_AGENT")) CopyString(config.agent_path, sizeof config.agent_path, value);
-  if (const char* value = Env("COLLWATCH_TOKEN_FILE")) CopyString(config.token_file, sizeof config.token_file, value);
-  if (const char* value = Env("COLLWATCH_TLS_CA")) CopyString(config.tls_ca, sizeof config.tls_ca, value);
-  const char* job = Env("COLLWATCH_JOB_ID");
-  if (job == nullptr) job = Env("TORCHELASTIC_RUN_ID");
-  if (job == nullptr) job = Env("SLURM_JOB_ID");
-  CopyString(config.job, sizeof config.job, job != nullptr ? job : "local");
+  RingDirSetting(config.ring_dir, sizeof config.ring_dir);
+  if (const char* value = SettingIfSet(Setting::kCollector)) CopyString(config.collector, sizeof config.collector, value);
+  if (const char* value = SettingIfSet(Setting::kAgent)) CopyString(config.agent_path, sizeof config.agent_path, value);
+  if (const char* value = SettingIfSet(Setting::kTokenFile)) CopyString(config.token_file, sizeof config.token_file, value);
+  if (const char* value = SettingIfSet(Setting::kTlsCa)) CopyString(config.tls_ca, sizeof config.tls_ca, value);
+  CopyString(config.job, sizeof config.job, JobIdSetting());
   // The job name becomes part of a file name: keep it to a safe alphabet.
   for (char* c = config.job; *c != '\0'; ++c) {
     bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
@@ -73,10 +58,14 @@ Config LoadConfig() noexcept {
     if (!safe) *c = '_';
   }
   if (config.verbose) {
-    for (const EnvVar& var : kEnvVars) {
-      const char* value = std::getenv(var.name);
-      std::fprintf(stderr, "collwatch: %s=%s (%s)\n", var.name,
-                   value != nullptr ? value : var.default_value, var.description);
+    for (const SettingInfo& info : kSettings) {
+      if (std::strstr(info.read_by, "libcollwatch.so") == nullptr) continue;
+      const char* value = SettingIfSet(info.setting);
+      if (value != nullptr) {
+        std::fprintf(stderr, "collwatch: %s=%s\n", info.name, value);
+      } else {
+        std::fprintf(stderr, "collwatch: %s unset (default %s)\n", info.name, info.default_text);
+      }
     }
   }
   return config;

@@ -17,13 +17,15 @@
 
 #include "ring/clocks.h"
 #include "ring/ring_directory.h"
+#include "ring/settings.h"
 
 namespace collwatch {
 namespace {
 
-int32_t EnvInt(const char* name) noexcept {
-  const char* value = std::getenv(name);
-  if (value == nullptr || value[0] == '\0') return ring::kUnset;
+// A launcher's rank variable, or kUnset when unset or not a plain non-negative number.
+int32_t RankSetting(Setting setting) noexcept {
+  const char* value = SettingIfSet(setting);
+  if (value == nullptr) return ring::kUnset;
   char* end = nullptr;
   long parsed = std::strtol(value, &end, 10);
   return (*end == '\0' && parsed >= 0 && parsed < (1l << 30)) ? static_cast<int32_t>(parsed)
@@ -118,9 +120,9 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->lanes_offset = ring::kHeaderBytes + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
-  header->rank = EnvInt("RANK");
-  header->local_rank = EnvInt("LOCAL_RANK");
-  header->world_size = EnvInt("WORLD_SIZE");
+  header->rank = RankSetting(Setting::kRank);
+  header->local_rank = RankSetting(Setting::kLocalRank);
+  header->world_size = RankSetting(Setting::kWorldSize);
   header->start_realtime_ns = ClockNs(CLOCK_REALTIME);
   header->start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   std::memcpy(header->host, host, sizeof header->host);

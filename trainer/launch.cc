@@ -2,6 +2,7 @@
 // rendezvous. Threading: main thread only; the launcher's signal handler only forwards
 // signals to the children.
 #include "trainer/launch.h"
+#include "ring/settings.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,7 +23,7 @@
 namespace collwatch::trainer {
 namespace {
 
-constexpr char kLaunchedVariable[] = "COLLWATCH_TRAINER_LAUNCHED";
+const char* const kLaunchedVariable = SettingInfoOf(Setting::kTrainerLaunched).name;
 constexpr auto kStoreTimeout = std::chrono::seconds(300);
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -30,9 +31,10 @@ constexpr auto kStoreTimeout = std::chrono::seconds(300);
   std::exit(2);
 }
 
-int IntFromEnv(const char* name, int fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
+int IntFromEnv(Setting setting, int fallback) {
+  const char* text = SettingIfSet(setting);
+  if (text == nullptr) return fallback;
+  const char* name = SettingInfoOf(setting).name;
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
   if (*end != '\0' || value < 0 || value > 1 << 20) {
@@ -70,24 +72,24 @@ void ForwardSignal(int signal_number) {
 
 DistEnv ReadDistEnv() {
   DistEnv env;
-  env.world_size = IntFromEnv("WORLD_SIZE", 1);
-  env.rank = IntFromEnv("RANK", 0);
-  env.local_rank = IntFromEnv("LOCAL_RANK", env.rank);
+  env.world_size = IntFromEnv(Setting::kWorldSize, 1);
+  env.rank = IntFromEnv(Setting::kRank, 0);
+  env.local_rank = IntFromEnv(Setting::kLocalRank, env.rank);
   if (env.world_size < 1 || env.rank >= env.world_size) {
     Fail("RANK " + std::to_string(env.rank) + " is outside WORLD_SIZE " +
          std::to_string(env.world_size));
   }
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
+  if (const char* addr = SettingIfSet(Setting::kMasterAddr)) {
     env.master_addr = addr;
   }
-  env.master_port = IntFromEnv("MASTER_PORT", 0);
+  env.master_port = IntFromEnv(Setting::kMasterPort, 0);
   if (env.world_size > 1 && env.master_port == 0) {
     Fail("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT (or use --nproc)");
   }
   return env;
 }
 
-bool IsLaunchedRank() { return std::getenv(kLaunchedVariable) != nullptr; }
+bool IsLaunchedRank() { return SettingIfSet(Setting::kTrainerLaunched) != nullptr; }
 
 int LaunchLocalRanks(int nproc, char** argv) {
   const std::string port = std::to_string(PickFreePort());

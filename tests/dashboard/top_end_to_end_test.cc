@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "ring/settings.h"
 
 namespace collwatch {
 namespace {
@@ -76,7 +77,7 @@ std::string RankLine(const std::string& screen, int rank) {
 }
 
 void KeepScreenshot(const std::string& name, const std::string& screen) {
-  if (const char* dir = std::getenv("COLLWATCH_SCREENSHOT_DIR"); dir != nullptr && dir[0] != '\0') {
+  if (const char* dir = SettingIfSet(Setting::kScreenshotDir)) {
     std::ofstream(std::string(dir) + "/" + name + ".txt") << screen;
   }
 }

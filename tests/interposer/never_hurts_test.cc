@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "ring/ring_reader.h"
 #include "tests/support/subprocess.h"
+#include "ring/settings.h"
 
 namespace collwatch {
 namespace {
@@ -192,7 +193,7 @@ std::map<int, uint64_t> RecordsByRank(const std::string& dir) {
 // fixture NeverHurtsBaseline.Record into COLLWATCH_NEVER_HURTS_BASELINE, which the tests
 // then read; run by hand without that variable, each test process makes its own.
 std::string BaselineDir() {
-  const char* dir = std::getenv("COLLWATCH_NEVER_HURTS_BASELINE");
+  const char* dir = SettingIfSet(Setting::kNeverHurtsBaseline);
   return dir != nullptr ? dir : "";
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/programs/rank_launch.h"
+#include "ring/settings.h"
 
 namespace {
 
@@ -107,7 +108,7 @@ int RunProcess(int nproc, int ranks_per_process, const std::string& plan, const 
   CHECK_NCCL(ncclCommInitAll(ranks.local_comms.data(), ranks_per_process, nullptr));
 
   const bool diverge = plan == "diverge";
-  const char* step_ms = std::getenv("COLLWATCH_TEST_STEP_MS");
+  const char* step_ms = collwatch::SettingIfSet(collwatch::Setting::kTestStepMs);
   const useconds_t pause_us = step_ms != nullptr ? static_cast<useconds_t>(std::atoi(step_ms)) * 1000 : 0;
   for (int step = 0; step < kSteps; ++step) {
     nvtxRangePushA("train/step");
@@ -137,8 +138,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bad arguments: %s %s %s\n", argv[1], argv[2], argv[3]);
     return 2;
   }
-  const char* process = std::getenv("COLLWATCH_TEST_PROCESS");
-  if (process == nullptr) return collwatch::programs::LaunchProcesses(nproc, argv, "COLLWATCH_TEST_PROCESS");
+  const char* process = collwatch::SettingIfSet(collwatch::Setting::kTestProcess);
+  if (process == nullptr) return collwatch::programs::LaunchProcesses(nproc, argv, collwatch::SettingInfoOf(collwatch::Setting::kTestProcess).name);
   g_process = std::atoi(process);
   return RunProcess(nproc, ranks_per_process, plan, argv[4]);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/programs/rank_launch.h"
+#include "ring/settings.h"
 
 namespace {
 
@@ -42,8 +43,8 @@ void Expect(bool ok, const char* what) {
   }
 }
 
-int EnvInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
+int EnvInt(collwatch::Setting setting, int fallback) {
+  const char* value = collwatch::SettingIfSet(setting);
   return value != nullptr ? std::atoi(value) : fallback;
 }
 
@@ -159,7 +160,7 @@ void RunLatePlan(ncclComm_t comm) {
 // All-reduces for COLLWATCH_TEST_LOOP_MS milliseconds (default 3000), 1 ms apart: a job
 // that runs long enough for the collector and agent fault tests to kill things under it.
 void RunLoopPlan(ncclComm_t comm) {
-  const int loop_ms = EnvInt("COLLWATCH_TEST_LOOP_MS", 3000);
+  const int loop_ms = EnvInt(collwatch::Setting::kTestLoopMs, 3000);
   float value = 1.0f, sum = 0.0f;
   // Rank 0 decides when to stop and tells the others through the all-reduce itself.
   timespec start{}, now{};
@@ -294,8 +295,8 @@ int main(int argc, char** argv) {
   const int nproc = std::atoi(argv[1]);
   const std::string plan = argv[2];
   const std::string dir = argv[3];
-  g_rank = EnvInt("RANK", -1);
-  g_world = EnvInt("WORLD_SIZE", nproc);
+  g_rank = EnvInt(collwatch::Setting::kRank, -1);
+  g_world = EnvInt(collwatch::Setting::kWorldSize, nproc);
   if (g_rank < 0) return collwatch::programs::LaunchRanks(nproc, argv);
   return RunRank(plan, dir);
 }

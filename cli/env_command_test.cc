@@ -1,0 +1,95 @@
+// The settings table: docs/environment.md carries it exactly as `collwatch env --markdown`
+// prints it (COLLWATCH_UPDATE_GOLDEN=1 rewrites the docs' table), and `collwatch env`
+// shows the values in force.
+#include "cli/env_command.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "ring/settings.h"
+
+namespace collwatch {
+namespace {
+
+constexpr char kBegin[] = "<!-- settings table: collwatch env --markdown -->\n";
+constexpr char kEnd[] = "<!-- end of settings table -->\n";
+
+TEST(EnvCommand, EnvironmentDocCarriesTheTable) {
+  std::ifstream in(COLLWATCH_ENVIRONMENT_DOC);
+  ASSERT_TRUE(in.good()) << COLLWATCH_ENVIRONMENT_DOC;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string doc = buffer.str();
+  const size_t begin = doc.find(kBegin);
+  const size_t end = doc.find(kEnd);
+  ASSERT_NE(begin, std::string::npos) << "docs/environment.md lacks the line " << kBegin;
+  ASSERT_NE(end, std::string::npos) << "docs/environment.md lacks the line " << kEnd;
+  ASSERT_LT(begin, end);
+  const size_t table_begin = begin + std::string(kBegin).size();
+  const std::string table = SettingsMarkdownTable();
+  if (SettingIfSet(Setting::kUpdateGolden) != nullptr) {
+    doc.replace(table_begin, end - table_begin, table);
+    std::ofstream(COLLWATCH_ENVIRONMENT_DOC) << doc;
+    GTEST_SKIP() << "rewrote the table of " << COLLWATCH_ENVIRONMENT_DOC;
+  }
+  EXPECT_EQ(doc.substr(table_begin, end - table_begin), table)
+      << "docs/environment.md's table differs from ring/settings.h: run this test with COLLWATCH_UPDATE_GOLDEN=1";
+}
+
+TEST(EnvCommand, TableHasARowPerVariableAndNoCellBreaks) {
+  const std::string table = SettingsMarkdownTable();
+  size_t rows = 0;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    ++rows;
+    size_t cells = 0;
+    for (size_t i = 0; i < line.size(); ++i) cells += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    EXPECT_EQ(cells, 5u) << line;
+  }
+  EXPECT_EQ(rows, std::size(kSettings) + 2);
+  EXPECT_NE(table.find("| `COLLWATCH_RING_DIR` | `/dev/shm/collwatch-<uid>` |"), std::string::npos) << table;
+}
+
+TEST(EnvCommand, ShowsTheValueInForceOrTheDefault) {
+  setenv("COLLWATCH_RING_RECORDS", "4096", 1);
+  unsetenv("COLLWATCH_RING_LANES");
+  std::ostringstream out;
+  PrintSettings(out);
+  unsetenv("COLLWATCH_RING_RECORDS");
+  EXPECT_NE(out.str().find("COLLWATCH_RING_RECORDS=4096  [libcollwatch.so]\n"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("COLLWATCH_RING_LANES unset (default 4)  [libcollwatch.so]\n"), std::string::npos)
+      << out.str();
+}
+
+TEST(EnvCommand, RingFolderAndJobNameComeFromTheTable) {
+  char dir[256];
+  setenv("COLLWATCH_RING_DIR", "/tmp/rings-here", 1);
+  RingDirSetting(dir, sizeof dir);
+  EXPECT_STREQ(dir, "/tmp/rings-here");
+  setenv("COLLWATCH_RING_DIR", "", 1);  // empty: as unset
+  RingDirSetting(dir, sizeof dir);
+  EXPECT_EQ(std::string(dir), "/dev/shm/collwatch-" + std::to_string(getuid()));
+  unsetenv("COLLWATCH_RING_DIR");
+
+  unsetenv("COLLWATCH_JOB_ID");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  setenv("SLURM_JOB_ID", "slurm-7", 1);
+  EXPECT_STREQ(JobIdSetting(), "slurm-7");
+  setenv("TORCHELASTIC_RUN_ID", "elastic-3", 1);
+  EXPECT_STREQ(JobIdSetting(), "elastic-3");
+  setenv("COLLWATCH_JOB_ID", "mine", 1);
+  EXPECT_STREQ(JobIdSetting(), "mine");
+  unsetenv("COLLWATCH_JOB_ID");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("SLURM_JOB_ID");
+  EXPECT_STREQ(JobIdSetting(), "local");
+}
+
+}  // namespace
+}  // namespace collwatch

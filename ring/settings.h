@@ -1,0 +1,239 @@
+// Every environment variable collwatch reads, in one table: its name, default, who reads
+// it and what it means. Loading goes through SettingValue; `collwatch env` prints the
+// table with the values in force and writes the table of docs/environment.md (checked by
+// ctest). Header-only, no allocation, noexcept: the preload and the CPU NCCL backend
+// read it inside training jobs. Threading: reads the environment only.
+#ifndef COLLWATCH_RING_SETTINGS_H_
+#define COLLWATCH_RING_SETTINGS_H_
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+namespace collwatch {
+
+enum class Setting : unsigned char {
+  // libcollwatch.so, the interposer.
+  kDisable,
+  kRingDir,
+  kRingRecords,
+  kRingLanes,
+  kJobId,
+  kCompletion,
+  kClock,
+  kNvtx,
+  kVerbose,
+  kCollector,
+  kAgent,
+  kTokenFile,
+  kTlsCa,
+  // The `collwatch` command.
+  kPreload,
+  kCpuNcclLibrary,
+  // The CPU NCCL backend (libnccl.so.2 of cpu_nccl/).
+  kCpuNcclShmDir,
+  kCpuNcclSpin,
+  kCpuNcclCuda,
+  kCpuNcclLibcuda,
+  kCpuNcclIpc,
+  kCpuNcclTrace,
+  kCpuNcclMismatch,
+  kCpuNcclOneGpu,
+  kOriginalLocalRank,
+  // Set by launchers (torchrun, Slurm) and NVTX, read by collwatch.
+  kRank,
+  kLocalRank,
+  kWorldSize,
+  kTorchelasticRunId,
+  kSlurmJobId,
+  kMasterAddr,
+  kMasterPort,
+  kNvtxInjectionPath,
+  kLdPreload,
+  // collwatch's own programs, benchmarks and tests.
+  kTrainerLaunched,
+  kBenchDir,
+  kTestProcess,
+  kTestStepMs,
+  kTestLoopMs,
+  kNeverHurtsBaseline,
+  kScreenshotDir,
+  kUpdateGolden,
+};
+
+struct SettingInfo {
+  Setting setting;
+  const char* name;
+  // What the reader uses when the variable is unset or empty; "" where there is none or
+  // it is computed (`default_text` says how).
+  const char* default_value;
+  const char* default_text;  // the default as the docs show it
+  const char* read_by;
+  const char* meaning;
+};
+
+// In the order of Setting (SettingInfoOf checks it at compile time).
+inline constexpr SettingInfo kSettings[] = {
+    {Setting::kDisable, "COLLWATCH_DISABLE", "0", "`0`", "libcollwatch.so",
+     "`1`: forward every call without recording anything"},
+    {Setting::kRingDir, "COLLWATCH_RING_DIR", "", "`/dev/shm/collwatch-<uid>`",
+     "libcollwatch.so, collwatch agent",
+     "folder of the ring files (created 0700; files 0600). Used only if it is a directory of this user, not a "
+     "symlink, closed to others, in a parent others cannot swap it in; else one warning and nothing is "
+     "recorded (docs/security.md). `collwatch agent` ships the rings of this folder by default"},
+    {Setting::kRingRecords, "COLLWATCH_RING_RECORDS", "32768", "`32768`", "libcollwatch.so",
+     "records per lane (128 bytes each), rounded up to a power of two, 64 ... 1 Mi"},
+    {Setting::kRingLanes, "COLLWATCH_RING_LANES", "4", "`4`", "libcollwatch.so",
+     "lanes per ring, 2 ... 64: lane 0 is shared, each further lane belongs to one thread that calls NCCL "
+     "(the watcher thread takes one on GPUs)"},
+    {Setting::kJobId, "COLLWATCH_JOB_ID", "", "`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`, else `local`",
+     "libcollwatch.so, collwatch run",
+     "job name in ring file names (characters other than letters, digits, `-`, `_`, `.` become `_`). "
+     "`collwatch run` keeps it if set, else sets `run-<time>-<pid>`"},
+    {Setting::kCompletion, "COLLWATCH_COMPLETION", "auto", "`auto`", "libcollwatch.so",
+     "`auto`: track GPU completion with CUDA events where a CUDA driver is loaded; `off`: never"},
+    {Setting::kClock, "COLLWATCH_CLOCK", "auto", "`auto`", "libcollwatch.so",
+     "`auto`: record times come from the TSC where it is invariant (`constant_tsc` and `nonstop_tsc`), "
+     "calibrated against `CLOCK_MONOTONIC` every 100 ms and re-based when it jumps; `monotonic`: "
+     "`clock_gettime` for every timestamp (20-45 ns more per call)"},
+    {Setting::kNvtx, "COLLWATCH_NVTX", "on", "`on`", "libcollwatch.so",
+     "`off`: ignore NVTX ranges: the preload declines NVTX's injection request (read when NVTX asks, at the "
+     "program's first NVTX call), so records carry no region and the program's NVTX calls are no-ops. The "
+     "tests run labelled programs as unlabelled ones with it"},
+    {Setting::kVerbose, "COLLWATCH_VERBOSE", "0", "`0`", "libcollwatch.so",
+     "`1`: print the settings and the ring path once on stderr"},
+    {Setting::kCollector, "COLLWATCH_COLLECTOR", "", "unset", "libcollwatch.so",
+     "collector address: the first communicator init of a node starts `collwatch agent --collector ADDR "
+     "--ring-dir ... --job ... --idle-exit 30 --give-up-after 600`, unless an agent of this node and job runs "
+     "(it holds `flock` on `<ring dir>/agent.<job>.lock`, which also names its pid; its output goes to "
+     "`agent.<job>.log` there)"},
+    {Setting::kAgent, "COLLWATCH_AGENT", "", "beside `libcollwatch.so`, else `../cli/collwatch`, `../bin/collwatch`",
+     "libcollwatch.so", "the `collwatch` binary started as the agent"},
+    {Setting::kTokenFile, "COLLWATCH_TOKEN_FILE", "", "unset", "libcollwatch.so",
+     "file holding the collector's token: the agent started for `COLLWATCH_COLLECTOR` gets `--token-file` "
+     "with it"},
+    {Setting::kTlsCa, "COLLWATCH_TLS_CA", "", "unset", "libcollwatch.so",
+     "root certificates (PEM file): the agent started for `COLLWATCH_COLLECTOR` connects with TLS "
+     "(`--tls-ca`)"},
+    {Setting::kPreload, "COLLWATCH_PRELOAD", "",
+     "beside the `collwatch` binary (`../interposer/`, `../lib/`, its own folder)", "collwatch run",
+     "the `libcollwatch.so` that `collwatch run` preloads"},
+    {Setting::kCpuNcclLibrary, "COLLWATCH_CPU_NCCL", "",
+     "beside the `collwatch` binary (`../cpu_nccl/`, `../lib/collwatch-cpu-nccl/`)", "collwatch run --one-gpu",
+     "the CPU NCCL backend's `libnccl.so.2` that `--one-gpu` puts under the job"},
+    {Setting::kCpuNcclShmDir, "COLLWATCH_CPU_NCCL_SHM_DIR", "/dev/shm", "`/dev/shm`", "CPU NCCL backend",
+     "folder of the per-communicator shared-memory files (use a tmpfs); read when a communicator is created"},
+    {Setting::kCpuNcclSpin, "COLLWATCH_CPU_NCCL_SPIN", "64", "`64`", "CPU NCCL backend",
+     "polls of a blocked operation before it sleeps on its futex (0: sleep at once)"},
+    {Setting::kCpuNcclCuda, "COLLWATCH_CPU_NCCL_CUDA", "auto", "`auto`", "CPU NCCL backend",
+     "CUDA buffers: `auto` (if `libcuda.so.1` is already loaded), `on` (load it; fail clearly if impossible), "
+     "`off` (every buffer is host memory); read at each call that may touch CUDA"},
+    {Setting::kCpuNcclLibcuda, "COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "`libcuda.so.1`",
+     "CPU NCCL backend", "the CUDA driver library `on` loads"},
+    {Setting::kCpuNcclIpc, "COLLWATCH_CPU_NCCL_IPC", "0", "`0`", "CPU NCCL backend",
+     "`1` (experimental; hangs in an FSDP2 job): all-gathers and float32/bfloat16 sum reduce-scatters on CUDA "
+     "buffers move GPU to GPU through CUDA IPC (staged through host memory when a rank's buffer cannot be "
+     "shared); `0`: every CUDA buffer is staged through host memory"},
+    {Setting::kCpuNcclTrace, "COLLWATCH_CPU_NCCL_TRACE", "0", "`0`", "CPU NCCL backend",
+     "`1`: the CUDA mode logs each stream operation's enqueue, start and end (and the IPC path taken) to "
+     "stderr, and operations that wait longer than 5 s, with each task's stage"},
+    {Setting::kCpuNcclMismatch, "COLLWATCH_CPU_NCCL_MISMATCH", "hang", "`hang`", "CPU NCCL backend",
+     "a collective the ranks disagree on (op, count, dtype, reduce op, root): `hang` blocks every rank for "
+     "good; `complete` returns on every rank without moving data (outputs unspecified), as NCCL on GPUs often "
+     "runs one to completion on garbage (`collwatch run --one-gpu` sets it; not on the IPC path)"},
+    {Setting::kCpuNcclOneGpu, "COLLWATCH_CPU_NCCL_ONE_GPU", "", "unset", "CPU NCCL backend",
+     "`1` (`collwatch run --one-gpu` sets it): each rank sees `LOCAL_RANK=0`, the launcher's value kept in "
+     "`COLLWATCH_ORIGINAL_LOCAL_RANK`; read once, when the library is loaded"},
+    {Setting::kOriginalLocalRank, "COLLWATCH_ORIGINAL_LOCAL_RANK", "", "unset", "CPU NCCL backend",
+     "set by the backend in one-GPU mode: the `LOCAL_RANK` the launcher gave (kept if already set)"},
+    {Setting::kRank, "RANK", "", "unset", "libcollwatch.so, collwatch run",
+     "the process's global rank: copied into its ring's header; `collwatch run` reads it from its command's "
+     "processes (`/proc/PID/environ`) to find the ranks, including those that have not called NCCL yet"},
+    {Setting::kLocalRank, "LOCAL_RANK", "", "unset", "libcollwatch.so, CPU NCCL backend",
+     "the rank on its node: copied into the ring's header; the one-GPU view moves it aside"},
+    {Setting::kWorldSize, "WORLD_SIZE", "", "unset", "libcollwatch.so, collwatch run",
+     "the job's rank count: copied into the ring's header; read by `collwatch run` like `RANK`"},
+    {Setting::kTorchelasticRunId, "TORCHELASTIC_RUN_ID", "", "unset", "libcollwatch.so",
+     "torchrun's job id: the job name when `COLLWATCH_JOB_ID` is unset"},
+    {Setting::kSlurmJobId, "SLURM_JOB_ID", "", "unset", "libcollwatch.so",
+     "Slurm's job id: the job name when neither `COLLWATCH_JOB_ID` nor `TORCHELASTIC_RUN_ID` is set"},
+    {Setting::kMasterAddr, "MASTER_ADDR", "", "unset", "collwatch-trainer",
+     "the rendezvous host of a trainer started by torchrun (with `MASTER_PORT`)"},
+    {Setting::kMasterPort, "MASTER_PORT", "", "unset", "collwatch-trainer",
+     "the rendezvous port of a trainer started by torchrun; needed when `WORLD_SIZE` > 1 without `--nproc`"},
+    {Setting::kNvtxInjectionPath, "NVTX_INJECTION64_PATH", "", "unset", "NVTX",
+     "must name `libcollwatch.so` for records to carry NVTX regions (`collwatch run` sets it)"},
+    {Setting::kLdPreload, "LD_PRELOAD", "", "unset", "collwatch run",
+     "kept for the command `collwatch run` starts, after `libcollwatch.so`"},
+    {Setting::kTrainerLaunched, "COLLWATCH_TRAINER_LAUNCHED", "", "unset", "collwatch-trainer",
+     "set by `collwatch-trainer --nproc N` in the rank processes it starts (internal)"},
+    {Setting::kBenchDir, "COLLWATCH_BENCH_DIR", "", "`/dev/shm`", "interposer benchmark",
+     "parent folder of the benchmark's rings (to measure another file system)"},
+    {Setting::kTestProcess, "COLLWATCH_TEST_PROCESS", "", "unset", "tests/programs",
+     "set in the rank processes the test programs start (internal)"},
+    {Setting::kTestStepMs, "COLLWATCH_TEST_STEP_MS", "0", "`0`", "tests/programs",
+     "milliseconds between the steps of `nccl_multirank`"},
+    {Setting::kTestLoopMs, "COLLWATCH_TEST_LOOP_MS", "3000", "`3000`", "tests/programs",
+     "how long `nccl_ranks`'s all-reduce loop runs, in milliseconds"},
+    {Setting::kNeverHurtsBaseline, "COLLWATCH_NEVER_HURTS_BASELINE", "", "unset", "tests",
+     "folder where the never-hurts tests keep the job's unrecorded results (set by CMake)"},
+    {Setting::kScreenshotDir, "COLLWATCH_SCREENSHOT_DIR", "", "unset", "tests",
+     "keep the dashboard tests' captured screens there (docs/dashboard.md shows them)"},
+    {Setting::kUpdateGolden, "COLLWATCH_UPDATE_GOLDEN", "", "unset", "tests",
+     "`1`: the golden-report tests rewrite their expected reports instead of comparing"},
+};
+
+constexpr const SettingInfo& SettingInfoOf(Setting setting) noexcept {
+  return kSettings[static_cast<size_t>(setting)];
+}
+
+namespace settings_internal {
+constexpr bool TableInSettingOrder() {
+  for (size_t i = 0; i < sizeof kSettings / sizeof kSettings[0]; ++i) {
+    if (static_cast<size_t>(kSettings[i].setting) != i) return false;
+  }
+  return true;
+}
+static_assert(TableInSettingOrder(), "kSettings must list every Setting in its order");
+static_assert(sizeof kSettings / sizeof kSettings[0] == static_cast<size_t>(Setting::kUpdateGolden) + 1,
+              "every Setting needs its row in kSettings");
+}  // namespace settings_internal
+
+// The variable's value when set and not empty, else nullptr.
+inline const char* SettingIfSet(Setting setting) noexcept {
+  const char* value = std::getenv(SettingInfoOf(setting).name);
+  return value != nullptr && value[0] != '\0' ? value : nullptr;
+}
+
+// The variable's value when set and not empty, else the table's default ("" where none).
+inline const char* SettingValue(Setting setting) noexcept {
+  const char* value = SettingIfSet(setting);
+  return value != nullptr ? value : SettingInfoOf(setting).default_value;
+}
+
+// The ring folder: COLLWATCH_RING_DIR, else /dev/shm/collwatch-<uid>. The one place both
+// the writer (interposer) and the readers (agent, run) take it from.
+inline void RingDirSetting(char* out, size_t size) noexcept {
+  if (const char* dir = SettingIfSet(Setting::kRingDir)) {
+    std::snprintf(out, size, "%s", dir);
+  } else {
+    std::snprintf(out, size, "/dev/shm/collwatch-%u", static_cast<unsigned>(getuid()));
+  }
+}
+
+// The job's name as launchers give it: COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID,
+// else "local".
+inline const char* JobIdSetting() noexcept {
+  for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId, Setting::kSlurmJobId}) {
+    if (const char* value = SettingIfSet(setting)) return value;
+  }
+  return "local";
+}
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_RING_SETTINGS_H_
