@@ -1,0 +1,59 @@
+// The preload goes after anything already in LD_PRELOAD (a sanitizer runtime must come
+// first), and the CPU NCCL backend after the preload, so that the interposer finds it as
+// "the next" NCCL.
+#include "cli/run_environment.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "cli/files_beside.h"
+
+namespace collwatch {
+
+absl::StatusOr<std::string> FindPreload() {
+  return FindFileBesideThisBinary("COLLWATCH_PRELOAD",
+                                  {"../interposer/libcollwatch.so", "../lib/libcollwatch.so", "libcollwatch.so"},
+                                  "libcollwatch.so", "../interposer, ../lib and its own folder");
+}
+
+std::string SanitizedJobId(std::string_view requested) {
+  std::string safe(requested.substr(0, 63));
+  for (char& c : safe) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return safe;
+}
+
+std::string DefaultJobId() {
+  if (const char* job = std::getenv("COLLWATCH_JOB_ID"); job != nullptr && job[0] != '\0') {
+    return SanitizedJobId(job);
+  }
+  const time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return absl::StrCat("run-", stamp, "-", getpid());
+}
+
+std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs) {
+  std::map<std::string, std::string> environment;
+  std::string ld_preload = inputs.preload;
+  if (inputs.one_gpu.has_value()) {
+    ld_preload = absl::StrCat(inputs.preload, ":", inputs.one_gpu->cpu_nccl_path);
+    environment.insert(inputs.one_gpu->extra.begin(), inputs.one_gpu->extra.end());
+  }
+  if (!inputs.inherited_ld_preload.empty()) ld_preload = absl::StrCat(inputs.inherited_ld_preload, ":", ld_preload);
+  // insert, not assign: the one-GPU switches were there first, as they always were.
+  environment.insert({{"LD_PRELOAD", ld_preload},
+                      {"NVTX_INJECTION64_PATH", inputs.preload},
+                      {"COLLWATCH_RING_DIR", inputs.ring_dir},
+                      {"COLLWATCH_JOB_ID", inputs.job}});
+  return environment;
+}
+
+}  // namespace collwatch
