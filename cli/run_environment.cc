@@ -3,11 +3,14 @@
 // "the next" NCCL.
 #include "cli/run_environment.h"
 
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "cli/files_beside.h"
@@ -38,6 +41,16 @@ std::string DefaultJobId() {
   char stamp[32];
   strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
   return absl::StrCat("run-", stamp, "-", getpid());
+}
+
+absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir) {
+  if (!requested.empty()) return RingFolder{.path = requested, .owned = false};
+  char pattern[] = "/dev/shm/collwatch-run-XXXXXX";
+  std::string fallback = absl::StrCat(out_dir, "/.rings-XXXXXX");
+  const char* made = mkdtemp(pattern);
+  if (made == nullptr) made = mkdtemp(fallback.data());
+  if (made == nullptr) return absl::InternalError(absl::StrCat("cannot create a ring folder: ", std::strerror(errno)));
+  return RingFolder{.path = made, .owned = true};
 }
 
 std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs) {

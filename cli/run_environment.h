@@ -25,6 +25,16 @@ std::string SanitizedJobId(std::string_view requested);
 // COLLWATCH_JOB_ID sanitized when it is set, else "run-YYYYmmdd-HHMMSS-PID" (local time).
 std::string DefaultJobId();
 
+// Where the command's rings go.
+struct RingFolder {
+  std::string path;
+  bool owned = false;  // made for this run: removed after it once every record is shipped
+};
+
+// `requested` when given; else a new private folder (mode 0700) in /dev/shm, or in
+// `out_dir` when /dev/shm cannot have one. `out_dir` must exist.
+absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir);
+
 // What the command's environment gets from a run.
 struct CommandEnvironmentInputs {
   std::string preload;                       // libcollwatch.so

@@ -3,6 +3,7 @@
 #include "cli/stop_signals.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 namespace collwatch {
@@ -26,6 +27,12 @@ int WaitForStopSignal(double seconds) {
   const timespec timeout{whole_seconds, static_cast<long>((seconds - static_cast<double>(whole_seconds)) * 1e9)};
   const int signal = sigtimedwait(&set, nullptr, &timeout);
   return signal > 0 ? signal : 0;
+}
+
+int ForwardStopSignal(pid_t process_group, double seconds) {
+  const int signal = WaitForStopSignal(seconds);
+  if (signal != 0) kill(-process_group, signal);
+  return signal;
 }
 
 }  // namespace collwatch

@@ -5,6 +5,7 @@
 #define COLLWATCH_CLI_STOP_SIGNALS_H_
 
 #include <signal.h>
+#include <sys/types.h>
 
 namespace collwatch {
 
@@ -16,6 +17,11 @@ void BlockStopSignals();
 
 // Waits up to `seconds` for one of them; returns it, or 0 when none came.
 int WaitForStopSignal(double seconds);
+
+// Waits up to `seconds` for one of them and sends it on to every process of
+// `process_group` (Ctrl-C or a scheduler's SIGTERM is for the job, which collwatch then
+// waits out). Returns the signal forwarded, or 0 when none came.
+int ForwardStopSignal(pid_t process_group, double seconds);
 
 }  // namespace collwatch
 
