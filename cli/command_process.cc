@@ -1,5 +1,6 @@
 // fork + execvp with the group set on both sides of the fork (no race with the exec);
 // stopping polls every 100 ms so that a group that ends at once is not waited on.
+// Threading: see command_process.h.
 #include "cli/command_process.h"
 
 #include <fcntl.h>

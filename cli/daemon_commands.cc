@@ -1,5 +1,6 @@
 // The stop signals are blocked before the service starts its threads, then the main
-// thread waits for them (sigtimedwait), so gRPC threads never take them.
+// thread waits for them (sigtimedwait), so gRPC threads never take them. Threading: see
+// daemon_commands.h.
 #include "cli/daemon_commands.h"
 
 #include <iostream>

@@ -1,5 +1,6 @@
 // Everything that can be checked is checked before anything starts (the preload, the
 // one-GPU mode, the folders); a failure there is exit 2 with a sentence on stderr.
+// Threading: see run_command.h.
 #include "cli/run_command.h"
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
 // Redirection is done on file descriptors (dup/dup2), not on std::cerr's buffer, so that
-// messages written by any library through fd 2 are set aside too.
+// messages written by any library through fd 2 are set aside too. Threading: see
+// run_dashboard.h.
 #include "cli/run_dashboard.h"
 
 #include <fcntl.h>

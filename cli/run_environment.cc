@@ -1,6 +1,6 @@
 // The preload goes after anything already in LD_PRELOAD (a sanitizer runtime must come
 // first), and the CPU NCCL backend after the preload, so that the interposer finds it as
-// "the next" NCCL.
+// "the next" NCCL. Threading: see run_environment.h.
 #include "cli/run_environment.h"
 
 #include <stdlib.h>

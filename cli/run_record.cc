@@ -1,5 +1,5 @@
 // run.json as nlohmann::json (keys sorted on output); a rank's state is written by its
-// name (ProcessStateName), which trace_loader.cc parses back.
+// name (ProcessStateName), which trace_loader.cc parses back. Threading: see run_record.h.
 #include "cli/run_record.h"
 
 #include <fstream>

@@ -1,5 +1,6 @@
 // The secret is written before the collector listens, so that no moment exists in which
 // the collector runs without a token; the file is removed when the services go.
+// Threading: see run_services.h.
 #include "cli/run_services.h"
 
 #include <unistd.h>
@@ -18,7 +19,9 @@ absl::StatusOr<std::unique_ptr<RunServices>> RunServices::Start(const RunOptions
   services->token_ = options.token;
   if (services->address_.empty()) {
     services->token_ = RandomToken();
-    if (services->token_.empty()) return absl::UnavailableError("no secret for the embedded collector: getrandom failed");
+    if (services->token_.empty()) {
+      return absl::UnavailableError("no secret for the embedded collector: getrandom failed");
+    }
     services->token_file_ = absl::StrCat(options.out_dir, "/.collwatch-token");
     if (absl::Status written = WriteSecretFile(services->token_file_, services->token_); !written.ok()) {
       return absl::Status(written.code(), absl::StrCat("no secret for the embedded collector: ", written.message()));

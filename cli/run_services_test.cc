@@ -55,11 +55,13 @@ TEST_F(RunServicesTest, EmbeddedCollectorWithAFreshSecretInAnOwnerOnlyFile) {
 }
 
 TEST_F(RunServicesTest, EachRunHasItsOwnSecret) {
-  absl::StatusOr<std::unique_ptr<RunServices>> first = RunServices::Start(options_, "job-1", (out_ / "rings").string());
+  absl::StatusOr<std::unique_ptr<RunServices>> first =
+      RunServices::Start(options_, "job-1", (out_ / "rings").string());
   ASSERT_TRUE(first.ok()) << first.status();
   const std::string first_token = (*first)->token();
   first->reset();
-  absl::StatusOr<std::unique_ptr<RunServices>> second = RunServices::Start(options_, "job-1", (out_ / "rings").string());
+  absl::StatusOr<std::unique_ptr<RunServices>> second =
+      RunServices::Start(options_, "job-1", (out_ / "rings").string());
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_NE((*second)->token(), first_token);
 }

@@ -1,5 +1,5 @@
 // Formats a LiveSummary; the communicator id is printed in hex, as `dump` and the
-// dashboard print it.
+// dashboard print it. Threading: see run_status_line.h.
 #include "cli/run_status_line.h"
 
 #include "absl/strings/str_cat.h"

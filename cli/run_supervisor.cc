@@ -1,6 +1,7 @@
 // One poll loop of about 0.1 s: has the command ended, a key on the dashboard, a stop
 // signal to pass on, new findings, a process walk due (every 0.5 s), a status line due.
 // The stop signals are taken synchronously here (sigtimedwait), never by a handler.
+// Threading: see run_supervisor.h.
 #include "cli/run_supervisor.h"
 
 #include <signal.h>
@@ -189,7 +190,9 @@ int RunSupervisor::Finish() {
   ShowNewFindings(findings, /*clear_status_line=*/false);
   const bool healthy = WriteReport(findings);
   std::string verdict = findings.empty() ? "no findings" : absl::StrCat(findings.size(), " finding(s)");
-  if (findings.empty() && !healthy) verdict = "no findings, but the job is not healthy (how each rank ended is in the report)";
+  if (findings.empty() && !healthy) {
+    verdict = "no findings, but the job is not healthy (how each rank ended is in the report)";
+  }
   std::cerr << "collwatch run: " << verdict << "; report in " << options_.out_dir << "/report.txt\n";
   watcher_.reset();
   if (embedded_ != nullptr) embedded_->Shutdown();
@@ -244,7 +247,9 @@ bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings) 
   if (exit_code_ >= 0) info.command_exit_status = exit_code_;
   if (stopped_hung_job_) analyzer::NoteStoppedByCollwatch(&info);
   std::string error;
-  if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) std::cerr << "collwatch run: " << error << "\n";
+  if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {
+    std::cerr << "collwatch run: " << error << "\n";
+  }
   return analyzer::Healthy(findings, info);
 }
 

@@ -1,5 +1,5 @@
 // Secret files are opened with O_NOFOLLOW | O_EXCL after an unlink: a link planted in the
-// output folder cannot redirect the secret into another file.
+// output folder cannot redirect the secret into another file. Threading: see secrets.h.
 #include "cli/secrets.h"
 
 #include <fcntl.h>

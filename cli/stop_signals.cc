@@ -1,5 +1,6 @@
 // Blocks SIGINT/SIGTERM and waits for them synchronously: no signal handler runs, so the
 // commands react to a stop in their main loop, where it is safe to shut threads down.
+// Threading: see stop_signals.h.
 #include "cli/stop_signals.h"
 
 #include <pthread.h>
