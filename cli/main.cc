@@ -7,7 +7,9 @@
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
+#include "cli/run_command.h"
 #include "cli/schedule_commands.h"
+#include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
 
 int main(int argc, char** argv) {
@@ -139,7 +141,6 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  std::string error;
   if (dump->parsed()) {
     const auto format = dump_json ? collwatch::DumpFormat::kJsonLines : collwatch::DumpFormat::kText;
     const absl::Status status = collwatch::DumpTraces(dump_path, format, std::cout, std::cerr);
@@ -154,35 +155,39 @@ int main(int argc, char** argv) {
       collwatch::PrintSettings(std::cout);
     }
   } else if (collector->parsed()) {
-    if ((!token_file.empty() && !collwatch::ReadSecretFile(token_file, &collector_options.token, &error)) ||
-        (!tls_cert_file.empty() && !collwatch::ReadSecretFile(tls_cert_file, &collector_options.tls_cert_pem, &error)) ||
-        (!tls_key_file.empty() && !collwatch::ReadSecretFile(tls_key_file, &collector_options.tls_key_pem, &error))) {
-      std::cerr << "collwatch collector: " << error << "\n";
+    if (const absl::Status read = collwatch::ReadSecretFiles({{token_file, &collector_options.token},
+                                                              {tls_cert_file, &collector_options.tls_cert_pem},
+                                                              {tls_key_file, &collector_options.tls_key_pem}});
+        !read.ok()) {
+      std::cerr << "collwatch collector: " << read.message() << "\n";
       return 2;
     }
     collector_options.analyze = !no_analyze;
     return collwatch::RunCollectorCommand(collector_options);
   } else if (agent->parsed()) {
-    if ((!agent_token_file.empty() && !collwatch::ReadSecretFile(agent_token_file, &agent_options.token, &error)) ||
-        (!agent_ca_file.empty() && !collwatch::ReadSecretFile(agent_ca_file, &agent_options.tls_ca_pem, &error))) {
-      std::cerr << "collwatch agent: " << error << "\n";
+    if (const absl::Status read = collwatch::ReadSecretFiles({{agent_token_file, &agent_options.token},
+                                                              {agent_ca_file, &agent_options.tls_ca_pem}});
+        !read.ok()) {
+      std::cerr << "collwatch agent: " << read.message() << "\n";
       return 2;
     }
     return collwatch::RunAgentCommand(agent_options);
   } else if (analyze->parsed()) {
     return collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr);
   } else if (run->parsed()) {
-    if ((!run_token_file.empty() && !collwatch::ReadSecretFile(run_token_file, &run_options.token, &error)) ||
-        (!run_ca_file.empty() && !collwatch::ReadSecretFile(run_ca_file, &run_options.tls_ca_pem, &error))) {
-      std::cerr << "collwatch run: " << error << "\n";
+    if (const absl::Status read = collwatch::ReadSecretFiles({{run_token_file, &run_options.token},
+                                                              {run_ca_file, &run_options.tls_ca_pem}});
+        !read.ok()) {
+      std::cerr << "collwatch run: " << read.message() << "\n";
       return 2;
     }
     run_options.dashboard = !run_no_dashboard;
     return collwatch::RunJobCommand(run_options);
   } else if (top->parsed()) {
-    if ((!top_token_file.empty() && !collwatch::ReadSecretFile(top_token_file, &top_options.watch.token, &error)) ||
-        (!top_ca_file.empty() && !collwatch::ReadSecretFile(top_ca_file, &top_options.watch.tls_ca_pem, &error))) {
-      std::cerr << "collwatch top: " << error << "\n";
+    if (const absl::Status read = collwatch::ReadSecretFiles({{top_token_file, &top_options.watch.token},
+                                                              {top_ca_file, &top_options.watch.tls_ca_pem}});
+        !read.ok()) {
+      std::cerr << "collwatch top: " << read.message() << "\n";
       return 2;
     }
     return collwatch::dashboard::RunTop(top_options);

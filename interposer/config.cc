@@ -50,13 +50,7 @@ Config LoadConfig() noexcept {
   if (const char* value = SettingIfSet(Setting::kAgent)) CopyString(config.agent_path, sizeof config.agent_path, value);
   if (const char* value = SettingIfSet(Setting::kTokenFile)) CopyString(config.token_file, sizeof config.token_file, value);
   if (const char* value = SettingIfSet(Setting::kTlsCa)) CopyString(config.tls_ca, sizeof config.tls_ca, value);
-  CopyString(config.job, sizeof config.job, JobIdSetting());
-  // The job name becomes part of a file name: keep it to a safe alphabet.
-  for (char* c = config.job; *c != '\0'; ++c) {
-    bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                *c == '-' || *c == '_' || *c == '.';
-    if (!safe) *c = '_';
-  }
+  SafeJobName(JobIdSetting(), config.job, sizeof config.job);
   if (config.verbose) {
     for (const SettingInfo& info : kSettings) {
       if (std::strstr(info.read_by, "libcollwatch.so") == nullptr) continue;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ring/ring_format.h"
 #include "ring/settings.h"
 
 namespace collwatch {
@@ -19,7 +20,7 @@ struct Config {
   uint64_t ring_records = 1u << 15;  // per lane
   uint32_t ring_lanes = 4;
   char ring_dir[256] = {};
-  char job[64] = {};
+  char job[ring::kJobBytes] = {};
   char collector[256] = {};   // COLLWATCH_COLLECTOR: spawn an agent for it
   char agent_path[512] = {};  // COLLWATCH_AGENT
   char token_file[512] = {};  // COLLWATCH_TOKEN_FILE: for the spawned agent

@@ -226,12 +226,23 @@ inline void RingDirSetting(char* out, size_t size) noexcept {
 }
 
 // The job's name as launchers give it: COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID,
-// else "local".
+// else "local" (raw: SafeJobName makes it a ring file name's part).
 inline const char* JobIdSetting() noexcept {
   for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId, Setting::kSlurmJobId}) {
     if (const char* value = SettingIfSet(setting)) return value;
   }
   return "local";
+}
+
+// `requested` as ring file names carry a job: cut to fit `size` (ring::kJobBytes in the
+// ring header), every byte but letters, digits, '-', '_' and '.' made '_'.
+inline void SafeJobName(const char* requested, char* out, size_t size) noexcept {
+  std::snprintf(out, size, "%s", requested);
+  for (char* c = out; *c != '\0'; ++c) {
+    const bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      *c == '-' || *c == '_' || *c == '.';
+    if (!safe) *c = '_';
+  }
 }
 
 }  // namespace collwatch

@@ -1,0 +1,72 @@
+// Everything that can be checked is checked before anything starts (the preload, the
+// one-GPU mode, the folders); a failure there is exit 2 with a sentence on stderr.
+// Threading: see run_command.h.
+#include "cli/run_command.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cli/one_gpu_mode.h"
+#include "cli/run_environment.h"
+#include "cli/run_services.h"
+#include "cli/run_supervisor.h"
+#include "cli/stop_signals.h"
+#include "ring/settings.h"
+
+namespace collwatch {
+
+int RunJobCommand(const RunOptions& options) {
+  if (options.command.empty()) {
+    std::cerr << "collwatch run: no command given (collwatch run [options] -- CMD ...)\n";
+    return 2;
+  }
+  CommandEnvironmentInputs inputs;
+  if (absl::StatusOr<std::string> preload = FindPreload(); preload.ok()) {
+    inputs.preload = *std::move(preload);
+  } else {
+    std::cerr << "collwatch run: " << preload.status().message() << "\n";
+    return 2;
+  }
+  if (options.one_gpu) {
+    // Checked before anything starts: a job put on a GPU it cannot have fails late and unclearly.
+    absl::StatusOr<OneGpuEnvironment> one_gpu = PrepareOneGpuMode();
+    if (!one_gpu.ok()) {
+      std::cerr << "collwatch run: " << one_gpu.status().message() << "\n";
+      return 2;
+    }
+    inputs.one_gpu = *std::move(one_gpu);
+  }
+  std::error_code fs_error;
+  std::filesystem::create_directories(options.out_dir, fs_error);
+  if (fs_error) {
+    std::cerr << "collwatch run: cannot create " << options.out_dir << ": " << fs_error.message() << "\n";
+    return 2;
+  }
+  inputs.job = DefaultJobId();
+  absl::StatusOr<RingFolder> rings = RingFolderForRun(options.ring_dir, options.out_dir);
+  if (!rings.ok()) {
+    std::cerr << "collwatch run: " << rings.status().message() << "\n";
+    return 2;
+  }
+  inputs.ring_dir = rings->path;
+
+  // Before the services start their threads: they inherit the block, so the stop signals
+  // reach the supervising thread alone.
+  BlockStopSignals();
+  absl::StatusOr<std::unique_ptr<RunServices>> services = RunServices::Start(options, inputs.job, inputs.ring_dir);
+  if (!services.ok()) {
+    std::cerr << "collwatch run: " << services.status().message() << "\n";
+    return 2;
+  }
+  if (const char* existing = SettingIfSet(Setting::kLdPreload)) inputs.inherited_ld_preload = existing;
+  RunSupervisor supervisor(options, inputs.job, *std::move(rings), **services);
+  return supervisor.Run(CommandEnvironment(inputs));
+}
+
+}  // namespace collwatch

@@ -1,0 +1,70 @@
+// The preload goes after anything already in LD_PRELOAD (a sanitizer runtime must come
+// first), and the CPU NCCL backend after the preload, so that the interposer finds it as
+// "the next" NCCL. Threading: see run_environment.h.
+#include "cli/run_environment.h"
+
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "cli/files_beside.h"
+#include "ring/ring_format.h"
+#include "ring/settings.h"
+
+namespace collwatch {
+
+absl::StatusOr<std::string> FindPreload() {
+  return FindFileBesideThisBinary(Setting::kPreload,
+                                  {"../interposer/libcollwatch.so", "../lib/libcollwatch.so", "libcollwatch.so"},
+                                  "libcollwatch.so", "../interposer, ../lib and its own folder");
+}
+
+std::string SanitizedJobId(std::string_view requested) {
+  char safe[ring::kJobBytes];
+  SafeJobName(std::string(requested).c_str(), safe, sizeof safe);
+  return safe;
+}
+
+std::string DefaultJobId() {
+  if (const char* job = SettingIfSet(Setting::kJobId)) return SanitizedJobId(job);
+  const time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return absl::StrCat("run-", stamp, "-", getpid());
+}
+
+absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir) {
+  if (!requested.empty()) return RingFolder{.path = requested, .owned = false};
+  char pattern[] = "/dev/shm/collwatch-run-XXXXXX";
+  std::string fallback = absl::StrCat(out_dir, "/.rings-XXXXXX");
+  const char* made = mkdtemp(pattern);
+  if (made == nullptr) made = mkdtemp(fallback.data());
+  if (made == nullptr) return absl::InternalError(absl::StrCat("cannot create a ring folder: ", std::strerror(errno)));
+  return RingFolder{.path = made, .owned = true};
+}
+
+std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs) {
+  std::map<std::string, std::string> environment;
+  std::string ld_preload = inputs.preload;
+  if (inputs.one_gpu.has_value()) {
+    ld_preload = absl::StrCat(inputs.preload, ":", inputs.one_gpu->cpu_nccl_path);
+    environment.insert(inputs.one_gpu->extra.begin(), inputs.one_gpu->extra.end());
+  }
+  if (!inputs.inherited_ld_preload.empty()) ld_preload = absl::StrCat(inputs.inherited_ld_preload, ":", ld_preload);
+  // insert, not assign: the one-GPU switches were there first, as they always were.
+  environment.insert({{SettingInfoOf(Setting::kLdPreload).name, ld_preload},
+                      {SettingInfoOf(Setting::kNvtxInjectionPath).name, inputs.preload},
+                      {SettingInfoOf(Setting::kRingDir).name, inputs.ring_dir},
+                      {SettingInfoOf(Setting::kJobId).name, inputs.job}});
+  return environment;
+}
+
+}  // namespace collwatch

@@ -1,0 +1,55 @@
+// What `collwatch run` hands its command: the preload (found beside this binary), the job
+// id its rings carry, and the environment that turns recording on there (with --one-gpu,
+// the CPU NCCL backend too). Threading: any thread.
+#ifndef COLLWATCH_CLI_RUN_ENVIRONMENT_H_
+#define COLLWATCH_CLI_RUN_ENVIRONMENT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "cli/one_gpu_mode.h"
+
+namespace collwatch {
+
+// libcollwatch.so: COLLWATCH_PRELOAD, else as built (../interposer) or installed (../lib,
+// or this binary's own folder).
+absl::StatusOr<std::string> FindPreload();
+
+// `requested` in the alphabet and length the interposer writes into ring headers: at
+// most 63 characters, each one not alphanumeric nor '-', '_' or '.' turned into '_'.
+std::string SanitizedJobId(std::string_view requested);
+
+// COLLWATCH_JOB_ID sanitized when it is set, else "run-YYYYmmdd-HHMMSS-PID" (local time).
+std::string DefaultJobId();
+
+// Where the command's rings go.
+struct RingFolder {
+  std::string path;
+  bool owned = false;  // made for this run: removed after it once every record is shipped
+};
+
+// `requested` when given; else a new private folder (mode 0700) in /dev/shm, or in
+// `out_dir` when /dev/shm cannot have one. `out_dir` must exist.
+absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir);
+
+// What the command's environment gets from a run.
+struct CommandEnvironmentInputs {
+  std::string preload;                       // libcollwatch.so
+  std::optional<OneGpuEnvironment> one_gpu;  // set with --one-gpu
+  std::string inherited_ld_preload;          // LD_PRELOAD as collwatch run found it
+  std::string ring_dir;
+  std::string job;
+};
+
+// The variables set for the command: LD_PRELOAD (what was preloaded already, then the
+// preload, then with --one-gpu the CPU NCCL backend), NVTX_INJECTION64_PATH (the preload
+// is also the NVTX injection library), COLLWATCH_RING_DIR, COLLWATCH_JOB_ID, and the one-GPU
+// mode's own switches.
+std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_RUN_ENVIRONMENT_H_

@@ -1,0 +1,126 @@
+// What the command is given: LD_PRELOAD composed in the one order that works (what was
+// preloaded already, the preload, the CPU NCCL backend), the NVTX injection, the ring
+// folder and job id; the job id in the interposer's alphabet; the preload found through
+// COLLWATCH_PRELOAD; a private ring folder made when none is asked for.
+#include "cli/run_environment.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace collwatch {
+namespace {
+
+CommandEnvironmentInputs Inputs() {
+  CommandEnvironmentInputs inputs;
+  inputs.preload = "/opt/collwatch/lib/libcollwatch.so";
+  inputs.ring_dir = "/dev/shm/collwatch-run-abc";
+  inputs.job = "job-1";
+  return inputs;
+}
+
+TEST(CommandEnvironment, PreloadRingFolderJobAndNvtxInjection) {
+  const std::map<std::string, std::string> environment = CommandEnvironment(Inputs());
+  EXPECT_EQ(environment, (std::map<std::string, std::string>{
+                             {"LD_PRELOAD", "/opt/collwatch/lib/libcollwatch.so"},
+                             {"NVTX_INJECTION64_PATH", "/opt/collwatch/lib/libcollwatch.so"},
+                             {"COLLWATCH_RING_DIR", "/dev/shm/collwatch-run-abc"},
+                             {"COLLWATCH_JOB_ID", "job-1"},
+                         }));
+}
+
+TEST(CommandEnvironment, WhatWasPreloadedAlreadyComesFirst) {
+  // A sanitizer runtime must stay first in LD_PRELOAD.
+  CommandEnvironmentInputs inputs = Inputs();
+  inputs.inherited_ld_preload = "/usr/lib/libasan.so.8:/opt/other.so";
+  EXPECT_EQ(CommandEnvironment(inputs).at("LD_PRELOAD"),
+            "/usr/lib/libasan.so.8:/opt/other.so:/opt/collwatch/lib/libcollwatch.so");
+  EXPECT_EQ(CommandEnvironment(inputs).at("NVTX_INJECTION64_PATH"), "/opt/collwatch/lib/libcollwatch.so");
+}
+
+TEST(CommandEnvironment, OneGpuModePutsTheCpuNcclAfterThePreloadAndAddsItsSwitches) {
+  CommandEnvironmentInputs inputs = Inputs();
+  inputs.inherited_ld_preload = "/first.so";
+  inputs.one_gpu = OneGpuEnvironment{.cpu_nccl_path = "/opt/collwatch/lib/collwatch-cpu-nccl/libnccl.so.2",
+                                     .extra = {{"COLLWATCH_CPU_NCCL_CUDA", "1"}, {"COLLWATCH_ONE_GPU", "1"}}};
+  const std::map<std::string, std::string> environment = CommandEnvironment(inputs);
+  // The interposer finds the backend as "the next" NCCL; the job's own is never loaded.
+  EXPECT_EQ(environment.at("LD_PRELOAD"),
+            "/first.so:/opt/collwatch/lib/libcollwatch.so:/opt/collwatch/lib/collwatch-cpu-nccl/libnccl.so.2");
+  EXPECT_EQ(environment.at("COLLWATCH_CPU_NCCL_CUDA"), "1");
+  EXPECT_EQ(environment.at("COLLWATCH_ONE_GPU"), "1");
+  EXPECT_EQ(environment.at("COLLWATCH_RING_DIR"), "/dev/shm/collwatch-run-abc");
+  EXPECT_EQ(environment.at("COLLWATCH_JOB_ID"), "job-1");
+  EXPECT_EQ(environment.size(), 6u);
+}
+
+TEST(SanitizedJobId, KeepsTheInterposersAlphabetAndLength) {
+  EXPECT_EQ(SanitizedJobId("train-7_a.b"), "train-7_a.b");
+  EXPECT_EQ(SanitizedJobId("my job/7:x"), "my_job_7_x");
+  EXPECT_EQ(SanitizedJobId("caf\xc3\xa9"), "caf__");
+  EXPECT_EQ(SanitizedJobId(std::string(100, 'j')), std::string(63, 'j'));
+  EXPECT_EQ(SanitizedJobId(""), "");
+}
+
+TEST(DefaultJobId, TheVariableSanitizedElseATimeStampAndThisPid) {
+  setenv("COLLWATCH_JOB_ID", "nightly run/3", 1);
+  EXPECT_EQ(DefaultJobId(), "nightly_run_3");
+  setenv("COLLWATCH_JOB_ID", "", 1);  // empty: as if unset
+  const std::regex stamped("run-[0-9]{8}-[0-9]{6}-" + std::to_string(getpid()));
+  EXPECT_TRUE(std::regex_match(DefaultJobId(), stamped)) << DefaultJobId();
+  unsetenv("COLLWATCH_JOB_ID");
+  EXPECT_TRUE(std::regex_match(DefaultJobId(), stamped)) << DefaultJobId();
+}
+
+TEST(FindPreload, TheVariableWinsWhenItsFileCanBeRead) {
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / "libcollwatch-test.so").string();
+  std::ofstream(path) << "not really a library";
+  setenv("COLLWATCH_PRELOAD", path.c_str(), 1);
+  EXPECT_EQ(FindPreload().value(), path);
+  std::filesystem::remove(path);
+  const absl::StatusOr<std::string> missing = FindPreload();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("COLLWATCH_PRELOAD=" + path), std::string::npos)
+      << missing.status().message();
+  unsetenv("COLLWATCH_PRELOAD");
+}
+
+TEST(FindPreload, BesideThisBinarysBuildTree) {
+  unsetenv("COLLWATCH_PRELOAD");
+  // This test runs from build/cli; the preload was built in build/interposer.
+  const absl::StatusOr<std::string> found = FindPreload();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(std::filesystem::path(*found).filename(), "libcollwatch.so");
+  EXPECT_TRUE(std::filesystem::equivalent(*found, COLLWATCH_TEST_PRELOAD));
+}
+
+TEST(RingFolderForRun, TheAskedFolderIsKept) {
+  const absl::StatusOr<RingFolder> rings = RingFolderForRun("/some/rings", "/unused");
+  ASSERT_TRUE(rings.ok());
+  EXPECT_EQ(rings->path, "/some/rings");
+  EXPECT_FALSE(rings->owned);
+}
+
+TEST(RingFolderForRun, ElseAPrivateNewFolderOwnedByTheRun) {
+  const absl::StatusOr<RingFolder> first = RingFolderForRun("", ::testing::TempDir());
+  const absl::StatusOr<RingFolder> second = RingFolderForRun("", ::testing::TempDir());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(first->owned);
+  EXPECT_NE(first->path, second->path);
+  struct stat info {};
+  ASSERT_EQ(stat(first->path.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISDIR(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0700u);  // other users cannot read or plant rings
+  std::filesystem::remove(first->path);
+  std::filesystem::remove(second->path);
+}
+
+}  // namespace
+}  // namespace collwatch

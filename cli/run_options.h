@@ -1,0 +1,34 @@
+// What `collwatch run` is asked to do (its flags, parsed by main.cc) and the exit status it
+// returns when it stopped a hung job. Threading: plain data.
+#ifndef COLLWATCH_CLI_RUN_OPTIONS_H_
+#define COLLWATCH_CLI_RUN_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+namespace collwatch {
+
+struct RunOptions {
+  std::vector<std::string> command;  // CMD and its arguments
+  std::string out_dir = "collwatch-out";
+  std::string collector;   // an external collector; empty: embedded one on loopback
+  std::string ring_dir;    // keep rings here; empty: a private temporary folder, removed after
+  std::string token;       // for an external collector
+  std::string tls_ca_pem;  // root certificates of an external TLS collector
+  double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
+  bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
+  bool one_gpu = false;       // every rank on one GPU through the CPU NCCL backend (one_gpu_mode.h)
+  double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long
+  double drain_timeout_s = 30;
+  double status_interval_s = 1;
+  // On a terminal, show the dashboard (collwatch top) while the job runs; the job's
+  // output then goes to DIR/job.log.
+  bool dashboard = true;
+};
+
+// `collwatch run`'s exit status when it stopped a hung job (--kill-on-hang).
+inline constexpr int kExitStoppedHungJob = 3;
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_RUN_OPTIONS_H_

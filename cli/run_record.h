@@ -1,0 +1,49 @@
+// run.json: what `collwatch run` writes beside its traces about the run itself (the job
+// id, the command and how it ended, what the agent shipped, the options that change the
+// analysis, the rank processes it saw). `collwatch analyze` reads it back (trace_loader).
+// Threading: any thread.
+#ifndef COLLWATCH_CLI_RUN_RECORD_H_
+#define COLLWATCH_CLI_RUN_RECORD_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/job_processes.h"
+#include "nlohmann/json.hpp"
+
+namespace collwatch {
+
+struct RunRecord {
+  std::string job;
+  std::vector<std::string> command;
+  int exit_status = -1;        // the command's, as a shell shows it (128 + signal)
+  std::string collector;       // the address the agent shipped to
+  std::string traces;          // OUT/JOB
+  int rings = 0;               // the agent's counts
+  uint64_t events = 0;
+  uint64_t lost = 0;           // overwritten in the rings before they were read
+  bool drained = false;        // every record reached the collector
+  double stall_after_s = 0;    // --stall-after (0: the analyzer's default)
+  bool kill_on_hang = false;
+  bool one_gpu = false;
+  bool stopped_hung_job = false;
+  int64_t stopped_at_ns = 0;   // CLOCK_REALTIME of the stop (0: no stop)
+  // The ranks seen in the command's process tree and the last look at each (after a
+  // stop, the look before it).
+  std::map<pid_t, RankProcess> rank_processes;
+};
+
+// The record as run.json's object; the keys are those trace_loader.cc reads.
+nlohmann::json RunRecordJson(const RunRecord& record);
+
+// Writes it, indented, to OUT_DIR/run.json.
+absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_RUN_RECORD_H_

@@ -1,0 +1,256 @@
+// One poll loop of about 0.1 s: has the command ended, a key on the dashboard, a stop
+// signal to pass on, new findings, a process walk due (every 0.5 s), a status line due.
+// The stop signals are taken synchronously here (sigtimedwait), never by a handler.
+// Threading: see run_supervisor.h.
+#include "cli/run_supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "analyzer/report.h"
+#include "cli/command_process.h"
+#include "cli/run_record.h"
+#include "cli/run_status_line.h"
+#include "cli/stop_signals.h"
+#include "ring/clocks.h"
+
+namespace collwatch {
+namespace {
+
+constexpr uint64_t kProcessWalkIntervalNs = 500'000'000;
+constexpr size_t kJobLogTailLines = 10;
+
+}  // namespace
+
+RunSupervisor::RunSupervisor(const RunOptions& options, std::string job, RingFolder rings, RunServices& services)
+    : options_(options),
+      job_(std::move(job)),
+      rings_(std::move(rings)),
+      services_(services),
+      embedded_(services.embedded()),
+      tty_(isatty(STDERR_FILENO) != 0),
+      job_log_(absl::StrCat(options.out_dir, "/job.log")) {}
+
+int RunSupervisor::Run(const std::map<std::string, std::string>& environment) {
+  if (!StartJob(environment)) return 2;
+  WatchJob();
+  return Finish();
+}
+
+bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environment) {
+  // The dashboard needs the terminal to itself: the job's output goes to a log.
+  show_dashboard_ = options_.dashboard && isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
+  int job_log_fd = -1;
+  if (show_dashboard_) {
+    job_log_fd = OpenJobLog(job_log_);
+    if (job_log_fd < 0) {
+      std::cerr << "collwatch run: cannot write " << job_log_ << ": " << std::strerror(errno) << "\n";
+      return false;
+    }
+  }
+  command_ = StartCommand(options_.command, environment, job_log_fd);
+  if (job_log_fd >= 0) close(job_log_fd);
+  if (command_ < 0) {
+    std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
+    return false;
+  }
+  // The job has its own process group (to stop it whole); on a terminal it becomes the
+  // foreground group, as a shell would make it, so it may read the terminal (pdb) and
+  // gets Ctrl-C itself.
+  terminal_job_ = !show_dashboard_ && isatty(STDIN_FILENO) != 0 && tcgetpgrp(STDIN_FILENO) == getpgrp();
+  if (terminal_job_) {
+    signal(SIGTTOU, SIG_IGN);  // we keep writing status lines from the background
+    tcsetpgrp(STDIN_FILENO, command_);
+  }
+  job_processes_ = std::make_unique<JobProcessTree>(command_);
+  return true;
+}
+
+void RunSupervisor::WatchJob() {
+  const double print_every_s = tty_ ? options_.status_interval_s : 10 * options_.status_interval_s;
+  uint64_t last_print_ns = MonotonicClockNs();
+  // Findings come from the embedded collector, or from the external one's Watch stream
+  // (which also feeds the dashboard).
+  if (embedded_ == nullptr || show_dashboard_) {
+    watcher_ = std::make_unique<ClusterWatcher>(ClusterWatcherOptions{
+        .address = services_.address(), .token = services_.token(), .tls_ca_pem = options_.tls_ca_pem, .job = job_});
+  }
+  if (show_dashboard_) {
+    std::string error;
+    dashboard_ = RunDashboard::Open(absl::StrCat(options_.out_dir, "/.collwatch-messages"), &error);
+    if (dashboard_ == nullptr) std::cerr << "collwatch run: no dashboard: " << error << "\n";
+  } else if (embedded_ != nullptr) {
+    std::cerr << "collwatch run: live dashboard: collwatch top --collector " << services_.address()
+              << " --token-file " << services_.token_file() << "\n";
+  }
+  while (true) {
+    if (const std::optional<int> ended = ExitStatusIfEnded(command_); ended.has_value()) {
+      exit_code_ = *ended;
+      return;
+    }
+    if (dashboard_ != nullptr && !dashboard_->Refresh(*watcher_, services_.address(), 0.1)) {
+      CloseDashboard();
+      std::cerr << "collwatch run: dashboard closed; the job goes on (its output: " << job_log_ << ")\n";
+    }
+    // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
+    ForwardStopSignal(command_, dashboard_ != nullptr ? 0 : 0.1);
+    // Each finding the moment it appears (on the dashboard while it is up).
+    const std::vector<analyzer::Finding> findings = CurrentFindings();
+    if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);
+    if (options_.kill_on_hang && !findings.empty()) {
+      StopHungJob(findings);
+      return;
+    }
+    const uint64_t now_ns = MonotonicClockNs();
+    if (now_ns - last_walk_ns_ >= kProcessWalkIntervalNs) ObserveJobProcesses();
+    if (embedded_ != nullptr && dashboard_ == nullptr &&
+        static_cast<double>(now_ns - last_print_ns) / 1e9 >= print_every_s) {
+      const std::string line = RunStatusLine(embedded_->service().live_state().Summary());
+      if (tty_) {
+        std::cerr << "\r\033[K" << line << std::flush;
+      } else {
+        std::cerr << line << "\n";
+      }
+      last_print_ns = now_ns;
+    }
+  }
+}
+
+void RunSupervisor::StopHungJob(const std::vector<analyzer::Finding>& findings) {
+  CloseDashboard();  // the terminal is needed for what follows
+  // What follows is collwatch's doing, not the job's: analyse no more.
+  if (embedded_ != nullptr) embedded_->service().online_analyzer().Freeze();
+  findings_at_stop_ = findings;
+  WriteReport(findings);
+  std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options_.out_dir
+            << "/report.txt)\n";
+  stopped_at_ns_ = static_cast<int64_t>(RealtimeNs());
+  services_.agent().NoteJobStopping();
+  exit_code_ = StopCommandGroup(command_, options_.kill_grace_s);
+  stopped_hung_job_ = true;
+}
+
+int RunSupervisor::Finish() {
+  CloseDashboard();
+  if (terminal_job_) tcsetpgrp(STDIN_FILENO, getpgrp());
+  Agent& agent = services_.agent();
+  const bool drained = agent.Drain(options_.drain_timeout_s);
+  // The job is over: ranks that never made a ring are seen gone.
+  ObserveJobProcesses();
+  const AgentStats stats = agent.Stats();
+  agent.Stop();
+  if (tty_) std::cerr << "\r\033[K";
+  if (show_dashboard_) PrintJobLogTail(job_log_, kJobLogTailLines, std::cerr);
+  // After a stop on purpose every rank reads as lost; the report says how each ended.
+  if (embedded_ != nullptr && !stopped_hung_job_) {
+    std::cerr << RunStatusLine(embedded_->service().live_state().Summary()) << "\n";
+  }
+  if (!drained) {
+    std::cerr << "collwatch run: not every record reached the collector within " << options_.drain_timeout_s
+              << " s; the rings stay in " << rings_.path << " (collwatch dump)\n";
+  }
+  if (stats.lost > 0) {
+    std::cerr << "collwatch run: " << stats.lost << " records were overwritten in the rings before they were read\n";
+  }
+  const RunRecord record{.job = job_,
+                         .command = options_.command,
+                         .exit_status = exit_code_,
+                         .collector = services_.address(),
+                         .traces = absl::StrCat(options_.out_dir, "/", job_),
+                         .rings = stats.rings,
+                         .events = stats.events_read,
+                         .lost = stats.lost,
+                         .drained = drained,
+                         .stall_after_s = options_.stall_after_s,
+                         .kill_on_hang = options_.kill_on_hang,
+                         .one_gpu = options_.one_gpu,
+                         .stopped_hung_job = stopped_hung_job_,
+                         .stopped_at_ns = stopped_at_ns_,
+                         .rank_processes = ranks_seen_};
+  if (const absl::Status written = WriteRunRecord(options_.out_dir, record); !written.ok()) {
+    std::cerr << "collwatch run: " << written.message() << "\n";
+  }
+  if (embedded_ != nullptr) {
+    CollectorService& service = embedded_->service();
+    if (!stopped_hung_job_) {
+      // Everything is in: the last look needs no grace for ranks that will never report.
+      service.online_analyzer().Tick(static_cast<int64_t>(RealtimeNs()), /*final_pass=*/true);
+    }
+    service.StopAnalysis();
+  }
+  const std::vector<analyzer::Finding> findings = stopped_hung_job_ ? findings_at_stop_ : CurrentFindings();
+  ShowNewFindings(findings, /*clear_status_line=*/false);
+  const bool healthy = WriteReport(findings);
+  std::string verdict = findings.empty() ? "no findings" : absl::StrCat(findings.size(), " finding(s)");
+  if (findings.empty() && !healthy) {
+    verdict = "no findings, but the job is not healthy (how each rank ended is in the report)";
+  }
+  std::cerr << "collwatch run: " << verdict << "; report in " << options_.out_dir << "/report.txt\n";
+  watcher_.reset();
+  if (embedded_ != nullptr) embedded_->Shutdown();
+  if (rings_.owned && drained) {
+    std::error_code ignored;
+    std::filesystem::remove_all(rings_.path, ignored);
+  }
+  std::cerr << "collwatch run: traces in "
+            << (embedded_ != nullptr ? absl::StrCat(options_.out_dir, "/", job_)
+                                     : absl::StrCat("the collector at ", services_.address()))
+            << "; command exited with " << exit_code_ << "\n";
+  if (stopped_hung_job_) {
+    std::cerr << "collwatch run: the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob << "\n";
+    return kExitStoppedHungJob;
+  }
+  return exit_code_;
+}
+
+void RunSupervisor::ShowNewFindings(const std::vector<analyzer::Finding>& findings, bool clear_status_line) {
+  for (; findings_shown_ < findings.size(); ++findings_shown_) {
+    if (clear_status_line) std::cerr << "\r\033[K";
+    std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown_]) << "\n";
+  }
+}
+
+std::vector<analyzer::Finding> RunSupervisor::CurrentFindings() {
+  return embedded_ != nullptr ? embedded_->service().online_analyzer().Findings() : watcher_->Findings();
+}
+
+// Each rank's latest look goes to run.json, for `collwatch analyze`: once collwatch stopped
+// a hung job, the look before the stop (analysis is as of then). A rank that has made no
+// NCCL call has no ring for the agent, but can be stopped or gone: the embedded
+// collector's analysis hears of it here (an external collector takes rings only).
+void RunSupervisor::ObserveJobProcesses() {
+  for (const RankProcess& rank : job_processes_->Walk(static_cast<int64_t>(RealtimeNs()))) {
+    if (stopped_hung_job_) {
+      ranks_seen_.try_emplace(rank.info.pid, rank);
+    } else {
+      ranks_seen_[rank.info.pid] = rank;
+    }
+    if (embedded_ != nullptr) embedded_->service().online_analyzer().ObserveProcess(rank.info, rank.sample);
+  }
+  last_walk_ns_ = MonotonicClockNs();
+}
+
+bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings) {
+  analyzer::ReportInfo info;
+  if (embedded_ != nullptr) info = embedded_->service().online_analyzer().Info(job_);
+  info.job = job_;
+  info.online = true;
+  info.source = embedded_ != nullptr ? options_.out_dir : absl::StrCat("collector ", services_.address());
+  if (exit_code_ >= 0) info.command_exit_status = exit_code_;
+  if (stopped_hung_job_) analyzer::NoteStoppedByCollwatch(&info);
+  std::string error;
+  if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {
+    std::cerr << "collwatch run: " << error << "\n";
+  }
+  return analyzer::Healthy(findings, info);
+}
+
+}  // namespace collwatch

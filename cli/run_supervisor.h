@@ -1,0 +1,87 @@
+// `collwatch run` from the moment its command starts: waits for the command while passing
+// Ctrl-C and SIGTERM on to it, shows findings as they come (or the dashboard), watches the
+// command's rank processes through /proc, and stops a hung job (--kill-on-hang); then
+// drains the agent, writes run.json and the report, and says how the run ended.
+// Threading: the supervising (main) thread, with the stop signals blocked; the services
+// (collector, agent, watcher) run threads of their own.
+#ifndef COLLWATCH_CLI_RUN_SUPERVISOR_H_
+#define COLLWATCH_CLI_RUN_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analyzer/finding.h"
+#include "cli/job_processes.h"
+#include "cli/run_dashboard.h"
+#include "cli/run_environment.h"
+#include "cli/run_options.h"
+#include "cli/run_services.h"
+#include "collector/cluster_watcher.h"
+
+namespace collwatch {
+
+class RunSupervisor {
+ public:
+  // The run of `job`, whose rings go to `rings`, shipped by `services` (which outlive it).
+  RunSupervisor(const RunOptions& options, std::string job, RingFolder rings, RunServices& services);
+  RunSupervisor(const RunSupervisor&) = delete;
+  RunSupervisor& operator=(const RunSupervisor&) = delete;
+
+  // Starts the command with `environment` set over collwatch's own, supervises it to its
+  // end and finishes the run. Returns `collwatch run`'s exit status: the command's (128 +
+  // signal when one ended it), kExitStoppedHungJob when collwatch stopped it, 2 when it
+  // could not be started.
+  int Run(const std::map<std::string, std::string>& environment);
+
+ private:
+  // Starts the command (its output to job.log under the dashboard) and, on a terminal
+  // without the dashboard, makes it the foreground process group. False: said why.
+  bool StartJob(const std::map<std::string, std::string>& environment);
+  // The loop while the command runs; returns once it ended or was stopped.
+  void WatchJob();
+  void StopHungJob(const std::vector<analyzer::Finding>& findings);
+  // Drains, writes run.json and the report; returns the exit status.
+  int Finish();
+
+  // Prints the findings not shown yet on stderr, first erasing the status line a terminal
+  // shows when `clear_status_line`.
+  void ShowNewFindings(const std::vector<analyzer::Finding>& findings, bool clear_status_line);
+  std::vector<analyzer::Finding> CurrentFindings();
+  // Walks the command's process tree; the embedded collector's analysis hears of each rank.
+  void ObserveJobProcesses();
+  void CloseDashboard() { dashboard_.reset(); }
+  // Writes report.txt and report.json; returns whether the job is healthy (no finding, no
+  // rank that died or failed, the command's exit status 0 once known).
+  bool WriteReport(const std::vector<analyzer::Finding>& findings);
+
+  const RunOptions& options_;
+  const std::string job_;
+  const RingFolder rings_;
+  RunServices& services_;
+  CollectorServer* const embedded_;  // nullptr: an external collector
+  const bool tty_;                   // stderr is a terminal: status lines rewrite themselves
+  const std::string job_log_;        // the command's output while the dashboard is up
+
+  pid_t command_ = -1;
+  bool show_dashboard_ = false;
+  bool terminal_job_ = false;  // the command is the terminal's foreground group
+  std::unique_ptr<ClusterWatcher> watcher_;  // findings and the dashboard's view
+  std::unique_ptr<RunDashboard> dashboard_;
+  std::unique_ptr<JobProcessTree> job_processes_;
+  std::map<pid_t, RankProcess> ranks_seen_;
+  uint64_t last_walk_ns_ = 0;  // CLOCK_MONOTONIC
+  int exit_code_ = -1;         // the command's, once it ended
+  size_t findings_shown_ = 0;
+  bool stopped_hung_job_ = false;
+  int64_t stopped_at_ns_ = 0;
+  std::vector<analyzer::Finding> findings_at_stop_;  // later ones would be the stop's echo
+};
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_CLI_RUN_SUPERVISOR_H_
