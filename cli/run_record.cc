@@ -2,9 +2,12 @@
 // name (ProcessStateName), which trace_loader.cc parses back. Threading: see run_record.h.
 #include "cli/run_record.h"
 
+#include <algorithm>
 #include <fstream>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "process/process_info.h"
 #include "process/process_sample.h"
 
 namespace collwatch {
@@ -44,6 +47,83 @@ nlohmann::json RunRecordJson(const RunRecord& record) {
           {"stopped_hung_job", record.stopped_hung_job},
           {"stopped_at_ns", record.stopped_at_ns},
           {"rank_processes", RankProcessesJson(record.rank_processes)}};
+}
+
+namespace {
+
+template <typename Value>
+void Take(const nlohmann::json& json, const char* key, Value* out) {
+  if (!json.contains(key)) return;
+  const nlohmann::json& value = json[key];
+  if constexpr (std::is_same_v<Value, bool>) {
+    if (value.is_boolean()) *out = value.get<bool>();
+  } else if constexpr (std::is_same_v<Value, std::string>) {
+    if (value.is_string()) *out = value.get<std::string>();
+  } else if constexpr (std::is_floating_point_v<Value>) {
+    if (value.is_number()) *out = value.get<Value>();
+  } else {
+    if (value.is_number_integer()) *out = value.get<Value>();
+  }
+}
+
+std::map<pid_t, RankProcess> RankProcessesFromJson(const nlohmann::json& list) {
+  std::map<pid_t, RankProcess> ranks;
+  if (!list.is_array()) return ranks;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_object() || !item.contains("host") || !item["host"].is_string()) continue;
+    RankProcess rank;
+    Take(item, "host", &rank.info.host);
+    Take(item, "pid", &rank.info.pid);
+    Take(item, "global_rank", &rank.info.global_rank);
+    Take(item, "world_size", &rank.info.world_size);
+    std::string state;
+    Take(item, "state", &state);
+    rank.sample.state = ParseProcessState(state).value_or(rank.sample.state);
+    Take(item, "wait_channel", &rank.sample.wait_channel);
+    int64_t cpu_ns = 0;
+    Take(item, "cpu_ns", &cpu_ns);
+    rank.sample.cpu_ns = static_cast<uint64_t>(std::max<int64_t>(cpu_ns, 0));
+    Take(item, "cpu_advancing", &rank.sample.cpu_advancing);
+    Take(item, "sampled_ns", &rank.sample.sampled_ns);
+    rank.sample.sampled_ns = std::clamp<int64_t>(rank.sample.sampled_ns, 0, kMaxTimeNs);
+    if (rank.info.pid > 0) ranks[rank.info.pid] = std::move(rank);
+  }
+  return ranks;
+}
+
+}  // namespace
+
+RunRecord RunRecordFromJson(const nlohmann::json& json) {
+  RunRecord record;
+  if (!json.is_object()) return record;
+  Take(json, "job", &record.job);
+  if (json.contains("command") && json["command"].is_array()) {
+    for (const nlohmann::json& word : json["command"]) {
+      if (word.is_string()) record.command.push_back(word.get<std::string>());
+    }
+  }
+  Take(json, "exit_status", &record.exit_status);
+  Take(json, "collector", &record.collector);
+  Take(json, "traces", &record.traces);
+  Take(json, "rings", &record.rings);
+  Take(json, "events", &record.events);
+  Take(json, "lost", &record.lost);
+  Take(json, "drained", &record.drained);
+  Take(json, "stall_after_s", &record.stall_after_s);
+  Take(json, "kill_on_hang", &record.kill_on_hang);
+  Take(json, "one_gpu", &record.one_gpu);
+  Take(json, "stopped_hung_job", &record.stopped_hung_job);
+  Take(json, "stopped_at_ns", &record.stopped_at_ns);
+  if (json.contains("rank_processes")) record.rank_processes = RankProcessesFromJson(json["rank_processes"]);
+  return record;
+}
+
+std::optional<RunRecord> ReadRunRecord(const std::string& out_dir) {
+  std::ifstream file(absl::StrCat(out_dir, "/run.json"));
+  if (!file.good()) return std::nullopt;
+  const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("job") || !json["job"].is_string()) return std::nullopt;
+  return RunRecordFromJson(json);
 }
 
 absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record) {

@@ -1,6 +1,7 @@
 // run.json: what `collwatch run` writes beside its traces about the run itself (the job
 // id, the command and how it ended, what the agent shipped, the options that change the
-// analysis, the rank processes it saw). `collwatch analyze` reads it back (trace_loader).
+// analysis, the rank processes it saw). `collwatch analyze` and `dump` read it back
+// (trace_loader).
 // Threading: any thread.
 #ifndef COLLWATCH_CLI_RUN_RECORD_H_
 #define COLLWATCH_CLI_RUN_RECORD_H_
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,14 @@ nlohmann::json RunRecordJson(const RunRecord& record);
 
 // Writes it, indented, to OUT_DIR/run.json.
 absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record);
+
+// RunRecordJson's inverse, lenient as a reader of a file others may have edited: a key
+// missing or of the wrong type keeps its default (exit_status -1: not known), a rank
+// process without a host or a pid is left out.
+RunRecord RunRecordFromJson(const nlohmann::json& json);
+
+// OUT_DIR/run.json when it is there and names its job; nullopt otherwise.
+std::optional<RunRecord> ReadRunRecord(const std::string& out_dir);
 
 }  // namespace collwatch
 

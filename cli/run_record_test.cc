@@ -1,6 +1,7 @@
 // run.json: every key `collwatch analyze` reads back (trace_loader.cc) is there with its
-// value, a rank process with its look and its state by name; a folder that cannot take
-// the file is an error naming it.
+// value, a rank process with its look and its state by name; what is written reads back
+// whole; a hand-edited file reads leniently; a folder that cannot take the file is an
+// error naming it.
 #include "cli/run_record.h"
 
 #include <unistd.h>
@@ -98,6 +99,48 @@ TEST(WriteRunRecord, WritesRunJsonThatParsesBack) {
   std::ifstream file(dir / "run.json");
   const nlohmann::json run = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
   EXPECT_EQ(run, RunRecordJson(Record()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RunRecordFromJson, ReadsBackWhatWasWritten) {
+  const nlohmann::json written = RunRecordJson(Record());
+  const RunRecord read = RunRecordFromJson(written);
+  EXPECT_EQ(RunRecordJson(read), written);
+  ASSERT_EQ(read.rank_processes.size(), 1u);
+  EXPECT_EQ(read.rank_processes.at(4242).sample.state, ProcessState::kSleeping);
+}
+
+TEST(RunRecordFromJson, WrongOrMissingKeysKeepTheirDefaults) {
+  const RunRecord read = RunRecordFromJson(nlohmann::json::parse(R"({
+      "job": "j", "exit_status": "three", "stall_after_s": 7, "drained": 1, "command": ["a", 2, "b"],
+      "rank_processes": [{"pid": 5}, {"host": "h", "pid": 0}, {"host": "h", "pid": 6, "state": "asleep",
+                          "cpu_ns": -4, "sampled_ns": -1}, 3]})"));
+  EXPECT_EQ(read.job, "j");
+  EXPECT_EQ(read.exit_status, -1);  // not known
+  EXPECT_EQ(read.stall_after_s, 7.0);
+  EXPECT_FALSE(read.drained);
+  EXPECT_EQ(read.command, (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(read.rank_processes.size(), 1u);
+  const RankProcess& rank = read.rank_processes.at(6);
+  EXPECT_EQ(rank.info.global_rank, ring::kUnset);
+  EXPECT_EQ(rank.sample.state, ProcessSample{}.state);
+  EXPECT_EQ(rank.sample.cpu_ns, 0u);
+  EXPECT_EQ(rank.sample.sampled_ns, 0);
+  EXPECT_EQ(RunRecordFromJson(nlohmann::json::array()).job, "");
+}
+
+TEST(ReadRunRecord, NeedsARunJsonThatNamesItsJob) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("read-run-record-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_FALSE(ReadRunRecord(dir.string()).has_value());
+  std::ofstream(dir / "run.json") << R"({"events": 3})";
+  EXPECT_FALSE(ReadRunRecord(dir.string()).has_value());
+  std::ofstream(dir / "run.json") << "{not json";
+  EXPECT_FALSE(ReadRunRecord(dir.string()).has_value());
+  ASSERT_TRUE(WriteRunRecord(dir.string(), Record()).ok());
+  ASSERT_TRUE(ReadRunRecord(dir.string()).has_value());
+  EXPECT_EQ(ReadRunRecord(dir.string())->events, 1234u);
   std::filesystem::remove_all(dir);
 }
 

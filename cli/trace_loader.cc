@@ -109,30 +109,8 @@ void SecondLook(JobModel* model) {
 // The ranks `collwatch run` saw in its command's process tree (run.json
 // `rank_processes`), some perhaps before (or without) any NCCL call: ObserveProcess adds
 // those that have no trace and updates the others' samples.
-void ObserveRunProcesses(const nlohmann::json& list, JobModel* model) {
-  const auto integer = [](const nlohmann::json& item, const char* key, int64_t fallback) {
-    return item.contains(key) && item[key].is_number_integer() ? item[key].get<int64_t>() : fallback;
-  };
-  for (const nlohmann::json& item : list) {
-    if (!item.is_object() || !item.contains("host") || !item["host"].is_string()) continue;
-    ProcessInfo info;
-    info.host = item["host"].get<std::string>();
-    info.pid = static_cast<int32_t>(integer(item, "pid", 0));
-    info.global_rank = static_cast<int32_t>(integer(item, "global_rank", ring::kUnset));
-    info.world_size = static_cast<int32_t>(integer(item, "world_size", ring::kUnset));
-    ProcessSample sample;
-    if (item.contains("state") && item["state"].is_string()) {
-      sample.state = ParseProcessState(item["state"].get<std::string>()).value_or(sample.state);
-    }
-    if (item.contains("wait_channel") && item["wait_channel"].is_string()) {
-      sample.wait_channel = item["wait_channel"].get<std::string>();
-    }
-    sample.cpu_ns = static_cast<uint64_t>(std::max<int64_t>(integer(item, "cpu_ns", 0), 0));
-    sample.cpu_advancing = item.contains("cpu_advancing") && item["cpu_advancing"].is_boolean() &&
-                           item["cpu_advancing"].get<bool>();
-    sample.sampled_ns = std::clamp<int64_t>(integer(item, "sampled_ns", 0), 0, kMaxTimeNs);
-    if (info.pid > 0) model->ObserveProcess(info, sample);
-  }
+void ObserveRunProcesses(const std::map<pid_t, RankProcess>& ranks, JobModel* model) {
+  for (const auto& [pid, rank] : ranks) model->ObserveProcess(rank.info, rank.sample);
 }
 
 // Loads each input; a damaged one is a warning, not the end.
@@ -166,14 +144,11 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
     return sources;
   }
   // A `collwatch run` output folder names its job.
-  if (std::ifstream run_file(root / "run.json"); run_file.good()) {
-    nlohmann::json run = nlohmann::json::parse(run_file, nullptr, /*allow_exceptions=*/false);
-    if (run.is_object() && run.contains("job") && run["job"].is_string()) {
-      sources.paths = ListRankTraces(path, run["job"].get<std::string>());
-      sources.paths_from_run = !sources.paths.empty();
-      sources.run = std::move(run);
-      if (sources.paths_from_run) return sources;
-    }
+  if (std::optional<RunRecord> run = ReadRunRecord(path)) {
+    sources.paths = ListRankTraces(path, run->job);
+    sources.paths_from_run = !sources.paths.empty();
+    sources.run = std::move(run);
+    if (sources.paths_from_run) return sources;
   }
   if (std::vector<std::string> traces = RankTracesIn(root); !traces.empty()) {
     sources.paths = std::move(traces);
@@ -206,18 +181,11 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary) {
   absl::StatusOr<TraceSources> sources = FindTraces(path);
   if (!sources.ok()) return sources.status();
-  if (sources->run) {
-    const nlohmann::json& run = *sources->run;
-    summary->job = run["job"].get<std::string>();
-    if (run.contains("stall_after_s") && run["stall_after_s"].is_number()) {
-      summary->stall_after_s = run["stall_after_s"].get<double>();
-    }
-    if (run.contains("stopped_at_ns") && run["stopped_at_ns"].is_number_integer()) {
-      summary->stopped_at_ns = run["stopped_at_ns"].get<int64_t>();
-    }
-    if (run.contains("exit_status") && run["exit_status"].is_number_integer()) {
-      summary->command_exit_status = run["exit_status"].get<int>();
-    }
+  if (const std::optional<RunRecord>& run = sources->run) {
+    summary->job = run->job;
+    summary->stall_after_s = run->stall_after_s;
+    summary->stopped_at_ns = run->stopped_at_ns;
+    if (run->exit_status >= 0) summary->command_exit_status = run->exit_status;
   }
   if (sources->kind == TraceSources::Kind::kRings) {
     summary->source = "rings";
@@ -227,10 +195,7 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   }
   summary->source = "trace store";
   const absl::Status loaded = LoadAll(sources->paths, LoadRankTrace, model, summary);
-  if (loaded.ok() && sources->paths_from_run && sources->run->contains("rank_processes") &&
-      (*sources->run)["rank_processes"].is_array()) {
-    ObserveRunProcesses((*sources->run)["rank_processes"], model);
-  }
+  if (loaded.ok() && sources->paths_from_run) ObserveRunProcesses(sources->run->rank_processes, model);
   return loaded;
 }
 

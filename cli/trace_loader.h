@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "analyzer/job_model.h"
-#include "nlohmann/json.hpp"
+#include "cli/run_record.h"
 
 namespace collwatch {
 
@@ -34,7 +34,7 @@ struct TraceSources {
   Kind kind = Kind::kTraceStore;
   std::vector<std::string> paths;  // rank trace folders, or ring files; sorted
   // A `collwatch run` output folder's run.json (its job names the traces), when there is one.
-  std::optional<nlohmann::json> run;
+  std::optional<RunRecord> run;
   bool paths_from_run = false;     // `paths` are the traces of run.json's job
 };
 
