@@ -18,36 +18,22 @@
 #include <string>
 #include <thread>
 
+#include "cli/run_test_support.h"
 #include "cli/stop_signals.h"
 #include "gtest/gtest.h"
 
 namespace collwatch {
 namespace {
 
-// Polls ExitStatusIfEnded until the child ends (the test's time limit guards a hang).
-int WaitForExit(pid_t command) {
-  while (true) {
-    if (const std::optional<int> status = ExitStatusIfEnded(command); status.has_value()) return *status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
+using testing::ReadFile;
+using testing::TempPath;
+using testing::WaitForExit;
 
 int RunShell(const std::string& script, const std::map<std::string, std::string>& environment = {},
              int output_fd = -1) {
   const pid_t command = StartCommand({"/bin/sh", "-c", script}, environment, output_fd);
   EXPECT_GT(command, 0);
   return WaitForExit(command);
-}
-
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()))).string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
 }
 
 // Gone, or a zombie its new parent has not reaped yet (not every container's init reaps).

@@ -12,21 +12,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/run_test_support.h"
 #include "gtest/gtest.h"
 
 namespace collwatch {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(getpid()))).string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
-}
+using testing::ReadFile;
+using testing::TempPath;
+using testing::WaitForExit;
 
 TEST(OpenJobLog, TruncatesAndIsNotInheritedAcrossExec) {
   const std::string path = TempPath("job.log");

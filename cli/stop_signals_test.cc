@@ -13,17 +13,15 @@
 #include <thread>
 
 #include "cli/command_process.h"
+#include "cli/run_test_support.h"
 #include "gtest/gtest.h"
 
 namespace collwatch {
 namespace {
 
-int WaitForExit(pid_t command) {
-  while (true) {
-    if (const std::optional<int> status = ExitStatusIfEnded(command); status.has_value()) return *status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
+using testing::ReadFile;
+using testing::TempPath;
+using testing::WaitForExit;
 
 TEST(StopSignals, AreSigintAndSigterm) {
   const sigset_t set = StopSignals();
