@@ -114,7 +114,7 @@ const CudaDriver* LoadOnce(CudaMode mode) noexcept {
 // for running kernels, so with CUDA_MODULE_LOADING=LAZY (PyTorch's default when unset) the
 // first launch of any new kernel would hang behind a waiting collective. The driver reads
 // the variable at cuInit; this runs when libnccl.so.2 is loaded, which for PyTorch is at
-// `import torch`, before CUDA starts. cuda_queue.cc refuses to hold streams if it was late.
+// `import torch`, before CUDA starts. cuda_progress.cc refuses to hold streams if it was late.
 __attribute__((constructor)) void PreferEagerModuleLoading() noexcept {
   CudaMode mode = CudaMode::kAuto;
   if (ParseCudaMode(SettingValue(Setting::kCpuNcclCuda), &mode) && mode == CudaMode::kOff) return;

@@ -49,7 +49,7 @@ enum CollStage : uint8_t {
 };
 
 // CUDA mode with COLLWATCH_CPU_NCCL_IPC: a collective whose data moves GPU to GPU through
-// CUDA IPC (cuda_queue.cc). The engine then runs it as two data-free phases over the slots:
+// CUDA IPC (cuda_ipc.cc). The engine then runs it as two data-free phases over the slots:
 // phase 0 publishes each rank's buffer descriptor (and compares the op descriptors as
 // always), the GPU copies between the phases, phase 1 waits until every rank's copies are
 // done, so that no buffer is reused while a peer still reads it.
