@@ -1,7 +1,8 @@
 // The LD_PRELOAD surface of libcollwatch.so: one definition per public NCCL entry point
 // that starts, groups or ends communication or changes communicators. Each finds the
 // real function (lazily: a framework may load NCCL after us), forwards to it unchanged
-// and tells the recorder before and after. All recording state is in recorder.cc.
+// and tells the recorder before and after. All recording state is in recorder.cc and
+// recorder_lifecycle.cc.
 // Threading: any thread. A thread-local depth counter keeps NCCL's own calls through its
 // exported names (e.g. ncclBcast -> ncclBroadcast) from being recorded twice.
 #include <nccl.h>

@@ -1,24 +1,22 @@
-// The recording core: ring creation on first use, records for each call, communicator
-// identity, groups, the watcher thread (heartbeat and GPU completions).
+// The recording core's per-call path: the records of each call (kEnter, kReturn, in place
+// where possible; kComplete for the watcher), communicator identity and sequence numbers,
+// groups and their streams. The ring's creation and the watcher thread: recorder_lifecycle.cc.
 // Threading: see recorder.h. Per-thread group state lives in initial-exec TLS.
 #include "interposer/recorder.h"
 
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <cstdint>
 
 #include "interposer/agent_spawn.h"
 #include "interposer/clock.h"
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
+#include "interposer/recorder_internal.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
 #include "ring/hash.h"
@@ -28,6 +26,14 @@
 #define COLLWATCH_HOT inline __attribute__((always_inline))
 
 namespace collwatch {
+
+// Constant-initialised (see recorder_internal.h): hooks may run before any dynamic initialiser.
+constinit std::atomic<int> g_recorder_state{kUninitialised};
+constinit RingWriter* g_recorder_ring = nullptr;
+constinit Config g_recorder_config;
+alignas(64) constinit std::atomic<uint64_t> g_recorder_tick{0};
+constinit pthread_key_t g_lane_key;
+
 namespace {
 
 using ring::ApiFn;
@@ -38,17 +44,8 @@ using ring::RecordKind;
 constexpr int kNcclSuccess = 0;
 constexpr int kNcclInProgress = 7;
 
-enum RecorderState : int { kUninitialised = 0, kCreating = 1, kRecording = 2, kOff = 3 };
-
-std::atomic<int> g_state{kUninitialised};
-RingWriter* g_ring = nullptr;  // set once before g_state becomes kRecording
-Config g_config;
 std::atomic<uint64_t> g_group_serial{0};
 std::atomic<uint64_t> g_init_all_serial{0};
-// Advanced by the watcher thread every period: a call that sees the same value at enter
-// and at return took less than one period, and skips the clock read at return (see
-// "Return times" in ring_format.h). Its own cache line: hooks only read it.
-alignas(64) std::atomic<uint64_t> g_tick{0};
 CommQuery g_comm_user_rank = nullptr;
 CommQuery g_comm_count = nullptr;
 
@@ -73,15 +70,8 @@ COLLWATCH_HOT uint32_t ThreadId() noexcept {
   return t_thread.tid;
 }
 
-pthread_key_t g_lane_key;  // its destructor gives a lane back when its thread exits
-
-void ReleaseLaneAtThreadExit(void* lane_plus_one) noexcept {
-  if (g_state.load(std::memory_order_acquire) != kRecording) return;
-  g_ring->ReleaseLane(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(lane_plus_one) - 1));
-}
-
 __attribute__((noinline)) void ClaimLane(ThreadState& thread) noexcept {
-  thread.lane = g_ring->ClaimLane(ThreadId());
+  thread.lane = g_recorder_ring->ClaimLane(ThreadId());
   thread.lane_claimed = true;
   if (thread.lane != RingWriter::kSharedLane) {
     pthread_setspecific(g_lane_key, reinterpret_cast<void*>(uintptr_t{thread.lane} + 1));
@@ -101,124 +91,9 @@ constexpr bool ReturnsInPlace(ApiFn fn) {
          fn == ApiFn::kGroupEnd || fn == ApiFn::kGroupSimulateEnd;
 }
 
-void OnCompletion(const CompletionRequest& request, uint64_t observed_ns,
-                  int32_t cuda_status) noexcept {
-  Record record{};
-  record.kind = static_cast<uint16_t>(RecordKind::kComplete);
-  record.fn = request.fn;
-  record.dtype = ring::kNoDtype;
-  record.redop = ring::kUnset;
-  record.root_or_peer = ring::kUnset;
-  record.rank = ring::kUnset;
-  record.nranks = ring::kUnset;
-  record.comm_id = request.comm_id;
-  record.seq = request.seq;
-  record.stream = request.stream;
-  record.group_id = request.group_id;
-  record.ref_lane = request.lane;
-  record.ref_index = request.ref_index;
-  record.t_ns = observed_ns;
-  record.result = cuda_status;
-  g_ring->Append(ThreadLane(), record);
-}
-
-void* WatcherMain(void*) noexcept {
-  constexpr uint64_t kHeartbeatNs = 100'000'000;
-  constexpr uint64_t kDeviceWorkTickNs = 200'000;
-  constexpr uint64_t kActivityWindowNs = 1'000'000'000;
-  uint64_t last_beat = 0;
-  uint64_t last_activity = 0;
-  uint64_t last_reserved = 0;
-  while (g_state.load(std::memory_order_acquire) == kRecording) {
-    g_tick.store(g_tick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    const uint64_t pending = PollCompletions(&OnCompletion);
-    const uint64_t now = MonotonicNs();
-    if (now - last_beat >= kHeartbeatNs) {
-      g_ring->Heartbeat(now);
-      CalibrateClock(g_config.tsc_clock);
-      last_beat = now;
-    }
-    const uint64_t reserved = g_ring->RecordsReserved();
-    if (reserved != last_reserved) {
-      last_reserved = reserved;
-      last_activity = now;
-    }
-    // Short naps while device work is in flight keep completion times close to real;
-    // while calls are made, the tick bounds the return time of calls that skip the clock.
-    uint64_t nap_ns = ring::kIdleTickNs;
-    if (pending > 0) {
-      nap_ns = kDeviceWorkTickNs;
-    } else if (now - last_activity < kActivityWindowNs) {
-      nap_ns = ring::kActiveTickNs;
-    }
-    const timespec nap{0, static_cast<long>(nap_ns)};
-    nanosleep(&nap, nullptr);
-  }
-  return nullptr;
-}
-
-// Helper threads never take the job's signals.
-void StartWatcher() noexcept {
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pthread_t thread;
-  if (pthread_create(&thread, nullptr, &WatcherMain, nullptr) == 0) {
-    pthread_setname_np(thread, "collwatch");
-    pthread_detach(thread);
-  }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-}
-
-void AfterForkInChild() noexcept { g_state.store(kOff, std::memory_order_release); }
-
-// An on_exit handler: exit()'s status into the ring (ring_format.h Header::exit_code),
-// published by MarkExited, which runs after every exit handler. Silent in a fork child
-// (recording is off there: the ring is its parent's) and after recording stopped.
-void RecordExitStatus(int status, void* /*unused*/) noexcept {
-  if (g_state.load(std::memory_order_acquire) == kRecording) g_ring->RecordExitCode(status & 0xff);
-}
-
-void CreateRing() noexcept {
-  g_config = LoadConfig();
-  // Never destroyed: the watcher thread and late hooks may write until the very end.
-  if (!g_config.disabled) g_ring = RingWriter::Create(g_config).release();
-  if (g_ring == nullptr) {
-    g_state.store(kOff, std::memory_order_release);
-    return;
-  }
-  MirrorRegionsInto(g_ring->strings(), g_ring->string_capacity());
-  pthread_key_create(&g_lane_key, &ReleaseLaneAtThreadExit);
-  if (g_config.verbose) std::fprintf(stderr, "collwatch: recording to %s\n", g_ring->path());
-  pthread_atfork(nullptr, nullptr, &AfterForkInChild);
-  // glibc's on_exit, unlike atexit, hands the handler the status. Should registering
-  // fail, an exit reads as "status not recorded".
-  on_exit(&RecordExitStatus, nullptr);
-  g_state.store(kRecording, std::memory_order_release);
-  StartWatcher();
-}
-
-// Ready()'s rare path: creates the ring, or waits for another thread creating it.
-__attribute__((noinline)) bool ReadySlow(bool may_create) noexcept {
-  int state = g_state.load(std::memory_order_acquire);
-  if (state == kRecording) return true;
-  if (state == kOff || !may_create) return false;
-  if (state == kUninitialised &&
-      g_state.compare_exchange_strong(state, kCreating, std::memory_order_acq_rel)) {
-    CreateRing();
-    return g_state.load(std::memory_order_acquire) == kRecording;
-  }
-  // Another thread is creating the ring (a millisecond): wait for it, bounded.
-  for (int i = 0; i < 100000 && g_state.load(std::memory_order_acquire) == kCreating; ++i) {
-    sched_yield();
-  }
-  return g_state.load(std::memory_order_acquire) == kRecording;
-}
-
 // True when records may be written; the first caller creates the ring.
 COLLWATCH_HOT bool Ready(bool may_create) noexcept {
-  if (g_state.load(std::memory_order_acquire) == kRecording) [[likely]] return true;
+  if (g_recorder_state.load(std::memory_order_acquire) == kRecording) [[likely]] return true;
   return ReadySlow(may_create);
 }
 
@@ -257,8 +132,8 @@ COLLWATCH_HOT void WriteEnter(PendingCall* call) noexcept {
     call->record.flags |= ring::kFlagReturnsInPlace;
   }
   call->record.t_ns = MonotonicNs();
-  call->tick_at_enter = g_tick.load(std::memory_order_relaxed);
-  call->enter_index = g_ring->Append(call->lane, call->record);
+  call->tick_at_enter = g_recorder_tick.load(std::memory_order_relaxed);
+  call->enter_index = g_recorder_ring->Append(call->lane, call->record);
   call->recorded = true;
 }
 
@@ -329,12 +204,12 @@ COLLWATCH_HOT void AppendReturn(PendingCall* call, int result, uint8_t extra_fla
   record.flags |= extra_flags;
   if (record.flags & ring::kFlagReturnsInPlace) {
     uint64_t return_ns = record.t_ns;
-    if (g_tick.load(std::memory_order_relaxed) == call->tick_at_enter) {
+    if (g_recorder_tick.load(std::memory_order_relaxed) == call->tick_at_enter) {
       record.flags |= ring::kFlagReturnedWithinTick;
     } else {
       return_ns = MonotonicNs();
     }
-    g_ring->ReturnInPlace(call->lane, call->enter_index, return_ns, result, record.flags);
+    g_recorder_ring->ReturnInPlace(call->lane, call->enter_index, return_ns, result, record.flags);
     return;
   }
   record.kind = static_cast<uint16_t>(RecordKind::kReturn);
@@ -342,7 +217,7 @@ COLLWATCH_HOT void AppendReturn(PendingCall* call, int result, uint8_t extra_fla
   record.ref_lane = static_cast<uint16_t>(call->lane);
   record.ref_index = call->enter_index;
   record.t_ns = MonotonicNs();
-  g_ring->Append(call->lane, record);
+  g_recorder_ring->Append(call->lane, record);
 }
 
 CompletionRequest RequestFor(const PendingCall& call) noexcept {
@@ -360,14 +235,14 @@ CompletionRequest RequestFor(const PendingCall& call) noexcept {
 // enqueued: by a CUDA event, or already (no device: the return is the completion).
 COLLWATCH_HOT uint8_t TrackCompletion(const PendingCall& call, void* const* streams, uint32_t stream_count,
                         bool overflow) noexcept {
-  if (!g_config.completion) return ring::kFlagNoCompletion;
+  if (!g_recorder_config.completion) return ring::kFlagNoCompletion;
   if (!CudaPresent()) return ring::kFlagCompletesAtReturn;
   if (call.record.flags & ring::kFlagCaptured) return 0;  // runs at graph replay: unknown
   uint8_t flags = overflow ? ring::kFlagNoCompletion : 0;
   for (uint32_t i = 0; i < stream_count; ++i) {
     if (TrackAfter(streams[i], RequestFor(call)) != Tracking::kTracked) {
       flags |= ring::kFlagNoCompletion;
-      g_ring->CountDropped();
+      g_recorder_ring->CountDropped();
     }
   }
   return flags;
@@ -375,14 +250,30 @@ COLLWATCH_HOT uint8_t TrackCompletion(const PendingCall& call, void* const* stre
 
 }  // namespace
 
+void AppendCompletion(const CompletionRequest& request, uint64_t observed_ns,
+                      int32_t cuda_status) noexcept {
+  Record record{};
+  record.kind = static_cast<uint16_t>(RecordKind::kComplete);
+  record.fn = request.fn;
+  record.dtype = ring::kNoDtype;
+  record.redop = ring::kUnset;
+  record.root_or_peer = ring::kUnset;
+  record.rank = ring::kUnset;
+  record.nranks = ring::kUnset;
+  record.comm_id = request.comm_id;
+  record.seq = request.seq;
+  record.stream = request.stream;
+  record.group_id = request.group_id;
+  record.ref_lane = request.lane;
+  record.ref_index = request.ref_index;
+  record.t_ns = observed_ns;
+  record.result = cuda_status;
+  g_recorder_ring->Append(ThreadLane(), record);
+}
+
 void SetCommQueries(CommQuery user_rank, CommQuery count) noexcept {
   g_comm_user_rank = user_rank;
   g_comm_count = count;
-}
-
-void DisableRecording() noexcept {
-  int previous = g_state.exchange(kOff, std::memory_order_acq_rel);
-  if (previous == kRecording) g_ring->SetState(ring::WriterState::kDisabled);
 }
 
 void BeginCollective(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype,
@@ -434,7 +325,7 @@ void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
 // The first communicator init of the process may start the node's agent.
 void SpawnAgentOnce() noexcept {
   static std::atomic<bool> tried{false};
-  if (!tried.exchange(true, std::memory_order_acq_rel)) MaybeSpawnAgent(g_config);
+  if (!tried.exchange(true, std::memory_order_acq_rel)) MaybeSpawnAgent(g_recorder_config);
 }
 
 void BeginCommInit(PendingCall* call, ApiFn fn, const void* unique_ids, uint64_t id_bytes,
@@ -500,7 +391,7 @@ void BeginQuery(PendingCall* call, ApiFn fn) noexcept {
 }
 
 void Finish(PendingCall* call, int result) noexcept {
-  if (!call->recorded || g_state.load(std::memory_order_relaxed) != kRecording) return;
+  if (!call->recorded || g_recorder_state.load(std::memory_order_relaxed) != kRecording) return;
   const auto fn = static_cast<ApiFn>(call->record.fn);
   ThreadState& thread = t_thread;
   uint8_t flags = 0;
@@ -589,15 +480,7 @@ void RecordAsyncError(const void* comm, int error) noexcept {
   CommFor(comm, &record);
   record.result = error;
   record.t_ns = MonotonicNs();
-  g_ring->Append(ThreadLane(), record);
-}
-
-// A normal exit marks the ring so readers can tell a finished rank from a killed one.
-__attribute__((destructor)) void MarkExited() noexcept {
-  if (g_state.load(std::memory_order_acquire) == kRecording) {
-    g_ring->Heartbeat(MonotonicNs());
-    g_ring->SetState(ring::WriterState::kExited);
-  }
+  g_recorder_ring->Append(ThreadLane(), record);
 }
 
 }  // namespace collwatch
