@@ -1,0 +1,83 @@
+// RankTraceReader: reads a trace folder (whole, or one communicator from a sequence number
+// through the index), never changing it and stopping at a torn tail.
+// Threading: see trace_store.h (single-threaded).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "store/trace_frames.h"
+#include "store/trace_store.h"
+#include "store/trace_store_format.h"
+
+namespace collwatch {
+
+
+absl::StatusOr<std::unique_ptr<RankTraceReader>> RankTraceReader::Open(const std::string& dir) {
+  std::unique_ptr<RankTraceReader> reader(new RankTraceReader());
+  reader->dir_ = dir;
+  const std::string log_path = absl::StrCat(dir, "/", store::kLogFileName);
+  absl::StatusOr<LogScan> scan = ScanFramedFile(log_path, store::kLogMagic, &reader->bytes_);
+  if (!scan.ok()) return scan.status();
+  reader->scan_ = *std::move(scan);
+  const std::vector<FrameInfo>& frames = reader->scan_.frames;
+  if (frames.empty() || frames[0].tag != store::kTagIdentity) {
+    return absl::DataLossError(absl::StrCat(log_path, ": no identity frame (the trace was cut "
+                                                      "short before its first record)"));
+  }
+  uint64_t index_end = 0;
+  reader->index_ = store::MatchingIndexPrefix(absl::StrCat(dir, "/", store::kIndexFileName), frames, &index_end);
+  size_t indexed = 0;
+  for (const FrameInfo& frame : frames) {
+    if (frame.tag == store::kTagEvents) {
+      if (indexed++ < reader->index_.size()) continue;
+      absl::StatusOr<v1::StoreRecord> record = reader->Decode(frame);
+      if (!record.ok()) return record.status();
+      reader->index_.push_back(store::EntryFor(frame, record->events()));
+      continue;
+    }
+    absl::StatusOr<v1::StoreRecord> record = reader->Decode(frame);
+    if (!record.ok()) return record.status();
+    if (record->has_identity()) reader->identity_ = record->identity();
+    if (record->has_region()) reader->regions_[record->region().id()] = record->region().name();
+    if (record->has_status()) reader->status_ = record->status();
+  }
+  return reader;
+}
+
+absl::StatusOr<v1::StoreRecord> RankTraceReader::Decode(const FrameInfo& frame) const {
+  return store::DecodeFrame<v1::StoreRecord>(bytes_, frame, absl::StrCat(dir_, "/", store::kLogFileName));
+}
+
+absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
+  std::vector<v1::Event> events;
+  for (const FrameInfo& frame : scan_.frames) {
+    if (frame.tag != store::kTagEvents) continue;
+    absl::StatusOr<v1::StoreRecord> record = Decode(frame);
+    if (!record.ok()) return record.status();
+    for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
+  }
+  return events;
+}
+
+absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadComm(uint64_t comm_id, uint64_t from_seq) const {
+  std::vector<v1::Event> events;
+  frames_decoded_ = 0;
+  for (const v1::StoreIndexEntry& entry : index_) {
+    const bool covers = std::any_of(entry.comms().begin(), entry.comms().end(), [&](const v1::CommRange& c) {
+      return c.comm_id() == comm_id && c.max_seq() >= from_seq;
+    });
+    if (!covers) continue;
+    ++frames_decoded_;
+    absl::StatusOr<v1::StoreRecord> record =
+        Decode(FrameInfo{entry.offset(), entry.length(), store::kTagEvents});
+    if (!record.ok()) return record.status();
+    for (const v1::Event& event : record->events().events()) {
+      if (event.comm_id() == comm_id && event.seq() >= from_seq) events.push_back(event);
+    }
+  }
+  return events;
+}
+
+}  // namespace collwatch

@@ -1,0 +1,201 @@
+// The framed files of the trace store: headers, checksummed frames, scans that tell a
+// torn tail from damage, and the index entries of events frames (see trace_frames.h).
+// Threading: pure functions and single-call file I/O; no state.
+#include "store/trace_frames.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "store/crc32c.h"
+#include "store/event_codec.h"
+
+namespace collwatch {
+namespace {
+
+void PutU32(char* out, uint32_t value) { std::memcpy(out, &value, 4); }  // x86-64: little endian
+uint32_t GetU32(const char* in) {
+  uint32_t value;
+  std::memcpy(&value, in, 4);
+  return value;
+}
+
+absl::Status ReadWholeFile(const std::string& path, std::string* bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return store::Errno(absl::StrCat("open ", path));
+  }
+  bytes->clear();
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      close(fd);
+      return store::Errno(absl::StrCat("read ", path));
+    }
+    if (got == 0) break;
+    bytes->append(buffer, static_cast<size_t>(got));
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
+bool AllZero(const std::string& bytes, size_t from) {
+  return std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.end(),
+                     [](char c) { return c == 0; });
+}
+
+}  // namespace
+
+namespace store {
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+std::string FileHeader(uint64_t magic) {
+  std::string header(store::kFileHeaderBytes, '\0');
+  std::memcpy(header.data(), &magic, 8);
+  PutU32(header.data() + 8, store::kVersion);
+  return header;
+}
+
+// Appends one frame holding `message` to `out`.
+void AppendFrame(const google::protobuf::MessageLite& message, std::string* out) {
+  const size_t payload = message.ByteSizeLong();
+  const size_t start = out->size();
+  out->resize(start + store::kFrameHeaderBytes + payload);
+  char* frame = out->data() + start;
+  message.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(frame + store::kFrameHeaderBytes));
+  PutU32(frame, static_cast<uint32_t>(payload));
+  PutU32(frame + 4, Crc32c(frame + store::kFrameHeaderBytes, payload));
+}
+
+absl::Status WriteAll(int fd, const std::string& bytes, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t wrote = pwrite(fd, bytes.data() + done, bytes.size() - done,
+                                 static_cast<off_t>(offset + done));
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      return Errno(absl::StrCat("write ", path));
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  return absl::OkStatus();
+}
+
+// The index entry that describes an events frame.
+v1::StoreIndexEntry EntryFor(const FrameInfo& frame, const v1::StoredEvents& events) {
+  v1::StoreIndexEntry entry;
+  entry.set_offset(frame.offset);
+  entry.set_length(frame.length);
+  entry.set_events(static_cast<uint64_t>(events.events_size()));
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> lanes;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> comms;
+  for (const v1::Event& event : events.events()) {
+    const uint64_t position = LanePosition(event);
+    auto [lane, new_lane] = lanes.try_emplace(event.lane(), position, position);
+    if (!new_lane) {
+      lane->second.first = std::min(lane->second.first, position);
+      lane->second.second = std::max(lane->second.second, position);
+    }
+    if (event.comm_id() == 0) continue;
+    auto [comm, new_comm] = comms.try_emplace(event.comm_id(), event.seq(), event.seq());
+    if (!new_comm) {
+      comm->second.first = std::min(comm->second.first, event.seq());
+      comm->second.second = std::max(comm->second.second, event.seq());
+    }
+  }
+  for (const auto& [lane, range] : lanes) {
+    v1::LaneRange* out = entry.add_lanes();
+    out->set_lane(lane);
+    out->set_first_position(range.first);
+    out->set_last_position(range.second);
+  }
+  for (const auto& [comm_id, range] : comms) {
+    v1::CommRange* out = entry.add_comms();
+    out->set_comm_id(comm_id);
+    out->set_min_seq(range.first);
+    out->set_max_seq(range.second);
+  }
+  return entry;
+}
+
+// Index entries of `index_path` that describe `log_frames` in order: the longest
+// matching prefix. `*index_valid_end` is where that prefix ends in the index file.
+std::vector<v1::StoreIndexEntry> MatchingIndexPrefix(const std::string& index_path,
+                                                     const std::vector<FrameInfo>& log_frames,
+                                                     uint64_t* index_valid_end) {
+  std::vector<v1::StoreIndexEntry> entries;
+  *index_valid_end = 0;
+  std::string bytes;
+  absl::StatusOr<LogScan> scan = ScanFramedFile(index_path, store::kIndexMagic, &bytes);
+  if (!scan.ok()) return entries;  // missing or damaged: rebuilt from the log
+  *index_valid_end = store::kFileHeaderBytes;
+  size_t next_log = 0;
+  for (const FrameInfo& frame : scan->frames) {
+    while (next_log < log_frames.size() && log_frames[next_log].tag != store::kTagEvents) ++next_log;
+    if (next_log == log_frames.size()) break;
+    absl::StatusOr<v1::StoreIndexEntry> entry = DecodeFrame<v1::StoreIndexEntry>(bytes, frame, index_path);
+    if (!entry.ok() || entry->offset() != log_frames[next_log].offset ||
+        entry->length() != log_frames[next_log].length) {
+      break;
+    }
+    entries.push_back(*std::move(entry));
+    *index_valid_end = frame.offset + frame.length;
+    ++next_log;
+  }
+  return entries;
+}
+
+}  // namespace store
+
+absl::StatusOr<LogScan> ScanFramedFile(const std::string& path, uint64_t magic, std::string* bytes) {
+  if (absl::Status read = ReadWholeFile(path, bytes); !read.ok()) return read;
+  LogScan scan;
+  scan.file_bytes = bytes->size();
+  if (bytes->size() < store::kFileHeaderBytes) return scan;  // torn while being created
+  uint64_t file_magic;
+  std::memcpy(&file_magic, bytes->data(), 8);
+  if (file_magic != magic) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a collwatch trace file (wrong magic)"));
+  }
+  if (const uint32_t version = GetU32(bytes->data() + 8); version != store::kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": trace format version ", version,
+                                                   ", this build reads ", store::kVersion));
+  }
+  uint64_t offset = store::kFileHeaderBytes;
+  const uint64_t size = bytes->size();
+  while (offset < size) {
+    if (size - offset < store::kFrameHeaderBytes) break;  // torn frame header
+    const uint32_t length = GetU32(bytes->data() + offset);
+    const uint32_t crc = GetU32(bytes->data() + offset + 4);
+    const uint64_t end = offset + store::kFrameHeaderBytes + length;
+    if (end > size) break;  // torn payload
+    const char* payload = bytes->data() + offset + store::kFrameHeaderBytes;
+    const bool valid = length > 0 && length <= store::kMaxFramePayloadBytes &&
+                       Crc32c(payload, length) == crc;
+    if (!valid) {
+      // A crash leaves only the last frame bad (or zeros the file system added).
+      if (end == size || AllZero(*bytes, offset)) break;
+      return absl::DataLossError(absl::StrCat(
+          path, ": the frame at offset ", offset, " fails its checksum and ", size - end,
+          " bytes follow it: the file is damaged, not cut short by a crash. It was left as "
+          "it is; move the folder aside to start a new trace for this rank"));
+    }
+    scan.frames.push_back(FrameInfo{offset, end - offset, static_cast<uint8_t>(payload[0])});
+    offset = end;
+  }
+  scan.valid_end = offset;
+  return scan;
+}
+
+}  // namespace collwatch
