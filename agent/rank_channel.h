@@ -1,0 +1,133 @@
+// One ring of the node and its stream to the collector: the agent's unit of work.
+// The tail thread polls it (reads what is new, seals due batches, tracks the writer's
+// liveness and its process through /proc); its sender thread keeps one gRPC stream with
+// hello, resume, batches out and acks in, reconnecting with backoff.
+// Threading: the tail thread calls Poll; the sender and ack reader threads are its own;
+// every member below mutex_ is guarded by it. Internal to the agent (agent.cc).
+#ifndef COLLWATCH_AGENT_RANK_CHANNEL_H_
+#define COLLWATCH_AGENT_RANK_CHANNEL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/outgoing_batches.h"
+#include "grpcpp/grpcpp.h"
+#include "process/process_info.h"
+#include "process/process_sample.h"
+#include "process/rank_membership.h"
+#include "proto/collwatch.grpc.pb.h"
+#include "ring/ring_reader.h"
+
+namespace collwatch {
+
+// One ring and its stream to the collector.
+class RankChannel {
+ public:
+  RankChannel(const AgentOptions& options, const std::atomic<bool>& job_stopping, std::unique_ptr<RingReader> reader,
+              std::shared_ptr<grpc::Channel> channel);
+
+  ~RankChannel() { Stop(); }
+
+  void Stop();
+
+  // Tail thread: reads what is new, seals due batches, tracks the writer's liveness.
+  void Poll();
+
+  bool drained() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return drained_;
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failed_;
+  }
+  bool live() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !drained_ && !failed_;
+  }
+  // Its writer is gone and everything is read, but the collector has not been heard from
+  // for `seconds`: what is left can only wait in the ring.
+  bool StrandedFor(uint64_t now, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_reading_ && !drained_ && !failed_ && now > last_contact_ns_ &&
+           static_cast<double>(now - last_contact_ns_) / 1e9 > seconds;
+  }
+  const v1::RankIdentity& identity() const { return identity_; }
+  // "rank 3 (node0, pid 4242)", "ranks 0-1 (node0, pid 4242)": for log lines.
+  std::string Who() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return WhoLocked();
+  }
+  void AddTo(AgentStats* stats) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats->rings;
+    if (drained_) ++stats->drained;
+    if (failed_) ++stats->failed;
+    stats->events_read += events_read_;
+    stats->lost += lost_;
+    stats->connects += connects_;
+  }
+
+ private:
+  // Looks at the writer's process through /proc (rings of this host only), every
+  // kSampleIntervalNs and at once when its liveness changed; never again once it is gone,
+  // since its pid may soon name another process. True when what the look saw changed.
+  // Called with mutex_ held.
+  bool SampleProcessIfDue(uint64_t now, bool liveness_changed);
+
+  // Communicator ranks the records name: a process without RANK is shown as its ranks.
+  // Bounded: a damaged ring must not grow it.
+  void NoteMembershipLocked(const ring::Record& record);
+  std::string WhoLocked() const;
+
+  void SendLoop();
+
+  // One stream: hello, resume, then batches out and acks in until it breaks.
+  grpc::Status RunConnection(double* backoff);
+
+  const AgentOptions& options_;
+  const std::atomic<bool>& job_stopping_;  // Agent::NoteJobStopping
+  std::unique_ptr<RingReader> reader_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Collector::Stub> stub_;
+  v1::RankIdentity identity_;
+  const bool local_;  // the ring's process runs on this host: /proc can show it
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  OutgoingBatches outgoing_;
+  std::vector<LaneCursor> cursors_;
+  std::set<uint32_t> sent_regions_;
+  std::vector<CommMembership> memberships_;
+  v1::WriterStatus status_ = v1::WRITER_STATUS_UNSPECIFIED;
+  ProcessSample sample_;  // the latest look at the process (sampled_ns 0: none)
+  uint64_t next_sample_ns_ = 0;
+  uint64_t created_ns_;
+  uint64_t last_seal_ns_ = 0;
+  uint64_t lost_ = 0;
+  uint64_t torn_ = 0;
+  uint64_t events_read_ = 0;
+  uint64_t connects_ = 0;
+  uint64_t last_contact_ns_ = created_ns_;  // last hello answered or batch acknowledged
+  bool resume_known_ = false;
+  bool finished_reading_ = false;
+  bool drained_ = false;
+  bool failed_ = false;
+  bool broken_ = false;
+  bool stop_ = false;
+  bool warned_down_ = false;
+  grpc::ClientContext* context_ = nullptr;
+  std::thread sender_;
+};
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_AGENT_RANK_CHANNEL_H_
