@@ -1,4 +1,5 @@
 // Feeding the analyzer from event streams.
+// Threading: see online_analyzer.h (one mutex for the queue, one for the model).
 #include "collector/online_analyzer.h"
 
 #include <algorithm>

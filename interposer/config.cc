@@ -1,4 +1,5 @@
 // Reads the interposer's environment variables (table in ring/settings.h). Runs once.
+// Threading: called by the one thread that creates the ring (recorder_lifecycle.cc).
 #include "interposer/config.h"
 
 #include <cstdio>

@@ -1,4 +1,5 @@
 // Symbol lookup past our own library. Runs once per symbol (callers cache).
+// Threading: any thread (see real_symbols.h).
 #include "interposer/real_symbols.h"
 
 #include <dlfcn.h>

@@ -1,5 +1,6 @@
 // Creates and maps the per-process ring file. Runs once per process, on the first
 // recorded NCCL call; everything after creation is the lock-free Append() in the header.
+// Threading: see ring_writer.h.
 #include "interposer/ring_writer.h"
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// Names, clock offsets and liveness of processes.
+// Names, clock offsets and liveness of processes. Threading: pure functions.
 #include "process/process_info.h"
 
 #include <algorithm>

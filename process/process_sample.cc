@@ -1,4 +1,4 @@
-// Looking at a process through /proc.
+// Looking at a process through /proc. Threading: any thread; no state of its own.
 #include "process/process_sample.h"
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// A ring's contents as a ProcessUpdate.
+// A ring's contents as a ProcessUpdate. Threading: pure functions.
 #include "process/process_update.h"
 
 #include <set>

@@ -1,4 +1,4 @@
-// The rank-membership rule and the words for ranks.
+// The rank-membership rule and the words for ranks. Threading: pure functions.
 #include "process/rank_membership.h"
 
 #include <algorithm>

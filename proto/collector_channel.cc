@@ -1,4 +1,4 @@
-// A client channel to a collector.
+// A client channel to a collector. Threading: pure functions (see collector_channel.h).
 #include "proto/collector_channel.h"
 
 namespace collwatch {

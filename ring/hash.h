@@ -1,6 +1,7 @@
 // The one 64-bit hash of collwatch: communicator ids, region names, shared-memory
 // names. Header-only, dependency-free, noexcept; the values are part of the ring ABI
 // (communicator ids must agree between ranks and builds), so never change them.
+// Threading: pure functions, any thread.
 #ifndef COLLWATCH_RING_HASH_H_
 #define COLLWATCH_RING_HASH_H_
 

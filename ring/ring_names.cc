@@ -1,4 +1,5 @@
 // The name table of ring enumerations. Values follow ring_format.h and nccl.h.
+// Threading: constant tables and pure functions.
 #include "ring/ring_names.h"
 
 #include <charconv>
