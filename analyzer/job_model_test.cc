@@ -1,9 +1,11 @@
 // The job model on records as rings yield them: group members complete with their group,
 // a return may arrive before its enter, damaged records and clocks are counted or
-// saturated instead of allocated or overflowed. Threading: single-threaded.
+// saturated instead of allocated or overflowed; Apply takes all a ProcessUpdate says.
+// Threading: single-threaded.
 #include "analyzer/job_model.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "analyzer/analyzer.h"
 #include "analyzer/analyzer_test_job.h"
@@ -16,7 +18,7 @@ using ring::ApiFn;
 
 // No device (the preload found no CUDA): the GroupEnd completes at its return, and so
 // do its members; none stays pending (online, pending calls are never forgotten).
-TEST(AnalyzerTest, GroupEndCompletingAtReturnCompletesItsMembers) {
+TEST(JobModelTest, GroupEndCompletingAtReturnCompletesItsMembers) {
   Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const ProcessId process = job.AddProcess(0);
@@ -26,7 +28,7 @@ TEST(AnalyzerTest, GroupEndCompletingAtReturnCompletesItsMembers) {
   EXPECT_TRUE(analyzer.model().process(process).pending.empty());
 }
 
-TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
+TEST(JobModelTest, ReturnArrivingBeforeItsEnterIsKept) {
   Analyzer analyzer(TestOptions());
   const ProcessId process = analyzer.model().AddProcess({});
   ring::Record enter{};
@@ -49,7 +51,7 @@ TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
   EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
 }
 
-TEST(AnalyzerTest, DamagedRecordsAreCountedNotAllocated) {
+TEST(JobModelTest, DamagedRecordsAreCountedNotAllocated) {
   Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
   const ProcessId process = job.AddProcess(0);
@@ -63,7 +65,7 @@ TEST(AnalyzerTest, DamagedRecordsAreCountedNotAllocated) {
 
 // The ring fuzzer's find: clocks from a damaged ring header or record (an offset near
 // 2^63, a time near 2^64) overflowed the realtime conversion (undefined behaviour).
-TEST(AnalyzerTest, DamagedClocksSaturateInsteadOfOverflowing) {
+TEST(JobModelTest, DamagedClocksSaturateInsteadOfOverflowing) {
   EXPECT_EQ(RealtimeOffsetNs(UINT64_MAX, 0), kMaxTimeNs);
   EXPECT_EQ(RealtimeOffsetNs(0, UINT64_MAX), -kMaxTimeNs);
   Analyzer analyzer(TestOptions());
@@ -89,6 +91,92 @@ TEST(AnalyzerTest, DamagedClocksSaturateInsteadOfOverflowing) {
   EXPECT_EQ(model.call(early, 0).enter_ns, 1);
   EXPECT_EQ(model.LatestTimeNs(), kMaxTimeNs);
   analyzer.Analyze(model.LatestTimeNs(), /*final_pass=*/true);
+}
+
+// An all-reduce as a ring holds it: its enter at (0, index) and its return after it.
+std::vector<IndexedRecord> AllReduceRecords(uint64_t index, uint64_t seq, uint32_t region_id) {
+  ring::Record enter{};
+  enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  enter.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+  enter.comm_id = kComm;
+  enter.rank = 0;
+  enter.nranks = 1;
+  enter.seq = seq;
+  enter.count = 1024;
+  enter.dtype = 7;
+  enter.region_id = region_id;
+  enter.t_ns = 1000 * (index + 1);
+  ring::Record back = enter;
+  back.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+  back.ref_lane = 0;
+  back.ref_index = index;
+  back.t_ns = enter.t_ns + 500;
+  back.flags = ring::kFlagCompletesAtReturn;
+  return {{0, index, enter}, {0, index + 1, back}};
+}
+
+// Apply is the one door every source feeds a process through: all an update says lands.
+TEST(JobModelApplyTest, EverythingAnUpdateSaysLands) {
+  JobModel model;
+  ProcessInfo info;
+  info.realtime_offset_ns = kT0;
+  const ProcessId process = model.AddProcess(info);
+  ProcessUpdate update;
+  update.regions = {{3, "fwd/embed"}};
+  for (const IndexedRecord& item : AllReduceRecords(0, 1, 3)) update.records.push_back(item);
+  for (const IndexedRecord& item : AllReduceRecords(2, 2, 0)) update.records.push_back(item);
+  update.status = ProcessStatus::kExited;
+  update.heartbeat_ns = 5 * kSecond;
+  update.lost_records = 7;
+  update.sample.state = ProcessState::kZombie;
+  update.sample.sampled_ns = kT0 + 6 * kSecond;
+  update.exit_code = 300;  // more than exit() can pass: clamped
+  model.Apply(process, update);
+
+  const Comm* comm = model.FindComm(kComm);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->ranks[0].completed_seq, 2u);
+  EXPECT_EQ(model.unmatched_records(), 0u);
+  const Call* first = model.Collective(*comm, 0, 1);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(model.RegionName(first->region), "fwd/embed") << "region names come before the records that use them";
+  EXPECT_EQ(first->enter_ns, kT0 + 1000);
+  const Process& held = model.process(process);
+  EXPECT_EQ(held.status, ProcessStatus::kExited);
+  EXPECT_EQ(held.heartbeat_ns, kT0 + 5 * kSecond);
+  EXPECT_EQ(held.lost_records, 7u);
+  EXPECT_EQ(held.sample.state, ProcessState::kZombie);
+  EXPECT_TRUE(held.exit_recorded);
+  EXPECT_EQ(held.exit_code, 255);
+}
+
+// A later update that says nothing of the status, the process or an exit (an agent's
+// batch of records only) leaves what earlier ones said.
+TEST(JobModelApplyTest, WhatAnUpdateDoesNotSayStaysAsItWas) {
+  JobModel model;
+  const ProcessId process = model.AddProcess({});
+  ProcessUpdate first;
+  first.records = AllReduceRecords(0, 1, 0);
+  first.status = ProcessStatus::kSilent;
+  first.heartbeat_ns = 5 * kSecond;
+  first.lost_records = 2;
+  first.sample.state = ProcessState::kStopped;
+  first.sample.sampled_ns = kT0;
+  first.exit_code = 3;
+  model.Apply(process, first);
+  ProcessUpdate records_only;
+  records_only.records = AllReduceRecords(2, 2, 0);
+  model.Apply(process, records_only);
+
+  EXPECT_EQ(model.FindComm(kComm)->ranks[0].completed_seq, 2u);
+  const Process& held = model.process(process);
+  EXPECT_EQ(held.status, ProcessStatus::kSilent);
+  EXPECT_EQ(held.heartbeat_ns, 5 * kSecond);
+  EXPECT_EQ(held.lost_records, 2u);
+  EXPECT_EQ(held.sample.state, ProcessState::kStopped);
+  EXPECT_EQ(held.sample.sampled_ns, kT0);
+  EXPECT_TRUE(held.exit_recorded);
+  EXPECT_EQ(held.exit_code, 3);
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
 // The ring <-> wire conversion: what the agent sends always decodes at the collector;
 // every field of every record kind, a ring's identity, a writer's status and a look at a
-// process survive the trip to the wire and back (or land where they should).
+// process survive the trip to the wire and back (or land where they should), and what a
+// batch or a stored trace says becomes the ProcessUpdate the model applies.
 // Threading: single-threaded.
 #include "store/event_codec.h"
 
+#include <stdlib.h>
+
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 namespace {
@@ -219,6 +228,134 @@ TEST(WriterStatusWireTest, EachStatusLandsInItsProcessStatus) {
   // Not known yet, or from a newer agent: running until said otherwise.
   EXPECT_EQ(ProcessStatusFromWire(v1::WRITER_STATUS_UNSPECIFIED), ProcessStatus::kRunning);
   EXPECT_EQ(ProcessStatusFromWire(static_cast<v1::WriterStatus>(99)), ProcessStatus::kRunning);
+}
+
+// Every status the model knows crosses the wire as itself; only DEAD and SILENT (no
+// look at the process to say more) are lost without exiting (process_info.h's rule).
+TEST(WriterStatusWireTest, EveryStatusSurvivesTheRoundTrip) {
+  const std::pair<ProcessStatus, v1::WriterStatus> statuses[] = {
+      {ProcessStatus::kRunning, v1::WRITER_STATUS_RUNNING}, {ProcessStatus::kExited, v1::WRITER_STATUS_EXITED},
+      {ProcessStatus::kDisabled, v1::WRITER_STATUS_DISABLED}, {ProcessStatus::kDead, v1::WRITER_STATUS_DEAD},
+      {ProcessStatus::kSilent, v1::WRITER_STATUS_SILENT},
+  };
+  for (const auto& [status, wire] : statuses) {
+    EXPECT_EQ(ProcessStatusToWire(status), wire) << ProcessStatusName(status);
+    EXPECT_EQ(ProcessStatusFromWire(ProcessStatusToWire(status)), status) << ProcessStatusName(status);
+  }
+  EXPECT_TRUE(WireStatusLostWithoutExit(v1::WRITER_STATUS_DEAD));
+  EXPECT_TRUE(WireStatusLostWithoutExit(v1::WRITER_STATUS_SILENT));
+  EXPECT_FALSE(WireStatusLostWithoutExit(v1::WRITER_STATUS_EXITED));
+  EXPECT_FALSE(WireStatusLostWithoutExit(v1::WRITER_STATUS_RUNNING));
+  EXPECT_FALSE(WireStatusLostWithoutExit(v1::WRITER_STATUS_DISABLED));
+  EXPECT_FALSE(WireStatusLostWithoutExit(v1::WRITER_STATUS_UNSPECIFIED));
+}
+
+// Three records of one lane as an agent sends them, with everything else a batch says.
+v1::StreamEventsRequest FullBatch(const std::vector<IndexedRecord>& records) {
+  v1::StreamEventsRequest batch;
+  for (const IndexedRecord& item : records) EventFromRecord(item, batch.add_events());
+  v1::RegionName* region = batch.add_regions();
+  region->set_id(16);
+  region->set_name("bwd/trunk.expert1");
+  batch.set_lost(1);
+  batch.set_torn(2);
+  batch.set_dropped(4);
+  batch.set_heartbeat_ns(5'000'000'123);
+  batch.set_writer_status(v1::WRITER_STATUS_EXITED);
+  ProcessSample sample;
+  sample.state = ProcessState::kZombie;
+  sample.sampled_ns = kNow;
+  *batch.mutable_process() = ProcessSampleToWire(sample);
+  batch.set_exit_recorded(true);
+  batch.set_exit_code(3);
+  return batch;
+}
+
+std::vector<IndexedRecord> ThreeRecords() {
+  return {{2, 10, EveryFieldSet(ring::RecordKind::kEnter, 100)},
+          {2, 11, EveryFieldSet(ring::RecordKind::kReturn, 200)},
+          {2, 12, EveryFieldSet(ring::RecordKind::kComplete, 300)}};
+}
+
+// A batch as the collector's online analysis takes it: only the events the store took
+// as new (the others were resends), every other thing the batch says as it said it.
+TEST(ProcessUpdateTest, FromABatchTakesTheStoredEventsAndEverythingElse) {
+  const std::vector<IndexedRecord> records = ThreeRecords();
+  const ProcessUpdate update = ProcessUpdateFromBatch(FullBatch(records), /*stored_events=*/{0, 2});
+  ASSERT_EQ(update.records.size(), 2u);
+  for (const auto& [got, sent] : {std::pair{update.records[0], records[0]}, std::pair{update.records[1], records[2]}}) {
+    EXPECT_EQ(got.lane, sent.lane);
+    EXPECT_EQ(got.index, sent.index);
+    ExpectSameRecord(got.record, sent.record);
+  }
+  EXPECT_EQ(update.regions, (std::vector<std::pair<uint32_t, std::string>>{{16, "bwd/trunk.expert1"}}));
+  EXPECT_EQ(update.status, std::optional<ProcessStatus>(ProcessStatus::kExited));
+  EXPECT_EQ(update.heartbeat_ns, 5'000'000'123u);
+  EXPECT_EQ(update.lost_records, 7u) << "lost, torn and dropped together";
+  EXPECT_EQ(update.sample.state, ProcessState::kZombie);
+  EXPECT_EQ(update.sample.sampled_ns, kNow);
+  EXPECT_EQ(update.exit_code, std::optional<int32_t>(3));
+
+  EXPECT_TRUE(ProcessUpdateFromBatch(FullBatch(records), {}).records.empty()) << "a batch of resends only";
+}
+
+// A batch that says nothing of its writer's status, its process or an exit leaves them
+// unsaid: nothing the model has from earlier batches is overwritten.
+TEST(ProcessUpdateTest, WhatABatchDoesNotSayStaysUnsaid) {
+  v1::StreamEventsRequest batch;
+  EventFromRecord({0, 0, EveryFieldSet(ring::RecordKind::kEnter, 0)}, batch.add_events());
+  const ProcessUpdate update = ProcessUpdateFromBatch(batch, {0});
+  EXPECT_EQ(update.records.size(), 1u);
+  EXPECT_EQ(update.status, std::nullopt);
+  EXPECT_EQ(update.sample.sampled_ns, 0) << "no look";
+  EXPECT_EQ(update.exit_code, std::nullopt);
+  EXPECT_EQ(update.lost_records, 0u);
+  EXPECT_TRUE(update.regions.empty());
+}
+
+// Ring records -> events -> the trace store's log -> read back -> records: a stored
+// trace says what the batches said, each record once however often it was sent.
+TEST(ProcessUpdateTest, RecordsSurviveTheTripThroughTheTraceStore) {
+  char pattern[] = "/tmp/collwatch-codec-test-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = std::string(pattern) + "/rank";
+  const std::vector<IndexedRecord> records = ThreeRecords();
+  const v1::StreamEventsRequest batch = FullBatch(records);
+  v1::RankIdentity identity;
+  identity.set_job("job1");
+  identity.set_host("node0");
+  identity.set_pid(4242);
+  {
+    absl::StatusOr<std::unique_ptr<RankTraceWriter>> writer = RankTraceWriter::Open(dir, identity);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    absl::StatusOr<AppendResult> first = (*writer)->Append(batch);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->stored_events, (std::vector<int>{0, 1, 2}));
+    absl::StatusOr<AppendResult> resent = (*writer)->Append(batch);
+    ASSERT_TRUE(resent.ok()) << resent.status();
+    EXPECT_TRUE(resent->stored_events.empty());
+    EXPECT_EQ(resent->duplicates, 3u);
+  }
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
+  ASSERT_TRUE(events.ok()) << events.status();
+  const ProcessUpdate update = ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->status());
+  ASSERT_EQ(update.records.size(), records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(update.records[i].lane, records[i].lane);
+    EXPECT_EQ(update.records[i].index, records[i].index);
+    ExpectSameRecord(update.records[i].record, records[i].record);
+  }
+  EXPECT_EQ(update.regions, (std::vector<std::pair<uint32_t, std::string>>{{16, "bwd/trunk.expert1"}}));
+  EXPECT_EQ(update.status, std::optional<ProcessStatus>(ProcessStatus::kExited));
+  EXPECT_EQ(update.heartbeat_ns, 5'000'000'123u);
+  EXPECT_EQ(update.lost_records, 7u);
+  EXPECT_EQ(update.sample.state, ProcessState::kZombie);
+  EXPECT_EQ(update.sample.sampled_ns, kNow);
+  EXPECT_EQ(update.exit_code, std::optional<int32_t>(3));
+  std::filesystem::remove_all(pattern);
 }
 
 TEST(ProcessSampleWireTest, RoundTripAndBoundsOnWhatAnAgentClaims) {

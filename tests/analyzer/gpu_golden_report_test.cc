@@ -1,38 +1,50 @@
-// Golden reports: for each golden GPU trace (tests/data/gpu/*.rings.txt), the post-mortem
-// report `collwatch analyze` would print is compared with the expected one checked in
-// beside it (*.report.txt), line by line with a diff on mismatch. To accept a change on
-// purpose: COLLWATCH_UPDATE_GOLDEN=1 ctest -R GpuGoldenReport, then review the files'
-// diff. Threading: single-threaded.
+// Golden reports: each golden GPU trace (tests/data/gpu/*.rings.txt, `collwatch dump` text
+// of the rings of a real run) is stored as the collector stores an agent's stream (a trace
+// folder, store/trace_store.h), and `collwatch analyze` is run on that folder, as text and
+// as --json (cli/analyze_command.h, what main.cc calls). Its output is compared with the
+// expected report checked in beside the trace (TRACE.report.txt, TRACE.report.json), line
+// by line with a diff on mismatch. To accept a change on purpose:
+// COLLWATCH_UPDATE_GOLDEN=1 ctest -R GpuGoldenReport, then review git diff tests/data/gpu.
+// Threading: single-threaded.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "analyzer/analyzer.h"
-#include "analyzer/report.h"
+#include "absl/strings/str_replace.h"
+#include "cli/analyze_command.h"
 #include "gtest/gtest.h"
+#include "store/event_codec.h"
+#include "store/trace_store.h"
 #include "tests/support/ring_dump_text.h"
 
-namespace collwatch::analyzer {
+namespace collwatch {
 namespace {
 
+namespace fs = std::filesystem;
 using ::collwatch::testing::DumpedJob;
-using ::collwatch::testing::DumpedJobFeeder;
+using ::collwatch::testing::DumpedRecord;
+using ::collwatch::testing::DumpedRing;
 using ::collwatch::testing::DumpRegions;
+using ::collwatch::testing::kDumpMonotonicOriginNs;
+using ::collwatch::testing::kDumpRealtimeOriginNs;
 using ::collwatch::testing::ReadRingDumpText;
 
 constexpr char kTraceSuffix[] = ".rings.txt";
-constexpr char kReportSuffix[] = ".report.txt";
 constexpr size_t kContextLines = 2;  // equal lines shown around each difference
 
 std::string TracePath(const std::string& name) { return std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + name; }
 
-// TRACE.rings.txt -> TRACE.report.txt, beside it.
-std::string ExpectedReportPath(const std::string& trace) {
-  return TracePath(trace.substr(0, trace.size() - (sizeof kTraceSuffix - 1)) + kReportSuffix);
+// TRACE.rings.txt -> TRACE.report.txt (or .json), beside it.
+std::string ExpectedReportPath(const std::string& trace, const std::string& extension) {
+  return TracePath(trace.substr(0, trace.size() - (sizeof kTraceSuffix - 1)) + ".report." + extension);
 }
 
 bool UpdateRequested() {
@@ -40,20 +52,90 @@ bool UpdateRequested() {
   return value != nullptr && std::string(value) == "1";
 }
 
-// What `collwatch analyze` prints for the trace's rings (cli/analyze_command.cc): every
-// record, one final pass as of the end of the trace, report.txt's text. The source is
-// the trace's file name, so that the text does not depend on where the tree lies.
-std::string PostMortemReport(const std::string& trace) {
+// The identity an agent would have sent for `ring` (its clocks at the dump reader's
+// origin, as every record time is).
+v1::RankIdentity IdentityOf(const DumpedRing& ring) {
+  v1::RankIdentity identity;
+  identity.set_job(ring.job);
+  identity.set_host(ring.info.host);
+  identity.set_pid(ring.info.pid);
+  identity.set_rank(ring.info.global_rank);
+  identity.set_local_rank(ring.local_rank);
+  identity.set_world_size(ring.info.world_size);
+  identity.set_ring_path(ring.path);
+  identity.set_lane_count(ring.lanes);
+  identity.set_start_realtime_ns(static_cast<uint64_t>(kDumpRealtimeOriginNs));
+  identity.set_start_monotonic_ns(kDumpMonotonicOriginNs);
+  return identity;
+}
+
+// Each ring of `job` as one batch of its agent, stored under `out_dir`/JOB/ by the
+// collector's trace store: every record, its region names, the writer's final status,
+// what was lost and the exit status. Returns the job's folder ("" on failure).
+std::string StoreAsTheCollectorWould(const DumpedJob& job, const std::string& out_dir) {
+  TraceStore store(out_dir, StoreOptions{});
+  for (const DumpedRing& ring : job.rings) {
+    absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = store.Writer(IdentityOf(ring));
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    if (!writer.ok()) return "";
+    v1::StreamEventsRequest batch;
+    batch.set_batch_seq(1);
+    for (const DumpedRecord& item : ring.records) {
+      EventFromRecord(IndexedRecord{item.lane, item.index, item.record}, batch.add_events());
+    }
+    for (const auto& [id, name] : ring.region_names) {
+      v1::RegionName* region = batch.add_regions();
+      region->set_id(id);
+      region->set_name(name);
+    }
+    batch.set_lost(ring.lost_records);
+    batch.set_writer_status(ProcessStatusToWire(ring.status));
+    if (ring.exit_code) {
+      batch.set_exit_recorded(true);
+      batch.set_exit_code(*ring.exit_code);
+    }
+    absl::StatusOr<AppendResult> appended = (*writer)->Append(batch);
+    EXPECT_TRUE(appended.ok()) << appended.status();
+    if (!appended.ok()) return "";
+    EXPECT_EQ(appended->stored, ring.records.size()) << ring.path << ": every record stored once";
+  }
+  return job.rings.empty() ? "" : out_dir + "/" + job.rings[0].job;
+}
+
+struct Analyzed {
+  int exit_code = -1;
+  std::string text;  // report.txt
+  std::string json;  // report.json
+};
+
+// `collwatch analyze` and `collwatch analyze --json` on the trace, stored as the collector
+// would have stored its rings. Where the report names the folder it read (a scratch folder
+// that changes every run), it names the trace file instead.
+Analyzed AnalyzeTrace(const std::string& trace) {
+  Analyzed analyzed;
   absl::StatusOr<DumpedJob> job = ReadRingDumpText(TracePath(trace), DumpRegions::kKeep);
   EXPECT_TRUE(job.ok()) << job.status();
-  if (!job.ok()) return "";
-  Analyzer analyzer;
-  DumpedJobFeeder feeder(*job, &analyzer.model());
-  feeder.FeedRest();
-  const std::vector<Finding> findings = analyzer.Analyze(analyzer.model().LatestTimeNs(), /*final_pass=*/true);
-  ReportInfo info = DescribeJob(analyzer.model());
-  info.source = trace + " (collwatch dump text)";
-  return ReportText(findings, info);
+  if (!job.ok()) return analyzed;
+  char pattern[] = "/tmp/collwatch-golden-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return analyzed;
+  }
+  const std::string scratch = pattern;
+  const std::string job_dir = StoreAsTheCollectorWould(*job, scratch + "/out");
+  if (!job_dir.empty()) {
+    const std::string stable = "tests/data/gpu/" + trace;
+    std::ostringstream text, json, text_err, json_err;
+    analyzed.exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/false, 0}, text, text_err);
+    const int json_exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/true, 0}, json, json_err);
+    EXPECT_EQ(json_exit_code, analyzed.exit_code) << "the same verdict either way";
+    EXPECT_EQ(text_err.str(), "") << "no warning on a whole trace";
+    EXPECT_EQ(json_err.str(), "");
+    analyzed.text = absl::StrReplaceAll(text.str(), {{job_dir, stable}});
+    analyzed.json = absl::StrReplaceAll(json.str(), {{job_dir, stable}});
+  }
+  fs::remove_all(scratch);
+  return analyzed;
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -106,11 +188,10 @@ std::string LineDiff(const std::vector<std::string>& expected, const std::vector
   return diff;
 }
 
-void ExpectReportAsChecked(const std::string& trace) {
-  SCOPED_TRACE(trace);
-  const std::string actual = PostMortemReport(trace);
+// `actual` against the expected report at `path` (rewritten first when asked).
+void ExpectAsChecked(const std::string& actual, const std::string& path) {
+  SCOPED_TRACE(path);
   ASSERT_FALSE(actual.empty());
-  const std::string path = ExpectedReportPath(trace);
   if (UpdateRequested()) {
     std::ofstream(path) << actual;
     std::printf("COLLWATCH_UPDATE_GOLDEN=1: wrote %s\n", path.c_str());
@@ -126,11 +207,20 @@ void ExpectReportAsChecked(const std::string& trace) {
       << "git diff tests/data/gpu.";
 }
 
-TEST(GpuGoldenReport, ExpertSkip) { ExpectReportAsChecked("2026-11-23-h200x2-trainer-expert-skip.rings.txt"); }
+// Each of these runs hung and was killed: `analyze` says not healthy (exit status 1).
+void ExpectReportsAsChecked(const std::string& trace) {
+  SCOPED_TRACE(trace);
+  const Analyzed analyzed = AnalyzeTrace(trace);
+  EXPECT_EQ(analyzed.exit_code, 1);
+  ExpectAsChecked(analyzed.text, ExpectedReportPath(trace, "txt"));
+  ExpectAsChecked(analyzed.json, ExpectedReportPath(trace, "json"));
+}
 
-TEST(GpuGoldenReport, DtypeMismatch) { ExpectReportAsChecked("2026-11-23-h200x2-trainer-dtype-mismatch.rings.txt"); }
+TEST(GpuGoldenReport, ExpertSkip) { ExpectReportsAsChecked("2026-11-23-h200x2-trainer-expert-skip.rings.txt"); }
 
-TEST(GpuGoldenReport, ImageText) { ExpectReportAsChecked("2026-11-23-h200x2-trainer-image-text.rings.txt"); }
+TEST(GpuGoldenReport, DtypeMismatch) { ExpectReportsAsChecked("2026-11-23-h200x2-trainer-dtype-mismatch.rings.txt"); }
+
+TEST(GpuGoldenReport, ImageText) { ExpectReportsAsChecked("2026-11-23-h200x2-trainer-image-text.rings.txt"); }
 
 // The diff itself: what a mismatch shows.
 TEST(GpuGoldenReportDiff, ShowsEachChangeWithItsLineAndContext) {
@@ -145,4 +235,4 @@ TEST(GpuGoldenReportDiff, ShowsEachChangeWithItsLineAndContext) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch
