@@ -1,6 +1,7 @@
 // The post-mortem loader (trace_loader.h) on trace folders written by the store's own
 // writer (several ranks, a resent batch, a torn tail, run.json), on rings written by the
-// interposer's own writer, and on input it cannot read. Threading: single-threaded.
+// interposer's own writer, and on input it cannot read; where each form of path finds its
+// traces (FindTraces, shared with `dump`). Threading: single-threaded.
 #include "cli/trace_loader.h"
 
 #include <stdlib.h>
@@ -362,6 +363,55 @@ TEST_F(TraceLoaderTest, AFolderOfSeveralJobsAsksForOne) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), AllOf(HasSubstr(" holds several jobs ("), HasSubstr("jobA"), HasSubstr("jobB"),
                                       HasSubstr("): name one of their folders")));
+}
+
+// FindTraces, which `analyze` and `dump` share: each form of path gives its traces, sorted.
+TEST_F(TraceLoaderTest, FindTracesSaysWhereEachFormsTracesAre) {
+  WriteTraces(root_ + "/out");
+  const std::string job_dir = root_ + "/out/" + kJob;
+  const std::vector<std::string> rank_dirs = {job_dir + "/" + RankTraceDirName(Identity(0)),
+                                              job_dir + "/" + RankTraceDirName(Identity(1))};
+  for (const std::string& path : {job_dir, root_ + "/out"}) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<TraceSources> sources = FindTraces(path);
+    ASSERT_TRUE(sources.ok()) << sources.status();
+    EXPECT_EQ(sources->kind, TraceSources::Kind::kTraceStore);
+    EXPECT_EQ(sources->paths, rank_dirs);
+    EXPECT_FALSE(sources->run.has_value());
+    EXPECT_FALSE(sources->paths_from_run);
+  }
+  absl::StatusOr<TraceSources> one = FindTraces(rank_dirs[1]);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->kind, TraceSources::Kind::kTraceStore);
+  EXPECT_THAT(one->paths, ElementsAre(rank_dirs[1]));
+
+  const std::string rings = root_ + "/rings";
+  ASSERT_NO_FATAL_FAILURE(WriteRings(rings));
+  absl::StatusOr<TraceSources> ring_dir = FindTraces(rings);
+  ASSERT_TRUE(ring_dir.ok()) << ring_dir.status();
+  EXPECT_EQ(ring_dir->kind, TraceSources::Kind::kRings);
+  EXPECT_THAT(ring_dir->paths, ElementsAre(rings + "/rank0.ring", rings + "/rank1.ring"));
+  absl::StatusOr<TraceSources> ring_file = FindTraces(rings + "/rank1.ring");
+  ASSERT_TRUE(ring_file.ok()) << ring_file.status();
+  EXPECT_EQ(ring_file->kind, TraceSources::Kind::kRings);
+  EXPECT_THAT(ring_file->paths, ElementsAre(rings + "/rank1.ring"));
+
+  EXPECT_EQ(FindTraces(root_ + "/missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A `collwatch run` folder: run.json names the job whose traces are read, even beside
+// another job's (which, without run.json, would be a folder of several jobs).
+TEST_F(TraceLoaderTest, FindTracesTakesTheJobRunJsonNames) {
+  WriteTraces(root_ + "/run");
+  WriteTraces(root_ + "/run", "jobB");
+  std::ofstream(root_ + "/run/run.json") << R"({"job": "job1", "exit_status": 0})";
+  absl::StatusOr<TraceSources> sources = FindTraces(root_ + "/run");
+  ASSERT_TRUE(sources.ok()) << sources.status();
+  EXPECT_EQ(sources->kind, TraceSources::Kind::kTraceStore);
+  EXPECT_TRUE(sources->paths_from_run);
+  ASSERT_TRUE(sources->run.has_value());
+  EXPECT_EQ((*sources->run)["job"], "job1");
+  EXPECT_THAT(sources->paths, ElementsAre(HasSubstr("/run/job1/"), HasSubstr("/run/job1/")));
 }
 
 TEST_F(TraceLoaderTest, CommandsSayWhatWentWrongInOneLine) {
