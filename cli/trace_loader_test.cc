@@ -410,7 +410,8 @@ TEST_F(TraceLoaderTest, FindTracesTakesTheJobRunJsonNames) {
   EXPECT_EQ(sources->kind, TraceSources::Kind::kTraceStore);
   EXPECT_TRUE(sources->paths_from_run);
   ASSERT_TRUE(sources->run.has_value());
-  EXPECT_EQ((*sources->run)["job"], "job1");
+  EXPECT_EQ(sources->run->job, "job1");
+  EXPECT_EQ(sources->run->exit_status, 0);
   EXPECT_THAT(sources->paths, ElementsAre(HasSubstr("/run/job1/"), HasSubstr("/run/job1/")));
 }
 
