@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "interposer/regions.h"
+#include "interposer/ring_writer.h"
 #include "store/trace_store.h"
 
 namespace collwatch {
@@ -406,6 +409,43 @@ TEST(ProcessSampleWireTest, WaitChannelsAreSentAsUtf8) {
   EXPECT_EQ(ProcessSampleFromWire(ProcessSampleToWire(sample)).wait_channel, "futex_wait_queue");
   sample.wait_channel = "do_\xffpoll";
   EXPECT_EQ(ProcessSampleToWire(sample).wait_channel(), "do_\xef\xbf\xbdpoll");
+}
+
+// An NVTX name as the agent sends it: read from the ring its writer interned it in, valid
+// UTF-8 whatever bytes it held, and as a batch's region in what the collector applies.
+TEST(RegionNameWireTest, ARingsRegionNamesCrossAsUtf8) {
+  char pattern[] = "/tmp/collwatch-codec-region-test-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  Config config;
+  config.ring_records = 64;
+  std::snprintf(config.ring_dir, sizeof config.ring_dir, "%s", pattern);
+  std::snprintf(config.job, sizeof config.job, "job1");
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(config);
+  ASSERT_NE(writer, nullptr);
+  MirrorRegionsInto(writer->strings(), writer->string_capacity());
+  const std::string plain = "fwd/vision.patch", damaged = "bwd/\xff" "expert";
+  const uint32_t plain_id = InternRegion(plain.data(), plain.size());
+  const uint32_t damaged_id = InternRegion(damaged.data(), damaged.size());
+  ASSERT_NE(plain_id, 0u);
+  ASSERT_NE(damaged_id, 0u);
+  {
+    absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(writer->path());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    v1::StreamEventsRequest batch;
+    *batch.add_regions() = RegionNameFromRing(**reader, plain_id);
+    *batch.add_regions() = RegionNameFromRing(**reader, damaged_id);
+    const v1::RegionName unknown = RegionNameFromRing(**reader, damaged_id + 7);
+    EXPECT_EQ(unknown.id(), damaged_id + 7);
+    EXPECT_EQ(unknown.name(), "") << "not written yet";
+    v1::StreamEventsRequest received;
+    ASSERT_TRUE(received.ParseFromString(batch.SerializeAsString()));
+    EXPECT_EQ(ProcessUpdateFromBatch(received, {}).regions,
+              (std::vector<std::pair<uint32_t, std::string>>{{plain_id, plain},
+                                                             {damaged_id, "bwd/\xef\xbf\xbd" "expert"}}));
+  }
+  MirrorRegionsInto(nullptr, 0);  // the ring is unmapped next
+  writer.reset();
+  std::filesystem::remove_all(pattern);
 }
 
 // The ring fuzzer's first find: an NVTX name (or job id) that is not UTF-8 made the
