@@ -5,86 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "analyzer/analyzer_test_job.h"
 #include "analyzer/report.h"
-#include "analyzer/synthetic_job.h"
 
 namespace collwatch::analyzer {
 namespace {
 
 using ring::ApiFn;
 using testing::HasSubstr;
-
-constexpr uint64_t kComm = 0xabcdef0123456789ull;
-constexpr int64_t kT0 = 1'700'000'000 * kSecond;  // a plausible CLOCK_REALTIME
-
-// The tests' stall floor: 10 s (the default is 30 s).
-AnalyzerOptions TestOptions() {
-  AnalyzerOptions options;
-  options.stall_after_s = 10;
-  return options;
-}
-
-SyntheticOp Gather(const std::string& region, uint64_t count = 1024) {
-  return SyntheticOp{ApiFn::kAllGather, count, 7, region};
-}
-SyntheticOp Scatter(const std::string& region, uint64_t count = 1024, uint8_t dtype = 7) {
-  return SyntheticOp{ApiFn::kReduceScatter, count, dtype, region, 0};
-}
-
-// A job of `nranks` ranks on one communicator, each issuing its own op list.
-class JobBuilder {
- public:
-  explicit JobBuilder(int nranks, AnalyzerOptions options = TestOptions()) : analyzer_(options), job_(&analyzer_.model()) {
-    for (int rank = 0; rank < nranks; ++rank) {
-      processes_.push_back(job_.AddProcess(rank));
-      job_.Init(processes_.back(), kComm, rank, nranks, kT0);
-    }
-    next_seq_.assign(static_cast<size_t>(nranks), 1);
-    clock_.assign(static_cast<size_t>(nranks), kT0 + 10 * kMs);
-  }
-  int nranks() const { return static_cast<int>(processes_.size()); }
-  // Rank issues `ops`; each takes 1 ms and completes (blocking) unless `stuck_last`.
-  void Issue(int rank, const std::vector<SyntheticOp>& ops, bool stuck_last = false, bool blocking = true) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      int64_t& t = clock_[static_cast<size_t>(rank)];
-      const bool stuck = stuck_last && i + 1 == ops.size();
-      job_.Collective(processes_[static_cast<size_t>(rank)], kComm, rank, nranks(), next_seq_[static_cast<size_t>(rank)]++,
-                      ops[i], t, stuck ? 0 : t + kMs, blocking);
-      t += 2 * kMs;
-    }
-  }
-  void IssueAll(const std::vector<SyntheticOp>& ops) {
-    for (int rank = 0; rank < nranks(); ++rank) Issue(rank, ops);
-  }
-  int64_t Now(double plus_s = 0) const {
-    return *std::max_element(clock_.begin(), clock_.end()) + static_cast<int64_t>(plus_s * kSecond);
-  }
-  std::vector<Finding> Run(double plus_s = 0.1, bool final_pass = false) { return analyzer_.Analyze(Now(plus_s), final_pass); }
-  Analyzer& analyzer() { return analyzer_; }
-  SyntheticJob& job() { return job_; }
-  ProcessId process(int rank) const { return processes_[static_cast<size_t>(rank)]; }
-
- private:
-  Analyzer analyzer_;
-  SyntheticJob job_;
-  std::vector<ProcessId> processes_;
-  std::vector<uint64_t> next_seq_;
-  std::vector<int64_t> clock_;
-};
-
-std::vector<SyntheticOp> Step(bool vision) {
-  std::vector<SyntheticOp> ops;
-  if (vision) {
-    ops.push_back(Gather("fwd/vision.patch", 4096));
-    ops.push_back(Gather("fwd/vision.block0", 8192));
-  }
-  ops.push_back(Gather("fwd/embed", 2048));
-  ops.push_back(Gather("fwd/trunk.block0", 8192));
-  ops.push_back(Gather("bwd/trunk.block0", 8192));
-  ops.push_back(Scatter("bwd/trunk.block0", 2048));
-  ops.push_back(Scatter("bwd/embed", 512));
-  return ops;
-}
 
 TEST(AnalyzerTest, CleanJobHasNoFinding) {
   JobBuilder job(4);
@@ -413,41 +341,6 @@ TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
   EXPECT_EQ(found[0].seq, 3u);
 }
 
-// No device (the preload found no CUDA): the GroupEnd completes at its return, and so
-// do its members; none stays pending (online, pending calls are never forgotten).
-TEST(AnalyzerTest, GroupEndCompletingAtReturnCompletesItsMembers) {
-  Analyzer analyzer(TestOptions());
-  SyntheticJob job(&analyzer.model());
-  const ProcessId process = job.AddProcess(0);
-  job.Group(process, kComm, 0, 1, 1, {Gather("g"), Gather("g")}, kT0, 0, /*end_completes_at_return=*/true);
-  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 2u);
-  EXPECT_TRUE(analyzer.model().process(process).pending_groups.empty());
-  EXPECT_TRUE(analyzer.model().process(process).pending.empty());
-}
-
-TEST(AnalyzerTest, ReturnArrivingBeforeItsEnterIsKept) {
-  Analyzer analyzer(TestOptions());
-  const ProcessId process = analyzer.model().AddProcess({});
-  ring::Record enter{};
-  enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
-  enter.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
-  enter.comm_id = kComm;
-  enter.rank = 0;
-  enter.nranks = 1;
-  enter.seq = 1;
-  enter.t_ns = 100;
-  ring::Record back = enter;
-  back.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
-  back.ref_lane = 2;
-  back.ref_index = 5;
-  back.t_ns = 200;
-  back.flags = ring::kFlagCompletesAtReturn;
-  analyzer.model().AddRecord(process, 0, 0, back);
-  analyzer.model().AddRecord(process, 2, 5, enter);
-  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 1u);
-  EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
-}
-
 TEST(AnalyzerTest, SplitCommunicatorNamesGlobalRanks) {
   Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
@@ -479,18 +372,6 @@ TEST(AnalyzerTest, ThousandsOfRanksInThreeClassesReadAsClasses) {
   EXPECT_THAT(finding.summary, HasSubstr("3 classes in all"));
   EXPECT_THAT(finding.summary, HasSubstr("ranks 3-1023/4"));
   EXPECT_LT(FindingText(finding).size(), 6000u) << "reads as classes, not one line per rank";
-}
-
-TEST(AnalyzerTest, DamagedRecordsAreCountedNotAllocated) {
-  Analyzer analyzer(TestOptions());
-  SyntheticJob job(&analyzer.model());
-  const ProcessId process = job.AddProcess(0);
-  job.Collective(process, kComm, 0, 2, 1, Gather("a"), kT0, kT0 + kMs);
-  job.Collective(process, kComm, 0, 2, 1ull << 40, Gather("a"), kT0, kT0 + kMs);  // seq from nowhere
-  job.Collective(process, 77, 0, 1 << 30, 1, Gather("a"), kT0, kT0 + kMs);       // a billion ranks
-  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].collectives.size(), 1u);
-  EXPECT_EQ(analyzer.model().FindComm(77), nullptr);
-  EXPECT_GE(analyzer.model().unmatched_records(), 2u);
 }
 
 // Bounded history (online): the model forgets what no check reads again.
@@ -636,84 +517,6 @@ TEST(AnalyzerBoundedHistoryTest, LateRankAfterALongPrefixIsNotJoinedAsWithTheWho
   ASSERT_EQ(found_pruned.size(), 1u);
   EXPECT_EQ(found_whole[0].kind, FindingKind::kNotJoined);
   ExpectSameFinding(found_pruned[0], found_whole[0]);
-}
-
-TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
-  WindowedLog<int> log;
-  for (int i = 0; i < 10; ++i) log.push_back(i * 10);
-  log.DropBefore(6, /*keep=*/{2});
-  EXPECT_EQ(log.size(), 10u);
-  EXPECT_EQ(log.first(), 6u);
-  EXPECT_EQ(log.stored(), 5u);
-  EXPECT_EQ(log[7], 70);
-  EXPECT_EQ(log[2], 20) << "a kept entry below the window stays readable";
-  EXPECT_TRUE(log.Holds(2));
-  EXPECT_FALSE(log.Holds(3));
-  EXPECT_EQ(log.front(), 60);
-  log.resize(12, -1);
-  EXPECT_EQ(log[11], -1);
-  log.DropBefore(8);
-  EXPECT_FALSE(log.Holds(2)) << "not named again: released";
-  EXPECT_EQ(log.stored(), 4u);
-  log.DropBefore(3);  // below the window: nothing comes back
-  EXPECT_EQ(log.first(), 8u);
-  EXPECT_DEATH(static_cast<void>(log[5]), "pruned history entry 5");
-}
-
-// The ring fuzzer's find: clocks from a damaged ring header or record (an offset near
-// 2^63, a time near 2^64) overflowed the realtime conversion (undefined behaviour).
-TEST(AnalyzerTest, DamagedClocksSaturateInsteadOfOverflowing) {
-  EXPECT_EQ(RealtimeOffsetNs(UINT64_MAX, 0), kMaxTimeNs);
-  EXPECT_EQ(RealtimeOffsetNs(0, UINT64_MAX), -kMaxTimeNs);
-  Analyzer analyzer(TestOptions());
-  JobModel& model = analyzer.model();
-  ProcessInfo info;
-  info.realtime_offset_ns = INT64_MAX;
-  const ProcessId late = model.AddProcess(info);
-  info.realtime_offset_ns = INT64_MIN;
-  const ProcessId early = model.AddProcess(info);
-  for (ProcessId process : {late, early}) {
-    ring::Record record{};
-    record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
-    record.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
-    record.comm_id = kComm;
-    record.rank = static_cast<int32_t>(process);
-    record.nranks = 2;
-    record.seq = 1;
-    record.t_ns = UINT64_MAX - 5;
-    model.AddRecord(process, 0, 0, record);
-    model.SetStatus(process, ProcessStatus::kDead, UINT64_MAX, 0);
-  }
-  EXPECT_EQ(model.call(late, 0).enter_ns, kMaxTimeNs);
-  EXPECT_EQ(model.call(early, 0).enter_ns, 1);
-  EXPECT_EQ(model.LatestTimeNs(), kMaxTimeNs);
-  analyzer.Analyze(model.LatestTimeNs(), /*final_pass=*/true);
-}
-
-// The ring fuzzer's find: `collwatch analyze --json` on a ring whose NVTX names or job
-// id are not UTF-8 threw from the JSON writer and aborted.
-TEST(ReportTest, JsonOfNamesThatAreNotUtf8IsStillJson) {
-  Finding finding;
-  finding.regions = {"fwd/\xff"};
-  finding.headline = "PATH_DIVERGENCE in fwd/\xff";
-  ReportInfo info;
-  info.job = "job\xfe";
-  const nlohmann::json report = nlohmann::json::parse(ReportJsonText({finding}, info));
-  EXPECT_EQ(report["job"], "job\xef\xbf\xbd");
-  EXPECT_EQ(report["findings"][0]["regions"][0], "fwd/\xef\xbf\xbd");
-}
-
-TEST(RankListTextTest, CompressesRunsAndProgressions) {
-  EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
-  EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");
-  EXPECT_EQ(RankListText({0, 2}), "0,2");
-  EXPECT_EQ(RankListText({5, 1, 2, 3, 9}), "1-3,5,9");
-  EXPECT_EQ(RankListText({}), "none");
-  std::vector<int32_t> most;
-  for (int32_t rank = 0; rank < 64; ++rank) {
-    if (rank % 4 != 1) most.push_back(rank);
-  }
-  EXPECT_EQ(RankListText(most, 8, 64), "all but 1-61/4");
 }
 
 }  // namespace

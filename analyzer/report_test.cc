@@ -1,6 +1,6 @@
 // report.json and report.txt: a finding's `processes`, and the verdict (`healthy`,
 // `ranks`) of jobs whose ranks exited non-zero, were killed, were stopped by collwatch,
-// or whose command failed.
+// or whose command failed; report.json of names that are not UTF-8.
 #include "analyzer/report.h"
 
 #include "analyzer/synthetic_job.h"
@@ -209,6 +209,19 @@ TEST(ReportProcessesTest, TextHasOneLinePerProcess) {
   EXPECT_NE(text.find("  rank 2           pid 4243 on node1: gone, no heartbeat (no ring), exited with 1\n"),
             std::string::npos)
       << text;
+}
+
+// The ring fuzzer's find: `collwatch analyze --json` on a ring whose NVTX names or job
+// id are not UTF-8 threw from the JSON writer and aborted.
+TEST(ReportTest, JsonOfNamesThatAreNotUtf8IsStillJson) {
+  Finding finding;
+  finding.regions = {"fwd/\xff"};
+  finding.headline = "PATH_DIVERGENCE in fwd/\xff";
+  ReportInfo info;
+  info.job = "job\xfe";
+  const nlohmann::json report = nlohmann::json::parse(ReportJsonText({finding}, info));
+  EXPECT_EQ(report["job"], "job\xef\xbf\xbd");
+  EXPECT_EQ(report["findings"][0]["regions"][0], "fwd/\xef\xbf\xbd");
 }
 
 }  // namespace

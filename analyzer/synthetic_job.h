@@ -1,5 +1,6 @@
 // Builds synthetic jobs record by record, as rings would yield them: for the analyzer's
-// unit tests and the scale benchmark. Threading: single-threaded.
+// unit tests and the scale benchmark. Test support: in collwatch::analyzer_testing, never
+// in the analyzer library a program links. Threading: single-threaded.
 #ifndef COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 #define COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 

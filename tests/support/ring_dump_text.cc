@@ -188,6 +188,7 @@ absl::Status ParseIdentity(absl::string_view line, int number, DumpedRing* ring)
   const size_t pid = rest.find(" pid=", job == absl::string_view::npos ? 0 : job);
   if (job == absl::string_view::npos || pid == absl::string_view::npos) return LineError(number, "expected job= and pid=");
   ring->info.host = std::string(rest.substr(0, job));
+  ring->job = std::string(rest.substr(job + 5, pid - job - 5));
   rest.remove_prefix(pid + 1);
   bool writer_gone = false;
   if (absl::ConsumeSuffix(&rest, " (writer gone)")) writer_gone = true;
@@ -200,9 +201,8 @@ absl::Status ParseIdentity(absl::string_view line, int number, DumpedRing* ring)
       !ValueOf(tokens[4], "state", &state)) {
     return LineError(number, "expected pid= rank= [ranks=] local_rank= world_size= state= [exit_code=]");
   }
-  int32_t local_rank = 0;
   if (!ParseInt(pid_text, &ring->info.pid) || !ParseInt(rank_text, &ring->info.global_rank) ||
-      !ParseInt(local_rank_text, &local_rank) || !ParseInt(world_size_text, &ring->info.world_size)) {
+      !ParseInt(local_rank_text, &ring->local_rank) || !ParseInt(world_size_text, &ring->info.world_size)) {
     return LineError(number, "pid, rank, local_rank and world_size must be integers");
   }
   if (!exit_code_text.empty()) {
@@ -241,6 +241,7 @@ absl::Status ParseCounts(absl::string_view line, int number, RingInProgress* pro
     return LineError(number, "the counts must be unsigned integers");
   }
   progress->ring.lost_records = lost_count + torn_count + dropped_count;
+  progress->ring.lanes = progress->lanes;
   return absl::OkStatus();
 }
 

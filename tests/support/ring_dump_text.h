@@ -41,6 +41,9 @@ struct DumpedRing {
   std::string path;
   int line = 0;  // of its `ring` line
   ProcessInfo info;
+  std::string job;         // the job id its header names
+  int32_t local_rank = 0;  // LOCAL_RANK, as its header names it
+  uint32_t lanes = 0;      // lanes of the ring
   ProcessStatus status = ProcessStatus::kRunning;
   std::optional<int32_t> exit_code;              // what it passed to exit(), when its ring recorded it
   uint64_t lost_records = 0;                     // lost + torn + dropped

@@ -154,6 +154,9 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   EXPECT_EQ(dumped.info.pid, identity.pid);
   EXPECT_EQ(dumped.info.global_rank, identity.rank);
   EXPECT_EQ(dumped.info.world_size, identity.world_size);
+  EXPECT_EQ(dumped.job, identity.job);
+  EXPECT_EQ(dumped.local_rank, identity.local_rank);
+  EXPECT_EQ(dumped.lanes, identity.lane_count);
   EXPECT_EQ(dumped.status, ProcessStatus::kExited);
   EXPECT_EQ(dumped.exit_code, std::optional<int32_t>(3));
   EXPECT_EQ(dumped.lost_records, 0u);
@@ -217,6 +220,10 @@ TEST(RingDumpText, ReadsTheGpuMachinesDump) {
   EXPECT_EQ(first.info.pid, 1762);
   EXPECT_EQ(first.info.global_rank, 0);
   EXPECT_EQ(first.info.world_size, 2);
+  EXPECT_EQ(first.job, "local");
+  EXPECT_EQ(first.local_rank, 0);
+  EXPECT_EQ(first.lanes, 4u);
+  EXPECT_EQ(job->rings[1].local_rank, 1);
   EXPECT_EQ(first.status, ProcessStatus::kDead);  // running, writer gone: as `analyze` reads it
   EXPECT_EQ(first.lost_records, 3u);
   ASSERT_EQ(first.records.size(), 3u);

@@ -1,0 +1,183 @@
+// The job model on records as rings yield them: group members complete with their group,
+// a return may arrive before its enter, damaged records and clocks are counted or
+// saturated instead of allocated or overflowed; Apply takes all a ProcessUpdate says.
+// Threading: single-threaded.
+#include "analyzer/job_model.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "analyzer/analyzer.h"
+#include "analyzer/analyzer_test_job.h"
+#include "gtest/gtest.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+using ring::ApiFn;
+
+// No device (the preload found no CUDA): the GroupEnd completes at its return, and so
+// do its members; none stays pending (online, pending calls are never forgotten).
+TEST(JobModelTest, GroupEndCompletingAtReturnCompletesItsMembers) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId process = job.AddProcess(0);
+  job.Group(process, kComm, 0, 1, 1, {Gather("g"), Gather("g")}, kT0, 0, /*end_completes_at_return=*/true);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 2u);
+  EXPECT_TRUE(analyzer.model().process(process).pending_groups.empty());
+  EXPECT_TRUE(analyzer.model().process(process).pending.empty());
+}
+
+TEST(JobModelTest, ReturnArrivingBeforeItsEnterIsKept) {
+  Analyzer analyzer(TestOptions());
+  const ProcessId process = analyzer.model().AddProcess({});
+  ring::Record enter{};
+  enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  enter.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+  enter.comm_id = kComm;
+  enter.rank = 0;
+  enter.nranks = 1;
+  enter.seq = 1;
+  enter.t_ns = 100;
+  ring::Record back = enter;
+  back.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+  back.ref_lane = 2;
+  back.ref_index = 5;
+  back.t_ns = 200;
+  back.flags = ring::kFlagCompletesAtReturn;
+  analyzer.model().AddRecord(process, 0, 0, back);
+  analyzer.model().AddRecord(process, 2, 5, enter);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 1u);
+  EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
+}
+
+TEST(JobModelTest, DamagedRecordsAreCountedNotAllocated) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId process = job.AddProcess(0);
+  job.Collective(process, kComm, 0, 2, 1, Gather("a"), kT0, kT0 + kMs);
+  job.Collective(process, kComm, 0, 2, 1ull << 40, Gather("a"), kT0, kT0 + kMs);  // seq from nowhere
+  job.Collective(process, 77, 0, 1 << 30, 1, Gather("a"), kT0, kT0 + kMs);       // a billion ranks
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].collectives.size(), 1u);
+  EXPECT_EQ(analyzer.model().FindComm(77), nullptr);
+  EXPECT_GE(analyzer.model().unmatched_records(), 2u);
+}
+
+// The ring fuzzer's find: clocks from a damaged ring header or record (an offset near
+// 2^63, a time near 2^64) overflowed the realtime conversion (undefined behaviour).
+TEST(JobModelTest, DamagedClocksSaturateInsteadOfOverflowing) {
+  EXPECT_EQ(RealtimeOffsetNs(UINT64_MAX, 0), kMaxTimeNs);
+  EXPECT_EQ(RealtimeOffsetNs(0, UINT64_MAX), -kMaxTimeNs);
+  Analyzer analyzer(TestOptions());
+  JobModel& model = analyzer.model();
+  ProcessInfo info;
+  info.realtime_offset_ns = INT64_MAX;
+  const ProcessId late = model.AddProcess(info);
+  info.realtime_offset_ns = INT64_MIN;
+  const ProcessId early = model.AddProcess(info);
+  for (ProcessId process : {late, early}) {
+    ring::Record record{};
+    record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+    record.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+    record.comm_id = kComm;
+    record.rank = static_cast<int32_t>(process);
+    record.nranks = 2;
+    record.seq = 1;
+    record.t_ns = UINT64_MAX - 5;
+    model.AddRecord(process, 0, 0, record);
+    model.SetStatus(process, ProcessStatus::kDead, UINT64_MAX, 0);
+  }
+  EXPECT_EQ(model.call(late, 0).enter_ns, kMaxTimeNs);
+  EXPECT_EQ(model.call(early, 0).enter_ns, 1);
+  EXPECT_EQ(model.LatestTimeNs(), kMaxTimeNs);
+  analyzer.Analyze(model.LatestTimeNs(), /*final_pass=*/true);
+}
+
+// An all-reduce as a ring holds it: its enter at (0, index) and its return after it.
+std::vector<IndexedRecord> AllReduceRecords(uint64_t index, uint64_t seq, uint32_t region_id) {
+  ring::Record enter{};
+  enter.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+  enter.fn = static_cast<uint16_t>(ApiFn::kAllReduce);
+  enter.comm_id = kComm;
+  enter.rank = 0;
+  enter.nranks = 1;
+  enter.seq = seq;
+  enter.count = 1024;
+  enter.dtype = 7;
+  enter.region_id = region_id;
+  enter.t_ns = 1000 * (index + 1);
+  ring::Record back = enter;
+  back.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+  back.ref_lane = 0;
+  back.ref_index = index;
+  back.t_ns = enter.t_ns + 500;
+  back.flags = ring::kFlagCompletesAtReturn;
+  return {{0, index, enter}, {0, index + 1, back}};
+}
+
+// Apply is the one door every source feeds a process through: all an update says lands.
+TEST(JobModelApplyTest, EverythingAnUpdateSaysLands) {
+  JobModel model;
+  ProcessInfo info;
+  info.realtime_offset_ns = kT0;
+  const ProcessId process = model.AddProcess(info);
+  ProcessUpdate update;
+  update.regions = {{3, "fwd/embed"}};
+  for (const IndexedRecord& item : AllReduceRecords(0, 1, 3)) update.records.push_back(item);
+  for (const IndexedRecord& item : AllReduceRecords(2, 2, 0)) update.records.push_back(item);
+  update.status = ProcessStatus::kExited;
+  update.heartbeat_ns = 5 * kSecond;
+  update.lost_records = 7;
+  update.sample.state = ProcessState::kZombie;
+  update.sample.sampled_ns = kT0 + 6 * kSecond;
+  update.exit_code = 300;  // more than exit() can pass: clamped
+  model.Apply(process, update);
+
+  const Comm* comm = model.FindComm(kComm);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->ranks[0].completed_seq, 2u);
+  EXPECT_EQ(model.unmatched_records(), 0u);
+  const Call* first = model.Collective(*comm, 0, 1);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(model.RegionName(first->region), "fwd/embed") << "region names come before the records that use them";
+  EXPECT_EQ(first->enter_ns, kT0 + 1000);
+  const Process& held = model.process(process);
+  EXPECT_EQ(held.status, ProcessStatus::kExited);
+  EXPECT_EQ(held.heartbeat_ns, kT0 + 5 * kSecond);
+  EXPECT_EQ(held.lost_records, 7u);
+  EXPECT_EQ(held.sample.state, ProcessState::kZombie);
+  EXPECT_TRUE(held.exit_recorded);
+  EXPECT_EQ(held.exit_code, 255);
+}
+
+// A later update that says nothing of the status, the process or an exit (an agent's
+// batch of records only) leaves what earlier ones said.
+TEST(JobModelApplyTest, WhatAnUpdateDoesNotSayStaysAsItWas) {
+  JobModel model;
+  const ProcessId process = model.AddProcess({});
+  ProcessUpdate first;
+  first.records = AllReduceRecords(0, 1, 0);
+  first.status = ProcessStatus::kSilent;
+  first.heartbeat_ns = 5 * kSecond;
+  first.lost_records = 2;
+  first.sample.state = ProcessState::kStopped;
+  first.sample.sampled_ns = kT0;
+  first.exit_code = 3;
+  model.Apply(process, first);
+  ProcessUpdate records_only;
+  records_only.records = AllReduceRecords(2, 2, 0);
+  model.Apply(process, records_only);
+
+  EXPECT_EQ(model.FindComm(kComm)->ranks[0].completed_seq, 2u);
+  const Process& held = model.process(process);
+  EXPECT_EQ(held.status, ProcessStatus::kSilent);
+  EXPECT_EQ(held.heartbeat_ns, 5 * kSecond);
+  EXPECT_EQ(held.lost_records, 2u);
+  EXPECT_EQ(held.sample.state, ProcessState::kStopped);
+  EXPECT_EQ(held.sample.sampled_ns, kT0);
+  EXPECT_TRUE(held.exit_recorded);
+  EXPECT_EQ(held.exit_code, 3);
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer

@@ -1,0 +1,34 @@
+// WindowedLog: indexes stay global while the front is dropped, kept entries below the
+// window stay readable until released, and a read of a dropped entry dies loudly.
+// Threading: single-threaded.
+#include "analyzer/windowed_log.h"
+
+#include "gtest/gtest.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
+  WindowedLog<int> log;
+  for (int i = 0; i < 10; ++i) log.push_back(i * 10);
+  log.DropBefore(6, /*keep=*/{2});
+  EXPECT_EQ(log.size(), 10u);
+  EXPECT_EQ(log.first(), 6u);
+  EXPECT_EQ(log.stored(), 5u);
+  EXPECT_EQ(log[7], 70);
+  EXPECT_EQ(log[2], 20) << "a kept entry below the window stays readable";
+  EXPECT_TRUE(log.Holds(2));
+  EXPECT_FALSE(log.Holds(3));
+  EXPECT_EQ(log.front(), 60);
+  log.resize(12, -1);
+  EXPECT_EQ(log[11], -1);
+  log.DropBefore(8);
+  EXPECT_FALSE(log.Holds(2)) << "not named again: released";
+  EXPECT_EQ(log.stored(), 4u);
+  log.DropBefore(3);  // below the window: nothing comes back
+  EXPECT_EQ(log.first(), 8u);
+  EXPECT_DEATH(static_cast<void>(log[5]), "pruned history entry 5");
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer

@@ -1,0 +1,28 @@
+// Rank lists as every report writes them: runs, progressions, and "all but" for a long
+// list whose complement is short (RankListText; analyzer/process_ranks_test.cc tests the
+// rank rule on job models). Threading: single-threaded.
+#include "process/rank_membership.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace collwatch {
+namespace {
+
+TEST(RankListTextTest, CompressesRunsAndProgressions) {
+  EXPECT_EQ(RankListText({0, 1, 2, 3}), "0-3");
+  EXPECT_EQ(RankListText({0, 2, 4, 6, 8}), "0-8/2");
+  EXPECT_EQ(RankListText({0, 2}), "0,2");
+  EXPECT_EQ(RankListText({5, 1, 2, 3, 9}), "1-3,5,9");
+  EXPECT_EQ(RankListText({}), "none");
+  std::vector<int32_t> most;
+  for (int32_t rank = 0; rank < 64; ++rank) {
+    if (rank % 4 != 1) most.push_back(rank);
+  }
+  EXPECT_EQ(RankListText(most, 8, 64), "all but 1-61/4");
+}
+
+}  // namespace
+}  // namespace collwatch
