@@ -217,8 +217,6 @@ std::string_view RedOpName(int32_t redop);
 std::string_view OpName(ring::ApiFn fn);
 // "1.5 MiB"
 std::string HumanBytes(double bytes);
-// "all-gather 1.5 MiB (393216 x float32) in fwd/vision.block0"
-std::string DescribeCall(const JobModel& model, const Call& call);
 
 }  // namespace collwatch::analyzer
 
