@@ -29,28 +29,6 @@ struct Words {
 
 // --- Collective divergences ----------------------------------------------------------------
 
-// The ranks of a class, with where they sit in the job.
-std::string ClassRanks(const Finding& f, const DivergingClass& rank_class) {
-  return absl::StrCat(RanksText(rank_class.ranks, f.comm_size), JobRanksNote(rank_class.place));
-}
-
-// What a divergence's two-class words leave out: further classes, and ranks not there yet.
-std::string OthersText(const Finding& f, const DivergenceFacts& d) {
-  std::string others;
-  if (d.classes.size() > 2) {
-    std::vector<std::string> parts;
-    for (size_t c = 2; c < d.classes.size(); ++c) {
-      parts.push_back(absl::StrFormat("%s issued %s", RanksText(d.classes[c].ranks, f.comm_size),
-                                      DescribeCall(d.classes[c].head)));
-    }
-    others = absl::StrCat(" ", d.classes.size(), " classes in all; also ", absl::StrJoin(parts, "; "), ".");
-  }
-  if (!f.lagging_ranks.empty()) {
-    absl::StrAppend(&others, " ", RanksText(f.lagging_ranks, f.comm_size), " had not reached seq ", f.seq, " yet.");
-  }
-  return others;
-}
-
 // One-sided runs: the class that issued the run and the one that skipped it.
 const DivergingClass& WithRun(const DivergenceFacts& d) { return d.major_inserted ? d.classes[0] : d.classes[1]; }
 const DivergingClass& WithoutRun(const DivergenceFacts& d) { return d.major_inserted ? d.classes[1] : d.classes[0]; }
@@ -99,7 +77,7 @@ Words TwoSidedPathDivergenceWords(const Finding& f, const DivergenceFacts& d) {
       "so from here on the ranks exchange the wrong tensors (silently, while the sizes happen to agree) "
       "or hang.%s Likely cause: a data-dependent branch, e.g. a module that runs only for some batches "
       "(image vs text-only samples, an unused expert, a conditional head). Fix: %s",
-      f.seq, comm_text, ClassRanks(f, d.classes[0]), stretch_text(d.major_run, major_text), ClassRanks(f, d.classes[1]),
+      f.seq, comm_text, ClassRanksText(f.comm_size, d.classes[0]), stretch_text(d.major_run, major_text), ClassRanksText(f.comm_size, d.classes[1]),
       stretch_text(d.minor_run, minor_text), evidence, OthersText(f, d), PathFix(f.regions));
   return w;
 }
@@ -124,7 +102,7 @@ Words PathDivergenceWords(const Finding& f, const DivergenceFacts& d) {
       "The ranks took different code paths%s. NCCL matches collectives by order only, so the two classes "
       "now pair unrelated collectives: they corrupt each other's parameters while sizes agree, and hang "
       "when they do not.%s Fix: %s",
-      f.seq, comm_text, ClassRanks(f, with), run_text, DescribeCall(with.head), ClassRanks(f, without),
+      f.seq, comm_text, ClassRanksText(f.comm_size, with), run_text, DescribeCall(with.head), ClassRanksText(f.comm_size, without),
       DescribeCall(without.head),
       d.basis == DivergenceBasis::kHistory ? " (the run is read off the schedule the ranks agreed on before)"
                                            : " (after the run both classes issue the same collectives again)",
@@ -156,8 +134,8 @@ Words SkippedReduceScatterWords(const Finding& f, const DivergenceFacts& d) {
       "0 * sum(unit parameters) to the loss), or have the optimizer reduce-scatter a zero gradient for units "
       "a rank did not use (FSDP: use_orig_params with all units in every forward; DeepSpeed: keep experts "
       "in the graph).",
-      f.seq, comm_text, ClassRanks(f, with), DescribeCall(with.head), d.run.size(), d.run.size() == 1 ? "" : "s",
-      HumanBytes(unit_bytes), HumanBytes(CallBytes(rs)), ClassRanks(f, without), DescribeCall(without.head),
+      f.seq, comm_text, ClassRanksText(f.comm_size, with), DescribeCall(with.head), d.run.size(), d.run.size() == 1 ? "" : "s",
+      HumanBytes(unit_bytes), HumanBytes(CallBytes(rs)), ClassRanksText(f.comm_size, without), DescribeCall(without.head),
       OthersText(f, d));
   return w;
 }
@@ -184,7 +162,7 @@ Words SignatureMismatchWords(const Finding& f, const DivergenceFacts& d) {
         "different collectives that NCCL pairs by order; fix: %s Both hang or corrupt data. To decide: "
         "compare with a clean run (`collwatch diff`), look at where each rank is (py-spy dump on their "
         "pids), or run with NVTX ranges around the modules.%s",
-        f.seq, comm_text, ClassRanks(f, major), DescribeCall(a), ClassRanks(f, minor), DescribeCall(b),
+        f.seq, comm_text, ClassRanksText(f.comm_size, major), DescribeCall(a), ClassRanksText(f.comm_size, minor), DescribeCall(b),
         d.major_run.size() <= 1
             ? " (no rank issued a call after it, no NVTX range names the code, and no earlier step "
               "showed these calls)"
@@ -219,7 +197,7 @@ Words SignatureMismatchWords(const Finding& f, const DivergenceFacts& d) {
             "that differs between ranks. Fix: pass the same op and root on every rank.";
   }
   w.summary = absl::StrFormat("At seq %d of %s, %s issued %s while %s issued %s. %s%s", f.seq, comm_text,
-                              ClassRanks(f, major), DescribeCall(a), ClassRanks(f, minor), DescribeCall(b), cause,
+                              ClassRanksText(f.comm_size, major), DescribeCall(a), ClassRanksText(f.comm_size, minor), DescribeCall(b), cause,
                               OthersText(f, d));
   return w;
 }
@@ -247,7 +225,7 @@ Words OpMismatchWords(const Finding& f, const DivergenceFacts& d) {
       "or different configurations (a collective under a rank-dependent condition, a metric all-reduce on "
       "some ranks only). Fix: issue the same collectives in the same order on every rank; compare the two "
       "ranks' schedules with `collwatch diff`.",
-      f.seq, comm_text, ClassRanks(f, d.classes[0]), DescribeCall(a), ClassRanks(f, d.classes[1]), DescribeCall(b),
+      f.seq, comm_text, ClassRanksText(f.comm_size, d.classes[0]), DescribeCall(a), ClassRanksText(f.comm_size, d.classes[1]), DescribeCall(b),
       f.decided ? "" : " Nothing after it was reported to tell whether one class issued an extra "
                        "collective the other skipped (a PATH_DIVERGENCE) or both issued one call each.",
       OthersText(f, d));
@@ -296,47 +274,12 @@ Words P2pNotJoinedWords(const Finding& f, const P2pFacts& p) {
 
 // --- Stalls ---------------------------------------------------------------------------------
 
-// "comm 3f2a9c01 seq 7 (all-gather ...)": the collective a stall waits on.
-std::string WhereText(const Finding& f, const StallFacts& s) {
-  return absl::StrFormat("%s seq %d (%s)", CommText(f.comm_id), f.seq, DescribeCall(s.call));
-}
-
 bool CannotRun(const StalledRank& rank) {
   return rank.trouble == ProcessTrouble::kStopped || rank.trouble == ProcessTrouble::kDiskWait;
 }
 
-// "rank 3 (global rank 7): its process (pid ...) is stopped: ..."
-std::string RankTroubleText(const StalledRank& rank) {
-  return absl::StrFormat("rank %d%s: %s", rank.rank, JobRanksNote(rank.place), TroubleText(rank));
-}
-
-// What a rank that has not joined is doing: "Rank 1 is at seq 4; its last NCCL call ...".
-std::string LateRankText(const StalledRank& rank) {
-  const ProcessReport report = rank.process.value_or(ProcessReport{});
-  if (!rank.reported) {
-    return rank.process ? absl::StrFormat("Rank %d has not reported on this communicator at all (process "
-                                          "pid %d %s, no NCCL call on it yet)",
-                                          rank.rank, report.pid, report.state)
-                        : absl::StrFormat("Rank %d has not reported on this communicator at all", rank.rank);
-  }
-  const std::string position = rank.entered_seq == 0 ? "has issued no collective on this communicator yet"
-                                                     : absl::StrFormat("is at seq %d", rank.entered_seq);
-  std::string last = "no NCCL call";
-  if (rank.last_call) {
-    const RecentCall& call = *rank.last_call;
-    // A process of several ranks: its last call may be another rank's; say whose.
-    last = absl::StrFormat(
-        "%s last NCCL call was %s%s %.1f s ago, %s", rank.shares_process ? "its process's" : "its", OpName(call.call.fn),
-        rank.shares_process ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(call.comm_id)) : "", call.ago_s,
-        call.completed ? "finished" : (call.returned ? "returned" : "still inside NCCL"));
-    if (!call.call.region.empty()) absl::StrAppend(&last, ", in ", call.call.region);
-  }
-  return absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank.rank, JobRanksNote(rank.place), position, last,
-                         report.state, report.cpu_advancing ? ", CPU advancing" : "");
-}
-
 Words NotJoinedWords(const Finding& f, const StallFacts& s) {
-  const std::string where = WhereText(f, s);
+  const std::string where = CollectiveText(f.comm_id, f.seq, s.call);
   const std::vector<int32_t>& lagging = f.lagging_ranks;
   std::vector<int32_t> troubled;
   std::vector<std::string> troubles;  // late ranks whose process cannot run: the cause
@@ -389,7 +332,7 @@ Words NotJoinedWords(const Finding& f, const StallFacts& s) {
 }
 
 Words TransportStallWords(const Finding& f, const StallFacts& s) {
-  const std::string where = WhereText(f, s);
+  const std::string where = CollectiveText(f.comm_id, f.seq, s.call);
   // A rank whose process cannot run (stopped, stuck in I/O, ended) holds the collective
   // up: that is the cause, whatever the network does.
   std::vector<int32_t> troubled;
@@ -493,7 +436,7 @@ Words RankLostWords(const Finding& f, const StallFacts& s) {
   }
   Words w;
   w.brief = absl::StrFormat("%s%s gone; %s waiting at %s", RanksText(f.lagging_ranks, f.comm_size),
-                            JobRanksNote(s.lost_place), RanksText(s.entered, f.comm_size), WhereText(f, s));
+                            JobRanksNote(s.lost_place), RanksText(s.entered, f.comm_size), CollectiveText(f.comm_id, f.seq, s.call));
   w.summary = absl::StrFormat(
       "%s. The other ranks entered this collective and will wait for it until the NCCL or PyTorch "
       "timeout: nothing they do from here on can complete. Look at the lost process's own output for "

@@ -113,6 +113,30 @@ std::string JobRanksNote(const JobPlace& place) {
   return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, "; "), ")");
 }
 
+std::string ClassRanksText(int32_t nranks, const DivergingClass& rank_class) {
+  return absl::StrCat(RanksText(rank_class.ranks, nranks), JobRanksNote(rank_class.place));
+}
+
+std::string OthersText(const Finding& f, const DivergenceFacts& d) {
+  std::string others;
+  if (d.classes.size() > 2) {
+    std::vector<std::string> parts;
+    for (size_t c = 2; c < d.classes.size(); ++c) {
+      parts.push_back(absl::StrFormat("%s issued %s", RanksText(d.classes[c].ranks, f.comm_size),
+                                      DescribeCall(d.classes[c].head)));
+    }
+    others = absl::StrCat(" ", d.classes.size(), " classes in all; also ", absl::StrJoin(parts, "; "), ".");
+  }
+  if (!f.lagging_ranks.empty()) {
+    absl::StrAppend(&others, " ", RanksText(f.lagging_ranks, f.comm_size), " had not reached seq ", f.seq, " yet.");
+  }
+  return others;
+}
+
+std::string CollectiveText(uint64_t comm_id, uint64_t seq, const CallFacts& call) {
+  return absl::StrFormat("%s seq %d (%s)", CommText(comm_id), seq, DescribeCall(call));
+}
+
 std::string KindsText(const std::vector<FindingKind>& kinds) {
   std::vector<std::string> names;
   for (FindingKind kind : kinds) names.emplace_back(FindingKindName(kind));
@@ -145,6 +169,34 @@ std::string TroubleText(const StalledRank& rank) {
 
 std::string TroubleWord(const StalledRank& rank) {
   return rank.trouble == ProcessTrouble::kStopped ? "stopped" : "in uninterruptible I/O";
+}
+
+std::string RankTroubleText(const StalledRank& rank) {
+  return absl::StrFormat("rank %d%s: %s", rank.rank, JobRanksNote(rank.place), TroubleText(rank));
+}
+
+std::string LateRankText(const StalledRank& rank) {
+  const ProcessReport report = rank.process.value_or(ProcessReport{});
+  if (!rank.reported) {
+    return rank.process ? absl::StrFormat("Rank %d has not reported on this communicator at all (process "
+                                          "pid %d %s, no NCCL call on it yet)",
+                                          rank.rank, report.pid, report.state)
+                        : absl::StrFormat("Rank %d has not reported on this communicator at all", rank.rank);
+  }
+  const std::string position = rank.entered_seq == 0 ? "has issued no collective on this communicator yet"
+                                                     : absl::StrFormat("is at seq %d", rank.entered_seq);
+  std::string last = "no NCCL call";
+  if (rank.last_call) {
+    const RecentCall& call = *rank.last_call;
+    // A process of several ranks: its last call may be another rank's; say whose.
+    last = absl::StrFormat(
+        "%s last NCCL call was %s%s %.1f s ago, %s", rank.shares_process ? "its process's" : "its", OpName(call.call.fn),
+        rank.shares_process ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(call.comm_id)) : "", call.ago_s,
+        call.completed ? "finished" : (call.returned ? "returned" : "still inside NCCL"));
+    if (!call.call.region.empty()) absl::StrAppend(&last, ", in ", call.call.region);
+  }
+  return absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank.rank, JobRanksNote(rank.place), position, last,
+                         report.state, report.cpu_advancing ? ", CPU advancing" : "");
 }
 
 std::string PathFix(const std::vector<std::string>& regions) {

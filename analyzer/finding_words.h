@@ -42,14 +42,26 @@ std::string ContextLine(char mark, const CallFacts& call);
 // What a finding appends to communicator ranks so that people find them in the job:
 // " (global ranks 4,6)", " (in the process of ranks 0-1 (node0, pid 4242))", or "".
 std::string JobRanksNote(const JobPlace& place);
+// "ranks 0,2 (global ranks 4,6)": a class's ranks with where they sit in the job.
+std::string ClassRanksText(int32_t nranks, const DivergingClass& rank_class);
+// What a divergence's words about its two largest classes leave out: " 3 classes in all;
+// also rank 3 issued ...", " rank 5 had not reached seq 41 yet." ("" for nothing).
+std::string OthersText(const Finding& finding, const DivergenceFacts& divergence);
+// "comm 3f2a9c01 seq 7 (all-gather ...)": a collective a finding is about.
+std::string CollectiveText(uint64_t comm_id, uint64_t seq, const CallFacts& call);
 // "PATH_DIVERGENCE or OP_MISMATCH"
 std::string KindsText(const std::vector<FindingKind>& kinds);
 
 // Why a rank's process cannot take part: "its process (pid 7 on node1) is stopped: ..."
 // ("" for ProcessTrouble::kNone).
 std::string TroubleText(const StalledRank& rank);
-// The same in a headline's word: "stopped", "in uninterruptible I/O", "gone".
+// The same in a headline's word: "stopped" or "in uninterruptible I/O".
 std::string TroubleWord(const StalledRank& rank);
+// "rank 3 (global rank 7): its process (pid ...) is stopped: ..."
+std::string RankTroubleText(const StalledRank& rank);
+// What a rank that has not joined a collective is doing: "Rank 1 is at seq 4; its last
+// NCCL call was all-reduce 2.0 s ago, finished (process sleeping, CPU advancing)".
+std::string LateRankText(const StalledRank& rank);
 
 // The fix for a path divergence, told in the regions' words where they name a vision tower.
 std::string PathFix(const std::vector<std::string>& regions);
