@@ -172,7 +172,7 @@ struct StallFacts {
   double threshold_s = 0;         // the stall threshold
   double expected_s = 0;          // the time the job's earlier collectives predict
   int32_t ranks_present = 0;      // COMM_INIT_STALL: ranks that reported on the communicator
-  JobPlace lost_place;        // RANK_LOST: where the lost ranks sit in the job
+  JobPlace lost_place;            // RANK_LOST: where the lost ranks sit in the job
   // NOT_JOINED: every lagging rank. TRANSPORT_STALL: entered ranks whose process cannot
   // run. RANK_LOST: the lost ranks. COMM_INIT_STALL: the missing ranks whose process is alive.
   std::vector<StalledRank> ranks;
@@ -188,6 +188,8 @@ struct P2pFacts {
   double waited_s = 0;  // NOT_JOINED: since the posted side entered
 };
 
+// What a finding's words are made from, by kind. None: a finding read back from the
+// wire, which carries its words.
 using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
 
 struct Finding {
