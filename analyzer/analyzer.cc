@@ -5,9 +5,9 @@
 #include "analyzer/analyzer.h"
 
 #include <algorithm>
-#include <cctype>
 
-#include "absl/strings/str_cat.h"
+#include "analyzer/finding_evidence.h"
+#include "analyzer/finding_text.h"
 #include "analyzer/finding_words.h"
 
 namespace collwatch::analyzer {
@@ -17,8 +17,7 @@ double Analyzer::StallThresholdS(const Comm& /*comm*/, double bytes) const {
 }
 
 void Analyzer::Emit(Finding finding, std::vector<Finding>* out) {
-  // Summaries often open with "ranks ...": a sentence starts with a capital.
-  if (!finding.summary.empty()) finding.summary[0] = static_cast<char>(std::toupper(finding.summary[0]));
+  WriteWords(&finding);
   finding.detect_latency_s = std::max(0.0, Seconds(finding.found_ns - finding.first_bad_ns));
   findings_.push_back(finding);
   out->push_back(std::move(finding));

@@ -1,10 +1,12 @@
 // The analyzer: aligns the ranks of every communicator and names the first divergence
 // (PATH_DIVERGENCE, SKIPPED_REDUCE_SCATTER, SIGNATURE_MISMATCH, OP_MISMATCH) and the
 // stalls (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST), with rank classes,
-// regions and a summary. Its pieces: analyzer.cc (passes, agreement, frontier),
-// divergence.cc and classification.h (what a mismatch is), stalls.cc, p2p_matching.cc. Incremental: feed records into model(), call Analyze(now) as
-// often as wanted; each call looks only at what is new. The same code serves the
-// collector (online) and `collwatch analyze` (post-mortem, now = end of the trace).
+// regions and the evidence behind them. Its pieces: analyzer.cc (passes, agreement,
+// frontier), divergence.cc and classification.h (what a mismatch is), stalls.cc,
+// p2p_matching.cc; finding_text.h words each finding as it is emitted. Incremental: feed
+// records into model(), call Analyze(now) as often as wanted; each call looks only at
+// what is new. The same code serves the collector (online) and `collwatch analyze`
+// (post-mortem, now = end of the trace).
 // Threading: single-threaded; callers serialise.
 #ifndef COLLWATCH_ANALYZER_ANALYZER_H_
 #define COLLWATCH_ANALYZER_ANALYZER_H_
@@ -127,6 +129,7 @@ class Analyzer {
   std::optional<ProcessId> ProcessOfRank(const Comm& comm, int32_t rank) const;
   // Adds how each of `ranks`' processes is doing to the finding's `processes` (capped).
   void DescribeRanks(const Comm& comm, const std::vector<int32_t>& ranks, int64_t now_ns, Finding* finding) const;
+  // Words the finding (finding_text.h), times its detection, keeps it and hands it out.
   void Emit(Finding finding, std::vector<Finding>* out);
   // Bounded history: drops what every check has moved past (see analyzer.cc).
   void ForgetSettledHistory();

@@ -25,16 +25,7 @@ struct DivergenceEvidence {
   size_t max_run = 256;                  // longest run read off the history
 };
 
-// What decided the classification.
-enum class DivergenceBasis {
-  kAlignment,    // the sequences agree again after the differing stretch
-  kHistory,      // the agreed schedule shows one head followed, later, by the other
-  kRegions,      // the same call issued from different NVTX regions
-  kSignature,    // same op and element count, other dtype / reduce op / root
-  kStructure,    // no realignment, but the stretch each class reported differs (or agrees) in shape
-  kHeadsOnly,    // nothing beyond the first differing call on some class
-};
-
+// A divergence classified; `basis` (DivergenceBasis, finding.h) says what decided it.
 struct Classification {
   FindingKind kind = FindingKind::kOpMismatch;
   DivergenceBasis basis = DivergenceBasis::kHeadsOnly;

@@ -1,10 +1,11 @@
-// Finding kind names and the compact rank lists reports use.
+// Finding kind names, and what a finding's calls add up to. Threading: see finding.h.
 #include "analyzer/finding.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/job_model.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -38,6 +39,17 @@ std::optional<FindingKind> ParseFindingKind(std::string_view name) {
     if (entry.name == name) return entry.kind;
   }
   return std::nullopt;
+}
+
+double CallBytes(const CallFacts& call) { return static_cast<double>(call.count) * DtypeBytes(call.dtype); }
+
+std::vector<std::string> RegionsOf(std::span<const CallFacts> calls) {
+  std::vector<std::string> regions;
+  for (const CallFacts& call : calls) {
+    if (call.region.empty()) continue;
+    if (std::find(regions.begin(), regions.end(), call.region) == regions.end()) regions.push_back(call.region);
+  }
+  return regions;
 }
 
 std::string CommText(uint64_t comm_id) { return absl::StrFormat("comm %08x", comm_id >> 32); }

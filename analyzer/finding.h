@@ -1,16 +1,21 @@
-// A diagnosis: what went wrong, where, which ranks, and what to do about it. The kinds
-// and field names are DESIGN.md's contract (report.json findings[]).
-// Threading: plain values.
+// A diagnosis as detection returns it: what went wrong, where, which ranks, and the
+// evidence the words are made from (finding_text.h turns it into headline, summary and
+// labels, in one place). The kinds and field names are DESIGN.md's contract (report.json
+// findings[]). Threading: plain values.
 #ifndef COLLWATCH_ANALYZER_FINDING_H_
 #define COLLWATCH_ANALYZER_FINDING_H_
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "process/process_info.h"
 #include "process/rank_membership.h"
+#include "ring/ring_format.h"
 
 namespace collwatch::analyzer {
 
@@ -46,14 +51,146 @@ struct ProcessReport {
 // Ranks that behaved identically (ranks in the communicator, ascending).
 struct RankClass {
   std::vector<int32_t> ranks;
-  std::string label;  // e.g. "ran 5 extra collectives in fwd/vision.*"
+  std::string label;  // words: e.g. "ran 5 extra collectives in fwd/vision.*"
 };
 
-// What one rank class did around the divergence, one line per call.
+// One call as a finding tells it: what DescribeCall prints, with no model behind it.
+struct CallFacts {
+  uint64_t seq = 0;
+  ring::ApiFn fn = ring::ApiFn::kNone;
+  uint64_t count = 0;
+  uint8_t dtype = ring::kNoDtype;
+  int32_t redop = ring::kUnset;
+  int32_t root_or_peer = ring::kUnset;
+  std::string region;  // its NVTX region, "" outside any
+};
+// Bytes one rank contributes to the call (count as NCCL defines it).
+double CallBytes(const CallFacts& call);
+// Distinct NVTX regions of `calls`, in order of first appearance (none: empty).
+std::vector<std::string> RegionsOf(std::span<const CallFacts> calls);
+
+// One call of a class's context: agreed by every class, or from the divergence on.
+struct ContextCall {
+  bool agreed = false;
+  CallFacts call;
+};
+
+// What one rank class did around the divergence.
 struct ClassContext {
   std::vector<int32_t> ranks;
-  std::vector<std::string> lines;  // "  = 41 all-gather ... in fwd/embed" ('=' agreed, '>' after)
+  std::vector<std::string> lines;  // words: "= seq 39     all-gather ..." ('=' agreed, '>' after)
+  std::vector<ContextCall> calls;  // what the lines tell
+  size_t more_reported = 0;        // calls after these that the class reported too
 };
+
+// Where communicator ranks sit in the job, so that people find them (JobRanksNote).
+struct JobPlace {
+  // A process holding several ranks, none of which the records pin down.
+  struct SharedProcess {
+    std::vector<int32_t> ranks;  // the job ranks it holds
+    std::string host;
+    int32_t pid = 0;
+  };
+  std::vector<int32_t> global;        // their job ranks, where these differ from the communicator's
+  std::vector<SharedProcess> shared;  // processes of several ranks
+};
+
+// What the first differing calls show (classification.h decides it).
+enum class DivergenceBasis {
+  kAlignment,    // the sequences agree again after the differing stretch
+  kHistory,      // the agreed schedule shows one head followed, later, by the other
+  kRegions,      // the same call issued from different NVTX regions
+  kSignature,    // same op and element count, other dtype / reduce op / root
+  kStructure,    // no realignment, but the stretch each class reported differs (or agrees) in shape
+  kHeadsOnly,    // nothing beyond the first differing call on some class
+};
+
+// One class of ranks at a collective divergence and the call it issued there.
+struct DivergingClass {
+  std::vector<int32_t> ranks;
+  JobPlace place;
+  CallFacts head;
+};
+
+// Evidence of a collective divergence (PATH_DIVERGENCE, SKIPPED_REDUCE_SCATTER,
+// SIGNATURE_MISMATCH, OP_MISMATCH).
+struct DivergenceFacts {
+  // Every class, largest first (rank_classes holds the first two). Empty: the ranks
+  // disagree, but the records around it were lost in the ring.
+  std::vector<DivergingClass> classes;
+  DivergenceBasis basis = DivergenceBasis::kHeadsOnly;
+  // Runs one class issued and the other did not: one-sided (`run`, issued by the first
+  // class when `major_inserted`), or two-sided (`major_run`, `minor_run`; `open_ended`: no
+  // point where they agree again was seen).
+  bool major_inserted = false;
+  std::vector<CallFacts> run;
+  bool two_sided = false;
+  bool open_ended = false;
+  std::vector<CallFacts> major_run;
+  std::vector<CallFacts> minor_run;
+};
+
+// Why a rank's process cannot take part in a collective, as its node sees it.
+enum class ProcessTrouble : uint8_t {
+  kNone,
+  kStopped,   // a SIGSTOP, a debugger or job control holds it
+  kDiskWait,  // uninterruptible I/O
+  kEnded,     // it ended or stopped reporting
+};
+
+// The latest NCCL call of a rank's process.
+struct RecentCall {
+  CallFacts call;
+  int32_t rank = -1;     // whose call (a process may hold several ranks)
+  uint64_t comm_id = 0;  // on which communicator
+  double ago_s = 0;      // entered this long before the finding
+  bool returned = false;
+  bool completed = false;
+};
+
+// A rank a stall names, and what its process is doing.
+struct StalledRank {
+  int32_t rank = -1;
+  JobPlace place;
+  ProcessTrouble trouble = ProcessTrouble::kNone;
+  bool lost = false;                      // ended or stopped reporting (process/ IsLost)
+  ProcessStatus status = ProcessStatus::kRunning;  // its ring's last word
+  std::string wait_channel;               // kDiskWait: the kernel function it waits in
+  std::optional<ProcessReport> process;   // its process (none: no process known)
+  // NOT_JOINED: how far it got on the communicator.
+  bool reported = false;                  // it reported on this communicator
+  uint64_t entered_seq = 0;               // its latest collective there (0: none)
+  bool shares_process = false;            // its process holds other ranks too
+  std::optional<RecentCall> last_call;    // its process's latest NCCL call
+};
+
+// Evidence of a stall (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST).
+struct StallFacts {
+  CallFacts call;                 // the collective waited on (one entered rank's call)
+  std::vector<int32_t> entered;   // ranks inside it (communicator creation: waiting in it)
+  double waited_s = 0;            // since the first arrival (all in: the last arrival)
+  double threshold_s = 0;         // the stall threshold
+  double expected_s = 0;          // the time the job's earlier collectives predict
+  int32_t ranks_present = 0;      // COMM_INIT_STALL: ranks that reported on the communicator
+  JobPlace lost_place;            // RANK_LOST: where the lost ranks sit in the job
+  // NOT_JOINED: every lagging rank. TRANSPORT_STALL: entered ranks whose process cannot
+  // run. RANK_LOST: the lost ranks. COMM_INIT_STALL: the missing ranks whose process is alive.
+  std::vector<StalledRank> ranks;
+};
+
+// Evidence of a point-to-point pair gone wrong: a size or type mismatch (both sides), or
+// a side whose peer never posted its match (NOT_JOINED: one side).
+struct P2pFacts {
+  int32_t sender = -1;
+  int32_t receiver = -1;
+  std::optional<CallFacts> send;
+  std::optional<CallFacts> recv;
+  double waited_s = 0;  // NOT_JOINED: since the posted side entered
+};
+
+// What a finding's words are made from, by kind. None: a finding read back from the
+// wire, which carries its words.
+using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
 
 struct Finding {
   FindingKind kind = FindingKind::kPathDivergence;
@@ -62,12 +199,16 @@ struct Finding {
   bool decided = true;
   std::vector<FindingKind> other_readings;
   uint64_t comm_id = 0;
+  int32_t comm_size = 0;               // ranks of the communicator
   uint64_t seq = 0;                    // the first bad collective (p2p: per-peer seq)
   std::vector<RankClass> rank_classes; // divergences: largest class first
   std::vector<int32_t> lagging_ranks;  // stalls: ranks that have not arrived / are lost
   std::vector<std::string> regions;    // NVTX regions involved
   double detect_latency_s = 0;         // first bad record -> finding
+  Evidence evidence;                   // what the words are made from, per kind
+  // Words (finding_text.h), made from the fields above.
   std::string headline;                // one line: kind, comm, seq, ranks
+  std::string brief;                   // the headline without its kind
   std::string summary;                 // one paragraph: what, likely cause, fix
   int64_t first_bad_ns = 0;            // CLOCK_REALTIME of the first bad record
   int64_t found_ns = 0;                // CLOCK_REALTIME when the analyzer could tell

@@ -1,17 +1,21 @@
-// Phrases shared by every finding's words.
+// Phrases shared by every finding's words. Threading: see finding_words.h.
 #include "analyzer/finding_words.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "analyzer/finding.h"
+#include "analyzer/finding_evidence.h"
 
 namespace collwatch::analyzer {
+namespace {
 
-double CallBytes(const Call& call) { return static_cast<double>(call.count) * DtypeBytes(call.dtype); }
+bool Contains(std::string_view text, std::string_view word) { return text.find(word) != std::string_view::npos; }
+
+}  // namespace
 
 std::string RanksText(const std::vector<int32_t>& ranks, int32_t nranks) {
   const std::string list = RankListText(ranks, 8, nranks);
@@ -23,19 +27,25 @@ std::string RanksVerb(const std::vector<int32_t>& ranks, std::string_view verb) 
   return ranks.size() == 1 ? absl::StrCat(std::string(verb), "s") : std::string(verb);
 }
 
-std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls) {
-  std::vector<std::string> regions;
-  for (const Call* call : calls) {
-    if (call->region == 0) continue;
-    std::string name(model.RegionName(call->region));
-    if (std::find(regions.begin(), regions.end(), name) == regions.end()) regions.push_back(std::move(name));
-  }
-  return regions;
+std::string Capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
 }
 
-std::string InRegionText(const JobModel& model, const Call& call) {
-  return call.region == 0 ? "" : absl::StrCat(" in ", std::string(model.RegionName(call.region)));
+std::string DescribeCall(const CallFacts& call) {
+  std::string text = absl::StrFormat("%s %s (%u x %s)", OpName(call.fn), HumanBytes(CallBytes(call)), call.count,
+                                     DtypeName(call.dtype));
+  if (call.redop >= 0 && call.fn != ring::ApiFn::kAllGather) absl::StrAppend(&text, " ", std::string(RedOpName(call.redop)));
+  if (call.root_or_peer >= 0) {
+    absl::StrAppend(&text, ring::IsP2p(call.fn) ? " peer " : " root ", call.root_or_peer);
+  }
+  absl::StrAppend(&text, InRegionText(call));
+  return text;
 }
+
+std::string DescribeCall(const JobModel& model, const Call& call) { return DescribeCall(FactsOf(model, call)); }
+
+std::string InRegionText(const CallFacts& call) { return call.region.empty() ? "" : absl::StrCat(" in ", call.region); }
 
 std::string RegionListText(const std::vector<std::string>& regions, size_t max_names) {
   std::vector<std::string> shown(regions.begin(), regions.begin() + static_cast<ptrdiff_t>(std::min(max_names, regions.size())));
@@ -44,7 +54,7 @@ std::string RegionListText(const std::vector<std::string>& regions, size_t max_n
   return text;
 }
 
-std::string RunText(std::span<const Call* const> calls) {
+std::string RunText(std::span<const CallFacts> calls) {
   // Per op, in order of first appearance: how many, and the sizes with their repeats.
   struct OpSizes {
     std::string op;
@@ -52,12 +62,12 @@ std::string RunText(std::span<const Call* const> calls) {
     std::vector<std::pair<std::string, size_t>> sizes;
   };
   std::vector<OpSizes> ops;
-  for (const Call* call : calls) {
-    const std::string op(OpName(call->fn));
+  for (const CallFacts& call : calls) {
+    const std::string op(OpName(call.fn));
     auto entry = std::find_if(ops.begin(), ops.end(), [&](const OpSizes& o) { return o.op == op; });
     if (entry == ops.end()) entry = ops.insert(ops.end(), OpSizes{op, 0, {}});
     ++entry->calls;
-    const std::string size = HumanBytes(CallBytes(*call));
+    const std::string size = HumanBytes(CallBytes(call));
     auto same = std::find_if(entry->sizes.begin(), entry->sizes.end(), [&](const auto& s) { return s.first == size; });
     if (same == entry->sizes.end()) {
       entry->sizes.emplace_back(size, 1);
@@ -83,8 +93,135 @@ std::string RunText(std::span<const Call* const> calls) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string ContextLine(const JobModel& model, char mark, const Call& call) {
-  return absl::StrFormat("%c seq %-6d %s", mark, call.seq, DescribeCall(model, call));
+std::string RunWithRegions(std::span<const CallFacts> calls) {
+  const std::vector<std::string> regions = RegionsOf(calls);
+  return regions.empty() ? RunText(calls) : absl::StrCat(RunText(calls), " in ", RegionListText(regions, 3));
+}
+
+std::string ContextLine(char mark, const CallFacts& call) {
+  return absl::StrFormat("%c seq %-6d %s", mark, call.seq, DescribeCall(call));
+}
+
+std::string JobRanksNote(const JobPlace& place) {
+  std::vector<std::string> parts;
+  if (!place.global.empty()) {
+    parts.push_back(absl::StrCat("global ", place.global.size() == 1 ? "rank " : "ranks ", RankListText(place.global)));
+  }
+  for (const JobPlace::SharedProcess& process : place.shared) {
+    parts.push_back(absl::StrCat("in the process of ", ProcessLabel(process.ranks, process.host, process.pid)));
+  }
+  return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, "; "), ")");
+}
+
+std::string ClassRanksText(int32_t nranks, const DivergingClass& rank_class) {
+  return absl::StrCat(RanksText(rank_class.ranks, nranks), JobRanksNote(rank_class.place));
+}
+
+std::string OthersText(const Finding& f, const DivergenceFacts& d) {
+  std::string others;
+  if (d.classes.size() > 2) {
+    std::vector<std::string> parts;
+    for (size_t c = 2; c < d.classes.size(); ++c) {
+      parts.push_back(absl::StrFormat("%s issued %s", RanksText(d.classes[c].ranks, f.comm_size),
+                                      DescribeCall(d.classes[c].head)));
+    }
+    others = absl::StrCat(" ", d.classes.size(), " classes in all; also ", absl::StrJoin(parts, "; "), ".");
+  }
+  if (!f.lagging_ranks.empty()) {
+    absl::StrAppend(&others, " ", RanksText(f.lagging_ranks, f.comm_size), " had not reached seq ", f.seq, " yet.");
+  }
+  return others;
+}
+
+std::string CollectiveText(uint64_t comm_id, uint64_t seq, const CallFacts& call) {
+  return absl::StrFormat("%s seq %d (%s)", CommText(comm_id), seq, DescribeCall(call));
+}
+
+std::string KindsText(const std::vector<FindingKind>& kinds) {
+  std::vector<std::string> names;
+  for (FindingKind kind : kinds) names.emplace_back(FindingKindName(kind));
+  return absl::StrJoin(names, " or ");
+}
+
+std::string TroubleText(const StalledRank& rank) {
+  const int32_t pid = rank.process ? rank.process->pid : 0;
+  const std::string host = rank.process ? rank.process->host : "";
+  switch (rank.trouble) {
+    case ProcessTrouble::kNone:
+      return "";
+    case ProcessTrouble::kStopped:
+      return absl::StrFormat(
+          "its process (pid %d on %s) is stopped: a SIGSTOP, a debugger or job control holds it, and it runs no "
+          "code at all (not even NCCL's proxy thread) until it is continued (kill -CONT %d)",
+          pid, host, pid);
+    case ProcessTrouble::kDiskWait:
+      return absl::StrFormat(
+          "its process (pid %d on %s) is in uninterruptible I/O%s: a filesystem, network mount or device on that "
+          "node does not answer",
+          pid, host, rank.wait_channel.empty() ? "" : absl::StrCat(" (in ", rank.wait_channel, ")"));
+    case ProcessTrouble::kEnded: {
+      const std::string ended = rank.process ? rank.process->ended : "";
+      return absl::StrFormat("its process (pid %d on %s) %s", pid, host, ended.empty() ? "stopped reporting" : ended);
+    }
+  }
+  return "";
+}
+
+std::string TroubleWord(const StalledRank& rank) {
+  return rank.trouble == ProcessTrouble::kStopped ? "stopped" : "in uninterruptible I/O";
+}
+
+std::string RankTroubleText(const StalledRank& rank) {
+  return absl::StrFormat("rank %d%s: %s", rank.rank, JobRanksNote(rank.place), TroubleText(rank));
+}
+
+std::string LateRankText(const StalledRank& rank) {
+  const ProcessReport report = rank.process.value_or(ProcessReport{});
+  if (!rank.reported) {
+    return rank.process ? absl::StrFormat("Rank %d has not reported on this communicator at all (process "
+                                          "pid %d %s, no NCCL call on it yet)",
+                                          rank.rank, report.pid, report.state)
+                        : absl::StrFormat("Rank %d has not reported on this communicator at all", rank.rank);
+  }
+  const std::string position = rank.entered_seq == 0 ? "has issued no collective on this communicator yet"
+                                                     : absl::StrFormat("is at seq %d", rank.entered_seq);
+  std::string last = "no NCCL call";
+  if (rank.last_call) {
+    const RecentCall& call = *rank.last_call;
+    // A process of several ranks: its last call may be another rank's; say whose.
+    last = absl::StrFormat(
+        "%s last NCCL call was %s%s %.1f s ago, %s", rank.shares_process ? "its process's" : "its", OpName(call.call.fn),
+        rank.shares_process ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(call.comm_id)) : "", call.ago_s,
+        call.completed ? "finished" : (call.returned ? "returned" : "still inside NCCL"));
+    if (!call.call.region.empty()) absl::StrAppend(&last, ", in ", call.call.region);
+  }
+  return absl::StrFormat("Rank %d%s %s; %s (process %s%s)", rank.rank, JobRanksNote(rank.place), position, last,
+                         report.state, report.cpu_advancing ? ", CPU advancing" : "");
+}
+
+std::string PathFix(const std::vector<std::string>& regions) {
+  const bool vision = std::any_of(regions.begin(), regions.end(), [](const std::string& region) {
+    return Contains(region, "vision") || Contains(region, "image") || Contains(region, "visual") ||
+           Contains(region, "patch");
+  });
+  if (vision) {
+    return "the ranks in the vision regions had image batches and the others text-only ones; with ZeRO-3 / "
+           "FSDP every rank must gather every unit any rank runs. Give text-only batches a dummy image (zero "
+           "pixels, masked out of the loss) so every rank runs the vision tower, or make all ranks agree on "
+           "the batch type (rank 0 decides and broadcasts it).";
+  }
+  return "make the module run on every rank (a dummy input on the ranks that would skip it, e.g. a dummy "
+         "image for text-only batches of a vision-language model, a zero-weight token for an unused expert) "
+         "or make the branch decision collectively (rank 0 decides and broadcasts it).";
+}
+
+std::string SizeMismatchFix(double ratio) {
+  return absl::StrFormat(
+      "the ranks communicate tensors of different sizes (byte ratio %.2f): a different model configuration, "
+      "padding or bucket layout on some ranks, or a tensor whose shape depends on the rank's data. Fix: make "
+      "the communicated shapes identical on every rank (same config; pad variable-length data to a common "
+      "size first).",
+      ratio);
 }
 
 }  // namespace collwatch::analyzer

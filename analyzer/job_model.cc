@@ -427,16 +427,4 @@ std::string HumanBytes(double bytes) {
   return unit == 0 ? absl::StrFormat("%.0f B", bytes) : absl::StrFormat("%.1f %s", bytes, kUnits[unit]);
 }
 
-std::string DescribeCall(const JobModel& model, const Call& call) {
-  std::string text = absl::StrFormat("%s %s (%u x %s)", OpName(call.fn),
-                                     HumanBytes(static_cast<double>(call.count) * DtypeBytes(call.dtype)),
-                                     call.count, DtypeName(call.dtype));
-  if (call.redop >= 0 && call.fn != ring::ApiFn::kAllGather) absl::StrAppend(&text, " ", RedOpName(call.redop));
-  if (call.root_or_peer >= 0) {
-    absl::StrAppend(&text, ring::IsP2p(call.fn) ? " peer " : " root ", call.root_or_peer);
-  }
-  if (call.region != 0) absl::StrAppend(&text, " in ", std::string(model.RegionName(call.region)));
-  return text;
-}
-
 }  // namespace collwatch::analyzer

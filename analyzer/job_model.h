@@ -212,8 +212,6 @@ class JobModel {
 
 // "1.5 MiB"
 std::string HumanBytes(double bytes);
-// "all-gather 1.5 MiB (393216 x float32) in fwd/vision.block0"
-std::string DescribeCall(const JobModel& model, const Call& call);
 
 }  // namespace collwatch::analyzer
 

@@ -1,9 +1,8 @@
 // Point-to-point matching: sends and receives paired by (communicator, sender, receiver,
 // per-peer sequence); a size or type difference is a SIGNATURE_MISMATCH, a side whose
 // peer never posted its match past the threshold is NOT_JOINED.
-#include "absl/strings/str_format.h"
 #include "analyzer/analyzer.h"
-#include "analyzer/finding_words.h"
+#include "analyzer/finding_evidence.h"
 
 namespace collwatch::analyzer {
 
@@ -35,25 +34,17 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
       Finding finding;
       finding.kind = FindingKind::kSignatureMismatch;
       finding.comm_id = comm.id;
+      finding.comm_size = comm.nranks;
       finding.seq = call.seq;
-      finding.rank_classes = {RankClass{{key.sender}, "send"}, RankClass{{key.receiver}, "recv"}};
+      finding.rank_classes = {RankClass{{key.sender}, ""}, RankClass{{key.receiver}, ""}};
       finding.regions = RegionsOf(model_, std::vector<const Call*>{&sender, &receiver});
       finding.first_bad_ns = std::min(sender.enter_ns, receiver.enter_ns);
       finding.found_ns = final_pass ? std::max(sender.enter_ns, receiver.enter_ns) : now_ns;
-      const double ratio = CallBytes(receiver) > 0 ? CallBytes(sender) / CallBytes(receiver) : 0;
-      finding.headline = absl::StrFormat("SIGNATURE_MISMATCH: send %d->%d #%d carries %s, the matching recv expects %s",
-                                         key.sender, key.receiver, call.seq, DescribeCall(model_, sender),
-                                         DescribeCall(model_, receiver));
-      finding.summary = absl::StrFormat(
-          "Rank %d's send #%d to rank %d on %s is %s, but rank %d's receive #%d from rank %d is %s (byte "
-          "ratio %.2f). NCCL matches point-to-point operations by order only: a size or type mismatch "
-          "corrupts the receive buffer or hangs. Both sides must post sends and receives of the same "
-          "shape in the same order (pipeline stages: the same micro-batch shapes and dtypes on both "
-          "stages).",
-          key.sender, call.seq, key.receiver, CommText(comm.id), DescribeCall(model_, sender), key.receiver,
-          call.seq, key.sender, DescribeCall(model_, receiver), ratio);
-      finding.context = {ClassContext{{key.sender}, {ContextLine(model_, '>', sender)}},
-                         ClassContext{{key.receiver}, {ContextLine(model_, '>', receiver)}}};
+      const CallFacts send_facts = FactsOf(model_, sender);
+      const CallFacts recv_facts = FactsOf(model_, receiver);
+      finding.evidence = P2pFacts{key.sender, key.receiver, send_facts, recv_facts, 0};
+      finding.context = {ClassContext{{key.sender}, {}, {{false, send_facts}}, 0},
+                         ClassContext{{key.receiver}, {}, {{false, recv_facts}}, 0}};
       Emit(std::move(finding), out);
     }
   }
@@ -74,22 +65,16 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
     Finding finding;
     finding.kind = FindingKind::kNotJoined;
     finding.comm_id = comm.id;
+    finding.comm_size = comm.nranks;
     finding.seq = key.seq;
     finding.lagging_ranks = {peer};
-    finding.rank_classes = {RankClass{{waiting}, OpName(call.fn) == "send" ? "sending" : "receiving"}};
+    finding.rank_classes = {RankClass{{waiting}, ""}};
     finding.regions = RegionsOf(model_, std::vector<const Call*>{&call});
     finding.first_bad_ns = call.enter_ns;
     finding.found_ns = final_pass ? call.enter_ns + static_cast<int64_t>(options_.stall_after_s * kNsPerS) : now_ns;
-    finding.headline = absl::StrFormat("NOT_JOINED: rank %d has not posted the %s matching rank %d's %s #%d on %s",
-                                       peer, call.fn == ApiFn::kSend ? "recv" : "send", waiting, OpName(call.fn),
-                                       key.seq, CommText(comm.id));
-    finding.summary = absl::StrFormat(
-        "Rank %d posted %s #%d (%s) %.1f s ago and rank %d has not posted its matching %s. Point-to-point "
-        "operations pair by order per peer: rank %d is late, skipped this transfer, or posts it in a "
-        "different order (a pipeline schedule that differs between stages). Compare the two ranks' p2p "
-        "order with `collwatch diff` or `collwatch export --chrome`.",
-        waiting, OpName(call.fn), key.seq, DescribeCall(model_, call), Seconds(now_ns - call.enter_ns), peer,
-        call.fn == ApiFn::kSend ? "recv" : "send", peer);
+    P2pFacts facts{key.sender, key.receiver, std::nullopt, std::nullopt, Seconds(now_ns - call.enter_ns)};
+    (call.fn == ApiFn::kSend ? facts.send : facts.recv) = FactsOf(model_, call);
+    finding.evidence = std::move(facts);
     Emit(std::move(finding), out);
     return;
   }

@@ -3,10 +3,7 @@
 
 #include <algorithm>
 #include <set>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "analyzer/finding.h"
+#include <utility>
 
 namespace collwatch::analyzer {
 namespace {
@@ -61,7 +58,7 @@ std::optional<int32_t> JobRankOfCommRank(const JobModel& model, const Comm& comm
   return std::nullopt;
 }
 
-std::string JobRanksNote(const JobModel& model, const Comm& comm, const std::vector<int32_t>& ranks) {
+JobPlace JobPlaceOf(const JobModel& model, const Comm& comm, const std::vector<int32_t>& ranks) {
   const uint64_t world = WorldCommId(model);
   std::vector<int32_t> global;
   bool differs = false;
@@ -71,7 +68,7 @@ std::string JobRanksNote(const JobModel& model, const Comm& comm, const std::vec
     const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
     if (!entry.present) continue;
     const std::vector<int32_t> held = RanksIn(model, entry.process, world);
-    if (held.empty()) return "";
+    if (held.empty()) return {};
     if (held.size() == 1 || comm.id == world) {
       const int32_t job_rank = held.size() == 1 ? held.front() : rank;
       differs = differs || job_rank != rank;
@@ -80,13 +77,13 @@ std::string JobRanksNote(const JobModel& model, const Comm& comm, const std::vec
       shared.insert(entry.process);
     }
   }
-  std::vector<std::string> parts;
-  if (differs) parts.push_back(absl::StrCat("global ", global.size() == 1 ? "rank " : "ranks ", RankListText(global)));
+  JobPlace place;
+  if (differs) place.global = std::move(global);
   for (const ProcessId process : shared) {
     const ProcessInfo& info = model.process(process).info;
-    parts.push_back(absl::StrCat("in the process of ", ProcessLabel(RanksIn(model, process, world), info.host, info.pid)));
+    place.shared.push_back(JobPlace::SharedProcess{RanksIn(model, process, world), info.host, info.pid});
   }
-  return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, "; "), ")");
+  return place;
 }
 
 }  // namespace collwatch::analyzer

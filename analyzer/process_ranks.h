@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analyzer/finding.h"
 #include "analyzer/job_model.h"
 #include "process/rank_membership.h"
 
@@ -26,11 +27,11 @@ std::vector<std::vector<int32_t>> RanksOfProcesses(const JobModel& model);
 // which device a rank of a smaller communicator drives) or none is known.
 std::optional<int32_t> JobRankOfCommRank(const JobModel& model, const Comm& comm, int32_t rank);
 
-// What a finding appends to communicator ranks so that people find them in the job:
-// " (global ranks 4,6)" where those differ from the communicator's ranks; for ranks of a
-// process holding several, " (in the process of ranks 0-1, node0 pid 4242)". Empty when
-// the communicator's ranks are the job's, or when some rank's process is not known.
-std::string JobRanksNote(const JobModel& model, const Comm& comm, const std::vector<int32_t>& ranks);
+// Where `ranks` of `comm` sit in the job, so that people find them: their job ranks where
+// those differ from the communicator's, and the processes of several ranks that hold
+// some of them. Empty when the communicator's ranks are the job's, or when some rank's
+// process is not known. Its words: JobRanksNote (finding_words.h).
+JobPlace JobPlaceOf(const JobModel& model, const Comm& comm, const std::vector<int32_t>& ranks);
 
 }  // namespace collwatch::analyzer
 

@@ -3,6 +3,7 @@
 #include "analyzer/process_ranks.h"
 
 #include "analyzer/analyzer.h"
+#include "analyzer/finding_words.h"
 #include "analyzer/synthetic_job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -108,8 +109,8 @@ TEST_F(ProcessRanksTwoByTwoTest, CommunicatorRanksMapToJobRanksWhereRecordsTellW
   EXPECT_EQ(JobRankOfCommRank(model_, world, 3), 3);
   // Rank 1 of process 1's local communicator drives one of ranks 2-3; records do not say which.
   EXPECT_EQ(JobRankOfCommRank(model_, local, 1), std::nullopt);
-  EXPECT_EQ(JobRanksNote(model_, world, {1, 2}), "") << "world ranks are the job's";
-  EXPECT_EQ(JobRanksNote(model_, local, {1}), " (in the process of ranks 2-3 (node0, pid 4243))");
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model_, world, {1, 2})), "") << "world ranks are the job's";
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model_, local, {1})), " (in the process of ranks 2-3 (node0, pid 4243))");
 }
 
 TEST(ProcessRanksModelTest, OneRankProcessesKeepTheirLaunchersRank) {
@@ -124,9 +125,9 @@ TEST(ProcessRanksModelTest, OneRankProcessesKeepTheirLaunchersRank) {
   EXPECT_THAT(RanksOfProcess(model, processes[2]), ElementsAre(2));
   const Comm& child = *model.FindComm(kChild);
   EXPECT_EQ(JobRankOfCommRank(model, child, 1), 3);
-  EXPECT_EQ(JobRanksNote(model, child, {0}), " (global rank 2)");
-  EXPECT_EQ(JobRanksNote(model, child, {0, 1}), " (global ranks 2-3)");
-  EXPECT_EQ(JobRanksNote(model, *model.FindComm(kWorld), {0, 1}), "");
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model, child, {0})), " (global rank 2)");
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model, child, {0, 1})), " (global ranks 2-3)");
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model, *model.FindComm(kWorld), {0, 1})), "");
 }
 
 TEST(ProcessRanksModelTest, ProcessOfUnknownRankMakesNoNote) {
@@ -139,7 +140,7 @@ TEST(ProcessRanksModelTest, ProcessOfUnknownRankMakesNoNote) {
   job.Init(a, kLocal, 0, 2, kT0);
   job.Init(b, kLocal, 1, 2, kT0);
   EXPECT_THAT(RanksOfProcess(model, b), IsEmpty());
-  EXPECT_EQ(JobRanksNote(model, *model.FindComm(kLocal), {0, 1}), "");
+  EXPECT_EQ(JobRanksNote(JobPlaceOf(model, *model.FindComm(kLocal), {0, 1})), "");
 }
 
 // ncclCommInitAll: one enter, then one return per rank of its communicator, in rank order

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/finding_words.h"
 #include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {

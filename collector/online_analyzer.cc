@@ -110,6 +110,7 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
   out->set_summary(finding.summary);
   out->set_first_bad_t_ns(static_cast<uint64_t>(std::max<int64_t>(finding.first_bad_ns, 0)));
   out->set_headline(finding.headline);
+  out->set_brief(finding.brief);
   out->set_undecided(!finding.decided);
   for (analyzer::FindingKind kind : finding.other_readings) {
     out->add_other_readings(static_cast<v1::FindingKind>(static_cast<int>(kind)));
@@ -152,6 +153,7 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
   out.first_bad_ns = static_cast<int64_t>(finding.first_bad_t_ns());
   out.found_ns = out.first_bad_ns + static_cast<int64_t>(finding.detect_latency_s() * 1e9);
   out.headline = finding.headline();
+  out.brief = finding.brief();
   out.decided = !finding.undecided();
   for (int kind : finding.other_readings()) out.other_readings.push_back(static_cast<analyzer::FindingKind>(kind));
   for (const v1::FindingContext& context : finding.context()) {

@@ -78,6 +78,7 @@ analyzer::Finding EveryFieldSet() {
   finding.regions = {"bwd/trunk.expert1", "bwd/trunk.block7"};
   finding.detect_latency_s = 0.25;
   finding.headline = "SKIPPED_REDUCE_SCATTER comm 3f2a9c01 seq 31: ranks 1,3 did not reduce-scatter";
+  finding.brief = "comm 3f2a9c01 seq 31: ranks 1,3 did not reduce-scatter";
   finding.summary = "Ranks 1,3 skipped the reduce-scatter of bwd/trunk.expert1.";
   finding.first_bad_ns = kNow;
   finding.found_ns = kNow + 250'000'000;  // first_bad_ns + detect_latency_s: all the wire keeps
@@ -143,6 +144,7 @@ TEST(FindingProtoTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(back.regions, finding.regions);
   EXPECT_DOUBLE_EQ(back.detect_latency_s, finding.detect_latency_s);
   EXPECT_EQ(back.headline, finding.headline);
+  EXPECT_EQ(back.brief, finding.brief);
   EXPECT_EQ(back.summary, finding.summary);
   EXPECT_EQ(back.first_bad_ns, finding.first_bad_ns);
   EXPECT_EQ(back.found_ns, finding.found_ns);

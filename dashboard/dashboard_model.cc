@@ -7,11 +7,11 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "store/event_codec.h"
@@ -101,14 +101,10 @@ std::vector<std::string> Wrap(const std::string& text, int width) {
 
 std::string KindName(v1::FindingKind kind) { return v1::FindingKind_Name(kind); }
 
-// The headline without the kind it opens with (the kind has its own column).
-std::string HeadlineRest(const v1::Finding& finding) {
-  absl::string_view headline = finding.headline();
-  if (absl::ConsumePrefix(&headline, KindName(finding.kind()))) {
-    absl::ConsumePrefix(&headline, ":");
-    headline = absl::StripLeadingAsciiWhitespace(headline);
-  }
-  return std::string(headline);
+// The finding in one line without its kind (the kind has its own column): its brief, or
+// the whole headline from a collector that sends no brief.
+const std::string& Brief(const v1::Finding& finding) {
+  return finding.brief().empty() ? finding.headline() : finding.brief();
 }
 
 }  // namespace
@@ -537,7 +533,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
               {absl::StrFormat("%-22s", KindName(finding.kind())),
                selected ? Style::kSelected : HealthStyle(FindingHealth(finding.kind()))},
               {absl::StrFormat(" %s ago, found in %s: ", Seconds(ago), Seconds(finding.detect_latency_s())), Style::kDim},
-              {HeadlineRest(finding), Style::kNormal}};
+              {Brief(finding), Style::kNormal}};
     lines.push_back(line);
   }
 
@@ -566,7 +562,7 @@ std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
                   {absl::StrFormat("  %s seq %d, found %s after the first bad record", analyzer::CommText(finding.comm_id()),
                                    finding.seq(), Seconds(finding.detect_latency_s())),
                    Style::kNormal}});
-  for (const std::string& line : Wrap(finding.headline(), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kTitle}});
+  for (const std::string& line : Wrap(Brief(finding), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kTitle}});
   body.push_back({});
   for (const std::string& line : Wrap(finding.summary(), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kNormal}});
   body.push_back({});

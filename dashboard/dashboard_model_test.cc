@@ -85,6 +85,7 @@ v1::Finding Divergence() {
   text->set_label("went on to bwd/trunk");
   finding.add_regions("fwd/vision.patch");
   finding.set_headline("PATH_DIVERGENCE: comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch; ranks 1,3 not");
+  finding.set_brief("comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch; ranks 1,3 not");
   finding.set_summary("Ranks 0,2 issued all-gathers of the vision tower that ranks 1,3 did not. Give every rank a dummy image.");
   finding.set_detect_latency_s(0.16);
   finding.set_first_bad_t_ns(static_cast<uint64_t>(kNow - 3'000'000'000));
@@ -174,6 +175,7 @@ TEST(DashboardModelTest, DivergenceNamesEachRanksClassAndTheFindingOpens) {
   ASSERT_TRUE(model.finding_open());
   const std::string detail = Screen(model);
   EXPECT_NE(detail.find("finding 1 of 1"), std::string::npos) << detail;
+  EXPECT_NE(detail.find(" comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch"), std::string::npos) << detail;
   EXPECT_NE(detail.find("Give every rank a dummy image."), std::string::npos) << detail;
   EXPECT_NE(detail.find("1. ranks 0,2: ran 5 extra collectives in fwd/vision.*"), std::string::npos) << detail;
   EXPECT_NE(detail.find("2. ranks 1,3: went on to bwd/trunk"), std::string::npos) << detail;
@@ -192,6 +194,7 @@ TEST(DashboardModelTest, FindingsAreListedNewestFirst) {
   stall.set_seq(42);
   stall.add_lagging_ranks(1);
   stall.set_headline("NOT_JOINED: rank 1 not at comm 3f2a9c01 seq 42");
+  stall.set_brief("rank 1 not at comm 3f2a9c01 seq 42");
   stall.set_first_bad_t_ns(static_cast<uint64_t>(kNow - 1'000'000'000));
   *state.add_findings() = stall;
   DashboardModel model;
@@ -207,6 +210,23 @@ TEST(DashboardModelTest, FindingsAreListedNewestFirst) {
   ASSERT_TRUE(model.HandleKey(kKeyEnter));
   EXPECT_NE(Screen(model).find("finding 2 of 2"), std::string::npos);
   EXPECT_NE(Screen(model).find("PATH_DIVERGENCE"), std::string::npos);
+}
+
+// The list reads the finding's brief; the headline is never taken apart. A collector that
+// sends no brief gets its headline shown whole.
+TEST(DashboardModelTest, FindingsAreListedByTheirBrief) {
+  v1::ClusterState state = Job(4, 41, 40);
+  v1::Finding finding = Divergence();
+  finding.set_brief("the brief");
+  *state.add_findings() = finding;
+  DashboardModel model;
+  model.Update(state, Connected(), kNow);
+  EXPECT_NE(LineWith(Screen(model), "PATH_DIVERGENCE ").find("found in 0.16 s: the brief"), std::string::npos)
+      << Screen(model);
+  state.mutable_findings(0)->clear_brief();
+  model.Update(state, Connected(), kNow);
+  EXPECT_NE(LineWith(Screen(model), "PATH_DIVERGENCE ").find("found in 0.16 s: PATH_DIVERGENCE: comm 3f2a9c01"),
+            std::string::npos) << Screen(model);
 }
 
 TEST(DashboardModelTest, ThousandRanksAggregateIntoClassesAndAHeatMap) {

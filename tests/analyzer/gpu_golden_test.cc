@@ -181,7 +181,7 @@ TEST(GpuGoldenTraces, ReadBackWhole) {
 }
 
 // The truth from the records themselves. dtype-mismatch: rank 1 reduce-scatters in bf16
-// from its first reduce-scatter on (trainer/zero3_trainer.cc: reduce_dtype_ for the whole
+// from its first reduce-scatter on (trainer/zero3_shards.cc: reduce_dtype_ for the whole
 // run), so the first bad collective is seq 20 (bwd/mtp.head0), not 47, the last one
 // enqueued before the hang (the number docs/gpu-validation.md first gave).
 TEST(GpuGoldenTraces, RecordsFirstDifferAtTheKnownCollective) {

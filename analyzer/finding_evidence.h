@@ -1,0 +1,39 @@
+// What detection records for a finding, read off the job model: calls as CallFacts, how
+// a rank's process is doing (StalledRank), and the time arithmetic detection shares. No
+// words here: finding_text.h makes them from what these return.
+// Threading: pure functions over a model the caller holds still.
+#ifndef COLLWATCH_ANALYZER_FINDING_EVIDENCE_H_
+#define COLLWATCH_ANALYZER_FINDING_EVIDENCE_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "analyzer/finding.h"
+#include "analyzer/job_model.h"
+
+namespace collwatch::analyzer {
+
+inline constexpr double kNsPerS = 1e9;
+inline double Seconds(int64_t ns) { return static_cast<double>(ns) / kNsPerS; }
+
+// Bytes one rank contributes to a collective (count as NCCL defines it).
+double CallBytes(const Call& call);
+
+// A call with its region named.
+CallFacts FactsOf(const JobModel& model, const Call& call);
+std::vector<CallFacts> FactsOf(const JobModel& model, std::span<const Call* const> calls);
+
+// Distinct NVTX regions of `calls`, in order of first appearance (none: empty).
+std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls);
+
+// Rank `rank` of `comm` as a stall names it: where it sits in the job, what its process
+// (`process`, none when no process is known for it) is doing at `now_ns`, and how far it
+// got on the communicator.
+StalledRank StalledRankOf(const JobModel& model, const Comm& comm, int32_t rank, std::optional<ProcessId> process,
+                          int64_t now_ns);
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_FINDING_EVIDENCE_H_
