@@ -1,0 +1,143 @@
+// A communicator's view for the dashboard: its ranks' rows from the cluster state and the
+// findings, grouped by health and progress; rank lists as the user types them.
+// Threading: pure functions.
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "analyzer/process_ranks.h"
+#include "dashboard/dashboard_model.h"
+#include "dashboard/dashboard_model_internal.h"
+#include "store/event_codec.h"
+
+namespace collwatch::dashboard {
+
+using internal::Contains;
+using internal::FindingHealth;
+using internal::IsDivergence;
+using internal::kNsPerS;
+using internal::kSlowAfterS;
+using internal::Seconds;
+
+std::optional<std::vector<int32_t>> ParseRankList(std::string_view list) {
+  const absl::string_view text(list.data(), list.size());
+  std::set<int32_t> ranks;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    const size_t dash = part.find('-');
+    int32_t first = 0, last = 0;
+    if (dash == absl::string_view::npos) {
+      if (!absl::SimpleAtoi(part, &first)) return std::nullopt;
+      last = first;
+    } else if (!absl::SimpleAtoi(part.substr(0, dash), &first) || !absl::SimpleAtoi(part.substr(dash + 1), &last)) {
+      return std::nullopt;
+    }
+    if (first < 0 || last < first || last - first > (1 << 20)) return std::nullopt;
+    for (int32_t rank = first; rank <= last; ++rank) ranks.insert(rank);
+  }
+  if (ranks.empty()) return std::nullopt;
+  return std::vector<int32_t>(ranks.begin(), ranks.end());
+}
+
+CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
+                       const std::optional<std::vector<int32_t>>& rank_filter) {
+  CommView view;
+  view.comm_id = comm.comm_id();
+  view.nranks = comm.nranks();
+  view.reporting = comm.ranks_size();
+  view.collectives_per_second = comm.collectives_per_second();
+  view.inflight_seq = comm.oldest_inflight_seq();
+  view.inflight_op = comm.oldest_inflight_op();
+  view.inflight_age_s = comm.oldest_inflight_age_s();
+  view.inflight_expected_s = comm.oldest_inflight_expected_s();
+  view.stall_threshold_s = comm.stall_threshold_s();
+  view.waiting_for_ranks = comm.waiting_for_ranks();
+  for (const v1::RankProgress& rank : comm.ranks()) view.max_entered = std::max(view.max_entered, rank.entered_seq());
+
+  // The latest finding about this communicator explains its ranks.
+  const v1::Finding* finding = nullptr;
+  for (const v1::Finding& candidate : state.findings()) {
+    if (candidate.comm_id() == comm.comm_id()) finding = &candidate;
+  }
+
+  std::map<int32_t, const v1::RankProgress*> reported;
+  for (const v1::RankProgress& rank : comm.ranks()) reported[rank.rank()] = &rank;
+  const int32_t nranks = std::max<int32_t>(comm.nranks(), reported.empty() ? 0 : reported.rbegin()->first + 1);
+  const uint64_t seq = view.inflight_seq;
+  const double age = view.inflight_age_s;
+  const double slow_after = std::max(kSlowAfterS, view.inflight_expected_s);
+  const bool stalled = seq != 0 && view.stall_threshold_s > 0 && age >= view.stall_threshold_s;
+  for (int32_t number = 0; number < nranks; ++number) {
+    if (rank_filter && !std::binary_search(rank_filter->begin(), rank_filter->end(), number)) continue;
+    RankRow row;
+    row.ranks = {number};
+    auto found = reported.find(number);
+    const v1::RankProgress* rank = found == reported.end() ? nullptr : found->second;
+    if (rank != nullptr) {
+      row.entered_seq = rank->entered_seq();
+      row.completed_seq = rank->completed_seq();
+    }
+    const v1::WriterStatus status = rank != nullptr ? rank->status() : v1::WRITER_STATUS_UNSPECIFIED;
+    if (finding != nullptr) {
+      row.health = FindingHealth(finding->kind());
+      if (IsDivergence(finding->kind())) {
+        row.note = "diverged";
+        for (int i = 0; i < finding->rank_classes_size(); ++i) {
+          const v1::RankClass& rank_class = finding->rank_classes(i);
+          if (!Contains(rank_class.ranks(), number)) continue;
+          row.note = absl::StrFormat("class %d/%d at seq %d: %s", i + 1, finding->rank_classes_size(), finding->seq(),
+                                     rank_class.label());
+        }
+      } else if (Contains(finding->lagging_ranks(), number)) {
+        row.note = finding->kind() == v1::RANK_LOST ? "lost" : absl::StrFormat("not at seq %d", finding->seq());
+      } else {
+        row.health = Health::kSlow;
+        row.note = finding->kind() == v1::TRANSPORT_STALL ? absl::StrFormat("in seq %d, not completing", finding->seq())
+                                                          : absl::StrFormat("waiting at seq %d", finding->seq());
+        if (finding->kind() == v1::TRANSPORT_STALL) row.health = Health::kStuck;
+      }
+    } else if (rank == nullptr) {
+      row.health = seq != 0 && age >= slow_after ? (stalled ? Health::kStuck : Health::kSlow) : Health::kIdle;
+      row.note = "not reported on this communicator";
+    } else if (WireStatusLostWithoutExit(status)) {
+      row.health = Health::kStuck;
+      row.note = status == v1::WRITER_STATUS_DEAD ? "process died" : "process silent";
+    } else if (status == v1::WRITER_STATUS_EXITED) {
+      row.health = Health::kIdle;
+      row.note = "exited";
+    } else if (seq != 0 && row.entered_seq < seq) {
+      row.health = stalled ? Health::kStuck : (age >= slow_after ? Health::kSlow : Health::kHealthy);
+      row.note = row.health == Health::kHealthy ? absl::StrFormat("before seq %d", seq)
+                                                : absl::StrFormat("not at seq %d for %s", seq, Seconds(age));
+    } else if (seq != 0 && row.completed_seq < seq) {
+      row.health = stalled && !view.waiting_for_ranks ? Health::kStuck : Health::kHealthy;
+      row.note = view.waiting_for_ranks ? absl::StrFormat("waiting at seq %d", seq) : absl::StrFormat("in seq %d", seq);
+    } else {
+      row.health = Health::kHealthy;
+      row.note = "running";
+    }
+    view.health = std::max(view.health, row.health);
+    view.rows.push_back(std::move(row));
+  }
+  return view;
+}
+
+std::vector<RankRow> GroupRows(const std::vector<RankRow>& rows) {
+  std::map<std::tuple<int, uint64_t, uint64_t, std::string>, RankRow> groups;
+  for (const RankRow& row : rows) {
+    // Worst health first, then the least progress.
+    auto key = std::make_tuple(-static_cast<int>(row.health), row.entered_seq, row.completed_seq, row.note);
+    auto [group, inserted] = groups.try_emplace(key, row);
+    if (!inserted) group->second.ranks.insert(group->second.ranks.end(), row.ranks.begin(), row.ranks.end());
+  }
+  std::vector<RankRow> grouped;
+  for (auto& [key, group] : groups) grouped.push_back(std::move(group));
+  return grouped;
+}
+
+}  // namespace collwatch::dashboard
