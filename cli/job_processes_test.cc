@@ -15,15 +15,10 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "ring/clocks.h"
 
 namespace collwatch {
 namespace {
-
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 pid_t ParentOf(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -59,7 +54,7 @@ class JobProcessTreeTest : public ::testing::Test {
     for (int attempt = 0; attempt < 100 && ranks.size() != want; ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       ranks.clear();
-      for (const RankProcess& rank : tree.Walk(RealtimeNs())) ranks[rank.info.global_rank] = rank;
+      for (const RankProcess& rank : tree.Walk(static_cast<int64_t>(RealtimeNs()))) ranks[rank.info.global_rank] = rank;
     }
     return ranks;
   }
@@ -86,12 +81,12 @@ TEST_F(JobProcessTreeTest, FindsEachRankOnceStoppedAndGone) {
   bool saw_gone = false;
   for (int attempt = 0; attempt < 100 && !saw_gone; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (const RankProcess& rank : tree.Walk(RealtimeNs())) {
+    for (const RankProcess& rank : tree.Walk(static_cast<int64_t>(RealtimeNs()))) {
       if (rank.info.pid == killed && rank.sample.state == ProcessState::kGone) saw_gone = true;
     }
   }
   EXPECT_TRUE(saw_gone);
-  const std::vector<RankProcess> after = tree.Walk(RealtimeNs());
+  const std::vector<RankProcess> after = tree.Walk(static_cast<int64_t>(RealtimeNs()));
   ASSERT_EQ(after.size(), 1u) << "the gone rank is said once";
   EXPECT_EQ(after[0].info.pid, stopped);
   EXPECT_EQ(after[0].sample.state, ProcessState::kStopped);

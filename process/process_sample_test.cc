@@ -15,15 +15,10 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "ring/clocks.h"
 
 namespace collwatch {
 namespace {
-
-int64_t RealtimeNs() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 // A child process, SIGKILLed and reaped at the end of the test unless reaped before.
 class Child {
@@ -59,7 +54,7 @@ class Child {
 ProcessSample SampleUntil(pid_t pid, ProcessState want) {
   ProcessSample sample;
   for (int attempt = 0; attempt < 500; ++attempt) {
-    sample = SampleProcess(pid, nullptr, RealtimeNs());
+    sample = SampleProcess(pid, nullptr, static_cast<int64_t>(RealtimeNs()));
     if (sample.state == want) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -74,10 +69,10 @@ ProcessSample SampleUntil(pid_t pid, ProcessState want) {
 TEST(SampleProcessTest, BusyProcessIsRunningAndItsCpuAdvances) {
   Child busy(Spin);
   ASSERT_GT(busy.pid(), 0);
-  const ProcessSample first = SampleProcess(busy.pid(), nullptr, RealtimeNs());
+  const ProcessSample first = SampleProcess(busy.pid(), nullptr, static_cast<int64_t>(RealtimeNs()));
   EXPECT_FALSE(first.cpu_advancing) << "no previous sample, nothing to compare";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const ProcessSample second = SampleProcess(busy.pid(), &first, RealtimeNs());
+  const ProcessSample second = SampleProcess(busy.pid(), &first, static_cast<int64_t>(RealtimeNs()));
   EXPECT_EQ(second.state, ProcessState::kRunning);
   EXPECT_GT(second.cpu_ns, first.cpu_ns);
   EXPECT_TRUE(second.cpu_advancing);
@@ -100,7 +95,7 @@ TEST(SampleProcessTest, ProcessBlockedInAReadSleepsInTheKernel) {
     EXPECT_NE(first.wait_channel.find("pipe"), std::string::npos) << first.wait_channel;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const ProcessSample second = SampleProcess(reader.pid(), &first, RealtimeNs());
+  const ProcessSample second = SampleProcess(reader.pid(), &first, static_cast<int64_t>(RealtimeNs()));
   EXPECT_EQ(second.state, ProcessState::kSleeping);
   EXPECT_FALSE(second.cpu_advancing);
   close(pipe_fds[0]);
@@ -114,7 +109,7 @@ TEST(SampleProcessTest, StoppedProcessIsStoppedAndItsCpuStandsStill) {
   const ProcessSample first = SampleUntil(busy.pid(), ProcessState::kStopped);
   EXPECT_EQ(first.state, ProcessState::kStopped);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const ProcessSample second = SampleProcess(busy.pid(), &first, RealtimeNs());
+  const ProcessSample second = SampleProcess(busy.pid(), &first, static_cast<int64_t>(RealtimeNs()));
   EXPECT_EQ(second.state, ProcessState::kStopped);
   EXPECT_EQ(second.cpu_ns, first.cpu_ns);
   EXPECT_FALSE(second.cpu_advancing);
@@ -126,7 +121,7 @@ TEST(SampleProcessTest, KilledChildIsAZombieUntilReapedThenGone) {
   ASSERT_EQ(kill(busy.pid(), SIGKILL), 0);
   EXPECT_EQ(SampleUntil(busy.pid(), ProcessState::kZombie).state, ProcessState::kZombie);
   busy.Reap();
-  const ProcessSample gone = SampleProcess(busy.pid(), nullptr, RealtimeNs());
+  const ProcessSample gone = SampleProcess(busy.pid(), nullptr, static_cast<int64_t>(RealtimeNs()));
   EXPECT_EQ(gone.state, ProcessState::kGone);
   EXPECT_NE(gone.sampled_ns, 0);
 }
