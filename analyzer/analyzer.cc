@@ -46,8 +46,8 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
 }
 
 // What each check still reads, per communicator, from the lowest collective on:
-// CheckAgreement from agreed_seq + 1; LearnTimes from timed_seq + 1; FrontierOf, stalls
-// and the model's completion frontier from the lowest completed_seq + 1; a divergence
+// CheckAgreement from agreed_seq + 1; LearnTimes from timed_seq + 1; FrontierOf and stalls
+// from the lowest completion frontier (ProgressFrontier) + 1; a divergence
 // explanation from agreed_seq + 1 and, for the schedule template and its context lines,
 // history_window agreed collectives before it. Below all of these nothing is read again.
 // A diverged communicator is left whole (its ranks are stuck; the finding is out).
@@ -61,7 +61,7 @@ void Analyzer::ForgetSettledHistory() {
     CommProgress& progress = progress_[c];
     if (comm.nranks <= 0 || progress.diverged) continue;
     uint64_t settled = std::min(progress.agreed_seq, progress.timed_seq);
-    for (const CommRank& entry : comm.ranks) settled = std::min(settled, entry.present ? entry.completed_seq : 0);
+    for (const CommRank& entry : comm.ranks) settled = std::min(settled, entry.present ? entry.progress.completed() : 0);
     const uint64_t history = std::max<uint64_t>(options_.history_window, 2);
     const uint64_t keep_from = progress.agreed_seq + 1 > history ? std::min(settled + 1, progress.agreed_seq + 1 - history) : 1;
     if (keep_from >= progress.forgotten_before_seq + kForgetChunk) {
@@ -100,7 +100,7 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
     bool mismatch = false;
     for (int32_t rank = 0; rank < nranks; ++rank) {
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-      if (!entry.present || entry.entered_seq < seq) {
+      if (!entry.present || entry.progress.entered() < seq) {
         everyone = false;
         continue;
       }
@@ -133,7 +133,7 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
 void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = progress.agreed_seq;
-  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.completed_seq : 0);
+  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
   for (uint64_t seq = progress.timed_seq + 1; seq <= completed; ++seq) {
     int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
     double bytes = 0;
@@ -153,8 +153,8 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
 bool Analyzer::EveryReportingRankBlocked(const Comm& comm, uint64_t seq) const {
   for (int32_t rank = 0; rank < static_cast<int32_t>(comm.ranks.size()); ++rank) {
     const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (!entry.present || entry.entered_seq < seq) continue;
-    const Call* latest = model_.Collective(comm, rank, entry.entered_seq);
+    if (!entry.present || entry.progress.entered() < seq) continue;
+    const Call* latest = model_.Collective(comm, rank, entry.progress.entered());
     if (latest == nullptr || latest->returned()) return false;
   }
   return true;
@@ -174,12 +174,12 @@ bool Analyzer::BlockedInDivergedComm(ProcessId process_id) const {
 std::optional<Analyzer::Frontier> Analyzer::FrontierOf(const Comm& comm) const {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = UINT64_MAX;
-  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.completed_seq : 0);
+  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
   Frontier frontier;
   frontier.seq = completed + 1;
   for (int32_t rank = 0; rank < nranks; ++rank) {
     const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (entry.present && entry.entered_seq >= frontier.seq) {
+    if (entry.present && entry.progress.entered() >= frontier.seq) {
       frontier.entered.push_back(rank);
       if (const Call* call = model_.Collective(comm, rank, frontier.seq)) {
         frontier.first_enter_ns = std::min(frontier.first_enter_ns, call->enter_ns);

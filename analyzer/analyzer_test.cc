@@ -332,8 +332,8 @@ TEST(AnalyzerTest, GroupedOpsCompleteWithTheirGroup) {
     job.Group(processes[rank], kComm, rank, 2, 3, {Gather("h"), Gather("h")}, kT0 + 10 * kMs, 0);
   }
   const Comm& comm = analyzer.model().comms()[0];
-  EXPECT_EQ(comm.ranks[0].completed_seq, 2u);
-  EXPECT_EQ(comm.ranks[0].entered_seq, 4u);
+  EXPECT_EQ(comm.ranks[0].progress.completed(), 2u);
+  EXPECT_EQ(comm.ranks[0].progress.entered(), 4u);
   EXPECT_TRUE(analyzer.Analyze(kT0 + kSecond).empty());
   const std::vector<Finding> found = analyzer.Analyze(kT0 + 20 * kSecond);
   ASSERT_EQ(found.size(), 1u);

@@ -17,7 +17,7 @@ std::vector<const Call*> CallsFrom(const JobModel& model, const Comm& comm, int3
                                    size_t limit) {
   std::vector<const Call*> calls;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-  for (uint64_t s = seq; s <= entry.entered_seq && calls.size() < limit; ++s) {
+  for (uint64_t s = seq; s <= entry.progress.entered() && calls.size() < limit; ++s) {
     if (const Call* call = model.Collective(comm, rank, s)) calls.push_back(call);
   }
   return calls;
@@ -37,7 +37,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   int64_t first_bad = INT64_MAX, last_needed = 0;
   for (int32_t rank = 0; rank < nranks; ++rank) {
     const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (!entry.present || entry.entered_seq < seq) {
+    if (!entry.present || entry.progress.entered() < seq) {
       not_there.push_back(rank);
       continue;
     }

@@ -47,7 +47,7 @@ StalledRank StalledRankOf(const JobModel& model, const Comm& comm, int32_t rank,
   stalled.place = JobPlaceOf(model, comm, {rank});
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   stalled.reported = entry.present;
-  stalled.entered_seq = entry.present ? entry.entered_seq : 0;
+  stalled.entered_seq = entry.present ? entry.progress.entered() : 0;
   if (!process_id) return stalled;
   const Process& process = model.process(*process_id);
   // The process ended, or stopped reporting with nothing to say it is still there

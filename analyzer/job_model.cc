@@ -172,7 +172,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
           record.seq <= rank.collectives.size() + kMaxSeqJump) {
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
         rank.collectives[record.seq - 1] = call_index;
-        rank.entered_seq = std::max(rank.entered_seq, record.seq);
+        rank.progress.Entered(record.seq);
         rank.last_enter_ns = call.enter_ns;
       } else if (ring::IsCollective(call.fn)) {
         ++unmatched_records_;
@@ -300,16 +300,7 @@ void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when
   if (!ring::IsCollective(call.fn) || call.comm >= comms_.size()) return;
   Comm& comm = comms_[call.comm];
   if (call.rank >= 0 && static_cast<size_t>(call.rank) < comm.ranks.size()) {
-    AdvanceCompleted(comm.ranks[static_cast<size_t>(call.rank)], process);
-  }
-}
-
-void JobModel::AdvanceCompleted(CommRank& rank, const Process& process) {
-  while (rank.completed_seq < rank.collectives.size()) {
-    const uint32_t index = rank.collectives[rank.completed_seq];
-    // A gap (records lost in the ring) does not hold the frontier back.
-    if (index != kNoCall && process.calls[index].complete_ns == 0) break;
-    ++rank.completed_seq;
+    comm.ranks[static_cast<size_t>(call.rank)].progress.Completed(call.seq);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/progress_frontier.h"
 #include "analyzer/windowed_log.h"
 #include "process/process_info.h"
 #include "process/process_sample.h"
@@ -81,8 +82,7 @@ struct CommRank {
   WindowedLog<uint32_t> collectives;
   WindowedLog<uint32_t> p2p;          // sends and receives, in enter order
   uint32_t init_call = kNoCall;       // its communicator creation call
-  uint64_t entered_seq = 0;           // highest collective seq entered
-  uint64_t completed_seq = 0;         // highest seq such that every seq up to it completed
+  ProgressFrontier progress;          // newest collective entered, completion frontier
   int64_t last_enter_ns = 0;
 };
 
@@ -196,7 +196,6 @@ class JobModel {
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
   // Completes the calls of group `group_id` waiting on `stream` (nullptr: on any stream).
   void CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns);
-  void AdvanceCompleted(CommRank& rank, const Process& process);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;

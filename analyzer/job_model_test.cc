@@ -23,7 +23,7 @@ TEST(JobModelTest, GroupEndCompletingAtReturnCompletesItsMembers) {
   SyntheticJob job(&analyzer.model());
   const ProcessId process = job.AddProcess(0);
   job.Group(process, kComm, 0, 1, 1, {Gather("g"), Gather("g")}, kT0, 0, /*end_completes_at_return=*/true);
-  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 2u);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].progress.completed(), 2u);
   EXPECT_TRUE(analyzer.model().process(process).pending_groups.empty());
   EXPECT_TRUE(analyzer.model().process(process).pending.empty());
 }
@@ -47,7 +47,7 @@ TEST(JobModelTest, ReturnArrivingBeforeItsEnterIsKept) {
   back.flags = ring::kFlagCompletesAtReturn;
   analyzer.model().AddRecord(process, 0, 0, back);
   analyzer.model().AddRecord(process, 2, 5, enter);
-  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].completed_seq, 1u);
+  EXPECT_EQ(analyzer.model().comms()[0].ranks[0].progress.completed(), 1u);
   EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
 }
 
@@ -135,7 +135,7 @@ TEST(JobModelApplyTest, EverythingAnUpdateSaysLands) {
 
   const Comm* comm = model.FindComm(kComm);
   ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(comm->ranks[0].completed_seq, 2u);
+  EXPECT_EQ(comm->ranks[0].progress.completed(), 2u);
   EXPECT_EQ(model.unmatched_records(), 0u);
   const Call* first = model.Collective(*comm, 0, 1);
   ASSERT_NE(first, nullptr);
@@ -168,7 +168,7 @@ TEST(JobModelApplyTest, WhatAnUpdateDoesNotSayStaysAsItWas) {
   records_only.records = AllReduceRecords(2, 2, 0);
   model.Apply(process, records_only);
 
-  EXPECT_EQ(model.FindComm(kComm)->ranks[0].completed_seq, 2u);
+  EXPECT_EQ(model.FindComm(kComm)->ranks[0].progress.completed(), 2u);
   const Process& held = model.process(process);
   EXPECT_EQ(held.status, ProcessStatus::kSilent);
   EXPECT_EQ(held.heartbeat_ns, 5 * kSecond);

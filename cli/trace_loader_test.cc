@@ -125,7 +125,7 @@ void ExpectTheTwoRankJob(const analyzer::JobModel& model, const std::string& reg
   for (int32_t rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE(::testing::Message() << "rank " << rank);
     const analyzer::CommRank& entry = comm->ranks[static_cast<size_t>(rank)];
-    EXPECT_EQ(entry.completed_seq, kCollectives);
+    EXPECT_EQ(entry.progress.completed(), kCollectives);
     const analyzer::Process& process = model.process(entry.process);
     EXPECT_EQ(process.info.global_rank, rank);
     EXPECT_EQ(process.calls.size(), 1 + kCollectives) << "one call per enter, its return matched to it";
@@ -276,7 +276,7 @@ TEST_F(TraceLoaderTest, TornTailIsAWarningAndTheFramesBeforeItLoad) {
   EXPECT_THAT(summary.warnings, ElementsAre(AllOf(HasSubstr(dir), HasSubstr("torn tail of 30 bytes ignored"))));
   const analyzer::Comm* comm = model.FindComm(kComm);
   ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(comm->ranks[0].completed_seq, 2u);
+  EXPECT_EQ(comm->ranks[0].progress.completed(), 2u);
   EXPECT_EQ(model.process(0).status, ProcessStatus::kRunning) << "its exit was in the torn frame";
 
   std::ostringstream err;

@@ -7,6 +7,7 @@
 #include "collector/online_analyzer.h"
 #include "collector/watch_delta.h"
 #include "proto/collwatch.grpc.pb.h"
+#include "collector/finding_codec.h"
 
 namespace collwatch {
 

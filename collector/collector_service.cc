@@ -20,6 +20,7 @@
 #include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
 #include "ring/clocks.h"
+#include "collector/finding_codec.h"
 
 namespace collwatch {
 void BlockAllSignalsInThisThread() {

@@ -58,8 +58,8 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
     Progress& progress = comm.ranks[event.rank()];
     progress.process_key = key;
     progress.last_activity_ns = now;
-    if (event.kind() == v1::EVENT_KIND_ENTER && event.seq() > progress.entered_seq) {
-      progress.entered_seq = event.seq();
+    if (event.kind() == v1::EVENT_KIND_ENTER && event.seq() > progress.frontier.entered()) {
+      progress.frontier.Entered(event.seq());
       if (event.seq() > comm.max_entered) comm.max_entered = event.seq();
       // Only the oldest entry is ever shown; a communicator whose completions never come
       // (a rank that never reports) must not grow this without bound.
@@ -76,7 +76,7 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
         }
       }
     }
-    if (Completes(event) && event.seq() > progress.completed_seq) progress.completed_seq = event.seq();
+    if (Completes(event)) progress.frontier.Completed(event.seq());
   }
   // After the enters: a completion (from the watcher thread's lane) may come first in the batch.
   for (const v1::Event& event : batch.events()) {
@@ -102,8 +102,7 @@ void LiveState::CompleteGroup(Process& process, const v1::Event& group_end) {
     if (one_stream && member.stream != group_end.stream()) return false;
     auto comm = comms_.find(member.comm_id);
     if (comm != comms_.end()) {
-      Progress& progress = comm->second.ranks[member.rank];
-      progress.completed_seq = std::max(progress.completed_seq, member.seq);
+      comm->second.ranks[member.rank].frontier.Completed(member.seq);
     }
     return true;
   });
@@ -128,7 +127,7 @@ uint64_t LiveState::MinCompleted(const Comm& comm) const {
   // Ranks that never reported have completed nothing.
   if (comm.nranks > 0 && static_cast<int32_t>(comm.ranks.size()) < comm.nranks) return 0;
   uint64_t lowest = UINT64_MAX;
-  for (const auto& [rank, progress] : comm.ranks) lowest = std::min(lowest, progress.completed_seq);
+  for (const auto& [rank, progress] : comm.ranks) lowest = std::min(lowest, progress.frontier.completed());
   return lowest;
 }
 
@@ -227,8 +226,8 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
     for (const auto& [rank, progress] : comm.ranks) {
       v1::RankProgress* item = out->add_ranks();
       item->set_rank(rank);
-      item->set_entered_seq(progress.entered_seq);
-      item->set_completed_seq(progress.completed_seq);
+      item->set_entered_seq(progress.frontier.entered());
+      item->set_completed_seq(progress.frontier.completed());
       item->set_last_activity_ns(progress.last_activity_ns);
       auto process = processes_.find(progress.process_key);
       if (process != processes_.end()) item->set_status(process->second.status.writer_status());
@@ -249,7 +248,7 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
       out->set_oldest_inflight_seq(seq);
       out->set_oldest_inflight_age_s(static_cast<double>(now - since) / 1e9);
       bool waiting = comm.nranks > 0 && static_cast<int32_t>(comm.ranks.size()) < comm.nranks;
-      for (const auto& [rank, progress] : comm.ranks) waiting = waiting || progress.entered_seq < seq;
+      for (const auto& [rank, progress] : comm.ranks) waiting = waiting || progress.frontier.entered() < seq;
       out->set_waiting_for_ranks(waiting);
     }
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analyzer/analyzer.h"
+#include "analyzer/progress_frontier.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {
@@ -50,8 +51,7 @@ class LiveState {
 
  private:
   struct Progress {
-    uint64_t entered_seq = 0;
-    uint64_t completed_seq = 0;
+    analyzer::ProgressFrontier frontier;
     uint64_t last_activity_ns = 0;
     std::string process_key;
   };

@@ -95,6 +95,36 @@ TEST(LiveStateTest, GroupedCollectivesCompleteWithTheirGroup) {
   for (const v1::RankProgress& rank : snapshot.comms(0).ranks()) EXPECT_EQ(rank.completed_seq(), 1u);
 }
 
+// The live view and the analyzer share one frontier rule (analyzer/progress_frontier.h):
+// a completion on another stream past an open collective does not move it.
+TEST(LiveStateTest, CompletedSeqIsTheFrontierNotTheNewestCompletion) {
+  LiveState state;
+  state.StreamOpened("a", Identity(10, 0));
+  v1::StreamEventsRequest batch;
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    v1::Event* enter = batch.add_events();
+    enter->set_index(seq * 2);
+    enter->set_kind(v1::EVENT_KIND_ENTER);
+    enter->set_fn(static_cast<uint32_t>(ring::ApiFn::kAllReduce));
+    enter->set_comm_id(kWorld);
+    enter->set_rank(0);
+    enter->set_nranks(1);
+    enter->set_seq(seq);
+    if (seq == 2) continue;  // seq 2 never completes
+    v1::Event complete = *enter;
+    complete.set_index(seq * 2 + 1);
+    complete.set_kind(v1::EVENT_KIND_COMPLETE);
+    *batch.add_events() = complete;
+  }
+  state.BatchAccepted("a", batch, static_cast<uint64_t>(batch.events_size()));
+  const v1::ClusterState snapshot = state.Snapshot("job1");
+  ASSERT_EQ(snapshot.comms_size(), 1);
+  ASSERT_EQ(snapshot.comms(0).ranks_size(), 1);
+  EXPECT_EQ(snapshot.comms(0).ranks(0).entered_seq(), 3u);
+  EXPECT_EQ(snapshot.comms(0).ranks(0).completed_seq(), 1u);
+  EXPECT_EQ(snapshot.comms(0).oldest_inflight_seq(), 2u);
+}
+
 TEST(LiveStateTest, OneRankProcessesCountAsBefore) {
   LiveState state;
   for (int32_t rank = 0; rank < 3; ++rank) {

@@ -82,9 +82,6 @@ class OnlineAnalyzer {
   bool frozen_ = false;
 };
 
-void FindingToProto(const analyzer::Finding& finding, v1::Finding* out);
-analyzer::Finding FindingFromProto(const v1::Finding& finding);
-
 }  // namespace collwatch
 
 #endif  // COLLWATCH_COLLECTOR_ONLINE_ANALYZER_H_

@@ -14,8 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
+#include "analyzer/report.h"
 #include "dashboard/dashboard_model_internal.h"
 #include "store/event_codec.h"
+#include "collector/finding_codec.h"
 
 namespace collwatch::dashboard {
 namespace {
@@ -83,6 +85,15 @@ std::vector<std::string> Wrap(const std::string& text, int width) {
   }
   if (!current.empty()) lines.push_back(current);
   return lines;
+}
+
+// `line` as it is when it fits; else word-wrapped, each piece indented as the line began.
+std::vector<std::string> WrapIndented(const std::string& line, int width) {
+  if (Columns(line) <= static_cast<size_t>(std::max(width, 0))) return {line};
+  const size_t indent = std::min(line.find_first_not_of(' '), line.size());
+  std::vector<std::string> pieces = Wrap(line.substr(indent), std::max(width - static_cast<int>(indent), 8));
+  for (std::string& piece : pieces) piece.insert(0, indent, ' ');
+  return pieces;
 }
 
 std::string KindName(v1::FindingKind kind) { return v1::FindingKind_Name(kind); }
@@ -421,47 +432,19 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
   return lines;
 }
 
+// The finding in report.txt's words (analyzer::FindingText), so every screen says the same.
 std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
   const std::string dash = options_.ascii ? "-" : "─";
   std::vector<Line> body;
   const int index = FindingIndex(selected_finding_);
   if (index < 0 || index >= state_.findings_size()) return {{{"no finding", Style::kDim}}};
   const v1::Finding& finding = state_.findings(index);
-  const Style kind_style = HealthStyle(FindingHealth(finding.kind()));
-  body.push_back({{KindName(finding.kind()), kind_style},
-                  {absl::StrFormat("  %s seq %d, found %s after the first bad record", analyzer::CommText(finding.comm_id()),
-                                   finding.seq(), Seconds(finding.detect_latency_s())),
-                   Style::kNormal}});
-  for (const std::string& line : Wrap(Brief(finding), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kTitle}});
-  body.push_back({});
-  for (const std::string& line : Wrap(finding.summary(), width - 2)) body.push_back({{absl::StrCat(" ", line), Style::kNormal}});
-  body.push_back({});
-  if (finding.rank_classes_size() > 0) {
-    body.push_back({{"rank classes", Style::kTitle}});
-    for (int i = 0; i < finding.rank_classes_size(); ++i) {
-      const v1::RankClass& rank_class = finding.rank_classes(i);
-      const std::vector<int32_t> ranks(rank_class.ranks().begin(), rank_class.ranks().end());
-      body.push_back({{absl::StrFormat(" %d. ranks %s", i + 1, RankListText(ranks, 8)), kind_style},
-                      {absl::StrCat(": ", rank_class.label()), Style::kNormal}});
-    }
-  }
-  if (finding.lagging_ranks_size() > 0) {
-    const std::vector<int32_t> ranks(finding.lagging_ranks().begin(), finding.lagging_ranks().end());
-    body.push_back({{"lagging ranks: ", Style::kTitle}, {RankListText(ranks, 8), Style::kStuck}});
-  }
-  if (finding.regions_size() > 0) {
-    std::string regions;
-    for (const std::string& region : finding.regions()) absl::StrAppend(&regions, regions.empty() ? "" : ", ", region);
-    body.push_back({{"regions: ", Style::kTitle}, {regions, Style::kNormal}});
-  }
-  if (finding.context_size() > 0) {
-    body.push_back({});
-    body.push_back({{"aligned sequences ('=' agreed, '>' after the divergence)", Style::kTitle}});
-    for (const v1::FindingContext& context : finding.context()) {
-      const std::vector<int32_t> ranks(context.ranks().begin(), context.ranks().end());
-      body.push_back({{absl::StrCat(" ranks ", RankListText(ranks, 8), ":"), kind_style}});
-      for (const std::string& line : context.lines()) body.push_back({{absl::StrCat("   ", line), Style::kNormal}});
-    }
+  const std::string text = analyzer::FindingText(FindingFromProto(finding));
+  std::vector<std::string> text_lines = absl::StrSplit(text, '\n');
+  while (!text_lines.empty() && text_lines.back().empty()) text_lines.pop_back();
+  for (size_t i = 0; i < text_lines.size(); ++i) {
+    const Style style = i == 0 ? HealthStyle(FindingHealth(finding.kind())) : Style::kNormal;
+    for (std::string& piece : WrapIndented(text_lines[i], width)) body.push_back({{std::move(piece), style}});
   }
 
   std::vector<Line> lines;

@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "analyzer/report.h"
+#include "collector/finding_codec.h"
+
 namespace collwatch::dashboard {
 namespace {
 
@@ -175,14 +179,39 @@ TEST(DashboardModelTest, DivergenceNamesEachRanksClassAndTheFindingOpens) {
   ASSERT_TRUE(model.finding_open());
   const std::string detail = Screen(model);
   EXPECT_NE(detail.find("finding 1 of 1"), std::string::npos) << detail;
-  EXPECT_NE(detail.find(" comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("Give every rank a dummy image."), std::string::npos) << detail;
-  EXPECT_NE(detail.find("1. ranks 0,2: ran 5 extra collectives in fwd/vision.*"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("2. ranks 1,3: went on to bwd/trunk"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("regions: fwd/vision.patch"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("> seq 41     all-gather 8.0 MB bf16 in fwd/vision.patch"), std::string::npos) << detail;
+  // report.txt's words for the finding, line for line (the screen is wide enough).
+  const std::string report = analyzer::FindingText(FindingFromProto(Divergence()));
+  EXPECT_NE(report.find("PATH_DIVERGENCE: comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch"),
+            std::string::npos) << report;
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(report, '\n', absl::SkipWhitespace()))) {
+    EXPECT_NE(detail.find(line), std::string::npos) << "missing: " << line << "\n" << detail;
+  }
   ASSERT_TRUE(model.HandleKey(kKeyEscape));
   EXPECT_FALSE(model.finding_open());
+}
+
+// On a narrow screen a long line of the finding continues, indented as it began: no word
+// of it is lost.
+TEST(DashboardModelTest, AFindingOnANarrowScreenWrapsWithoutLosingWords) {
+  v1::ClusterState state = Job(4, 41, 40);
+  *state.add_findings() = Divergence();
+  DashboardModel model(DashboardModel::Options{.ascii = true});
+  model.Update(state, Connected(), kNow);
+  ASSERT_TRUE(model.HandleKey(kKeyEnter));
+  std::string detail;
+  for (const Line& line : model.Render(40, 60)) {
+    const std::string text = LineText(line);
+    EXPECT_LE(text.size(), 40u) << text;
+    detail += text + " ";
+  }
+  for (const char* words : {"Give every rank a dummy image.", "ran 5 extra collectives in fwd/vision.*",
+                            "all-gather 8.0 MB bf16 in fwd/vision.patch"}) {
+    std::string squeezed;  // the detail with runs of spaces made one
+    for (char c : detail) {
+      if (c != ' ' || squeezed.empty() || squeezed.back() != ' ') squeezed += c;
+    }
+    EXPECT_NE(squeezed.find(words), std::string::npos) << words << "\n" << detail;
+  }
 }
 
 TEST(DashboardModelTest, FindingsAreListedNewestFirst) {

@@ -1,0 +1,85 @@
+// A finding to and from its wire form. Threading: see finding_codec.h.
+#include "collector/finding_codec.h"
+
+#include <algorithm>
+
+#include "store/event_codec.h"
+
+namespace collwatch {
+
+void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
+  out->set_kind(static_cast<v1::FindingKind>(static_cast<int>(finding.kind)));
+  out->set_comm_id(finding.comm_id);
+  out->set_seq(finding.seq);
+  for (const analyzer::RankClass& rank_class : finding.rank_classes) {
+    v1::RankClass* item = out->add_rank_classes();
+    for (int32_t rank : rank_class.ranks) item->add_ranks(rank);
+    item->set_label(rank_class.label);
+  }
+  for (int32_t rank : finding.lagging_ranks) out->add_lagging_ranks(rank);
+  for (const std::string& region : finding.regions) out->add_regions(region);
+  out->set_detect_latency_s(finding.detect_latency_s);
+  out->set_summary(finding.summary);
+  out->set_first_bad_t_ns(static_cast<uint64_t>(std::max<int64_t>(finding.first_bad_ns, 0)));
+  out->set_headline(finding.headline);
+  out->set_brief(finding.brief);
+  out->set_undecided(!finding.decided);
+  for (analyzer::FindingKind kind : finding.other_readings) {
+    out->add_other_readings(static_cast<v1::FindingKind>(static_cast<int>(kind)));
+  }
+  for (const analyzer::ClassContext& context : finding.context) {
+    v1::FindingContext* item = out->add_context();
+    for (int32_t rank : context.ranks) item->add_ranks(rank);
+    for (const std::string& line : context.lines) item->add_lines(line);
+  }
+  for (const analyzer::ProcessReport& process : finding.processes) {
+    v1::ProcessReport* item = out->add_processes();
+    item->set_rank(process.rank);
+    item->set_global_rank(process.global_rank);
+    item->set_pid(process.pid);
+    item->set_host(WireText(process.host));
+    item->set_state(WireText(process.state));
+    item->set_cpu_advancing(process.cpu_advancing);
+    item->set_heartbeat_age_s(process.heartbeat_age_s);
+    item->set_heartbeat_fresh(process.heartbeat_fresh);
+    item->set_ended(process.ended);
+  }
+}
+
+analyzer::Finding FindingFromProto(const v1::Finding& finding) {
+  analyzer::Finding out;
+  out.kind = static_cast<analyzer::FindingKind>(static_cast<int>(finding.kind()));
+  out.comm_id = finding.comm_id();
+  out.seq = finding.seq();
+  for (const v1::RankClass& rank_class : finding.rank_classes()) {
+    out.rank_classes.push_back({{rank_class.ranks().begin(), rank_class.ranks().end()}, rank_class.label()});
+  }
+  out.lagging_ranks.assign(finding.lagging_ranks().begin(), finding.lagging_ranks().end());
+  out.regions.assign(finding.regions().begin(), finding.regions().end());
+  out.detect_latency_s = finding.detect_latency_s();
+  out.summary = finding.summary();
+  out.first_bad_ns = static_cast<int64_t>(finding.first_bad_t_ns());
+  out.found_ns = out.first_bad_ns + static_cast<int64_t>(finding.detect_latency_s() * 1e9);
+  out.headline = finding.headline();
+  out.brief = finding.brief();
+  out.decided = !finding.undecided();
+  for (int kind : finding.other_readings()) out.other_readings.push_back(static_cast<analyzer::FindingKind>(kind));
+  for (const v1::FindingContext& context : finding.context()) {
+    out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
+  }
+  for (const v1::ProcessReport& process : finding.processes()) {
+    analyzer::ProcessReport& item = out.processes.emplace_back();
+    item.rank = process.rank();
+    item.global_rank = process.global_rank();
+    item.pid = process.pid();
+    item.host = process.host();
+    item.state = process.state();
+    item.cpu_advancing = process.cpu_advancing();
+    item.heartbeat_age_s = process.heartbeat_age_s();
+    item.heartbeat_fresh = process.heartbeat_fresh();
+    item.ended = process.ended();
+  }
+  return out;
+}
+
+}  // namespace collwatch

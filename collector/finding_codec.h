@@ -1,0 +1,19 @@
+// A finding to and from its wire form (proto Finding): the collector serves findings
+// this way (Watch, `collwatch run --collector`), the dashboard and `run` read them back
+// into analyzer::Finding so that report.cc words them once for every screen.
+// Threading: pure functions.
+#ifndef COLLWATCH_STORE_FINDING_CODEC_H_
+#define COLLWATCH_STORE_FINDING_CODEC_H_
+
+#include "analyzer/finding.h"
+#include "proto/collwatch.pb.h"
+
+namespace collwatch {
+
+// Text the wire cannot carry (bytes that are not UTF-8) is made safe (WireText).
+void FindingToProto(const analyzer::Finding& finding, v1::Finding* out);
+analyzer::Finding FindingFromProto(const v1::Finding& finding);
+
+}  // namespace collwatch
+
+#endif  // COLLWATCH_STORE_FINDING_CODEC_H_
