@@ -26,6 +26,9 @@ class RunCommandTest : public ::testing::Test {
     // before anything (gtest included) could start a thread that would take it.
     BlockStopSignals();
     setenv("COLLWATCH_PRELOAD", COLLWATCH_TEST_PRELOAD, 1);
+    // A sanitized preload in /bin/sh needs its sanitizer's runtime loaded first; `run`
+    // keeps what the caller preloads ahead of its own (empty without a sanitizer).
+    setenv("LD_PRELOAD", COLLWATCH_SANITIZER_RUNTIME, 1);
     setenv("COLLWATCH_JOB_ID", "run-command-test", 1);
     out_ = std::filesystem::path(::testing::TempDir()) / ("run-command-" + std::to_string(getpid()));
     std::filesystem::remove_all(out_);
@@ -91,11 +94,11 @@ TEST_F(RunCommandTest, CommandThatCannotRunIs127) {
 }
 
 TEST_F(RunCommandTest, CommandSeesThePreloadRingFolderAndJob) {
-  setenv("LD_PRELOAD", "", 1);  // nothing preloaded already
   EXPECT_EQ(Run("env > '" + (out_ / "env.txt").string() + "'"), 0);
   const std::map<std::string, std::string> environment = CommandEnvironment();
   ASSERT_TRUE(environment.count("LD_PRELOAD")) << "no LD_PRELOAD in the command's environment";
-  EXPECT_EQ(environment.at("LD_PRELOAD"), COLLWATCH_TEST_PRELOAD);
+  const std::string runtime = COLLWATCH_SANITIZER_RUNTIME;
+  EXPECT_EQ(environment.at("LD_PRELOAD"), runtime.empty() ? COLLWATCH_TEST_PRELOAD : runtime + ":" + COLLWATCH_TEST_PRELOAD);
   EXPECT_EQ(environment.at("NVTX_INJECTION64_PATH"), COLLWATCH_TEST_PRELOAD);
   EXPECT_EQ(environment.at("COLLWATCH_JOB_ID"), "run-command-test");
   const std::string rings = environment.at("COLLWATCH_RING_DIR");
