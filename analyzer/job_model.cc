@@ -246,11 +246,14 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         if (!more_returns) process.pending.erase(it);
         MarkCompleted(process, call_index, call.return_ns);
         // A group end with no device work to wait for: its members are done as well.
-        if (call.fn == ApiFn::kGroupEnd) CompleteGroupMembers(process, call.group_id, nullptr, call.return_ns);
+        if (call.fn == ApiFn::kGroupEnd) {
+          process.pending_groups.Complete(call.group_id, nullptr,
+                                          [&](uint32_t member) { MarkCompleted(process, member, call.return_ns); });
+        }
       } else if (call.group_id != 0 && call.fn != ApiFn::kGroupEnd) {
         // Its completion comes with the group's (a kComplete naming the GroupEnd).
         process.pending.erase(it);
-        process.pending_groups[call.group_id].push_back({call_index, record.stream});
+        process.pending_groups.Add(call.group_id, record.stream, call_index);
       }
       return;
     }
@@ -264,11 +267,12 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       const int64_t when = ToRealtime(process, record.t_ns);
       process.last_record_ns = std::max(process.last_record_ns, when);
       if (process.calls[call_index].fn == ApiFn::kGroupEnd) {
-        CompleteGroupMembers(process, record.group_id, &record.stream, when);
+        process.pending_groups.Complete(record.group_id, &record.stream,
+                                        [&](uint32_t member) { MarkCompleted(process, member, when); });
       }
       MarkCompleted(process, call_index, when);
       // Another stream of the same group may still complete through this GroupEnd.
-      if (process.calls[call_index].fn != ApiFn::kGroupEnd || !process.pending_groups.count(record.group_id)) {
+      if (process.calls[call_index].fn != ApiFn::kGroupEnd || !process.pending_groups.Waiting(record.group_id)) {
         process.pending.erase(it);
       }
       return;
@@ -277,19 +281,6 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
     case RecordKind::kEmpty:
       return;
   }
-}
-
-void JobModel::CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns) {
-  auto group = process.pending_groups.find(group_id);
-  if (group == process.pending_groups.end()) return;
-  std::vector<Process::GroupedCall>& members = group->second;
-  auto done = std::remove_if(members.begin(), members.end(), [&](const Process::GroupedCall& member) {
-    if (stream != nullptr && member.stream != *stream) return false;
-    MarkCompleted(process, member.call, when_ns);
-    return true;
-  });
-  members.erase(done, members.end());
-  if (members.empty()) process.pending_groups.erase(group);
 }
 
 void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns) {
@@ -342,9 +333,7 @@ void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std
     keep_if_below(rank.init_call);
   }
   for (const auto& [key, call] : process.pending) keep_if_below(call);
-  for (const auto& [group, members] : process.pending_groups) {
-    for (const Process::GroupedCall& member : members) keep_if_below(member.call);
-  }
+  process.pending_groups.ForEachMember(keep_if_below);
   process.calls.DropBefore(index, keep);
 }
 

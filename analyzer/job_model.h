@@ -115,12 +115,8 @@ struct Process {
   std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
   // Calls waiting for their return or completion, by their enter record's (lane, index).
   std::unordered_map<uint64_t, uint32_t> pending;
-  // Grouped calls waiting for the completion of their group: group id -> call indexes.
-  struct GroupedCall {
-    uint32_t call;
-    uint64_t stream;
-  };
-  std::unordered_map<uint64_t, std::vector<GroupedCall>> pending_groups;
+  // Grouped calls (call indexes) waiting for the completion of their group.
+  GroupedCollectives<uint32_t> pending_groups;
   // Returns and completions that arrived before their enter (lanes are shipped
   // independently), by the enter's (lane, index); replayed when it comes.
   std::unordered_map<uint64_t, std::vector<ring::Record>> early;
@@ -195,7 +191,6 @@ class JobModel {
   bool HoldEarly(Process& process, const ring::Record& record);
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
   // Completes the calls of group `group_id` waiting on `stream` (nullptr: on any stream).
-  void CompleteGroupMembers(Process& process, uint64_t group_id, const uint64_t* stream, int64_t when_ns);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;

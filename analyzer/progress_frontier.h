@@ -1,14 +1,17 @@
 // How far one rank has come on one communicator: the newest collective it entered and
-// its completion frontier. The one rule for the analyzer's model (job_model.h) and the
-// collector's live state (collector/live_state.h), so `top` and the findings agree.
-// Threading: a plain value; its owner serialises.
+// its completion frontier; and how grouped collectives complete. The one rule for the
+// analyzer's model (job_model.h) and the collector's live state (collector/live_state.h),
+// so `top` and the findings agree. Threading: plain values; their owner serialises.
 #ifndef COLLWATCH_ANALYZER_PROGRESS_FRONTIER_H_
 #define COLLWATCH_ANALYZER_PROGRESS_FRONTIER_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace collwatch::analyzer {
 
@@ -35,6 +38,63 @@ class ProgressFrontier {
   uint64_t entered_ = 0;
   std::deque<uint64_t> open_;         // entered, not completed; ascending (enters come in order)
   std::set<uint64_t> done_early_;     // completed, enter not seen yet
+};
+
+// The collectives of a process issued between ncclGroupStart and ncclGroupEnd: they carry
+// no completion of their own but complete with their group's GroupEnd. A device
+// completion of the GroupEnd covers the members on its stream; a GroupEnd that completes
+// at its return (nothing left on a device) covers them all. `Member` names a collective
+// the way its owner does (a call index, a communicator rank and seq).
+template <typename Member>
+class GroupedCollectives {
+ public:
+  void Add(uint64_t group_id, uint64_t stream, Member member) {
+    auto group = groups_.find(group_id);
+    if (group == groups_.end() && groups_.size() >= kMaxOpenGroups) groups_.erase(groups_.begin());  // the oldest
+    std::vector<Entry>& members = groups_[group_id];
+    if (members.size() < kMaxMembers) members.push_back({std::move(member), stream});
+  }
+  // GroupEnd `group_id` completed on `stream` (nullptr: at its return, on every stream):
+  // calls `done(member)` for each member that completes, and forgets them.
+  template <typename Done>
+  void Complete(uint64_t group_id, const uint64_t* stream, Done&& done) {
+    auto group = groups_.find(group_id);
+    if (group == groups_.end()) return;
+    std::vector<Entry>& members = group->second;
+    std::vector<Entry> waiting;
+    for (Entry& entry : members) {
+      if (stream != nullptr && entry.stream != *stream) {
+        waiting.push_back(std::move(entry));
+      } else {
+        done(entry.member);
+      }
+    }
+    if (waiting.empty()) {
+      groups_.erase(group);
+    } else {
+      members = std::move(waiting);
+    }
+  }
+  // Members of `group_id` still wait (on some stream).
+  bool Waiting(uint64_t group_id) const { return groups_.count(group_id) > 0; }
+  bool empty() const { return groups_.empty(); }
+  template <typename Visit>
+  void ForEachMember(Visit&& visit) const {
+    for (const auto& [id, members] : groups_) {
+      for (const Entry& entry : members) visit(entry.member);
+    }
+  }
+
+ private:
+  // Bounds for a stream whose GroupEnd records never come. Group ids are serials of
+  // their process, so the lowest open one is the oldest.
+  static constexpr size_t kMaxOpenGroups = 1024;
+  static constexpr size_t kMaxMembers = 1 << 16;
+  struct Entry {
+    Member member;
+    uint64_t stream;
+  };
+  std::map<uint64_t, std::vector<Entry>> groups_;
 };
 
 }  // namespace collwatch::analyzer

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace collwatch::analyzer {
 namespace {
 
@@ -77,6 +79,38 @@ TEST(ProgressFrontierTest, NeverCompletedCollectivesAreBounded) {
   EXPECT_LT(frontier.completed(), kMany);
   frontier.Completed(kMany);
   EXPECT_LT(frontier.completed(), kMany);
+}
+
+TEST(GroupedCollectivesTest, ADeviceCompletionCoversItsStreamAReturnCoversAll) {
+  GroupedCollectives<int> groups;
+  groups.Add(7, /*stream=*/1, 10);
+  groups.Add(7, /*stream=*/2, 11);
+  groups.Add(8, /*stream=*/1, 20);
+  std::vector<int> done;
+  auto record = [&](int member) { done.push_back(member); };
+  const uint64_t stream_one = 1;
+  groups.Complete(7, &stream_one, record);
+  EXPECT_EQ(done, std::vector<int>{10});
+  EXPECT_TRUE(groups.Waiting(7)) << "its member on stream 2 still waits";
+  groups.Complete(7, nullptr, record);
+  EXPECT_EQ(done, (std::vector<int>{10, 11}));
+  EXPECT_FALSE(groups.Waiting(7));
+  groups.Complete(9, nullptr, record);  // no such group
+  EXPECT_EQ(done.size(), 2u);
+  std::vector<int> left;
+  groups.ForEachMember([&](int member) { left.push_back(member); });
+  EXPECT_EQ(left, std::vector<int>{20});
+}
+
+// A stream whose GroupEnd records never come must not grow memory without end.
+TEST(GroupedCollectivesTest, GroupsThatNeverEndAreBounded) {
+  GroupedCollectives<int> groups;
+  for (uint64_t group = 1; group <= 5000; ++group) groups.Add(group, 0, static_cast<int>(group));
+  size_t members = 0;
+  groups.ForEachMember([&](int) { ++members; });
+  EXPECT_LT(members, 5000u);
+  EXPECT_TRUE(groups.Waiting(5000)) << "the newest are kept";
+  EXPECT_FALSE(groups.Waiting(1)) << "the oldest are forgotten";
 }
 
 }  // namespace

@@ -66,14 +66,7 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
       if (comm.first_enter_ns.size() < kMaxTrackedInflight) comm.first_enter_ns.try_emplace(event.seq(), now);
       // Grouped (a process driving several ranks must group): done when its group is.
       if (event.group_id() != 0) {
-        auto group = process.open_groups.find(event.group_id());
-        if (group == process.open_groups.end() && process.open_groups.size() >= kMaxOpenGroups) {
-          process.open_groups.erase(process.open_groups.begin());  // the oldest serial
-        }
-        std::vector<GroupedCollective>& members = process.open_groups[event.group_id()];
-        if (members.size() < kMaxGroupedCollectives) {
-          members.push_back({event.comm_id(), event.rank(), event.seq(), event.stream()});
-        }
+        process.open_groups.Add(event.group_id(), event.stream(), {event.comm_id(), event.rank(), event.seq()});
       }
     }
     if (Completes(event)) progress.frontier.Completed(event.seq());
@@ -92,22 +85,15 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
 }
 
 void LiveState::CompleteGroup(Process& process, const v1::Event& group_end) {
-  auto group = process.open_groups.find(group_end.group_id());
-  if (group == process.open_groups.end()) return;
-  std::vector<GroupedCollective>& members = group->second;
   // A device completion covers the group's work on its stream; a return that completes
   // covers all of it.
+  const uint64_t stream = group_end.stream();
   const bool one_stream = group_end.kind() == v1::EVENT_KIND_COMPLETE;
-  auto done = std::remove_if(members.begin(), members.end(), [&](const GroupedCollective& member) {
-    if (one_stream && member.stream != group_end.stream()) return false;
-    auto comm = comms_.find(member.comm_id);
-    if (comm != comms_.end()) {
-      comm->second.ranks[member.rank].frontier.Completed(member.seq);
-    }
-    return true;
-  });
-  members.erase(done, members.end());
-  if (members.empty()) process.open_groups.erase(group);
+  process.open_groups.Complete(group_end.group_id(), one_stream ? &stream : nullptr,
+                               [&](const GroupedCollective& member) {
+                                 auto comm = comms_.find(member.comm_id);
+                                 if (comm != comms_.end()) comm->second.ranks[member.rank].frontier.Completed(member.seq);
+                               });
 }
 
 // Every rank of the communicator exited normally: nothing of it is in flight any more

@@ -71,18 +71,13 @@ class LiveState {
     uint64_t comm_id = 0;
     int32_t rank = 0;
     uint64_t seq = 0;
-    uint64_t stream = 0;
   };
   struct Process {
     v1::RankIdentity identity;
     v1::RankStatus status;
-    std::map<uint64_t, std::vector<GroupedCollective>> open_groups;  // by group id
+    analyzer::GroupedCollectives<GroupedCollective> open_groups;
   };
   static constexpr size_t kMaxTrackedInflight = 4096;
-  // Bounds on open groups per process and collectives per group: a stream whose GroupEnd
-  // records never come must not grow them.
-  static constexpr size_t kMaxOpenGroups = 64;
-  static constexpr size_t kMaxGroupedCollectives = 4096;
   // The grouped collectives of `process` that `group_end` (a GroupEnd event) completes.
   void CompleteGroup(Process& process, const v1::Event& group_end);
   // The job ranks each process holds, by process key, from the communicator ranks its
