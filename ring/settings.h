@@ -26,6 +26,7 @@ enum class Setting : unsigned char {
   kCompletion,
   kClock,
   kNvtx,
+  kPythonFrames,
   kVerbose,
   kCollector,
   kAgent,
@@ -104,6 +105,10 @@ inline constexpr SettingInfo kSettings[] = {
      "`off`: ignore NVTX ranges: the preload declines NVTX's injection request (read when NVTX asks, at the "
      "program's first NVTX call), so records carry no region and the program's NVTX calls are no-ops. The "
      "tests run labelled programs as unlabelled ones with it"},
+    {Setting::kPythonFrames, "COLLWATCH_PYTHON_FRAMES", "on", "`on`", "libcollwatch.so",
+     "`off`: never read the calling thread's Python stack (CPython 3.10-3.13) at NCCL calls, so records "
+     "carry no Python call path; `pretend-unsupported` (tests): treat the interpreter as a version whose "
+     "layout is unknown"},
     {Setting::kVerbose, "COLLWATCH_VERBOSE", "0", "`0`", "libcollwatch.so",
      "`1`: print the settings and the ring path once on stderr"},
     {Setting::kCollector, "COLLWATCH_COLLECTOR", "", "unset", "libcollwatch.so",

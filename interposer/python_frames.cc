@@ -1,0 +1,668 @@
+// CPython call stacks (API: python_frames.h): per-version layouts of the interpreter's
+// thread state, frames, code objects and strings, validated once through reads that cannot
+// fault, then walked with plain loads. Threading: one thread validates (claimed by CAS),
+// the others see its outcome through an acquire load; a capture reads only its own thread.
+#include "interposer/python_frames.h"
+
+#include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "ring/settings.h"
+
+namespace collwatch {
+namespace {
+
+// ---- Layouts -----------------------------------------------------------------------
+//
+// Offsets read with offsetof() from each version's own headers (Include/cpython/*.h and
+// Include/internal/pycore_*.h compiled with Py_BUILD_CORE: 3.10.13, 3.11.2 and 3.11.7,
+// 3.12.1, 3.13.0, x86-64). Every field is a pointer, an int or a byte after pointers, so
+// the LP64 ABIs (x86-64, aarch64) place them alike. Release builds with the GIL only: a
+// debug (Py_TRACE_REFS) or free-threaded build moves ob_type, which validation catches.
+//
+// The path from the thread state to the innermost frame:
+//   3.10       PyThreadState.frame -> PyFrameObject (f_back, f_code, f_lasti in code units)
+//   3.11, 3.12 PyThreadState.cframe -> _PyCFrame.current_frame -> _PyInterpreterFrame
+//              (f_code, previous, prev_instr: the instruction running, owner)
+//   3.13       PyThreadState.current_frame -> _PyInterpreterFrame (f_executable,
+//              previous, instr_ptr: the instruction running, owner)
+// 3.12 and 3.13 put a shim frame owned by the C stack (owner 3) at each entry into the
+// interpreter loop; 3.13's has no code object (f_executable is None).
+
+constexpr uint32_t kNone = UINT32_MAX;
+
+// PyObject / PyVarObject / PyBytesObject / PyASCIIObject, the same in every supported version.
+constexpr uint32_t kObType = 8;
+constexpr uint32_t kObSize = 16;
+constexpr uint32_t kBytesData = 32;
+constexpr uint32_t kUnicodeLength = 16;
+constexpr uint32_t kUnicodeState = 32;
+// PyASCIIObject.state's bit-fields (interned:2, kind:3, compact:1, ascii:1, ...), from
+// the least significant bit as GCC and Clang lay them out on little-endian LP64.
+constexpr uint32_t kStateKindShift = 2;
+constexpr uint32_t kStateCompactBit = 1u << 5;
+constexpr uint32_t kStateAsciiBit = 1u << 6;
+
+enum class LineTable : unsigned char {
+  kPep626,     // 3.10: (bytecode bytes, line delta) byte pairs
+  kLocations,  // 3.11+: location entries (Objects/locations.md)
+};
+
+struct Layout {
+  int version;  // major * 100 + minor
+  // Thread state.
+  uint32_t tstate_interp;
+  uint32_t tstate_next;
+  uint32_t tstate_frame;          // frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
+  uint32_t cframe_current_frame;  // kNone: tstate_frame leads to the frame itself
+  uint32_t interp_threads_head;
+  // Frames.
+  uint32_t frame_previous;
+  uint32_t frame_code;
+  uint32_t frame_instruction;     // f_lasti (int32, code units) on 3.10, else a pointer
+  uint32_t frame_owner;           // kNone on 3.10 (frame objects have no owner)
+  unsigned char owner_max;
+  unsigned char owner_c_stack;    // the shim frames' owner; 0xff: none (3.10, 3.11)
+  // Code objects.
+  uint32_t code_filename;
+  uint32_t code_name;
+  uint32_t code_qualname;         // kNone on 3.10 (co_name instead)
+  uint32_t code_firstlineno;
+  uint32_t code_linetable;
+  uint32_t code_bytecode;         // co_code_adaptive (3.11+); kNone on 3.10
+  LineTable line_table;
+  // Strings: where a compact string's characters start.
+  uint32_t ascii_data;            // sizeof(PyASCIIObject)
+  uint32_t compact_data;          // sizeof(PyCompactUnicodeObject)
+};
+
+constexpr unsigned char kNoOwner = 0xff;
+
+constexpr Layout kLayouts[] = {
+    {310, 16, 8, 24, kNone, 8, 24, 32, 96, kNone, 0, kNoOwner, 104, 112, kNone, 40, 120, kNone,
+     LineTable::kPep626, 48, 72},
+    {311, 16, 8, 56, 8, 16, 48, 32, 56, 69, 2, kNoOwner, 112, 120, 128, 72, 136, 184, LineTable::kLocations,
+     48, 72},
+    {312, 16, 8, 56, 0, 72, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 192, LineTable::kLocations, 40, 56},
+    {313, 16, 8, 72, kNone, 7344, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 200, LineTable::kLocations, 40,
+     56},
+};
+
+// The first fields of 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h), which
+// _PyRuntime starts with: the interpreter's own statement of the offsets above.
+struct DebugOffsets313 {
+  char cookie[8];  // "xdebugpy"
+  uint64_t version;
+  uint64_t free_threaded;
+  uint64_t runtime_state[3];
+  uint64_t interpreter_state[13];  // [3]: threads_head
+  uint64_t thread_state[9];        // [2]: next, [3]: interp, [4]: current_frame
+  uint64_t interpreter_frame[6];   // [1]: previous, [2]: executable, [3]: instr_ptr, [5]: owner
+  uint64_t code_object[10];        // [1]: filename, [2]: name, [3]: qualname, [4]: linetable,
+                                   // [5]: firstlineno, [9]: co_code_adaptive
+  uint64_t pyobject[2];            // [1]: ob_type
+};
+static_assert(sizeof(DebugOffsets313) == 368, "mirrors _Py_DebugOffsets up to pyobject");
+
+// ---- State -------------------------------------------------------------------------
+//
+// g_state moves Unknown -> Validating (CAS, by one thread) -> Ready | Disabled | Unknown
+// (release store, same thread; Unknown again when no frame could be validated yet). Ready
+// and Disabled never change. g_layout and the interpreter's addresses are written before
+// the release store that publishes Ready and read only after an acquire load seeing it.
+
+enum State : int { kUnknown, kValidating, kReady, kDisabled };
+
+// Attempts that find nothing to validate against before giving up (each costs a few
+// system calls, on a call from a thread that runs no Python).
+constexpr int kMaxAttempts = 16;
+constexpr size_t kMaxThreadsScanned = 64;
+// Beyond these a code object's strings or line table are taken as garbage.
+constexpr int64_t kMaxStringLength = 1 << 20;
+constexpr int64_t kMaxLineTableBytes = 1 << 24;
+
+using ThisThreadStateFunction = void* (*)();
+using MainInterpreterFunction = void* (*)();
+
+std::atomic<int> g_state{kUnknown};
+std::atomic<const char*> g_why{"not looked for yet"};
+std::atomic<int> g_version{0};
+int g_attempts = 0;  // touched only by the validating thread
+Layout g_layout{};
+ThisThreadStateFunction g_this_thread_state = nullptr;
+uintptr_t g_code_type = 0;
+uintptr_t g_unicode_type = 0;
+uintptr_t g_bytes_type = 0;
+char g_unsupported_why[96];  // written once, before a Disabled outcome that names it
+
+template <typename T>
+T Load(uintptr_t address) noexcept {
+  T value;
+  std::memcpy(&value, reinterpret_cast<const void*>(address), sizeof value);
+  return value;
+}
+
+// ---- Reads that cannot fault (validation only) ---------------------------------------
+//
+// process_vm_readv on our own pid fails with EFAULT instead of faulting. Where a seccomp
+// profile refuses it, a pipe does the same: write() of an unmapped source fails with EFAULT.
+
+class SafeReader {
+ public:
+  SafeReader() noexcept {
+    const uint64_t probe = 0x5a17e5a17e;
+    uint64_t copy = 0;
+    if (ReadWithProcessVm(reinterpret_cast<uintptr_t>(&probe), &copy, sizeof copy) && copy == probe) {
+      use_process_vm_ = true;
+    } else if (pipe(pipe_) != 0) {
+      pipe_[0] = pipe_[1] = -1;
+    }
+  }
+  ~SafeReader() {
+    if (pipe_[0] >= 0) close(pipe_[0]);
+    if (pipe_[1] >= 0) close(pipe_[1]);
+  }
+  SafeReader(const SafeReader&) = delete;
+  SafeReader& operator=(const SafeReader&) = delete;
+
+  bool Read(uintptr_t address, void* out, size_t size) noexcept {
+    if (address < 4096) return false;
+    if (use_process_vm_) return ReadWithProcessVm(address, out, size);
+    if (pipe_[0] < 0 || size > 4096) return false;
+    const ssize_t written = write(pipe_[1], reinterpret_cast<const void*>(address), size);
+    if (written != static_cast<ssize_t>(size)) return false;
+    return read(pipe_[0], out, size) == static_cast<ssize_t>(size);
+  }
+  template <typename T>
+  bool Get(uintptr_t address, T* out) noexcept {
+    return Read(address, out, sizeof *out);
+  }
+
+ private:
+  static bool ReadWithProcessVm(uintptr_t address, void* out, size_t size) noexcept {
+    iovec local{out, size};
+    iovec remote{reinterpret_cast<void*>(address), size};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+  }
+
+  bool use_process_vm_ = false;
+  int pipe_[2] = {-1, -1};
+};
+
+// ---- Line tables ---------------------------------------------------------------------
+
+// 3.10 (PEP 626): pairs of (bytecode bytes covered: unsigned, line delta: signed, -128 for
+// "no line"); the range holding `offset` gives the line.
+int32_t LineFromPep626Table(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept {
+  int64_t end = 0;
+  int32_t line = first_line;
+  int32_t range_line = -1;
+  int64_t at = 0;
+  while (end <= offset) {
+    if (at + 1 >= size) return 0;
+    end += table[at];
+    const int8_t delta = static_cast<int8_t>(table[at + 1]);
+    at += 2;
+    if (delta == -128) {
+      range_line = -1;
+    } else {
+      line += delta;
+      range_line = line;
+    }
+  }
+  return range_line > 0 ? range_line : 0;
+}
+
+// A location table's varint: 6 bits a byte, least significant first, 0x40 = more follow.
+uint32_t ReadVarint(const uint8_t* table, int64_t size, int64_t* at) noexcept {
+  uint32_t value = 0;
+  for (uint32_t shift = 0; *at < size && shift < 32; shift += 6) {
+    const uint8_t byte = table[(*at)++];
+    value |= static_cast<uint32_t>(byte & 0x3f) << shift;
+    if ((byte & 0x40) == 0) break;
+  }
+  return value;
+}
+
+// 3.11+: entries open with a byte 1cccclll (code c, covering l+1 code units). Codes 0-10
+// stay on the line, 11 and 12 move it by 1 and 2, 13 and 14 by a signed varint that
+// follows, 15 means "no line". Further bytes of an entry have the top bit clear.
+int32_t LineFromLocationTable(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept {
+  int64_t end = 0;
+  int32_t line = first_line;
+  int32_t range_line = -1;
+  int64_t at = 0;
+  while (end <= offset) {
+    if (at >= size || (table[at] & 0x80) == 0) return 0;
+    const uint8_t head = table[at++];
+    const int code = (head >> 3) & 15;
+    end += 2 * ((head & 7) + 1);
+    int32_t delta = 0;
+    if (code == 11 || code == 12) {
+      delta = code - 10;
+    } else if (code == 13 || code == 14) {
+      const uint32_t raw = ReadVarint(table, size, &at);
+      delta = (raw & 1) != 0 ? -static_cast<int32_t>(raw >> 1) : static_cast<int32_t>(raw >> 1);
+    }
+    line += delta;
+    range_line = code == 15 ? -1 : line;
+    while (at < size && (table[at] & 0x80) == 0) ++at;
+  }
+  return range_line > 0 ? range_line : 0;
+}
+
+// ---- Strings -----------------------------------------------------------------------
+
+// Appends `code_point` as UTF-8 if it fits (with the NUL); surrogates and values beyond
+// Unicode become '?'. False when full.
+bool AppendUtf8(uint32_t code_point, char* out, size_t size, size_t* used) noexcept {
+  char bytes[4];
+  size_t count;
+  if (code_point < 0x80) {
+    bytes[0] = static_cast<char>(code_point);
+    count = 1;
+  } else if (code_point < 0x800) {
+    bytes[0] = static_cast<char>(0xc0 | (code_point >> 6));
+    bytes[1] = static_cast<char>(0x80 | (code_point & 0x3f));
+    count = 2;
+  } else if ((code_point >= 0xd800 && code_point < 0xe000) || code_point > 0x10ffff) {
+    bytes[0] = '?';
+    count = 1;
+  } else if (code_point < 0x10000) {
+    bytes[0] = static_cast<char>(0xe0 | (code_point >> 12));
+    bytes[1] = static_cast<char>(0x80 | ((code_point >> 6) & 0x3f));
+    bytes[2] = static_cast<char>(0x80 | (code_point & 0x3f));
+    count = 3;
+  } else {
+    bytes[0] = static_cast<char>(0xf0 | (code_point >> 18));
+    bytes[1] = static_cast<char>(0x80 | ((code_point >> 12) & 0x3f));
+    bytes[2] = static_cast<char>(0x80 | ((code_point >> 6) & 0x3f));
+    bytes[3] = static_cast<char>(0x80 | (code_point & 0x3f));
+    count = 4;
+  }
+  if (*used + count >= size) return false;
+  std::memcpy(out + *used, bytes, count);
+  *used += count;
+  return true;
+}
+
+// Where a compact str's characters start and their width (1, 2, 4), from its header
+// (`state` and `length` already read); false for anything else.
+bool CompactStringData(const Layout& layout, uintptr_t string, uint32_t state, int64_t length,
+                       uintptr_t* data, uint32_t* kind) noexcept {
+  *kind = (state >> kStateKindShift) & 7;
+  if ((state & kStateCompactBit) == 0 || length < 0 || length > kMaxStringLength) return false;
+  if ((state & kStateAsciiBit) != 0) {
+    if (*kind != 1) return false;
+    *data = string + layout.ascii_data;
+    return true;
+  }
+  if (*kind != 1 && *kind != 2 && *kind != 4) return false;
+  *data = string + layout.compact_data;
+  return true;
+}
+
+bool CopyString(const Layout& layout, uintptr_t string, char* out, size_t size) noexcept {
+  if (size == 0) return false;
+  out[0] = '\0';
+  if (string == 0 || Load<uintptr_t>(string + kObType) != g_unicode_type) return false;
+  const uint32_t state = Load<uint32_t>(string + kUnicodeState);
+  const int64_t length = Load<int64_t>(string + kUnicodeLength);
+  uintptr_t data = 0;
+  uint32_t kind = 0;
+  if (!CompactStringData(layout, string, state, length, &data, &kind)) return false;
+  size_t used = 0;
+  for (int64_t i = 0; i < length; ++i) {
+    uint32_t code_point;
+    if (kind == 1) {
+      code_point = Load<uint8_t>(data + i);
+    } else if (kind == 2) {
+      code_point = Load<uint16_t>(data + 2 * i);
+    } else {
+      code_point = Load<uint32_t>(data + 4 * i);
+    }
+    if (!AppendUtf8(code_point, out, size, &used)) break;
+  }
+  out[used] = '\0';
+  return true;
+}
+
+// ---- Frames ------------------------------------------------------------------------
+
+// The byte offset of the running instruction, from the frame's f_lasti (3.10) or
+// instruction pointer (3.11+); -1 when not started or out of the code's range.
+int32_t InstructionOffset(const Layout& layout, uintptr_t frame, uintptr_t code) noexcept {
+  if (layout.code_bytecode == kNone) {
+    const int32_t lasti = Load<int32_t>(frame + layout.frame_instruction);
+    return lasti >= 0 && lasti < (INT32_MAX / 2) ? lasti * 2 : -1;
+  }
+  const uintptr_t instruction = Load<uintptr_t>(frame + layout.frame_instruction);
+  const uintptr_t start = code + layout.code_bytecode;
+  const int64_t code_units = Load<int64_t>(code + kObSize);
+  if (instruction < start || instruction - start >= static_cast<uint64_t>(code_units) * 2) return -1;
+  return static_cast<int32_t>(instruction - start);
+}
+
+uintptr_t InnermostFrame(const Layout& layout, uintptr_t thread_state) noexcept {
+  const uintptr_t first = Load<uintptr_t>(thread_state + layout.tstate_frame);
+  if (layout.cframe_current_frame == kNone || first == 0) return first;
+  return Load<uintptr_t>(first + layout.cframe_current_frame);
+}
+
+// ---- Validation ----------------------------------------------------------------------
+
+enum class Verdict { kGood, kBad, kNothing };
+
+// Checks one code object the way the warm path and DescribePythonFrame will read it.
+const char* CheckCode(SafeReader& reader, const Layout& layout, uintptr_t code) noexcept {
+  uintptr_t type = 0;
+  if (!reader.Get(code + kObType, &type) || type != g_code_type) return "a frame's code object is not a code object";
+  const uint32_t string_fields[] = {layout.code_filename, layout.code_name, layout.code_qualname};
+  for (const uint32_t field : string_fields) {
+    if (field == kNone) continue;
+    uintptr_t string = 0;
+    uint32_t state = 0;
+    int64_t length = -1;
+    uintptr_t data = 0;
+    uint32_t kind = 0;
+    if (!reader.Get(code + field, &string) || !reader.Get(string + kObType, &type) || type != g_unicode_type ||
+        !reader.Get(string + kUnicodeState, &state) || !reader.Get(string + kUnicodeLength, &length) ||
+        !CompactStringData(layout, string, state, length, &data, &kind)) {
+      return "a code object's name is not a compact str";
+    }
+    char last = 0;
+    if (length > 0 && !reader.Read(data + (length - 1) * kind, &last, 1)) return "a code object's name is unreadable";
+  }
+  uintptr_t table = 0;
+  int64_t table_size = -1;
+  int32_t first_line = 0;
+  if (!reader.Get(code + layout.code_linetable, &table) || !reader.Get(table + kObType, &type) ||
+      type != g_bytes_type || !reader.Get(table + kObSize, &table_size) || table_size < 0 ||
+      table_size > kMaxLineTableBytes || !reader.Get(code + layout.code_firstlineno, &first_line) ||
+      first_line < 0) {
+    return "a code object's line table or first line is not where expected";
+  }
+  if (layout.code_bytecode != kNone) {
+    int64_t code_units = -1;
+    if (!reader.Get(code + kObSize, &code_units) || code_units <= 0 || code_units > kMaxLineTableBytes) {
+      return "a code object's size is not where expected";
+    }
+  }
+  return nullptr;
+}
+
+// Walks a chain of frames from `frame` through safe reads, checking owners, code objects
+// and instruction positions. kNothing: no frame of a code object on it.
+Verdict CheckFrames(SafeReader& reader, const Layout& layout, uintptr_t frame, const char** why) noexcept {
+  size_t checked = 0;
+  for (size_t walked = 0; frame != 0 && walked < kMaxPythonFramesWalked; ++walked) {
+    bool shim = false;
+    if (layout.frame_owner != kNone) {
+      uint8_t owner = 0;
+      if (!reader.Get(frame + layout.frame_owner, &owner) || owner > layout.owner_max) {
+        *why = "a frame's owner is out of range";
+        return Verdict::kBad;
+      }
+      shim = owner == layout.owner_c_stack;
+    }
+    if (!shim) {
+      uintptr_t code = 0;
+      if (!reader.Get(frame + layout.frame_code, &code)) {
+        *why = "a frame is unreadable";
+        return Verdict::kBad;
+      }
+      if (const char* problem = CheckCode(reader, layout, code)) {
+        *why = problem;
+        return Verdict::kBad;
+      }
+      if (layout.code_bytecode != kNone) {
+        uintptr_t instruction = 0;
+        int64_t code_units = 0;
+        reader.Get(code + kObSize, &code_units);
+        const uintptr_t start = code + layout.code_bytecode;
+        // 3.11/3.12 point one unit before the start until the first instruction runs.
+        if (!reader.Get(frame + layout.frame_instruction, &instruction) || instruction + 2 < start ||
+            instruction >= start + static_cast<uint64_t>(code_units) * 2) {
+          *why = "a frame's instruction pointer is outside its code";
+          return Verdict::kBad;
+        }
+      } else {
+        int32_t lasti = 0;
+        if (!reader.Get(frame + layout.frame_instruction, &lasti) || lasti < -1) {
+          *why = "a frame's last instruction is out of range";
+          return Verdict::kBad;
+        }
+      }
+      ++checked;
+    }
+    if (!reader.Get(frame + layout.frame_previous, &frame)) {
+      *why = "a frame's link to its caller is unreadable";
+      return Verdict::kBad;
+    }
+  }
+  return checked > 0 ? Verdict::kGood : Verdict::kNothing;
+}
+
+uintptr_t SafeInnermostFrame(SafeReader& reader, const Layout& layout, uintptr_t thread_state) noexcept {
+  uintptr_t first = 0;
+  if (!reader.Get(thread_state + layout.tstate_frame, &first)) return 0;
+  if (layout.cframe_current_frame == kNone || first == 0) return first;
+  uintptr_t frame = 0;
+  return reader.Get(first + layout.cframe_current_frame, &frame) ? frame : 0;
+}
+
+// 3.13 states its own offsets: they must be the ones this file knows.
+const char* CheckDebugOffsets(SafeReader& reader, const Layout& layout) noexcept {
+  const uintptr_t runtime = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "_PyRuntime"));
+  DebugOffsets313 offsets;
+  if (runtime == 0 || !reader.Read(runtime, &offsets, sizeof offsets)) return "CPython 3.13: _PyRuntime unreadable";
+  if (std::memcmp(offsets.cookie, "xdebugpy", 8) != 0) return "CPython 3.13: _PyRuntime lacks its debug offsets";
+  if (offsets.free_threaded != 0) return "free-threaded CPython 3.13: layout unknown, no call paths";
+  const bool same = offsets.interpreter_state[3] == layout.interp_threads_head &&
+                    offsets.thread_state[2] == layout.tstate_next && offsets.thread_state[3] == layout.tstate_interp &&
+                    offsets.thread_state[4] == layout.tstate_frame &&
+                    offsets.interpreter_frame[1] == layout.frame_previous &&
+                    offsets.interpreter_frame[2] == layout.frame_code &&
+                    offsets.interpreter_frame[3] == layout.frame_instruction &&
+                    offsets.interpreter_frame[5] == layout.frame_owner &&
+                    offsets.code_object[1] == layout.code_filename && offsets.code_object[2] == layout.code_name &&
+                    offsets.code_object[3] == layout.code_qualname &&
+                    offsets.code_object[4] == layout.code_linetable &&
+                    offsets.code_object[5] == layout.code_firstlineno &&
+                    offsets.code_object[9] == layout.code_bytecode && offsets.pyobject[1] == kObType;
+  return same ? nullptr : "CPython 3.13: the interpreter's debug offsets differ from the known layout";
+}
+
+// Validates the layout against the calling thread's frames, else those of the main
+// interpreter's threads (which run meanwhile: a failure there is inconclusive).
+State Validate(const Layout& layout, const char** why) noexcept {
+  SafeReader reader;
+  if (layout.version == 313) {
+    if (const char* problem = CheckDebugOffsets(reader, layout)) {
+      *why = problem;
+      return kDisabled;
+    }
+  }
+  const auto main_interpreter =
+      reinterpret_cast<MainInterpreterFunction>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Main"));
+  const uintptr_t interpreter = main_interpreter != nullptr ? reinterpret_cast<uintptr_t>(main_interpreter()) : 0;
+  if (interpreter == 0) {
+    *why = "Python interpreter not initialised yet";
+    return kUnknown;
+  }
+  const uintptr_t own = reinterpret_cast<uintptr_t>(g_this_thread_state());
+  if (own != 0) {
+    uintptr_t own_interpreter = 0;
+    if (reader.Get(own + layout.tstate_interp, &own_interpreter) && own_interpreter == interpreter) {
+      switch (CheckFrames(reader, layout, SafeInnermostFrame(reader, layout, own), why)) {
+        case Verdict::kGood:
+          return kReady;
+        case Verdict::kBad:
+          return kDisabled;
+        case Verdict::kNothing:
+          break;
+      }
+    }
+  }
+  uintptr_t thread_state = 0;
+  reader.Get(interpreter + layout.interp_threads_head, &thread_state);
+  bool inconclusive = false;
+  for (size_t i = 0; thread_state != 0 && i < kMaxThreadsScanned; ++i) {
+    uintptr_t its_interpreter = 0;
+    if (!reader.Get(thread_state + layout.tstate_interp, &its_interpreter) || its_interpreter != interpreter) {
+      *why = "a thread state's interpreter is not where expected";
+      inconclusive = true;
+      break;
+    }
+    const char* problem = nullptr;
+    const Verdict verdict = CheckFrames(reader, layout, SafeInnermostFrame(reader, layout, thread_state), &problem);
+    if (verdict == Verdict::kGood) return kReady;
+    if (verdict == Verdict::kBad) {
+      *why = problem;
+      inconclusive = true;
+    }
+    if (!reader.Get(thread_state + layout.tstate_next, &thread_state)) break;
+  }
+  if (!inconclusive) *why = "no Python frame to validate the layout against yet";
+  return kUnknown;
+}
+
+// Finds the interpreter and its version; nullptr (with a why) when there is none or it
+// is not one of kLayouts.
+const Layout* FindLayout(const char** why) noexcept {
+  int major = 0;
+  int minor = 0;
+  if (const auto* hex = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"))) {
+    major = static_cast<int>((*hex >> 24) & 0xff);
+    minor = static_cast<int>((*hex >> 16) & 0xff);
+  } else if (const auto get_version =
+                 reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"))) {
+    if (std::sscanf(get_version(), "%d.%d", &major, &minor) != 2) major = minor = 0;
+  }
+  if (major == 0) {
+    *why = "no Python interpreter in this process";
+    return nullptr;
+  }
+  g_version.store(major * 100 + minor, std::memory_order_relaxed);
+  const bool pretend = std::strcmp(SettingValue(Setting::kPythonFrames), "pretend-unsupported") == 0;
+  for (const Layout& layout : kLayouts) {
+    if (layout.version == major * 100 + minor && !pretend) return &layout;
+  }
+  std::snprintf(g_unsupported_why, sizeof g_unsupported_why, "CPython %d.%d: layout unknown, no call paths%s", major,
+                minor, pretend ? " (COLLWATCH_PYTHON_FRAMES=pretend-unsupported)" : "");
+  *why = g_unsupported_why;
+  return nullptr;
+}
+
+// One attempt at settling the outcome; runs on the thread that claimed kValidating.
+State Attempt(const char** why) noexcept {
+  if (std::strcmp(SettingValue(Setting::kPythonFrames), "off") == 0) {
+    *why = "switched off (COLLWATCH_PYTHON_FRAMES=off)";
+    return kDisabled;
+  }
+  const Layout* layout = FindLayout(why);
+  if (layout == nullptr) return kDisabled;
+  g_this_thread_state = reinterpret_cast<ThisThreadStateFunction>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  g_code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  g_unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  g_bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  if (g_this_thread_state == nullptr || g_code_type == 0 || g_unicode_type == 0 || g_bytes_type == 0) {
+    *why = "Python interpreter lacks the symbols this file reads";
+    return kDisabled;
+  }
+  const auto initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  if (initialized == nullptr || initialized() == 0) {
+    *why = "Python interpreter not initialised yet";
+    return kUnknown;
+  }
+  g_layout = *layout;
+  const State outcome = Validate(*layout, why);
+  if (outcome == kReady) *why = "ready";
+  return outcome;
+}
+
+}  // namespace
+
+bool PythonFramesReady(const char** why) noexcept {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == kUnknown && g_state.compare_exchange_strong(state, kValidating, std::memory_order_acquire)) {
+    const char* reason = "not validated";
+    State outcome = Attempt(&reason);
+    if (outcome == kUnknown && ++g_attempts >= kMaxAttempts) outcome = kDisabled;
+    g_why.store(reason, std::memory_order_relaxed);
+    g_state.store(outcome, std::memory_order_release);
+    state = outcome;
+  }
+  if (state == kValidating) {
+    if (why != nullptr) *why = "being validated by another thread";
+    return false;
+  }
+  if (why != nullptr) *why = g_why.load(std::memory_order_relaxed);
+  return state == kReady;
+}
+
+size_t CapturePythonFrames(RawPythonFrame* out, size_t max) noexcept {
+  if (g_state.load(std::memory_order_acquire) != kReady) return 0;
+  const Layout& layout = g_layout;
+  const uintptr_t thread_state = reinterpret_cast<uintptr_t>(g_this_thread_state());
+  if (thread_state == 0) return 0;
+  uintptr_t frame = InnermostFrame(layout, thread_state);
+  size_t kept = 0;
+  for (size_t walked = 0; frame != 0 && kept < max && walked < kMaxPythonFramesWalked; ++walked) {
+    if (layout.frame_owner != kNone) {
+      const uint8_t owner = Load<uint8_t>(frame + layout.frame_owner);
+      if (owner > layout.owner_max) break;
+      if (owner == layout.owner_c_stack) {
+        frame = Load<uintptr_t>(frame + layout.frame_previous);
+        continue;
+      }
+    }
+    const uintptr_t code = Load<uintptr_t>(frame + layout.frame_code);
+    if (code == 0 || Load<uintptr_t>(code + kObType) != g_code_type) break;
+    out[kept].code = code;
+    out[kept].instruction = InstructionOffset(layout, frame, code);
+    ++kept;
+    frame = Load<uintptr_t>(frame + layout.frame_previous);
+  }
+  return kept;
+}
+
+bool DescribePythonFrame(const RawPythonFrame& frame, char* file, size_t file_size, char* function,
+                         size_t function_size, int32_t* line) noexcept {
+  if (line != nullptr) *line = 0;
+  if (file_size > 0) file[0] = '\0';
+  if (function_size > 0) function[0] = '\0';
+  if (g_state.load(std::memory_order_acquire) != kReady || frame.code == 0) return false;
+  const Layout& layout = g_layout;
+  const uintptr_t code = frame.code;
+  if (Load<uintptr_t>(code + kObType) != g_code_type) return false;
+  const uint32_t name_field = layout.code_qualname != kNone ? layout.code_qualname : layout.code_name;
+  const bool named = CopyString(layout, Load<uintptr_t>(code + layout.code_filename), file, file_size) &&
+                     CopyString(layout, Load<uintptr_t>(code + name_field), function, function_size);
+  if (!named) return false;
+  if (line == nullptr) return true;
+  const int32_t first_line = Load<int32_t>(code + layout.code_firstlineno);
+  if (frame.instruction < 0) {
+    *line = first_line;
+    return true;
+  }
+  const uintptr_t table = Load<uintptr_t>(code + layout.code_linetable);
+  if (table == 0 || Load<uintptr_t>(table + kObType) != g_bytes_type) return true;
+  const int64_t size = Load<int64_t>(table + kObSize);
+  if (size < 0 || size > kMaxLineTableBytes) return true;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(table + kBytesData);
+  *line = layout.line_table == LineTable::kPep626
+              ? LineFromPep626Table(bytes, size, first_line, frame.instruction)
+              : LineFromLocationTable(bytes, size, first_line, frame.instruction);
+  return true;
+}
+
+int PythonVersion() noexcept { return g_version.load(std::memory_order_relaxed); }
+
+}  // namespace collwatch
