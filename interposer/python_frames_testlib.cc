@@ -58,6 +58,7 @@ extern "C" __attribute__((visibility("default"))) double collwatch_test_capture_
   }
   clock_gettime(CLOCK_MONOTONIC, &end);
   *depth = static_cast<int>(count);
-  const double ns = static_cast<double>(end.tv_sec - start.tv_sec) * 1e9 + static_cast<double>(end.tv_nsec - start.tv_nsec);
+  const double ns = static_cast<double>(end.tv_sec - start.tv_sec) * 1e9 +
+                    static_cast<double>(end.tv_nsec - start.tv_nsec);
   return ns / iterations;
 }
