@@ -15,8 +15,10 @@ void OutgoingBatches::Add(v1::Event event, uint64_t now_ns) {
 
 void OutgoingBatches::AddRegion(v1::RegionName region) { *open_->add_regions() = std::move(region); }
 
+void OutgoingBatches::AddCallPath(v1::CallPath path) { *open_->add_call_paths() = std::move(path); }
+
 bool OutgoingBatches::SealIfDue(uint64_t now_ns, bool force, const v1::StreamEventsRequest& status) {
-  const bool has_content = open_->events_size() > 0 || open_->regions_size() > 0;
+  const bool has_content = open_->events_size() > 0 || open_->regions_size() > 0 || open_->call_paths_size() > 0;
   const bool old = has_content && now_ns - open_since_ns_ >= limits_.max_delay_ns;
   if (!force && !old) return false;
   Seal(&status);

@@ -26,6 +26,7 @@ class OutgoingBatches {
   // Adds to the open batch; seals it when full.
   void Add(v1::Event event, uint64_t now_ns);
   void AddRegion(v1::RegionName region);
+  void AddCallPath(v1::CallPath path);
   // Seals the open batch if it is old enough (or `force`, even when empty: a status-only
   // batch). The status fields are stamped on the sealed batch.
   bool SealIfDue(uint64_t now_ns, bool force, const v1::StreamEventsRequest& status);
@@ -42,7 +43,8 @@ class OutgoingBatches {
   uint64_t unacked_events() const { return unacked_events_ + open_events(); }
   bool Full() const { return unacked_events() >= limits_.max_unacked_events; }
   // Nothing open, nothing waiting for an ack.
-  bool Empty() const { return queue_.empty() && open_events() == 0 && open_->regions_size() == 0; }
+  bool Empty() const { return queue_.empty() && open_events() == 0 && open_->regions_size() == 0 &&
+                              open_->call_paths_size() == 0; }
   uint64_t batches_sealed() const { return batches_sealed_; }
 
  private:

@@ -105,6 +105,13 @@ void RankChannel::Poll() {
           sent_regions_.insert(region);
         }
       }
+      const uint32_t path_id = item.record.call_path_id;
+      if (path_id != 0 && !sent_call_paths_.count(path_id)) {
+        if (std::optional<CallPath> path = reader_->ReadCallPath(path_id)) {
+          outgoing_.AddCallPath(CallPathToWire(path_id, *path));
+          sent_call_paths_.insert(path_id);
+        }
+      }
       NoteMembershipLocked(item.record);
       v1::Event event;
       EventFromRecord(item, &event);

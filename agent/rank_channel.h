@@ -106,6 +106,7 @@ class RankChannel {
   OutgoingBatches outgoing_;
   std::vector<LaneCursor> cursors_;
   std::set<uint32_t> sent_regions_;
+  std::set<uint32_t> sent_call_paths_;
   std::vector<CommMembership> memberships_;
   v1::WriterStatus status_ = v1::WRITER_STATUS_UNSPECIFIED;
   ProcessSample sample_;  // the latest look at the process (sampled_ns 0: none)

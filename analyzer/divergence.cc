@@ -116,6 +116,10 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     const Call& head = *calls_by_rank[static_cast<size_t>(representative(ranks))].front();
     facts.classes.push_back(DivergingClass{ranks, JobPlaceOf(model_, comm, ranks), FactsOf(model_, head)});
   }
+  for (const DivergingClass& diverging : facts.classes) {
+    if (!diverging.head.call_path.frames.empty()) finding.call_paths.push_back({diverging.ranks, diverging.head.call_path});
+  }
+  if (finding.call_paths.size() == facts.classes.size()) finding.branch_point = BranchPointOf(finding.call_paths);
   facts.basis = verdict.basis;
   facts.major_inserted = verdict.major_inserted;
   facts.run = FactsOf(model_, verdict.run);

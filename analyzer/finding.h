@@ -15,6 +15,8 @@
 
 #include "process/process_info.h"
 #include "process/rank_membership.h"
+#include "analyzer/call_sites.h"
+#include "ring/call_path.h"
 #include "ring/ring_format.h"
 
 namespace collwatch::analyzer {
@@ -62,7 +64,8 @@ struct CallFacts {
   uint8_t dtype = ring::kNoDtype;
   int32_t redop = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
-  std::string region;  // its NVTX region, "" outside any
+  std::string region;  // its NVTX region, "" outside any (or its code's, call_sites.h)
+  CallPath call_path;  // the Python call path it was made from (no frames: unknown)
 };
 // Bytes one rank contributes to the call (count as NCCL defines it).
 double CallBytes(const CallFacts& call);
@@ -204,6 +207,8 @@ struct Finding {
   std::vector<RankClass> rank_classes; // divergences: largest class first
   std::vector<int32_t> lagging_ranks;  // stalls: ranks that have not arrived / are lost
   std::vector<std::string> regions;    // NVTX regions involved
+  std::vector<ClassCallPath> call_paths;     // per rank class, its call's Python call path
+  std::optional<BranchPoint> branch_point;   // where the classes' code parted
   double detect_latency_s = 0;         // first bad record -> finding
   Evidence evidence;                   // what the words are made from, per kind
   // Words (finding_text.h), made from the fields above.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/call_sites.h"
 #include "ring/hash.h"
 #include "ring/ring_names.h"
 
@@ -110,6 +111,20 @@ void JobModel::AddRegionName(ProcessId process, uint32_t writer_id, std::string_
   processes_[process].regions[writer_id] = InternRegion(name);
 }
 
+CallPathId JobModel::InternCallPath(const CallPath& path) {
+  if (path.frames.empty()) return 0;
+  std::string key = path.truncated ? "+" : "";
+  for (const CallFrame& frame : path.frames) absl::StrAppend(&key, frame.file, "\x1f", frame.function, "\x1f", frame.line, "\x1e");
+  auto [it, inserted] = call_path_ids_.try_emplace(std::move(key), static_cast<CallPathId>(call_paths_.size()));
+  if (inserted) call_paths_.push_back(path);
+  return it->second;
+}
+
+void JobModel::AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path) {
+  if (writer_id == 0) return;
+  processes_[process].call_paths[writer_id] = InternCallPath(path);
+}
+
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
   if (inserted) {
@@ -154,6 +169,12 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   if (record.region_id != 0) {
     auto region = process.regions.find(record.region_id);
     call.region = region == process.regions.end() ? 0 : region->second;
+  }
+  if (record.call_path_id != 0) {
+    auto path = process.call_paths.find(record.call_path_id);
+    call.call_path = path == process.call_paths.end() ? 0 : path->second;
+    // Without an NVTX range, the code the call came from stands for its region.
+    if (call.region == 0 && call.call_path != 0) call.region = InternRegion(CodeRegionName(call_paths_[call.call_path]));
   }
   const auto call_index = static_cast<uint32_t>(process.calls.size());
   const bool placed_in_comm = record.comm_id != 0 && record.rank >= 0 && record.nranks > 0 &&
@@ -360,6 +381,7 @@ void JobModel::SetExitCode(ProcessId process_id, int32_t exit_code) {
 
 void JobModel::Apply(ProcessId process, const ProcessUpdate& update) {
   for (const auto& [id, name] : update.regions) AddRegionName(process, id, name);
+  for (const auto& [id, path] : update.call_paths) AddCallPath(process, id, path);
   for (const IndexedRecord& item : update.records) AddRecord(process, item.lane, item.index, item.record);
   if (update.status) SetStatus(process, *update.status, update.heartbeat_ns, update.lost_records);
   SetSample(process, update.sample);  // an unsampled one changes nothing

@@ -28,6 +28,7 @@ namespace collwatch::analyzer {
 using ProcessId = uint32_t;
 using CommIndex = uint32_t;
 using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
+using CallPathId = uint32_t;  // job-wide interned Python call path (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
 inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
@@ -42,6 +43,7 @@ struct Call {
   uint64_t group_id = 0;
   CommIndex comm = 0;
   RegionId region = 0;
+  CallPathId call_path = 0;
   ProcessId process = 0;
   int32_t rank = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
@@ -113,6 +115,7 @@ struct Process {
   // The communicator ranks this process is (comm, rank): what may refer to its calls.
   std::vector<std::pair<CommIndex, int32_t>> memberships;
   std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
+  std::map<uint32_t, CallPathId> call_paths;       // writer's call path id -> job-wide id
   // Calls waiting for their return or completion, by their enter record's (lane, index).
   std::unordered_map<uint64_t, uint32_t> pending;
   // Grouped calls (call indexes) waiting for the completion of their group.
@@ -135,6 +138,8 @@ class JobModel {
   std::optional<ProcessId> FindProcess(const std::string& host, int32_t pid) const;
   // A region name of `process` (the writer's id as its records carry it).
   void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name);
+  // A call path of `process` (the writer's id as its records carry it).
+  void AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path);
   // One ring record, lanes in their order (as the ring reader or the trace store yield
   // them). Returns and completions find their call by (ref_lane, ref_index).
   void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
@@ -167,6 +172,8 @@ class JobModel {
   std::string_view RegionName(RegionId id) const { return region_names_[id]; }
   const std::vector<std::string>& region_names() const { return region_names_; }
   RegionId InternRegion(std::string_view name);
+  const CallPath& call_path(CallPathId id) const { return call_paths_[id]; }
+  CallPathId InternCallPath(const CallPath& path);
 
   // Bounded history (online): drops `comm`'s collectives below `seq` on every rank.
   // Callers must not ask for them again: Collective() answers nullptr below the window.
@@ -190,7 +197,6 @@ class JobModel {
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
-  // Completes the calls of group `group_id` waiting on `stream` (nullptr: on any stream).
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
@@ -201,6 +207,8 @@ class JobModel {
   std::unordered_map<uint64_t, CommIndex> comm_index_;
   std::vector<std::string> region_names_ = {""};
   std::unordered_map<std::string, RegionId> region_ids_;
+  std::vector<CallPath> call_paths_ = {CallPath{}};
+  std::unordered_map<std::string, CallPathId> call_path_ids_;  // by the path's frames as text
   uint64_t unmatched_records_ = 0;
 };
 

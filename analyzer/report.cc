@@ -215,6 +215,24 @@ nlohmann::json FindingJson(const Finding& finding) {
                          {"heartbeat_fresh", process.heartbeat_fresh},
                          {"ended", process.ended}});
   }
+  nlohmann::json call_paths = nlohmann::json::array();
+  for (const ClassCallPath& path : finding.call_paths) {
+    nlohmann::json frames = nlohmann::json::array();
+    for (const CallFrame& frame : path.path.frames) {
+      frames.push_back({{"file", frame.file}, {"function", frame.function}, {"line", frame.line}});
+    }
+    call_paths.push_back({{"ranks", path.ranks}, {"inferred", path.inferred}, {"truncated", path.path.truncated},
+                          {"frames", frames}});
+  }
+  nlohmann::json branch_point = nullptr;
+  if (finding.branch_point) {
+    nlohmann::json arms = nlohmann::json::array();
+    for (const BranchArm& arm : finding.branch_point->arms) {
+      arms.push_back({{"ranks", arm.ranks}, {"line", arm.line}, {"callee", arm.callee}});
+    }
+    branch_point = {{"function", finding.branch_point->function}, {"file", finding.branch_point->file},
+                    {"arms", arms}, {"text", BranchPointText(*finding.branch_point)}};
+  }
   return {{"kind", FindingKindName(finding.kind)},
           {"decided", finding.decided},
           {"other_readings", other_readings},
@@ -224,6 +242,8 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"rank_class_labels", labels},
           {"lagging_ranks", finding.lagging_ranks},
           {"regions", finding.regions},
+          {"call_paths", call_paths},
+          {"branch_point", branch_point},
           {"detect_latency_s", finding.detect_latency_s},
           {"first_bad_time", WallClock(finding.first_bad_ns)},
           {"found_time", WallClock(finding.found_ns)},
@@ -277,6 +297,15 @@ std::string FindingText(const Finding& finding) {
     absl::StrAppend(&text, "  regions          ");
     for (size_t i = 0; i < finding.regions.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : ", ", finding.regions[i]);
     absl::StrAppend(&text, "\n");
+  }
+  if (finding.branch_point) {
+    absl::StrAppend(&text, "  branch point     ", BranchPointText(*finding.branch_point), "\n");
+  }
+  for (const ClassCallPath& path : finding.call_paths) {
+    const CallFrame* frame = InnermostUserFrame(path.path);
+    if (frame == nullptr) continue;
+    absl::StrAppendFormat(&text, "  %-5s %-10s code %s%s\n", path.ranks.size() == 1 ? "rank" : "ranks",
+                          RankListText(path.ranks), FrameText(*frame), path.inferred ? " (inferred)" : "");
   }
   absl::StrAppend(&text, "\n", Fold(finding.summary, 96, "  "), "\n");
   for (const ClassContext& context : finding.context) {

@@ -36,6 +36,16 @@ struct RecordView {
   std::string region;
 };
 
+// A call path's frames on one line, innermost first: "Func (file:line) < Caller (...)".
+std::string CallPathText(const CallPath& path) {
+  std::string text;
+  for (const CallFrame& frame : path.frames) {
+    absl::StrAppend(&text, text.empty() ? "" : " < ", frame.function, " (", frame.file, ":", frame.line, ")");
+  }
+  if (path.truncated) absl::StrAppend(&text, " < ...");
+  return text;
+}
+
 // What a dump says about the process behind a ring or a rank trace.
 struct ProcessView {
   std::string type;  // "ring" or "trace"
@@ -51,6 +61,7 @@ struct ProcessView {
   uint32_t lanes = 0;
   nlohmann::json extra = nlohmann::json::object();  // source-specific fields
   std::vector<RecordView> records;
+  std::map<uint32_t, CallPath> call_paths;  // those the records name, by the writer's id
 };
 
 const char* WriterStateName(ring::WriterState state) {
@@ -100,7 +111,11 @@ ProcessView RingView(RingReader& reader) {
                 {"records_written", reader.records_written()},
                 {"heartbeat_ns", reader.heartbeat_ns()}};
   for (const IndexedRecord& item : batch.records) {
-    view.records.push_back({item.lane, item.index, item.record, reader.RegionName(item.record.region_id)});
+    view.records.push_back({item.lane, item.index, item.record, reader.Name(item.record.region_id)});
+    const uint32_t path_id = item.record.call_path_id;
+    if (path_id != 0 && !view.call_paths.count(path_id)) {
+      if (std::optional<CallPath> path = reader.ReadCallPath(path_id)) view.call_paths.emplace(path_id, *path);
+    }
   }
   view.ranks = JobRanksOfRecords(view.rank, view.records);
   return view;
@@ -136,6 +151,11 @@ absl::StatusOr<ProcessView> RankTraceView(const std::string& dir) {
     const auto region = regions.find(event.region_id());
     view.records.push_back({event.lane(), event.index(), RecordFromEvent(event),
                             region == regions.end() ? std::string() : region->second});
+  }
+  for (const auto& [path_id, path] : (*reader)->call_paths()) {
+    const bool named = std::any_of(view.records.begin(), view.records.end(),
+                                   [&](const RecordView& item) { return item.record.call_path_id == path_id; });
+    if (named) view.call_paths.emplace(path_id, path);
   }
   view.ranks = JobRanksOfRecords(view.rank, view.records);
   return view;
@@ -188,6 +208,7 @@ nlohmann::json RecordJson(const ProcessView& process, const RecordView& view) {
       {"ref_lane", r.ref_lane},
       {"ref", r.ref_index},
       {"region", view.region},
+      {"call_path", r.call_path_id},
       {"tid", r.tid},
       {"result", r.result},
       {"flags", FlagNames(r.flags)},
@@ -220,6 +241,7 @@ void PrintText(const ProcessView& view, std::ostream& out) {
     const std::string rank = r.rank == ring::kUnset ? "-" : absl::StrCat(r.rank, "/", r.nranks);
     std::string extra = absl::StrCat("r=", r.result);
     if (r.kind != static_cast<uint16_t>(RecordKind::kEnter)) absl::StrAppend(&extra, " ref=", r.ref_lane, ":", r.ref_index);
+    if (r.call_path_id != 0) absl::StrAppend(&extra, " path=", r.call_path_id);
     if (r.flags != 0) absl::StrAppend(&extra, " ", FlagNames(r.flags));
     out << absl::StrFormat(kRecordFormat, absl::StrCat(item.lane, ":", item.index), t_ms,
                            RecordKindName(static_cast<RecordKind>(r.kind)), OpName(static_cast<ApiFn>(r.fn)),
@@ -227,6 +249,7 @@ void PrintText(const ProcessView& view, std::ostream& out) {
                            r.root_or_peer == ring::kUnset ? std::string("-") : absl::StrCat(r.root_or_peer),
                            r.group_id, item.region.substr(0, 28), extra);
   }
+  for (const auto& [id, path] : view.call_paths) out << "  call path " << id << ": " << CallPathText(path) << "\n";
 }
 
 void Print(const ProcessView& view, DumpFormat format, std::ostream& out) {
@@ -237,6 +260,15 @@ void Print(const ProcessView& view, DumpFormat format, std::ostream& out) {
   out << ProcessJson(view).dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
   for (const RecordView& item : view.records) {
     out << RecordJson(view, item).dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
+  }
+  for (const auto& [id, path] : view.call_paths) {
+    nlohmann::json frames = nlohmann::json::array();
+    for (const CallFrame& frame : path.frames) {
+      frames.push_back({{"file", frame.file}, {"function", frame.function}, {"line", frame.line}});
+    }
+    const nlohmann::json line = {{"type", "call_path"}, {"ring_pid", view.pid}, {"id", id},
+                                 {"frames", frames}, {"truncated", path.truncated}};
+    out << line.dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
   }
 }
 

@@ -47,7 +47,7 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   if (!events.ok()) return events.status();
   const v1::StoredStatus& status = (*reader)->status();
   model->Apply(model->AddProcess(ProcessInfoFromIdentity(identity)),
-               ProcessUpdateFromStore(*events, (*reader)->regions(), status));
+               ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), status));
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
                                              " bytes ignored (the collector stopped mid-write)"));

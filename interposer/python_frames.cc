@@ -589,6 +589,11 @@ State Attempt(const char** why) noexcept {
 
 }  // namespace
 
+bool PythonFramesSettled() noexcept {
+  const int state = g_state.load(std::memory_order_acquire);
+  return state == kReady || state == kDisabled;
+}
+
 bool PythonFramesReady(const char** why) noexcept {
   int state = g_state.load(std::memory_order_acquire);
   if (state == kUnknown && g_state.compare_exchange_strong(state, kValidating, std::memory_order_acquire)) {

@@ -43,6 +43,10 @@ size_t CapturePythonFrames(RawPythonFrame* out, size_t max) noexcept;
 bool DescribePythonFrame(const RawPythonFrame& frame, char* file, size_t file_size, char* function,
                          size_t function_size, int32_t* line) noexcept;
 
+// True once PythonFramesReady's answer is final (ready, or disabled with its why); false
+// while it may still change (nothing validated yet, or being validated).
+bool PythonFramesSettled() noexcept;
+
 // The interpreter's major*100+minor (e.g. 311), 0 when none or not looked for yet
 // (diagnostics).
 int PythonVersion() noexcept;

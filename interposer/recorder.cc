@@ -17,6 +17,7 @@
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
 #include "interposer/recorder_internal.h"
+#include "interposer/call_paths.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
 #include "ring/hash.h"
@@ -119,7 +120,7 @@ COLLWATCH_HOT void InitRecord(Record* record, ApiFn fn) noexcept {
   record->region_id = CurrentRegionId();
   record->tid = ThreadId();
   record->result = 0;
-  record->reserved1 = 0;
+  record->call_path_id = CurrentCallPathId();
   record->aux0 = 0;
   record->aux1 = 0;
   record->aux2 = 0;

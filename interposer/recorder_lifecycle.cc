@@ -18,6 +18,7 @@
 #include "interposer/cuda_completion.h"
 #include "interposer/recorder.h"
 #include "interposer/recorder_internal.h"
+#include "interposer/call_paths.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
 
@@ -102,6 +103,7 @@ void CreateRing() noexcept {
     return;
   }
   MirrorRegionsInto(g_recorder_ring->strings(), g_recorder_ring->string_capacity());
+  SetCallPathSlots(g_recorder_ring->call_paths(), g_recorder_ring->call_path_capacity());
   pthread_key_create(&g_lane_key, &ReleaseLaneAtThreadExit);
   if (g_recorder_config.verbose) {
     std::fprintf(stderr, "collwatch: recording to %s\n", g_recorder_ring->path());

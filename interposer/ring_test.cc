@@ -199,7 +199,7 @@ TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
   // Reserve index 10 the way Append does, but never commit it.
   const std::string path = OnlyRing();
   {
-    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity);
+    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity, ring::kDefaultCallPathCapacity);
     const int fd = open(path.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

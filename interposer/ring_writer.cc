@@ -67,8 +67,8 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
     return nullptr;
   }
   const char* name = std::strrchr(writer->path_, '/') + 1;
-  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records,
-                                             ring::kDefaultStringCapacity);
+  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records, ring::kDefaultStringCapacity,
+                                             ring::kDefaultCallPathCapacity);
   // Past the file size limit (ulimit -f) the kernel answers SIGXFSZ, which kills the job.
   rlimit file_limit{};
   if (getrlimit(RLIMIT_FSIZE, &file_limit) == 0 && file_limit.rlim_cur != RLIM_INFINITY &&
@@ -118,7 +118,10 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->lane_bytes = ring::LaneBytes(config.ring_records);
   header->string_capacity = ring::kDefaultStringCapacity;
   header->strings_offset = ring::kHeaderBytes;
-  header->lanes_offset = ring::kHeaderBytes + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
+  header->call_path_slot_bytes = ring::kCallPathSlotBytes;
+  header->call_path_capacity = ring::kDefaultCallPathCapacity;
+  header->call_paths_offset = header->strings_offset + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
+  header->lanes_offset = header->call_paths_offset + ring::kDefaultCallPathCapacity * ring::kCallPathSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
   header->rank = RankSetting(Setting::kRank);
@@ -134,6 +137,7 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
 
   writer->header_ = header;
   writer->strings_ = reinterpret_cast<ring::StringSlot*>(base + header->strings_offset);
+  writer->call_paths_ = reinterpret_cast<ring::CallPathSlot*>(base + header->call_paths_offset);
   writer->lanes_ = base + header->lanes_offset;
   writer->lane_bytes_ = header->lane_bytes;
   writer->lane_count_ = header->lane_count;

@@ -84,6 +84,8 @@ class RingWriter {
 
   ring::StringSlot* strings() const noexcept { return strings_; }
   uint64_t string_capacity() const noexcept { return header_->string_capacity; }
+  ring::CallPathSlot* call_paths() const noexcept { return call_paths_; }
+  uint64_t call_path_capacity() const noexcept { return header_->call_path_capacity; }
   const char* path() const noexcept { return path_; }
 
  private:
@@ -101,6 +103,7 @@ class RingWriter {
   uint64_t lane_bytes_ = 0;
   uint32_t lane_count_ = 0;
   ring::StringSlot* strings_ = nullptr;
+  ring::CallPathSlot* call_paths_ = nullptr;
   uint64_t index_mask_ = 0;
   char path_[512] = {};
 };

@@ -18,9 +18,14 @@ ProcessInfo ProcessInfoOfRing(const RingIdentity& identity) {
 ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, uint64_t now_monotonic_ns) {
   ProcessUpdate update;
   std::set<uint32_t> named;
+  std::set<uint32_t> paths;
   for (const IndexedRecord& item : batch.records) {
     const uint32_t region = item.record.region_id;
-    if (region != 0 && named.insert(region).second) update.regions.emplace_back(region, reader.RegionName(region));
+    if (region != 0 && named.insert(region).second) update.regions.emplace_back(region, reader.Name(region));
+    const uint32_t path_id = item.record.call_path_id;
+    if (path_id != 0 && paths.insert(path_id).second) {
+      if (std::optional<CallPath> path = reader.ReadCallPath(path_id)) update.call_paths.emplace_back(path_id, *path);
+    }
   }
   update.records = std::move(batch.records);
   update.status = StatusOfRing(reader.writer_state(), reader.WriterProcessAlive(), reader.heartbeat_ns(),

@@ -20,6 +20,7 @@ namespace collwatch {
 struct ProcessUpdate {
   std::vector<IndexedRecord> records;                     // new records, each lane in order
   std::vector<std::pair<uint32_t, std::string>> regions;  // writer's region id -> NVTX name
+  std::vector<std::pair<uint32_t, CallPath>> call_paths;  // writer's call path id -> its frames
   std::optional<ProcessStatus> status;  // nullopt: the message says nothing of it
   uint64_t heartbeat_ns = 0;            // writer CLOCK_MONOTONIC of its latest beat (0: none)
   uint64_t lost_records = 0;            // lost in the ring, torn or dropped by the writer, so far
@@ -30,8 +31,8 @@ struct ProcessUpdate {
 // The process that writes a ring, as its header names it.
 ProcessInfo ProcessInfoOfRing(const RingIdentity& identity);
 
-// A ring read whole at `now_monotonic_ns` (the reader's node): `batch` (moved in) and the
-// names of the regions its records use. The status follows StatusOfRing.
+// A ring read whole at `now_monotonic_ns` (the reader's node): `batch` (moved in), the
+// names of the regions its records use and their call paths. The status follows StatusOfRing.
 ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, uint64_t now_monotonic_ns);
 
 }  // namespace collwatch

@@ -21,7 +21,12 @@ namespace collwatch::ring {
 //                            |         exit code                         |
 //   strings_offset           +-------------------------------------------+
 //                            | StringSlot[string_capacity]               |
-//                            |   interned NVTX region names; id = i + 1  |
+//                            |   interned names: NVTX regions, and the   |
+//                            |   files and functions of call paths;      |
+//                            |   id = i + 1                              |
+//   call_paths_offset        +-------------------------------------------+
+//                            | CallPathSlot[call_path_capacity]          |
+//                            |   interned Python call paths; id = i + 1  |
 //   lanes_offset             +-------------------------------------------+
 //                            | lane 0: LaneHeader, Record[lane_capacity] |  shared lane
 //   + lane_bytes             | lane 1: LaneHeader, Record[lane_capacity] |  owned lanes
@@ -78,9 +83,11 @@ namespace collwatch::ring {
 //   kStringWriting --[another writer's CAS after a bounded wait]--> kStringAbandoned
 //     (its writer was preempted too long; lookups skip the slot, readers ignore it)
 // A string slot is never rewritten once ready; id 0 means "no region".
+// Call path slots go through the same states, claimed the same way, and are never
+// rewritten once ready; id 0 means "no call path".
 
 inline constexpr uint64_t kMagic = 0x31474e4952574301ull;  // "\x01CWRING1" little-endian
-inline constexpr uint32_t kVersion = 4;  // 4: Header::exit_code
+inline constexpr uint32_t kVersion = 5;  // 4: Header::exit_code; 5: call paths
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kRecordBytes = 128;
 inline constexpr uint32_t kStringSlotBytes = 128;
@@ -91,7 +98,10 @@ inline constexpr uint32_t kLaneHeaderBytes = 64;
 inline constexpr uint64_t kDefaultLaneCapacity = 1u << 15;  // records per lane (4 MiB)
 inline constexpr uint32_t kDefaultLanes = 4;                // lane 0 shared + 3 owned
 inline constexpr uint64_t kCommitReturned = 1ull << 63;     // commit bit: returned in place
-inline constexpr uint64_t kDefaultStringCapacity = 4096;      // 512 KiB of names
+inline constexpr uint64_t kDefaultStringCapacity = 8192;      // 1 MiB of names
+inline constexpr uint32_t kCallPathSlotBytes = 1024;
+inline constexpr uint32_t kMaxCallPathFrames = (kCallPathSlotBytes - 16) / 16;  // 63
+inline constexpr uint64_t kDefaultCallPathCapacity = 2048;    // 2 MiB of call paths
 inline constexpr int32_t kUnset = -1;                         // int fields: "not known"
 inline constexpr uint8_t kNoDtype = 0xff;
 inline constexpr uint64_t kActiveTickNs = 1'000'000;  // watcher period while calls are made
@@ -205,7 +215,7 @@ struct Record {
   uint32_t region_id;  // innermost NVTX range of the calling thread (0: none)
   uint32_t tid;        // kernel thread id of the caller
   int32_t result;      // ncclResult_t (kReturn, kAsyncError, kEnter returned in place)
-  uint32_t reserved1;
+  uint32_t call_path_id;  // kEnter: the calling thread's Python call path (0: none)
   uint64_t aux0;
   uint64_t aux1;
   uint64_t aux2;
@@ -245,6 +255,11 @@ struct Header {
   // it. kUnset at creation; stays kUnset for a process that ended without exit() (a
   // signal, a crash, _exit()): its writer_state stays kRunning too.
   std::atomic<int32_t> exit_code;
+  // Identity fields added in version 5, on a line of their own.
+  alignas(64) uint32_t call_path_slot_bytes;
+  uint32_t reserved2;
+  uint64_t call_path_capacity;
+  uint64_t call_paths_offset;
 };
 
 enum class WriterState : uint32_t {
@@ -273,7 +288,27 @@ struct StringSlot {
   char text[kMaxStringBytes];
 };
 
+// One frame of a call path: names are string slot ids (0: unknown).
+struct CallPathFrame {
+  uint32_t file_id;      // the code's file (co_filename)
+  uint32_t function_id;  // its qualified function name (co_qualname)
+  int32_t line;          // the line being run (0: unknown)
+  uint32_t reserved;
+};
+
+// A Python call path, innermost frame first. `hash` identifies it in its process (the
+// interpreter's code objects and instruction offsets), for interning.
+struct CallPathSlot {
+  std::atomic<uint32_t> state;  // kStringEmpty / kStringWriting / kStringReady / kStringAbandoned
+  uint16_t frame_count;         // frames stored
+  uint16_t flags;               // kCallPathTruncated
+  uint64_t hash;
+  CallPathFrame frames[kMaxCallPathFrames];
+};
+inline constexpr uint16_t kCallPathTruncated = 1 << 0;  // outer frames past kMaxCallPathFrames left out
+
 static_assert(sizeof(Record) == kRecordBytes, "record is 16 words");
+static_assert(sizeof(CallPathSlot) == kCallPathSlotBytes, "call path slot size");
 static_assert(offsetof(Record, kind) == 8 && offsetof(Record, aux2) == 120, "record layout");
 static_assert(sizeof(StringSlot) == kStringSlotBytes, "string slot size");
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
@@ -315,10 +350,11 @@ inline constexpr uint64_t LaneBytes(uint64_t lane_capacity) {
   return kLaneHeaderBytes + lane_capacity * kRecordBytes;
 }
 
-// Bytes of a ring file with the given geometry (header, strings, lanes).
-inline constexpr uint64_t RingFileBytes(uint32_t lanes, uint64_t lane_capacity,
-                                        uint64_t string_capacity) {
-  return kHeaderBytes + string_capacity * kStringSlotBytes + lanes * LaneBytes(lane_capacity);
+// Bytes of a ring file with the given geometry (header, strings, call paths, lanes).
+inline constexpr uint64_t RingFileBytes(uint32_t lanes, uint64_t lane_capacity, uint64_t string_capacity,
+                                        uint64_t call_path_capacity) {
+  return kHeaderBytes + string_capacity * kStringSlotBytes + call_path_capacity * kCallPathSlotBytes +
+         lanes * LaneBytes(lane_capacity);
 }
 
 }  // namespace collwatch::ring

@@ -71,14 +71,15 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
                                       ring::kVersion));
   }
   if (header->header_bytes != ring::kHeaderBytes || header->record_bytes != ring::kRecordBytes ||
-      header->string_slot_bytes != ring::kStringSlotBytes) {
-    return Invalid(path, "record, header or string slot size differs from this build");
+      header->string_slot_bytes != ring::kStringSlotBytes || header->call_path_slot_bytes != ring::kCallPathSlotBytes) {
+    return Invalid(path, "record, header, string or call path slot size differs from this build");
   }
   const uint64_t capacity = header->lane_capacity;
   const uint64_t strings = header->string_capacity;
+  const uint64_t call_paths = header->call_path_capacity;
   const uint32_t lanes = header->lane_count;
   if (capacity == 0 || (capacity & (capacity - 1)) != 0 || capacity > (1ull << 24) ||
-      strings > (1ull << 24) || lanes == 0 || lanes > 1024 ||
+      strings > (1ull << 24) || call_paths > (1ull << 24) || lanes == 0 || lanes > 1024 ||
       header->lane_header_bytes != ring::kLaneHeaderBytes ||
       header->lane_bytes != ring::LaneBytes(capacity)) {
     return Invalid(path, "implausible capacities");
@@ -89,14 +90,16 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
     return offset >= ring::kHeaderBytes && offset <= file_bytes && bytes <= file_bytes - offset;
   };
   if (header->file_bytes != file_bytes || !fits(header->lanes_offset, lanes * header->lane_bytes) ||
-      !fits(header->strings_offset, strings * ring::kStringSlotBytes) || header->lanes_offset % 64 != 0 ||
-      header->strings_offset % 8 != 0) {
+      !fits(header->strings_offset, strings * ring::kStringSlotBytes) ||
+      !fits(header->call_paths_offset, call_paths * ring::kCallPathSlotBytes) || header->lanes_offset % 64 != 0 ||
+      header->strings_offset % 8 != 0 || header->call_paths_offset % 8 != 0) {
     return Invalid(path, absl::StrCat("truncated or inconsistent: header says ", header->file_bytes,
                                       " bytes, file has ", file_bytes));
   }
   reader->header_ = header;
   reader->lanes_ = reader->base_ + header->lanes_offset;
   reader->strings_ = reinterpret_cast<const ring::StringSlot*>(reader->base_ + header->strings_offset);
+  reader->call_paths_ = reinterpret_cast<const ring::CallPathSlot*>(reader->base_ + header->call_paths_offset);
   RingIdentity& id = reader->identity_;
   id.path = path;
   id.host = BoundedString(header->host, sizeof header->host);
@@ -278,11 +281,25 @@ ReadBatch RingReader::ReadAll(bool writer_gone) const {
   return all;
 }
 
-std::string RingReader::RegionName(uint32_t id) const {
+std::string RingReader::Name(uint32_t id) const {
   if (id == 0 || id > header_->string_capacity) return "";
   const ring::StringSlot& slot = strings_[id - 1];
   if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return "";
   return std::string(slot.text, std::min<size_t>(slot.length, ring::kMaxStringBytes));
+}
+
+std::optional<CallPath> RingReader::ReadCallPath(uint32_t id) const {
+  if (id == 0 || id > header_->call_path_capacity) return std::nullopt;
+  const ring::CallPathSlot& slot = call_paths_[id - 1];
+  if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return std::nullopt;
+  if (slot.frame_count == 0 || slot.frame_count > ring::kMaxCallPathFrames) return std::nullopt;
+  CallPath path;
+  path.truncated = (slot.flags & ring::kCallPathTruncated) != 0;
+  for (uint16_t i = 0; i < slot.frame_count; ++i) {
+    const ring::CallPathFrame& frame = slot.frames[i];
+    path.frames.push_back({Name(frame.file_id), Name(frame.function_id), frame.line});
+  }
+  return path;
 }
 
 absl::StatusOr<std::vector<std::string>> ListRingFiles(const std::string& dir) {

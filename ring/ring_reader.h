@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ring/call_path.h"
 #include "ring/ring_format.h"
 
 namespace collwatch {
@@ -89,8 +90,11 @@ class RingReader {
   // Every lane from its start, merged in time order (each lane's own order kept).
   ReadBatch ReadAll(bool writer_gone) const;
 
-  // Name of an NVTX region id ("" when unknown or not yet written).
-  std::string RegionName(uint32_t id) const;
+  // A name of the ring's string table by id: an NVTX region, a call path's file or
+  // function ("" when unknown or not yet written).
+  std::string Name(uint32_t id) const;
+  // A call path by id (nullopt when unknown, not yet written or damaged).
+  std::optional<CallPath> ReadCallPath(uint32_t id) const;
 
  private:
   RingReader() = default;
@@ -104,6 +108,7 @@ class RingReader {
   const ring::Header* header_ = nullptr;
   const char* lanes_ = nullptr;
   const ring::StringSlot* strings_ = nullptr;
+  const ring::CallPathSlot* call_paths_ = nullptr;
 };
 
 // Ring files (*.ring) directly inside `dir`, sorted by name.

@@ -93,6 +93,7 @@ void EventFromRecord(const IndexedRecord& item, v1::Event* event) {
   event->set_ref_index(r.ref_index);  // also return_ns of a kEnter returned in place
   event->set_ref_lane(r.ref_lane);
   event->set_region_id(r.region_id);
+  event->set_call_path_id(r.call_path_id);
   event->set_tid(r.tid);
   event->set_result(r.result);
   event->set_flags(r.flags);
@@ -120,6 +121,7 @@ ring::Record RecordFromEvent(const v1::Event& event) {
   r.t_ns = event.t_ns();
   r.ref_index = event.ref_index();
   r.region_id = event.region_id();
+  r.call_path_id = event.call_path_id();
   r.tid = event.tid();
   r.result = event.result();
   r.aux0 = event.aux0();
@@ -144,10 +146,36 @@ v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring) {
   return identity;
 }
 
+v1::CallPath CallPathToWire(uint32_t id, const CallPath& path) {
+  v1::CallPath wire;
+  wire.set_id(id);
+  wire.set_truncated(path.truncated);
+  for (const CallFrame& frame : path.frames) {
+    v1::CallFrame* to = wire.add_frames();
+    to->set_file(WireText(frame.file));
+    to->set_function(WireText(frame.function));
+    to->set_line(frame.line);
+  }
+  return wire;
+}
+
+CallPath CallPathFromWire(const v1::CallPath& wire) {
+  CallPath path;
+  path.truncated = wire.truncated();
+  // Bounded like the ring: a forged message must not make the model hold more.
+  for (int i = 0; i < wire.frames_size() && i < static_cast<int>(ring::kMaxCallPathFrames); ++i) {
+    const v1::CallFrame& frame = wire.frames(i);
+    path.frames.push_back({frame.file().substr(0, ring::kMaxStringBytes),
+                           frame.function().substr(0, ring::kMaxStringBytes), frame.line()});
+  }
+  path.truncated = path.truncated || wire.frames_size() > static_cast<int>(ring::kMaxCallPathFrames);
+  return path;
+}
+
 v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id) {
   v1::RegionName region;
   region.set_id(region_id);
-  region.set_name(WireText(reader.RegionName(region_id)));
+  region.set_name(WireText(reader.Name(region_id)));
   return region;
 }
 
@@ -218,6 +246,7 @@ ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const
     update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
   }
   for (const v1::RegionName& region : batch.regions()) update.regions.emplace_back(region.id(), region.name());
+  for (const v1::CallPath& path : batch.call_paths()) update.call_paths.emplace_back(path.id(), CallPathFromWire(path));
   if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) {
     update.status = ProcessStatusFromWire(batch.writer_status());
   }
@@ -229,13 +258,15 @@ ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const
 }
 
 ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
-                                     const std::map<uint32_t, std::string>& regions, const v1::StoredStatus& status) {
+                                     const std::map<uint32_t, std::string>& regions,
+                                     const std::map<uint32_t, CallPath>& call_paths, const v1::StoredStatus& status) {
   ProcessUpdate update;
   update.records.reserve(events.size());
   for (const v1::Event& event : events) {
     update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
   }
   update.regions.assign(regions.begin(), regions.end());
+  update.call_paths.assign(call_paths.begin(), call_paths.end());
   update.status = ProcessStatusFromWire(status.writer_status());
   update.heartbeat_ns = status.heartbeat_ns();
   update.lost_records = status.lost() + status.torn() + status.dropped();

@@ -43,6 +43,10 @@ std::string WireText(std::string_view text);
 // NVTX region name of it (empty name: not written yet).
 v1::RankIdentity RankIdentityFromRing(const RingIdentity& ring);
 v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
+// A call path between the ring's form and the wire's; from the wire, bounded as the ring
+// bounds it (frames, name lengths).
+v1::CallPath CallPathToWire(uint32_t id, const CallPath& path);
+CallPath CallPathFromWire(const v1::CallPath& wire);
 
 // A rank stream's identity and liveness as the analyzer's model takes them (process/).
 ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);
@@ -62,9 +66,10 @@ ProcessSample ProcessSampleFromWire(const v1::ProcessSample& sample);
 // batch.events(): those the trace store took as new, AppendResult::stored_events; the
 // others were resends). Resends are told apart once, by the store.
 ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const std::vector<int>& stored_events);
-// What a stored rank trace says: its events, region names and latest status.
+// What a stored rank trace says: its events, region names, call paths and latest status.
 ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
-                                     const std::map<uint32_t, std::string>& regions, const v1::StoredStatus& status);
+                                     const std::map<uint32_t, std::string>& regions,
+                                     const std::map<uint32_t, CallPath>& call_paths, const v1::StoredStatus& status);
 
 }  // namespace collwatch
 

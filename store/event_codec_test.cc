@@ -31,7 +31,7 @@ constexpr int64_t kNow = 1'700'000'000'000'000'000;
 
 // A record of `kind` with a distinct value in every field (`base` varies them between
 // records), so that a field copied into another one's place shows. `commit` is the
-// ring's business and `reserved1` carries nothing: both stay 0.
+// ring's business: it stays 0.
 ring::Record EveryFieldSet(ring::RecordKind kind, uint64_t base) {
   ring::Record record{};
   record.kind = static_cast<uint16_t>(kind);
@@ -53,6 +53,7 @@ ring::Record EveryFieldSet(ring::RecordKind kind, uint64_t base) {
   record.region_id = 16;
   record.tid = 17;
   record.result = 6;
+  record.call_path_id = 21;
   record.aux0 = base + 18;
   record.aux1 = base + 19;
   record.aux2 = base + 20;
@@ -108,7 +109,7 @@ void ExpectSameRecord(const ring::Record& back, const ring::Record& sent) {
   EXPECT_EQ(back.region_id, sent.region_id);
   EXPECT_EQ(back.tid, sent.tid);
   EXPECT_EQ(back.result, sent.result);
-  EXPECT_EQ(back.reserved1, 0u);
+  EXPECT_EQ(back.call_path_id, sent.call_path_id);
   EXPECT_EQ(back.aux0, sent.aux0);
   EXPECT_EQ(back.aux1, sent.aux1);
   EXPECT_EQ(back.aux2, sent.aux2);
@@ -343,7 +344,7 @@ TEST(ProcessUpdateTest, RecordsSurviveTheTripThroughTheTraceStore) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   ASSERT_TRUE(events.ok()) << events.status();
-  const ProcessUpdate update = ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->status());
+  const ProcessUpdate update = ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), (*reader)->status());
   ASSERT_EQ(update.records.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     SCOPED_TRACE(i);

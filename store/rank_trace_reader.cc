@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "store/event_codec.h"
 #include "store/trace_frames.h"
 #include "store/trace_store.h"
 #include "store/trace_store_format.h"
@@ -41,6 +42,7 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> RankTraceReader::Open(const std
     if (!record.ok()) return record.status();
     if (record->has_identity()) reader->identity_ = record->identity();
     if (record->has_region()) reader->regions_[record->region().id()] = record->region().name();
+    if (record->has_call_path()) reader->call_paths_[record->call_path().id()] = CallPathFromWire(record->call_path());
     if (record->has_status()) reader->status_ = record->status();
   }
   return reader;

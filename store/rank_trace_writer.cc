@@ -109,10 +109,11 @@ absl::Status RankTraceWriter::Recover(const v1::RankIdentity& identity) {
       v1::StoreIndexEntry entry = store::EntryFor(frame, record->events());
       NoteIndexEntry(entry);
       store::AppendFrame(entry, &missing_entries);
-    } else if (frame.tag == store::kTagRegion || frame.tag == store::kTagStatus) {
+    } else if (frame.tag == store::kTagRegion || frame.tag == store::kTagStatus || frame.tag == store::kTagCallPath) {
       absl::StatusOr<v1::StoreRecord> record = store::DecodeFrame<v1::StoreRecord>(bytes, frame, log_path);
       if (!record.ok()) return record.status();
       if (record->has_region()) regions_[record->region().id()] = record->region().name();
+      if (record->has_call_path()) call_paths_[record->call_path().id()] = record->call_path().SerializeAsString();
       if (record->has_status()) status_ = record->status();
     }
   }
@@ -176,6 +177,16 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
     store::AppendFrame(record, &frames);
     new_regions.emplace_back(region.id(), region.name());
   }
+  std::vector<std::pair<uint32_t, std::string>> new_call_paths;
+  for (const v1::CallPath& path : batch.call_paths()) {
+    std::string bytes = path.SerializeAsString();
+    auto known = call_paths_.find(path.id());
+    if (known != call_paths_.end() && known->second == bytes) continue;
+    v1::StoreRecord record;
+    *record.mutable_call_path() = path;
+    store::AppendFrame(record, &frames);
+    new_call_paths.emplace_back(path.id(), std::move(bytes));
+  }
   v1::StoredStatus status;
   status.set_writer_status(batch.writer_status());
   status.set_lost(batch.lost());
@@ -226,6 +237,7 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
   next_position_ = std::move(next);
   events_ += result.stored;
   for (auto& [id, name] : new_regions) regions_[id] = std::move(name);
+  for (auto& [id, bytes] : new_call_paths) call_paths_[id] = std::move(bytes);
   if (status_changed) status_ = status;
 
   if (result.stored > 0) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/collwatch.pb.h"
+#include "ring/call_path.h"
 
 namespace collwatch {
 
@@ -88,6 +89,7 @@ class RankTraceWriter {
   uint64_t torn_bytes_cut_ = 0;
   std::map<uint32_t, uint64_t> next_position_;  // lane -> first position not stored
   std::map<uint32_t, std::string> regions_;
+  std::map<uint32_t, std::string> call_paths_;  // id -> the stored CallPath message, to skip repeats
   v1::StoredStatus status_;
 };
 
@@ -98,6 +100,7 @@ class RankTraceReader {
 
   const v1::RankIdentity& identity() const { return identity_; }
   const std::map<uint32_t, std::string>& regions() const { return regions_; }
+  const std::map<uint32_t, CallPath>& call_paths() const { return call_paths_; }
   const v1::StoredStatus& status() const { return status_; }  // the latest
   uint64_t torn_tail_bytes() const { return scan_.file_bytes - scan_.valid_end; }
 
@@ -119,6 +122,7 @@ class RankTraceReader {
   std::vector<v1::StoreIndexEntry> index_;  // one per events frame, in log order
   v1::RankIdentity identity_;
   std::map<uint32_t, std::string> regions_;
+  std::map<uint32_t, CallPath> call_paths_;
   v1::StoredStatus status_;
   mutable size_t frames_decoded_ = 0;
 };

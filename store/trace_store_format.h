@@ -62,6 +62,7 @@ inline constexpr uint8_t kTagIdentity = (1 << 3) | 2;
 inline constexpr uint8_t kTagEvents = (2 << 3) | 2;
 inline constexpr uint8_t kTagRegion = (3 << 3) | 2;
 inline constexpr uint8_t kTagStatus = (4 << 3) | 2;
+inline constexpr uint8_t kTagCallPath = (5 << 3) | 2;
 
 inline constexpr char kLogFileName[] = "trace.cwlog";
 inline constexpr char kIndexFileName[] = "trace.cwidx";

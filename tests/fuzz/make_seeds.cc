@@ -90,6 +90,9 @@ int RepackRing(const std::string& in_path, const std::string& out_path, uint64_t
   header.string_capacity = renumbered.size();
   header.strings_offset = ring::kHeaderBytes;
   header.lanes_offset = ring::kHeaderBytes + (strings.size() + 63) / 64 * 64;
+  // Call paths are not kept: an empty table where the lanes begin.
+  header.call_path_capacity = 0;
+  header.call_paths_offset = header.lanes_offset;
   strings.resize(header.lanes_offset - ring::kHeaderBytes, '\0');
   header.file_bytes = header.lanes_offset + lanes.size();
   std::string out = in.substr(0, ring::kHeaderBytes);

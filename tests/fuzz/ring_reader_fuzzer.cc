@@ -81,11 +81,10 @@ void ReadEveryWay(const RingReader& reader) {
     for (const IndexedRecord& item : whole.records) {
       v1::Event* event = batch.add_events();
       EventFromRecord(item, event);
-      // Every payload field survives the trip through the wire format (the reserved word
-      // is not sent; the commit word is the ring's, not the record's).
+      // Every payload field survives the trip through the wire format (the commit word is
+      // the ring's, not the record's).
       ring::Record sent = item.record;
       sent.commit = 0;
-      sent.reserved1 = 0;
       const ring::Record back = RecordFromEvent(*event);
       if (std::memcmp(&back, &sent, sizeof sent) != 0) std::abort();
       if (item.record.region_id != 0 && batch.regions_size() < 64) {

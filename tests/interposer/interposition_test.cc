@@ -208,7 +208,7 @@ TEST_F(InterpositionTest, FourRanksRecordEveryCallExactlyOnce) {
 
     // NVTX: the ranges the program opened name the region of each call.
     for (const ring::Record& record : enters) {
-      const std::string region = trace.reader->RegionName(record.region_id);
+      const std::string region = trace.reader->Name(record.region_id);
       const auto fn = static_cast<ApiFn>(record.fn);
       if (fn == ApiFn::kGather) {
         EXPECT_EQ(region, "collectives");

@@ -262,6 +262,7 @@ struct ResultColumn {
   bool has_ref = false;
   uint32_t ref_lane = 0;
   uint64_t ref_index = 0;
+  uint32_t call_path_id = 0;
   bool has_flags = false;
   uint8_t flags = 0;
 };
@@ -283,6 +284,13 @@ absl::Status ParseResultColumn(absl::string_view text, bool expect_ref, int numb
       return LineError(number, "expected ref=LANE:INDEX after the result");
     }
     out->has_ref = true;
+    rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end);
+  }
+  if (absl::StartsWith(rest, " path=")) {
+    const size_t end = rest.find(' ', 1);
+    if (!ParseInt(rest.substr(6, end == absl::string_view::npos ? absl::string_view::npos : end - 6), &out->call_path_id)) {
+      return LineError(number, "expected path=ID");
+    }
     rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end);
   }
   if (rest.empty()) return absl::OkStatus();
@@ -382,6 +390,7 @@ absl::Status ParseRecord(absl::string_view line, int number, DumpRegions regions
   record.flags = parsed.flags;
   record.ref_lane = static_cast<uint16_t>(parsed.ref_lane);
   record.ref_index = parsed.ref_index;
+  record.call_path_id = parsed.call_path_id;
   // A flags field naming nothing holds the one flag FlagNames does not name.
   if (parsed.has_flags && parsed.flags == 0) record.flags |= ring::kFlagReturnsInPlace;
 
@@ -452,6 +461,8 @@ absl::StatusOr<DumpedJob> ParseRingDumpText(std::string_view std_text, DumpRegio
     } else if (expect == Expect::kColumns) {
       status = ParseColumnNames(line, number);
       expect = Expect::kRecords;
+    } else if (absl::StartsWith(line, "  call path ")) {
+      continue;  // the frames behind path=ID: not read back
     } else {
       status = ParseRecord(line, number, regions, &progress);
     }

@@ -165,7 +165,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   std::vector<std::string> expected, read_back;
   for (const IndexedRecord& item : batch.records) {
     expected.push_back(Carried(item.lane, item.index, item.record, item.record.t_ns - start_ns_,
-                               (*reader)->RegionName(item.record.region_id)));
+                               (*reader)->Name(item.record.region_id)));
   }
   for (const DumpedRecord& item : dumped.records) {
     const auto name = dumped.region_names.find(item.record.region_id);

@@ -84,7 +84,7 @@ std::map<int, RankRings> ReadRings(const std::string& dir) {
     for (const IndexedRecord& item : batch.records) {
       const ring::Record& record = item.record;
       if (record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
-      const std::string region = (*reader)->RegionName(record.region_id);
+      const std::string region = (*reader)->Name(record.region_id);
       if (!region.empty()) rank.regions.insert(region);
       if (!ring::IsCollective(static_cast<ApiFn>(record.fn))) continue;
       rank.collectives.push_back({static_cast<ApiFn>(record.fn), record.count, record.dtype,

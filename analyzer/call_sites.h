@@ -1,0 +1,69 @@
+// Where in the code: a call path's innermost frame of the user's code, the name a call
+// path gives a call that has no NVTX region, and the branch point between rank classes
+// (the deepest frame their call paths share, and each class's line in it).
+// Threading: pure functions.
+#ifndef COLLWATCH_ANALYZER_CALL_SITES_H_
+#define COLLWATCH_ANALYZER_CALL_SITES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ring/call_path.h"
+
+namespace collwatch::analyzer {
+
+// A frame of the libraries between the user's code and NCCL (torch, the interpreter's
+// own helpers), which a finding skips when it names the code: its file's path holds
+// one of kLibraryPathParts.
+bool IsLibraryFrame(const CallFrame& frame);
+inline constexpr const char* kLibraryPathParts[] = {"/torch/", "<frozen ", "/contextlib.py", "/functools.py",
+                                                    "/threading.py"};
+
+// The innermost frame of the user's code (nullptr: every frame is a library's, or none).
+const CallFrame* InnermostUserFrame(const CallPath& path);
+
+// The region a call path stands for where the call has no NVTX range: its innermost user
+// frame and that frame's user caller, "CLIPVisionTransformer.forward/CLIPEncoder.forward()"
+// ("" when there is none). Lines are left out so that a schedule does not change when code
+// moves.
+std::string CodeRegionName(const CallPath& path);
+
+// A rank class's call path at a finding (report.json `call_paths`).
+struct ClassCallPath {
+  std::vector<int32_t> ranks;
+  CallPath path;
+  bool inferred = false;  // attributed through its unit, not read from the calling thread
+};
+
+// One class's way out of the branch point.
+struct BranchArm {
+  std::vector<int32_t> ranks;
+  int32_t line = 0;     // its line in the branch point's function
+  std::string callee;   // the function that line called ("" when the call was made there)
+};
+
+// The deepest frame every class's call path shares (report.json `branch_point`).
+struct BranchPoint {
+  std::string function;
+  std::string file;
+  std::vector<BranchArm> arms;  // one per class, in the order of the classes
+};
+
+// The branch point of two or more classes' call paths: the deepest function they all
+// run, where their lines (or the functions those lines call) differ. nullopt when fewer
+// than two paths are known, when they share no frame, or when they are the same path
+// (the same code issued different calls).
+std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths);
+
+// "`LlavaModel.forward` (modeling_llava.py): rank 0 at line 237 → get_image_features,
+// rank 1 at line 250 → LlamaModel.forward" (DESIGN.md's short form).
+std::string BranchPointText(const BranchPoint& point);
+// "CLIPEncoder.forward (modeling_clip.py:123)": a frame's short form (the file's last
+// component).
+std::string FrameText(const CallFrame& frame);
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_CALL_SITES_H_

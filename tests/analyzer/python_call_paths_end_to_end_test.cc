@@ -1,0 +1,149 @@
+// Python call paths end to end: two Python ranks (python3 and ctypes, no torch) call the
+// CPU NCCL backend through collwatch's preload from nested functions, and in their third
+// step rank 1 skips the vision tower (tests/programs/python_ranks.py). The rings carry each
+// call's call path with the script's exact lines; the finding, online and post-mortem, is
+// a path divergence told apart by the code alone, with the branch point in `forward`.
+// A process whose interpreter is not read (COLLWATCH_PYTHON_FRAMES) records none, keeps
+// running and says so once. Threading: single-threaded; the ranks are processes.
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::Subprocess;
+using testing::TempDir;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+}
+
+// The line of the script that carries "# at: <marker>".
+int LineOf(const std::string& marker) {
+  std::istringstream script(ReadFile(COLLWATCH_PYTHON_RANKS_SCRIPT));
+  std::string line;
+  for (int number = 1; std::getline(script, line); ++number) {
+    if (line.find("# at: " + marker) != std::string::npos) return number;
+  }
+  ADD_FAILURE() << "no marker " << marker;
+  return -1;
+}
+
+struct JobRun {
+  int exit_code = -1;
+  nlohmann::json report;
+  nlohmann::json analyzed;
+  std::string output;  // collwatch run's own lines and the job's, stdout then stderr
+};
+
+JobRun RunRanks(const TempDir& dir, std::map<std::string, std::string> env = {}) {
+  JobRun run;
+  const std::string out = dir.path() + "/out";
+  env["COLLWATCH_CPU_NCCL_SHM_DIR"] = dir.path();
+  Subprocess job({COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", dir.path() + "/rings", "--kill-on-hang",
+                  "--stall-after", "4", "--no-dashboard", "--", COLLWATCH_PYTHON3, COLLWATCH_PYTHON_RANKS_SCRIPT,
+                  COLLWATCH_CPU_NCCL_PATH, "2", dir.path()},
+                 testing::CollwatchRunEnv(env), dir.path() + "/output.txt", dir.path() + "/errors.txt");
+  run.exit_code = job.Wait(120);
+  run.output = ReadFile(dir.path() + "/output.txt") + ReadFile(dir.path() + "/errors.txt");
+  run.report = ReadJson(out + "/report.json");
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", out}, testing::CollwatchRunEnv({}),
+                     dir.path() + "/analyzed.json");
+  analyze.Wait(60);
+  run.analyzed = ReadJson(dir.path() + "/analyzed.json");
+  return run;
+}
+
+// The frames of a class's call path, innermost first, as "function:line".
+std::vector<std::string> Frames(const nlohmann::json& call_path) {
+  std::vector<std::string> frames;
+  for (const nlohmann::json& frame : call_path["frames"]) {
+    frames.push_back(frame["function"].get<std::string>() + ":" + std::to_string(frame["line"].get<int>()));
+  }
+  return frames;
+}
+
+void ExpectTheBranchPoint(const nlohmann::json& finding) {
+  ASSERT_EQ(finding["kind"], "PATH_DIVERGENCE") << finding.dump(2);
+  EXPECT_TRUE(finding["decided"].get<bool>()) << finding.dump(2);
+  const nlohmann::json& point = finding["branch_point"];
+  ASSERT_TRUE(point.is_object()) << finding.dump(2);
+  EXPECT_EQ(point["function"], "forward");
+  EXPECT_NE(point["file"].get<std::string>().find("python_ranks.py"), std::string::npos);
+  ASSERT_EQ(point["arms"].size(), 2u);
+  for (const nlohmann::json& arm : point["arms"]) {
+    const bool image = arm["ranks"] == nlohmann::json::array({0});
+    EXPECT_EQ(arm["line"], LineOf(image ? "branch-image" : "branch-text")) << arm.dump();
+    EXPECT_EQ(arm["callee"], image ? "vision_tower" : "text_embed") << arm.dump();
+  }
+  ASSERT_EQ(finding["call_paths"].size(), 2u);
+  for (const nlohmann::json& path : finding["call_paths"]) {
+    const bool image = path["ranks"] == nlohmann::json::array({0});
+    EXPECT_FALSE(path["inferred"].get<bool>());
+    const std::vector<std::string> expected = {
+        "all_gather:" + std::to_string(LineOf("all-gather")),
+        (image ? "vision_tower:" + std::to_string(LineOf("vision-gather"))
+               : "text_embed:" + std::to_string(LineOf("text-gather"))),
+        "forward:" + std::to_string(LineOf(image ? "branch-image" : "branch-text")),
+        "train:" + std::to_string(LineOf("train-step")),
+        "run_rank:" + std::to_string(LineOf("run-rank")),
+        "main:" + std::to_string(LineOf("main")),
+        "<module>:" + std::to_string(LineOf("module"))};
+    EXPECT_EQ(Frames(path), expected) << path.dump(2);
+  }
+  // Without NVTX ranges the code names the regions.
+  EXPECT_EQ(finding["regions"], nlohmann::json::array({"vision_tower/all_gather()"})) << finding["regions"];
+}
+
+TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCallPath) {
+  TempDir dir;
+  const JobRun run = RunRanks(dir);
+  EXPECT_EQ(run.exit_code, 3) << "collwatch run should stop the hung job\n" << run.output;
+  ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
+  ExpectTheBranchPoint(run.report["findings"][0]);
+  ASSERT_TRUE(run.analyzed.is_object() && !run.analyzed["findings"].empty()) << "post-mortem";
+  ExpectTheBranchPoint(run.analyzed["findings"][0]);
+  const std::string text = ReadFile(dir.path() + "/out/report.txt");
+  EXPECT_NE(text.find("branch point     `forward` (python_ranks.py): rank 0 at line " +
+                      std::to_string(LineOf("branch-image")) + " \u2192 vision_tower, rank 1 at line " +
+                      std::to_string(LineOf("branch-text")) + " \u2192 text_embed"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(run.output.find("no Python call paths"), std::string::npos) << run.output;
+}
+
+TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
+  TempDir dir;
+  const JobRun run = RunRanks(dir, {{"COLLWATCH_PYTHON_FRAMES", "pretend-unsupported"}});
+  EXPECT_EQ(run.exit_code, 3) << "the job ran into its divergence all the same\n" << run.output;
+  ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
+  const nlohmann::json& finding = run.report["findings"][0];
+  EXPECT_TRUE(finding["call_paths"].empty()) << finding.dump(2);
+  EXPECT_TRUE(finding["branch_point"].is_null()) << finding.dump(2);
+  // Once per process: each of the two ranks says it once.
+  size_t said = 0;
+  for (size_t at = run.output.find("no Python call paths"); at != std::string::npos;
+       at = run.output.find("no Python call paths", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 2u) << run.output;
+}
+
+}  // namespace
+}  // namespace collwatch
