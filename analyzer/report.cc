@@ -304,7 +304,7 @@ std::string FindingText(const Finding& finding) {
   for (const ClassCallPath& path : finding.call_paths) {
     const CallFrame* frame = InnermostUserFrame(path.path);
     if (frame == nullptr) continue;
-    absl::StrAppendFormat(&text, "  %-5s %-10s code %s%s\n", path.ranks.size() == 1 ? "rank" : "ranks",
+    absl::StrAppendFormat(&text, "  %-5s %-16s code %s%s\n", path.ranks.size() == 1 ? "rank" : "ranks",
                           RankListText(path.ranks), FrameText(*frame), path.inferred ? " (inferred)" : "");
   }
   absl::StrAppend(&text, "\n", Fold(finding.summary, 96, "  "), "\n");
