@@ -117,7 +117,9 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     facts.classes.push_back(DivergingClass{ranks, JobPlaceOf(model_, comm, ranks), FactsOf(model_, head)});
   }
   for (const DivergingClass& diverging : facts.classes) {
-    if (!diverging.head.call_path.frames.empty()) finding.call_paths.push_back({diverging.ranks, diverging.head.call_path});
+    if (!diverging.head.call_path.frames.empty()) {
+      finding.call_paths.push_back({diverging.ranks, diverging.head.call_path, diverging.head.call_path_inferred});
+    }
   }
   if (finding.call_paths.size() == facts.classes.size()) finding.branch_point = BranchPointOf(finding.call_paths);
   facts.basis = verdict.basis;

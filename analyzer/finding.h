@@ -66,6 +66,7 @@ struct CallFacts {
   int32_t root_or_peer = ring::kUnset;
   std::string region;  // its NVTX region, "" outside any (or its code's, call_sites.h)
   CallPath call_path;  // the Python call path it was made from (no frames: unknown)
+  bool call_path_inferred = false;  // its unit's forward all-gather's (job_model.h)
 };
 // Bytes one rank contributes to the call (count as NCCL defines it).
 double CallBytes(const CallFacts& call);

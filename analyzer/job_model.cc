@@ -125,6 +125,32 @@ void JobModel::AddCallPath(ProcessId process, uint32_t writer_id, const CallPath
   processes_[process].call_paths[writer_id] = InternCallPath(path);
 }
 
+void JobModel::AttributeCallPath(Process& process, const ring::Record& record, Call& call) {
+  if (record.call_path_id != 0) {
+    auto path = process.call_paths.find(record.call_path_id);
+    call.call_path = path == process.call_paths.end() ? 0 : path->second;
+  }
+  if (ring::IsCollective(call.fn) && record.comm_id != 0) {
+    // A unit's all-gather from the user's code names its later calls made where no user
+    // frame exists: FSDP's backward all-gather and reduce-scatter of the same unit (the
+    // same element count on the same communicator) run in autograd's threads.
+    const uint64_t unit = HashCombine(record.comm_id, record.count);
+    const bool from_user_code = call.call_path != 0 && InnermostUserFrame(call_paths_[call.call_path]) != nullptr;
+    if (from_user_code && call.fn == ApiFn::kAllGather) {
+      if (process.unit_paths.size() >= kMaxUnitPaths && !process.unit_paths.count(unit)) process.unit_paths.clear();
+      process.unit_paths[unit] = call.call_path;
+    } else if (!from_user_code && (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter)) {
+      auto forward = process.unit_paths.find(unit);
+      if (forward != process.unit_paths.end()) {
+        call.call_path = forward->second;
+        call.call_path_inferred = true;
+      }
+    }
+  }
+  // Without an NVTX range, the code the call came from stands for its region.
+  if (call.region == 0 && call.call_path != 0) call.region = InternRegion(CodeRegionName(call_paths_[call.call_path]));
+}
+
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
   if (inserted) {
@@ -170,12 +196,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     auto region = process.regions.find(record.region_id);
     call.region = region == process.regions.end() ? 0 : region->second;
   }
-  if (record.call_path_id != 0) {
-    auto path = process.call_paths.find(record.call_path_id);
-    call.call_path = path == process.call_paths.end() ? 0 : path->second;
-    // Without an NVTX range, the code the call came from stands for its region.
-    if (call.region == 0 && call.call_path != 0) call.region = InternRegion(CodeRegionName(call_paths_[call.call_path]));
-  }
+  AttributeCallPath(process, record, call);
   const auto call_index = static_cast<uint32_t>(process.calls.size());
   const bool placed_in_comm = record.comm_id != 0 && record.rank >= 0 && record.nranks > 0 &&
                               record.rank < record.nranks && record.nranks <= kMaxRanks &&

@@ -32,6 +32,7 @@ using CallPathId = uint32_t;  // job-wide interned Python call path (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
 inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
+inline constexpr size_t kMaxUnitPaths = 1 << 14;      // units whose call path a process keeps
 
 // One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
 struct Call {
@@ -44,6 +45,7 @@ struct Call {
   CommIndex comm = 0;
   RegionId region = 0;
   CallPathId call_path = 0;
+  bool call_path_inferred = false;  // its unit's forward all-gather's (no user frame of its own)
   ProcessId process = 0;
   int32_t rank = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
@@ -116,6 +118,10 @@ struct Process {
   std::vector<std::pair<CommIndex, int32_t>> memberships;
   std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
   std::map<uint32_t, CallPathId> call_paths;       // writer's call path id -> job-wide id
+  // Per (communicator, element count): the call path of its latest all-gather made from
+  // the user's code, for the calls of the same unit made where no user frame exists
+  // (FSDP's backward on autograd's threads). Bounded by kMaxUnitPaths.
+  std::unordered_map<uint64_t, CallPathId> unit_paths;
   // Calls waiting for their return or completion, by their enter record's (lane, index).
   std::unordered_map<uint64_t, uint32_t> pending;
   // Grouped calls (call indexes) waiting for the completion of their group.
@@ -193,6 +199,8 @@ class JobModel {
 
  private:
   CommIndex CommFor(uint64_t comm_id, int32_t nranks);
+  // The call path of `call` (a collective of `record`), its own or its unit's.
+  void AttributeCallPath(Process& process, const ring::Record& record, Call& call);
   void AddEnter(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);

@@ -179,5 +179,48 @@ TEST(JobModelApplyTest, WhatAnUpdateDoesNotSayStaysAsItWas) {
   EXPECT_EQ(held.exit_code, 3);
 }
 
+// FSDP's backward runs in autograd's threads, where no frame of the user's code exists:
+// a unit's reduce-scatter there takes the call path of the unit's forward all-gather (same
+// communicator, same element count), marked inferred; one of another size takes none.
+TEST(JobModelTest, ACallWithoutUserFramesTakesItsUnitsForwardCallPath) {
+  JobModel model;
+  const ProcessId process = model.AddProcess({});
+  ProcessUpdate update;
+  const CallPath forward{{{"/opt/torch/distributed/fsdp/_fsdp_collectives.py", "foreach_all_gather", 290},
+                          {"/home/me/model.py", "VisionTower.forward", 41},
+                          {"/home/me/train.py", "step", 12}}};
+  const CallPath backward{{{"/opt/torch/distributed/fsdp/_fsdp_collectives.py", "foreach_reduce", 410},
+                           {"/opt/torch/autograd/graph.py", "_engine_run_backward", 768}}};
+  update.call_paths = {{1, forward}, {2, backward}};
+  auto enter = [](uint64_t index, ApiFn fn, uint64_t seq, uint64_t count, uint32_t path) {
+    ring::Record record{};
+    record.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+    record.fn = static_cast<uint16_t>(fn);
+    record.comm_id = kComm;
+    record.rank = 0;
+    record.nranks = 2;
+    record.seq = seq;
+    record.count = count;
+    record.t_ns = 100 + index;
+    record.call_path_id = path;
+    return IndexedRecord{1, index, record};
+  };
+  update.records = {enter(0, ApiFn::kAllGather, 1, 4096, 1), enter(1, ApiFn::kReduceScatter, 2, 4096, 2),
+                    enter(2, ApiFn::kReduceScatter, 3, 512, 2)};
+  model.Apply(process, update);
+  const Comm& comm = *model.FindComm(kComm);
+  const Call* gather = model.Collective(comm, 0, 1);
+  const Call* scatter = model.Collective(comm, 0, 2);
+  const Call* other = model.Collective(comm, 0, 3);
+  ASSERT_TRUE(gather && scatter && other);
+  EXPECT_FALSE(gather->call_path_inferred);
+  EXPECT_EQ(scatter->call_path, gather->call_path);
+  EXPECT_TRUE(scatter->call_path_inferred);
+  EXPECT_EQ(model.RegionName(scatter->region), "step/VisionTower.forward()");
+  EXPECT_FALSE(other->call_path_inferred);
+  EXPECT_EQ(model.call_path(other->call_path), backward) << "its own path, library frames only";
+  EXPECT_EQ(other->region, 0u) << "no user frame: no code region";
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer

@@ -162,6 +162,18 @@ def ring_calls(dump_jsonl):
     return result
 
 
+def call_path_counts(dump_jsonl):
+    """pid -> "N of M": collective and p2p enters that carry a Python call path."""
+    counts = collections.defaultdict(lambda: [0, 0])
+    with open(dump_jsonl) as dump:
+        for line in dump:
+            item = json.loads(line)
+            if item["type"] == "record" and item["kind"] == "enter" and item["fn"] in CALL_FNS:
+                counts[item["ring_pid"]][1] += 1
+                counts[item["ring_pid"]][0] += 1 if item.get("call_path") else 0
+    return {str(pid): f"{n} of {m}" for pid, (n, m) in sorted(counts.items())}
+
+
 def compare(nccl, rings):
     """Problems found comparing NCCL's log with the rings, process by process."""
     problems = []
@@ -243,7 +255,12 @@ def run_case(name, args, work):
             first = findings[0]
             result.update(summary=first.get("summary"), regions=first.get("regions"), decided=first.get("decided"),
                           rank_classes=first.get("rank_classes"), lagging_ranks=first.get("lagging_ranks"),
-                          detect_latency_s=first.get("detect_latency_s"))
+                          detect_latency_s=first.get("detect_latency_s"),
+                          branch_point=(first.get("branch_point") or {}).get("text"),
+                          call_paths=[{"ranks": p["ranks"], "inferred": p["inferred"],
+                                       "frames": [f"{f['function']} ({os.path.basename(f['file'])}:{f['line']})"
+                                                  for f in p["frames"][:12]]}
+                                      for p in first.get("call_paths", [])])
             if wall >= WATCHDOG_S:
                 problems.append(f"named after {wall:.0f} s, not before PyTorch's {WATCHDOG_S} s watchdog")
     else:
@@ -259,6 +276,7 @@ def run_case(name, args, work):
     result["communicators"] = {str(pid): len(comms) for pid, comms in sorted(nccl.items())}
     result["recorded"] = {str(pid): sum(len(c["calls"]) for c in comms.values())
                           for pid, (comms, _, _) in sorted(rings.items())}
+    result["with_call_path"] = call_path_counts(dump)
     if not nccl:  # FSDP2 on one GPU issues no collective: nothing recorded either, checked below
         result["note"] = "NCCL logged no collective or p2p call"
     if args.one_gpu:  # the CPU backend writes no NCCL log to compare with

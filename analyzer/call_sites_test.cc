@@ -1,0 +1,73 @@
+// Where in the code: user frames past the libraries, the code region, the branch point.
+// Threading: single-threaded.
+#include "analyzer/call_sites.h"
+
+#include "gtest/gtest.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+const CallFrame kGather{"/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", "all_gather", 3000};
+CallFrame User(const char* function, int32_t line) { return {"/home/me/model.py", function, line}; }
+
+TEST(CallSitesTest, LibraryFramesAreSkippedForTheUsersCode) {
+  const CallPath path{{kGather, User("VisionTower.forward", 40), User("Model.forward", 20), User("<module>", 3)}};
+  EXPECT_TRUE(IsLibraryFrame(kGather));
+  ASSERT_NE(InnermostUserFrame(path), nullptr);
+  EXPECT_EQ(InnermostUserFrame(path)->function, "VisionTower.forward");
+  EXPECT_EQ(CodeRegionName(path), "Model.forward/VisionTower.forward()");
+  EXPECT_EQ(CodeRegionName(CallPath{{kGather}}), "") << "no user frame";
+  EXPECT_EQ(CodeRegionName(CallPath{{User("main", 9)}}), "main()") << "no user caller";
+  EXPECT_EQ(FrameText(path.frames[1]), "VisionTower.forward (model.py:40)");
+}
+
+TEST(CallSitesTest, ClassesPartingOnDifferentLinesOfOneFunction) {
+  const std::vector<ClassCallPath> paths = {
+      {{0, 2}, {{kGather, User("vision", 5), User("forward", 44), User("train", 50)}}},
+      {{1, 3}, {{kGather, User("text", 9), User("forward", 45), User("train", 50)}}}};
+  const std::optional<BranchPoint> point = BranchPointOf(paths);
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->function, "forward");
+  ASSERT_EQ(point->arms.size(), 2u);
+  EXPECT_EQ(point->arms[0].line, 44);
+  EXPECT_EQ(point->arms[0].callee, "vision");
+  EXPECT_EQ(point->arms[1].line, 45);
+  EXPECT_EQ(point->arms[1].callee, "text");
+  EXPECT_EQ(BranchPointText(*point),
+            "`forward` (model.py): ranks 0,2 at line 44 \u2192 vision, ranks 1,3 at line 45 \u2192 text");
+}
+
+// One line calling other functions (a dispatch through a table, a conditional expression).
+TEST(CallSitesTest, ClassesCallingDifferentFunctionsFromOneLine) {
+  const std::vector<ClassCallPath> paths = {{{0}, {{kGather, User("expert0", 5), User("moe", 30)}}},
+                                            {{1}, {{kGather, User("expert1", 7), User("moe", 30)}}}};
+  const std::optional<BranchPoint> point = BranchPointOf(paths);
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->function, "moe");
+  EXPECT_EQ(point->arms[0].line, 30);
+  EXPECT_EQ(point->arms[0].callee, "expert0");
+  EXPECT_EQ(point->arms[1].callee, "expert1");
+}
+
+TEST(CallSitesTest, NoBranchPointForOnePathOrPathsSharingNothing) {
+  const CallPath same{{kGather, User("forward", 44)}};
+  EXPECT_FALSE(BranchPointOf({{{0}, same}, {{1}, same}}).has_value()) << "the same code";
+  EXPECT_FALSE(BranchPointOf({{{0}, same}}).has_value()) << "one class";
+  EXPECT_FALSE(BranchPointOf({{{0}, same}, {{1}, CallPath{{User("other", 1)}}}}).has_value()) << "nothing shared";
+  EXPECT_FALSE(BranchPointOf({{{0}, same}, {{1}, CallPath{}}}).has_value()) << "a path unknown";
+}
+
+// The path of one class goes deeper in the shared function: the line of the shallower is
+// the NCCL call itself.
+TEST(CallSitesTest, AClassCallingNcclFromTheBranchPointItself) {
+  const std::vector<ClassCallPath> paths = {{{0}, {{User("forward", 44), User("train", 50)}}},
+                                            {{1}, {{User("helper", 3), User("forward", 47), User("train", 50)}}}};
+  const std::optional<BranchPoint> point = BranchPointOf(paths);
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->arms[0].callee, "");
+  EXPECT_EQ(point->arms[1].callee, "helper");
+  EXPECT_NE(BranchPointText(*point).find("rank 0 at line 44 \u2192 the NCCL call"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer
