@@ -12,8 +12,8 @@
 #   3. one-gpu (only when named): check_torch_jobs.py --one-gpu with ONE_GPU_RANKS (default
 #      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
-# one-gpu-N.txt and one-gpu-N.json.
-#   [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+# one-gpu-N.txt and one-gpu-N.json, and each checked case's report.txt (CASE-report.txt).
+#   [CASES="case ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
 set -uo pipefail
@@ -40,9 +40,13 @@ trainer=$PWD/build-gpu-trainer/trainer/collwatch-trainer
   | tee "$out/machine.txt"
 
 if [[ " ${parts[*]} " == *" check "* ]]; then
+  # shellcheck disable=SC2086  # CASES: case names, split on spaces
   python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" \
-    --out /tmp/collwatch-torch-check 2>&1 | tee "$out/check.txt"
+    --out /tmp/collwatch-torch-check ${CASES:-} 2>&1 | tee "$out/check.txt"
   cp /tmp/collwatch-torch-check/summary.json "$out/summary.json" 2>/dev/null
+  for report in /tmp/collwatch-torch-check/*/out/report.txt; do
+    [ -f "$report" ] && cp "$report" "$out/$(basename "$(dirname "$(dirname "$report")")")-report.txt"
+  done
 fi
 
 if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
