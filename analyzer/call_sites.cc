@@ -2,7 +2,10 @@
 #include "analyzer/call_sites.h"
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "process/rank_membership.h"
@@ -88,7 +91,9 @@ std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths
     BranchArm arm;
     arm.ranks = paths[i].ranks;
     arm.line = frames[at].line;
-    if (at + 1 < frames.size()) arm.callee = frames[at + 1].function;
+    for (size_t deeper = at + 1; deeper < frames.size() && arm.callee.empty(); ++deeper) {
+      if (!IsLibraryFrame(frames[deeper])) arm.callee = frames[deeper].function;
+    }
     point.arms.push_back(std::move(arm));
   }
   return point;
@@ -98,12 +103,31 @@ std::string FrameText(const CallFrame& frame) {
   return absl::StrCat(frame.function, " (", BaseName(frame.file), ":", frame.line, ")");
 }
 
+void WithSourceLines(BranchPoint* point) {
+  std::ifstream file(point->file);
+  if (!file) return;
+  std::map<int32_t, std::string> wanted;
+  for (const BranchArm& arm : point->arms) wanted[arm.line];
+  std::string line;
+  for (int32_t number = 1; std::getline(file, line) && number <= wanted.rbegin()->first; ++number) {
+    auto found = wanted.find(number);
+    if (found == wanted.end()) continue;
+    std::string text(absl::StripAsciiWhitespace(line));
+    constexpr size_t kMaxSource = 100;
+    if (text.size() > kMaxSource) text = text.substr(0, kMaxSource - 3) + "...";
+    found->second = std::move(text);
+  }
+  for (BranchArm& arm : point->arms) arm.source = wanted[arm.line];
+}
+
 std::string BranchPointText(const BranchPoint& point) {
   std::string text = absl::StrCat("`", point.function, "` (", BaseName(point.file), "):");
   for (size_t i = 0; i < point.arms.size(); ++i) {
     const BranchArm& arm = point.arms[i];
     absl::StrAppend(&text, i == 0 ? " " : ", ", arm.ranks.size() == 1 ? "rank " : "ranks ", RankListText(arm.ranks),
-                    " at line ", arm.line, " → ", arm.callee.empty() ? "the NCCL call" : arm.callee);
+                    " at line ", arm.line);
+    if (!arm.source.empty()) absl::StrAppend(&text, " `", arm.source, "`");
+    if (!arm.callee.empty()) absl::StrAppend(&text, " → ", arm.callee);
   }
   return text;
 }

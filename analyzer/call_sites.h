@@ -41,7 +41,10 @@ struct ClassCallPath {
 struct BranchArm {
   std::vector<int32_t> ranks;
   int32_t line = 0;     // its line in the branch point's function
-  std::string callee;   // the function that line called ("" when the call was made there)
+  std::string callee;   // the user function that line led to ("" when none: the NCCL call
+                        // was made there, or only library frames follow, e.g. a module
+                        // call whose all-gather FSDP issued before the module ran)
+  std::string source;   // the line's text, where the file could be read (WithSourceLines)
 };
 
 // The deepest frame every class's call path shares (report.json `branch_point`).
@@ -56,6 +59,10 @@ struct BranchPoint {
 // than two paths are known, when they share no frame, or when they are the same path
 // (the same code issued different calls).
 std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths);
+
+// The text of each arm's line, read from the branch point's file where it can be read
+// here (the analysis runs on the job's machine under `collwatch run`); unchanged elsewhere.
+void WithSourceLines(BranchPoint* point);
 
 // "`LlavaModel.forward` (modeling_llava.py): rank 0 at line 237 → get_image_features,
 // rank 1 at line 250 → LlamaModel.forward" (DESIGN.md's short form).

@@ -2,6 +2,9 @@
 // Threading: single-threaded.
 #include "analyzer/call_sites.h"
 
+#include <fstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace collwatch::analyzer {
@@ -66,7 +69,31 @@ TEST(CallSitesTest, AClassCallingNcclFromTheBranchPointItself) {
   ASSERT_TRUE(point.has_value());
   EXPECT_EQ(point->arms[0].callee, "");
   EXPECT_EQ(point->arms[1].callee, "helper");
-  EXPECT_NE(BranchPointText(*point).find("rank 0 at line 44 \u2192 the NCCL call"), std::string::npos);
+  EXPECT_NE(BranchPointText(*point).find("rank 0 at line 44, rank 1 at line 47 \u2192 helper"), std::string::npos)
+      << BranchPointText(*point);
+}
+
+// A module call under FSDP: the all-gather is issued by torch's hooks before the module's
+// own forward runs, so no user frame follows the branch point's line; the line's text
+// says what it called.
+TEST(CallSitesTest, OnlyLibraryFramesPastTheLineNameNoCalleeTheSourceDoes) {
+  const std::string file = ::testing::TempDir() + "/call_sites_model.py";
+  {
+    std::ofstream out(file);
+    out << "class Model:\n    def forward(self, x):\n        x = self.vision(x)\n        x = self.block(x)\n";
+  }
+  const CallFrame hook{"/venv/torch/nn/modules/module.py", "Module._call_impl", 1750};
+  const std::vector<ClassCallPath> paths = {{{0}, {{kGather, hook, {file, "Model.forward", 3}}}},
+                                            {{1}, {{kGather, hook, {file, "Model.forward", 4}}}}};
+  std::optional<BranchPoint> point = BranchPointOf(paths);
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->arms[0].callee, "");
+  WithSourceLines(&*point);
+  EXPECT_EQ(point->arms[0].source, "x = self.vision(x)");
+  EXPECT_EQ(point->arms[1].source, "x = self.block(x)");
+  EXPECT_EQ(BranchPointText(*point),
+            "`Model.forward` (call_sites_model.py): rank 0 at line 3 `x = self.vision(x)`, rank 1 at line 4 "
+            "`x = self.block(x)`");
 }
 
 }  // namespace

@@ -121,7 +121,10 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
       finding.call_paths.push_back({diverging.ranks, diverging.head.call_path, diverging.head.call_path_inferred});
     }
   }
-  if (finding.call_paths.size() == facts.classes.size()) finding.branch_point = BranchPointOf(finding.call_paths);
+  if (finding.call_paths.size() == facts.classes.size()) {
+    finding.branch_point = BranchPointOf(finding.call_paths);
+    if (finding.branch_point) WithSourceLines(&*finding.branch_point);
+  }
   facts.basis = verdict.basis;
   facts.major_inserted = verdict.major_inserted;
   facts.run = FactsOf(model_, verdict.run);

@@ -228,7 +228,7 @@ nlohmann::json FindingJson(const Finding& finding) {
   if (finding.branch_point) {
     nlohmann::json arms = nlohmann::json::array();
     for (const BranchArm& arm : finding.branch_point->arms) {
-      arms.push_back({{"ranks", arm.ranks}, {"line", arm.line}, {"callee", arm.callee}});
+      arms.push_back({{"ranks", arm.ranks}, {"line", arm.line}, {"callee", arm.callee}, {"source", arm.source}});
     }
     branch_point = {{"function", finding.branch_point->function}, {"file", finding.branch_point->file},
                     {"arms", arms}, {"text", BranchPointText(*finding.branch_point)}};

@@ -91,6 +91,9 @@ void ExpectTheBranchPoint(const nlohmann::json& finding) {
     const bool image = arm["ranks"] == nlohmann::json::array({0});
     EXPECT_EQ(arm["line"], LineOf(image ? "branch-image" : "branch-text")) << arm.dump();
     EXPECT_EQ(arm["callee"], image ? "vision_tower" : "text_embed") << arm.dump();
+    EXPECT_EQ(arm["source"], image ? "vision_tower(nccl, comm, world)  # at: branch-image"
+                                   : "text_embed(nccl, comm, world)  # at: branch-text")
+        << arm.dump();
   }
   ASSERT_EQ(finding["call_paths"].size(), 2u);
   for (const nlohmann::json& path : finding["call_paths"]) {
@@ -121,8 +124,10 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
   ExpectTheBranchPoint(run.analyzed["findings"][0]);
   const std::string text = ReadFile(dir.path() + "/out/report.txt");
   EXPECT_NE(text.find("branch point     `forward` (python_ranks.py): rank 0 at line " +
-                      std::to_string(LineOf("branch-image")) + " \u2192 vision_tower, rank 1 at line " +
-                      std::to_string(LineOf("branch-text")) + " \u2192 text_embed"),
+                      std::to_string(LineOf("branch-image")) +
+                      " `vision_tower(nccl, comm, world)  # at: branch-image` \u2192 vision_tower, rank 1 at line " +
+                      std::to_string(LineOf("branch-text")) +
+                      " `text_embed(nccl, comm, world)  # at: branch-text` \u2192 text_embed"),
             std::string::npos)
       << text;
   EXPECT_EQ(run.output.find("no Python call paths"), std::string::npos) << run.output;

@@ -134,7 +134,7 @@ def ring_calls(dump_jsonl):
             item = json.loads(line)
             if item["type"] == "ring":
                 rings[item["pid"]] = item
-            else:
+            elif item["type"] == "record":
                 records[item["ring_pid"]].append(item)
     result = {}
     for pid, ring in rings.items():
