@@ -14,12 +14,15 @@
 
 namespace collwatch::analyzer {
 
-// A frame of the libraries between the user's code and NCCL (torch, the interpreter's
-// own helpers), which a finding skips when it names the code: its file's path holds
-// one of kLibraryPathParts.
+// A frame of the libraries between the user's code and NCCL (torch's own packages, the
+// interpreter's helpers), which a finding skips when it names the code: its file's path
+// holds one of kLibraryPathParts. Torch is told by its packages, not by "/torch/" alone,
+// which a virtual environment's folder may be called (and then holds everyone's code).
 bool IsLibraryFrame(const CallFrame& frame);
-inline constexpr const char* kLibraryPathParts[] = {"/torch/", "<frozen ", "/contextlib.py", "/functools.py",
-                                                    "/threading.py"};
+inline constexpr const char* kLibraryPathParts[] = {
+    "/torch/nn/", "/torch/distributed/", "/torch/autograd/", "/torch/utils/", "/torch/_", "/torch/cuda/",
+    "/torch/amp/", "/torch/optim/", "/torch/fx/", "/torch/overrides.py", "/torch/functional.py",
+    "<frozen ", "/contextlib.py", "/functools.py", "/threading.py"};
 
 // The innermost frame of the user's code (nullptr: every frame is a library's, or none).
 const CallFrame* InnermostUserFrame(const CallPath& path);

@@ -16,6 +16,9 @@ CallFrame User(const char* function, int32_t line) { return {"/home/me/model.py"
 TEST(CallSitesTest, LibraryFramesAreSkippedForTheUsersCode) {
   const CallPath path{{kGather, User("VisionTower.forward", 40), User("Model.forward", 20), User("<module>", 3)}};
   EXPECT_TRUE(IsLibraryFrame(kGather));
+  EXPECT_FALSE(IsLibraryFrame({"/opt/torch/lib/python3.12/site-packages/transformers/models/llava/modeling_llava.py",
+                               "LlavaModel.forward", 237}))
+      << "a virtual environment called torch holds everyone's code";
   ASSERT_NE(InnermostUserFrame(path), nullptr);
   EXPECT_EQ(InnermostUserFrame(path)->function, "VisionTower.forward");
   EXPECT_EQ(CodeRegionName(path), "Model.forward/VisionTower.forward()");

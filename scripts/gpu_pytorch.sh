@@ -12,7 +12,7 @@
 #   3. one-gpu (only when named): check_torch_jobs.py --one-gpu with ONE_GPU_RANKS (default
 #      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
-# one-gpu-N.txt and one-gpu-N.json, and each checked case's report.txt (CASE-report.txt).
+# one-gpu-N.txt and one-gpu-N.json, and reports.tar.gz: each checked case's report.txt and report.json.
 #   [CASES="case ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
@@ -44,9 +44,7 @@ if [[ " ${parts[*]} " == *" check "* ]]; then
   python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" \
     --out /tmp/collwatch-torch-check ${CASES:-} 2>&1 | tee "$out/check.txt"
   cp /tmp/collwatch-torch-check/summary.json "$out/summary.json" 2>/dev/null
-  for report in /tmp/collwatch-torch-check/*/out/report.txt; do
-    [ -f "$report" ] && cp "$report" "$out/$(basename "$(dirname "$(dirname "$report")")")-report.txt"
-  done
+  (cd /tmp/collwatch-torch-check && tar czf "$out/reports.tar.gz" ./*/out/report.txt ./*/out/report.json)
 fi
 
 if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
