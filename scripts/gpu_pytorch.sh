@@ -5,7 +5,8 @@
 #      `collwatch run -- torchrun`, checked against NCCL's own log (cases that need more
 #      GPUs than the machine has are reported as skipped);
 #   2. overhead, side by side in one run: each workload in ROUNDS interleaved rounds of
-#      plain, collwatch (`collwatch run`), PyTorch's Flight Recorder and
+#      plain, collwatch (`collwatch run`), collwatch without Python call paths
+#      (COLLWATCH_PYTHON_FRAMES=off, PyTorch programs only), PyTorch's Flight Recorder and
 #      TORCH_DISTRIBUTED_DEBUG=DETAIL (the last two only for PyTorch programs: the trainer
 #      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
 #      latency, or host time per NCCL call, per configuration.
@@ -13,7 +14,7 @@
 #      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
 # one-gpu-N.txt and one-gpu-N.json, and reports.tar.gz: each checked case's report.txt and report.json.
-#   [CASES="case ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+#   [CASES="case ..."] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
 set -uo pipefail
@@ -72,6 +73,9 @@ measure() {
   esac
   case $config in
     collwatch) command=("$collwatch" run --no-dashboard --out "/tmp/overhead-$workload" -- "${command[@]}") ;;
+    collwatch-no-paths)  # the same without reading Python call paths: what they cost
+      env=(COLLWATCH_PYTHON_FRAMES=off)
+      command=("$collwatch" run --no-dashboard --out "/tmp/overhead-$workload" -- "${command[@]}") ;;
     flight-recorder) env=(TORCH_FR_BUFFER_SIZE=20000 TORCH_NCCL_TRACE_BUFFER_SIZE=20000) ;;
     detail) env=(TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
   esac
@@ -98,7 +102,11 @@ for round in $(seq "$rounds"); do
     # FSDP2 on one GPU issues no collective at all: nothing to compare there.
     [ "$workload" = fsdp ] && [ "$gpus" -lt 2 ] && continue
     configs=(plain collwatch)
-    case $workload in ddp|fsdp|allreduce) configs+=(flight-recorder detail) ;; esac
+    case $workload in ddp|fsdp|allreduce) configs+=(collwatch-no-paths flight-recorder detail) ;; esac
+    if [ -n "${CONFIGS:-}" ]; then  # CONFIGS: only these (plain is always measured)
+      read -r -a wanted <<<"$CONFIGS"
+      configs=(plain $(printf '%s\n' "${configs[@]:1}" | grep -xF -f <(printf '%s\n' "${wanted[@]}")))
+    fi
     for config in "${configs[@]}"; do
       figures[$workload.$config]+="$(measure "$config" "$workload") "
       echo "round $round $workload $config: ${figures[$workload.$config]}"
@@ -116,7 +124,7 @@ for workload, unit in (("trainer", "ms/step"), ("ddp", "ms/step"), ("fsdp", "ms/
     if f"{workload}.plain" not in figures:
         continue
     plain = figures[f"{workload}.plain"].split()
-    for config in ("plain", "collwatch", "flight-recorder", "detail"):
+    for config in ("plain", "collwatch", "collwatch-no-paths", "flight-recorder", "detail"):
         values = figures.get(f"{workload}.{config}", "").split()
         if not values:
             continue
