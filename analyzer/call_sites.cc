@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -19,6 +20,16 @@ std::string BaseName(const std::string& file) {
 }
 
 bool SameFunction(const CallFrame& a, const CallFrame& b) { return a.file == b.file && a.function == b.function; }
+
+// A decorator's inner function ("can_return_tuple.<locals>.wrapper"): it passes the call
+// on, so the function it leads to names the branch better.
+bool IsDecoratorClosure(const std::string& function) {
+  const size_t locals = function.rfind("<locals>.");
+  if (locals == std::string::npos) return false;
+  const std::string_view name = std::string_view(function).substr(locals + 9);
+  return name == "wrapper" || name == "wrapped" || name == "inner" || name == "_fn" || name == "decorate_context" ||
+         name == "wrapped_fn";
+}
 
 }  // namespace
 
@@ -50,53 +61,85 @@ std::string CodeRegionName(const CallPath& path) {
                            : absl::StrCat(caller->function, "/", frame->function, "()");
 }
 
-std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths) {
-  if (paths.size() < 2) return std::nullopt;
-  // Outermost first: the frames they share come first.
-  std::vector<std::vector<CallFrame>> outer_first;
+namespace {
+
+// The user frames of each path, outermost first; empty when a path has none.
+std::vector<std::vector<CallFrame>> UserFramesOuterFirst(const std::vector<ClassCallPath>& paths) {
+  std::vector<std::vector<CallFrame>> result;
   for (const ClassCallPath& path : paths) {
-    if (path.path.frames.empty()) return std::nullopt;
-    outer_first.emplace_back(path.path.frames.rbegin(), path.path.frames.rend());
+    std::vector<CallFrame> frames;
+    for (auto frame = path.path.frames.rbegin(); frame != path.path.frames.rend(); ++frame) {
+      if (!IsLibraryFrame(*frame)) frames.push_back(*frame);
+    }
+    if (frames.empty()) return {};
+    result.push_back(std::move(frames));
   }
-  size_t shortest = outer_first[0].size();
-  for (const auto& frames : outer_first) shortest = std::min(shortest, frames.size());
-  // The deepest depth at which every class runs the same function.
-  size_t depth = 0;
-  bool same_everywhere = true;
-  while (depth < shortest) {
-    const CallFrame& first = outer_first[0][depth];
-    const bool same_function = std::all_of(outer_first.begin(), outer_first.end(),
-                                           [&](const auto& frames) { return SameFunction(frames[depth], first); });
-    if (!same_function) break;
-    const bool same_line = std::all_of(outer_first.begin(), outer_first.end(),
-                                       [&](const auto& frames) { return frames[depth].line == first.line; });
-    if (!same_line) {
-      same_everywhere = false;
-      ++depth;  // the classes part inside this function
+  return result;
+}
+
+// Depths (outermost first) at which every class runs the same function, and among them
+// those where their lines differ.
+struct SharedDepths {
+  size_t shared = 0;
+  std::vector<size_t> lines_differ;
+};
+
+SharedDepths SharedDepthsOf(const std::vector<std::vector<CallFrame>>& frames) {
+  SharedDepths depths;
+  size_t shortest = frames[0].size();
+  for (const auto& path : frames) shortest = std::min(shortest, path.size());
+  for (size_t depth = 0; depth < shortest; ++depth) {
+    const CallFrame& first = frames[0][depth];
+    if (!std::all_of(frames.begin(), frames.end(), [&](const auto& path) { return SameFunction(path[depth], first); })) {
       break;
     }
-    ++depth;
+    if (!std::all_of(frames.begin(), frames.end(), [&](const auto& path) { return path[depth].line == first.line; })) {
+      depths.lines_differ.push_back(depth);
+    }
+    depths.shared = depth + 1;
   }
-  if (depth == 0) return std::nullopt;  // not even the outermost function is shared
-  if (same_everywhere && std::all_of(outer_first.begin(), outer_first.end(),
-                                     [&](const auto& frames) { return frames.size() == depth; })) {
-    return std::nullopt;  // one path: the same code
-  }
-  const size_t at = depth - 1;
+  return depths;
+}
+
+BranchPoint PointAt(const std::vector<ClassCallPath>& paths, const std::vector<std::vector<CallFrame>>& frames,
+                    size_t at) {
   BranchPoint point;
-  point.function = outer_first[0][at].function;
-  point.file = outer_first[0][at].file;
+  point.function = frames[0][at].function;
+  point.file = frames[0][at].file;
   for (size_t i = 0; i < paths.size(); ++i) {
-    const auto& frames = outer_first[i];
     BranchArm arm;
     arm.ranks = paths[i].ranks;
-    arm.line = frames[at].line;
-    for (size_t deeper = at + 1; deeper < frames.size() && arm.callee.empty(); ++deeper) {
-      if (!IsLibraryFrame(frames[deeper])) arm.callee = frames[deeper].function;
+    arm.line = frames[i][at].line;
+    for (size_t deeper = at + 1; deeper < frames[i].size() && arm.callee.empty(); ++deeper) {
+      if (!IsDecoratorClosure(frames[i][deeper].function)) arm.callee = frames[i][deeper].function;
     }
     point.arms.push_back(std::move(arm));
   }
   return point;
+}
+
+}  // namespace
+
+std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths) {
+  if (paths.size() < 2) return std::nullopt;
+  const std::vector<std::vector<CallFrame>> frames = UserFramesOuterFirst(paths);
+  if (frames.empty()) return std::nullopt;
+  const SharedDepths depths = SharedDepthsOf(frames);
+  if (depths.shared == 0) return std::nullopt;  // not even the outermost function is shared
+  if (!depths.lines_differ.empty()) return PointAt(paths, frames, depths.lines_differ.back());
+  const bool one_path = std::all_of(frames.begin(), frames.end(),
+                                    [&](const auto& path) { return path.size() == depths.shared; });
+  if (one_path) return std::nullopt;  // the same code
+  return PointAt(paths, frames, depths.shared - 1);  // one line, other functions called
+}
+
+std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& paths) {
+  if (paths.size() < 2) return std::nullopt;
+  const std::vector<std::vector<CallFrame>> frames = UserFramesOuterFirst(paths);
+  if (frames.empty()) return std::nullopt;
+  const SharedDepths depths = SharedDepthsOf(frames);
+  if (depths.lines_differ.size() < 2) return std::nullopt;  // the branch point is the only one
+  return PointAt(paths, frames, depths.lines_differ.front());
 }
 
 std::string FrameText(const CallFrame& frame) {

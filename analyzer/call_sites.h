@@ -57,11 +57,18 @@ struct BranchPoint {
   std::vector<BranchArm> arms;  // one per class, in the order of the classes
 };
 
-// The branch point of two or more classes' call paths: the deepest function they all
-// run, where their lines (or the functions those lines call) differ. nullopt when fewer
-// than two paths are known, when they share no frame, or when they are the same path
-// (the same code issued different calls).
+// The branch point of two or more classes' call paths, on their user frames: the deepest
+// function that every class runs at the same depth and runs from different lines (in a
+// VLM: `LlavaModel.forward`, line 237 on to the vision tower, line 250 on to the
+// language model); where no shared function differs in its line, the deepest shared
+// one, whose one line called different functions. nullopt when fewer than two paths are
+// known, when they share no frame, or when they are the same path (the same code issued
+// different calls).
 std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths);
+// Where the classes' lines first differ, outermost, when that is above the branch point
+// (the training step called the model differently for image and text batches, and the
+// model then took its two paths): nullopt otherwise.
+std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& paths);
 
 // The text of each arm's line, read from the branch point's file where it can be read
 // here (the analysis runs on the job's machine under `collwatch run`); unchanged elsewhere.

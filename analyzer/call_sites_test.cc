@@ -99,5 +99,35 @@ TEST(CallSitesTest, OnlyLibraryFramesPastTheLineNameNoCalleeTheSourceDoes) {
             "`x = self.block(x)`");
 }
 
+// A transformers VLM: the step calls the model with or without pixels (the lines first
+// differ there), the model then runs the vision tower or the language model from two
+// lines of LlavaModel.forward: that is the branch point; decorator wrappers in between
+// are shared functions on one line and do not count.
+TEST(CallSitesTest, TheDeepestSharedFunctionWhoseLinesDifferIsTheBranchPoint) {
+  const CallFrame wrapper{"/venv/site-packages/transformers/utils/generic.py", "can_return_tuple.<locals>.wrapper", 939};
+  const std::vector<ClassCallPath> paths = {
+      {{0}, {{kGather, User("CLIPEncoder.forward", 469), User("LlavaModel.get_image_features", 154), wrapper,
+              User("LlavaModel.forward", 237), wrapper, User("forward_loss", 432), User("train", 104)}}},
+      {{1}, {{kGather, User("LlamaModel.forward", 403), User("LlavaModel.forward", 250), wrapper,
+              User("forward_loss", 427), User("train", 104)}}}};
+  const std::optional<BranchPoint> point = BranchPointOf(paths);
+  ASSERT_TRUE(point.has_value());
+  EXPECT_EQ(point->function, "LlavaModel.forward");
+  EXPECT_EQ(point->arms[0].line, 237);
+  EXPECT_EQ(point->arms[0].callee, "LlavaModel.get_image_features");
+  EXPECT_EQ(point->arms[1].line, 250);
+  EXPECT_EQ(point->arms[1].callee, "LlamaModel.forward");
+  const std::optional<BranchPoint> first = FirstPartingOf(paths);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->function, "forward_loss");
+  EXPECT_EQ(first->arms[0].line, 432);
+  EXPECT_EQ(first->arms[1].line, 427);
+  EXPECT_FALSE(FirstPartingOf({paths[0], {{1}, {{kGather, User("LlamaModel.forward", 403),
+                                                User("LlavaModel.forward", 250), wrapper,
+                                                User("forward_loss", 432), User("train", 104)}}}})
+                   .has_value())
+      << "one line difference: the branch point says it all";
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer

@@ -210,6 +210,7 @@ struct Finding {
   std::vector<std::string> regions;    // NVTX regions involved
   std::vector<ClassCallPath> call_paths;     // per rank class, its call's Python call path
   std::optional<BranchPoint> branch_point;   // where the classes' code parted
+  std::optional<BranchPoint> first_parted;   // their lines' first difference, when above it
   double detect_latency_s = 0;         // first bad record -> finding
   Evidence evidence;                   // what the words are made from, per kind
   // Words (finding_text.h), made from the fields above.

@@ -224,15 +224,16 @@ nlohmann::json FindingJson(const Finding& finding) {
     call_paths.push_back({{"ranks", path.ranks}, {"inferred", path.inferred}, {"truncated", path.path.truncated},
                           {"frames", frames}});
   }
-  nlohmann::json branch_point = nullptr;
-  if (finding.branch_point) {
+  auto point_json = [](const std::optional<BranchPoint>& point) -> nlohmann::json {
+    if (!point) return nullptr;
     nlohmann::json arms = nlohmann::json::array();
-    for (const BranchArm& arm : finding.branch_point->arms) {
+    for (const BranchArm& arm : point->arms) {
       arms.push_back({{"ranks", arm.ranks}, {"line", arm.line}, {"callee", arm.callee}, {"source", arm.source}});
     }
-    branch_point = {{"function", finding.branch_point->function}, {"file", finding.branch_point->file},
-                    {"arms", arms}, {"text", BranchPointText(*finding.branch_point)}};
-  }
+    return {{"function", point->function}, {"file", point->file}, {"arms", arms}, {"text", BranchPointText(*point)}};
+  };
+  nlohmann::json branch_point = point_json(finding.branch_point);
+  if (finding.branch_point) branch_point["first_parted"] = point_json(finding.first_parted);
   return {{"kind", FindingKindName(finding.kind)},
           {"decided", finding.decided},
           {"other_readings", other_readings},
@@ -300,6 +301,9 @@ std::string FindingText(const Finding& finding) {
   }
   if (finding.branch_point) {
     absl::StrAppend(&text, "  branch point     ", BranchPointText(*finding.branch_point), "\n");
+  }
+  if (finding.first_parted) {
+    absl::StrAppend(&text, "  first parted     ", BranchPointText(*finding.first_parted), "\n");
   }
   for (const ClassCallPath& path : finding.call_paths) {
     const CallFrame* frame = InnermostUserFrame(path.path);
