@@ -7,6 +7,32 @@
 
 namespace collwatch {
 
+namespace {
+
+void BranchPointToProto(const analyzer::BranchPoint& point, v1::BranchPoint* out) {
+  out->set_function(WireText(point.function));
+  out->set_file(WireText(point.file));
+  for (const analyzer::BranchArm& arm : point.arms) {
+    v1::BranchArm* item = out->add_arms();
+    for (int32_t rank : arm.ranks) item->add_ranks(rank);
+    item->set_line(arm.line);
+    item->set_callee(WireText(arm.callee));
+    item->set_source(WireText(arm.source));
+  }
+}
+
+analyzer::BranchPoint BranchPointFromProto(const v1::BranchPoint& point) {
+  analyzer::BranchPoint out;
+  out.function = point.function();
+  out.file = point.file();
+  for (const v1::BranchArm& arm : point.arms()) {
+    out.arms.push_back({{arm.ranks().begin(), arm.ranks().end()}, arm.line(), arm.callee(), arm.source()});
+  }
+  return out;
+}
+
+}  // namespace
+
 void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
   out->set_kind(static_cast<v1::FindingKind>(static_cast<int>(finding.kind)));
   out->set_comm_id(finding.comm_id);
@@ -32,6 +58,15 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
     for (int32_t rank : context.ranks) item->add_ranks(rank);
     for (const std::string& line : context.lines) item->add_lines(line);
   }
+  for (const analyzer::ClassCallPath& path : finding.call_paths) {
+    v1::ClassCallPath* item = out->add_call_paths();
+    for (int32_t rank : path.ranks) item->add_ranks(rank);
+    *item->mutable_frames() = CallPathToWire(0, path.path).frames();
+    item->set_truncated(path.path.truncated);
+    item->set_inferred(path.inferred);
+  }
+  if (finding.branch_point) BranchPointToProto(*finding.branch_point, out->mutable_branch_point());
+  if (finding.first_parted) BranchPointToProto(*finding.first_parted, out->mutable_first_parted());
   for (const analyzer::ProcessReport& process : finding.processes) {
     v1::ProcessReport* item = out->add_processes();
     item->set_rank(process.rank);
@@ -67,6 +102,14 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
   for (const v1::FindingContext& context : finding.context()) {
     out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
   }
+  for (const v1::ClassCallPath& path : finding.call_paths()) {
+    v1::CallPath wire;
+    *wire.mutable_frames() = path.frames();
+    wire.set_truncated(path.truncated());
+    out.call_paths.push_back({{path.ranks().begin(), path.ranks().end()}, CallPathFromWire(wire), path.inferred()});
+  }
+  if (finding.has_branch_point()) out.branch_point = BranchPointFromProto(finding.branch_point());
+  if (finding.has_first_parted()) out.first_parted = BranchPointFromProto(finding.first_parted());
   for (const v1::ProcessReport& process : finding.processes()) {
     analyzer::ProcessReport& item = out.processes.emplace_back();
     item.rank = process.rank();

@@ -92,6 +92,10 @@ analyzer::Finding EveryFieldSet() {
   process.heartbeat_fresh = true;
   process.ended = "exited with 1";
   finding.processes = {process};
+  finding.call_paths = {{{0, 2}, CallPath{{{"/home/me/model.py", "Model.forward", 306}}, true}, true}};
+  finding.branch_point = analyzer::BranchPoint{"Model.forward", "/home/me/model.py",
+                                               {{{0, 2}, 306, "VisionTower.forward", "x = self.vision(x)"}}};
+  finding.first_parted = analyzer::BranchPoint{"step", "/home/me/train.py", {{{1, 3}, 12, "Model.forward", "loss = m(x)"}}};
   return finding;
 }
 
@@ -160,6 +164,14 @@ TEST(FindingProtoTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_DOUBLE_EQ(back.processes[0].heartbeat_age_s, 0.75);
   EXPECT_TRUE(back.processes[0].heartbeat_fresh);
   EXPECT_EQ(back.processes[0].ended, "exited with 1");
+  ASSERT_EQ(back.call_paths.size(), 1u);
+  EXPECT_EQ(back.call_paths[0].ranks, finding.call_paths[0].ranks);
+  EXPECT_EQ(back.call_paths[0].path, finding.call_paths[0].path);
+  EXPECT_TRUE(back.call_paths[0].inferred);
+  ASSERT_TRUE(back.branch_point && back.first_parted);
+  EXPECT_EQ(analyzer::BranchPointText(*back.branch_point), analyzer::BranchPointText(*finding.branch_point));
+  EXPECT_EQ(analyzer::BranchPointText(*back.first_parted), analyzer::BranchPointText(*finding.first_parted));
+  EXPECT_EQ(back.branch_point->file, finding.branch_point->file);
 }
 
 // A field added to the proto's Finding (or to a message in it) that FindingToProto does

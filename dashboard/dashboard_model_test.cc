@@ -214,6 +214,34 @@ TEST(DashboardModelTest, AFindingOnANarrowScreenWrapsWithoutLosingWords) {
   }
 }
 
+// The finding view shows where in the code the ranks parted, as report.txt does.
+TEST(DashboardModelTest, AFindingShowsItsBranchPoint) {
+  v1::ClusterState state = Job(4, 41, 40);
+  v1::Finding finding = Divergence();
+  v1::BranchPoint* point = finding.mutable_branch_point();
+  point->set_function("LlavaModel.forward");
+  point->set_file("/venv/transformers/models/llava/modeling_llava.py");
+  v1::BranchArm* image = point->add_arms();
+  image->add_ranks(0);
+  image->add_ranks(2);
+  image->set_line(237);
+  image->set_callee("LlavaModel.get_image_features");
+  v1::BranchArm* text = point->add_arms();
+  text->add_ranks(1);
+  text->add_ranks(3);
+  text->set_line(250);
+  text->set_callee("LlamaModel.forward");
+  *state.add_findings() = finding;
+  DashboardModel model;
+  model.Update(state, Connected(), kNow);
+  ASSERT_TRUE(model.HandleKey(kKeyEnter));
+  const std::string detail = Screen(model, 200, 40);
+  EXPECT_NE(detail.find("branch point     `LlavaModel.forward` (modeling_llava.py): ranks 0,2 at line 237 \u2192 "
+                        "LlavaModel.get_image_features, ranks 1,3 at line 250 \u2192 LlamaModel.forward"),
+            std::string::npos)
+      << detail;
+}
+
 TEST(DashboardModelTest, FindingsAreListedNewestFirst) {
   v1::ClusterState state = Job(4, 41, 40);
   *state.add_findings() = Divergence();
