@@ -29,12 +29,20 @@ std::atomic<uint64_t> g_capacity{0};
 std::atomic<bool> g_said_why{false};
 std::atomic<uint64_t> g_dropped{0};
 
+// Identifies a path by its frames: two multiply chains (code objects; instruction offsets
+// with their depth) run side by side, then one final mix. Mixing every frame fully (Mix64,
+// ring/hash.h) cost 300 ns at 40 frames, twice the budget of the whole call path.
 uint64_t HashOfFrames(const RawPythonFrame* frames, size_t count) noexcept {
-  uint64_t hash = HashCombine(0x63616c6c70617468ull, count);  // "callpath"
+  constexpr uint64_t kCodeFactor = 0x9e3779b97f4a7c15ull;
+  constexpr uint64_t kOffsetFactor = 0xff51afd7ed558ccdull;
+  uint64_t codes = 0x63616c6c70617468ull;  // "callpath"
+  uint64_t offsets = count;
   for (size_t i = 0; i < count; ++i) {
-    hash = HashCombine(hash, frames[i].code);
-    hash = HashCombine(hash, static_cast<uint64_t>(static_cast<uint32_t>(frames[i].instruction)));
+    codes = (codes ^ frames[i].code) * kCodeFactor;
+    offsets = (offsets ^ ((static_cast<uint64_t>(static_cast<uint32_t>(frames[i].instruction)) << 8) | (i & 0xff))) *
+              kOffsetFactor;
   }
+  const uint64_t hash = HashCombine(codes, offsets);
   return hash == 0 ? 1 : hash;
 }
 
