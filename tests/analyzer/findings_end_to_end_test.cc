@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
@@ -24,6 +25,8 @@ namespace collwatch {
 namespace {
 
 using testing::Subprocess;
+using testing::ReadFile;
+using testing::ReadJson;
 using testing::TempDir;
 
 #ifdef COLLWATCH_TRAINER_PATH
@@ -37,11 +40,6 @@ struct Outcome {
   std::string out_dir;
   std::string ring_dir;
 };
-
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream file(path);
-  return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-}
 
 // Runs the trainer in `scenario` under collwatch and reads both reports. `unlabelled`:
 // the preload ignores the trainer's NVTX ranges, as in a job that has none.
@@ -262,11 +260,6 @@ INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
 
 // A standalone collector analyses too: `collwatch run --collector` gets its findings over
 // Watch, prints them and stops the hung job.

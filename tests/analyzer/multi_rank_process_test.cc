@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
@@ -21,6 +22,8 @@ namespace collwatch {
 namespace {
 
 using testing::Subprocess;
+using testing::ReadFile;
+using testing::ReadJson;
 using testing::TempDir;
 
 struct Outcome {
@@ -31,15 +34,6 @@ struct Outcome {
   std::string out_dir;
   std::string ring_dir;
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
-nlohmann::json ReadJson(const std::string& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
 
 // Runs 2 processes x 2 ranks in `plan` under collwatch, then analyzes the traces.
 Outcome RunTwoByTwo(const TempDir& dir, const std::string& plan, const std::string& step_ms = "0") {

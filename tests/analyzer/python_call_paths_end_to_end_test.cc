@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
@@ -20,19 +21,9 @@ namespace collwatch {
 namespace {
 
 using testing::Subprocess;
+using testing::ReadFile;
+using testing::ReadJson;
 using testing::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream file(path);
-  return nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-}
 
 // The line of the script that carries "# at: <marker>".
 int LineOf(const std::string& marker) {

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
@@ -16,16 +17,9 @@ namespace collwatch {
 namespace {
 
 using testing::Subprocess;
+using testing::ReadFile;
+using testing::ReadJson;
 using testing::TempDir;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
-nlohmann::json ReadJson(const std::string& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
 
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
