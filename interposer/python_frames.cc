@@ -13,102 +13,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interposer/python_code.h"
+#include "interposer/python_layouts.h"
 #include "ring/settings.h"
 
 namespace collwatch {
 namespace {
 
-// ---- Layouts -----------------------------------------------------------------------
-//
-// Offsets read with offsetof() from each version's own headers (Include/cpython/*.h and
-// Include/internal/pycore_*.h compiled with Py_BUILD_CORE: 3.10.13, 3.11.2 and 3.11.7,
-// 3.12.1, 3.13.0, x86-64). Every field is a pointer, an int or a byte after pointers, so
-// the LP64 ABIs (x86-64, aarch64) place them alike. Release builds with the GIL only: a
-// debug (Py_TRACE_REFS) or free-threaded build moves ob_type, which validation catches.
-//
-// The path from the thread state to the innermost frame:
-//   3.10       PyThreadState.frame -> PyFrameObject (f_back, f_code, f_lasti in code units)
-//   3.11, 3.12 PyThreadState.cframe -> _PyCFrame.current_frame -> _PyInterpreterFrame
-//              (f_code, previous, prev_instr: the instruction running, owner)
-//   3.13       PyThreadState.current_frame -> _PyInterpreterFrame (f_executable,
-//              previous, instr_ptr: the instruction running, owner)
-// 3.12 and 3.13 put a shim frame owned by the C stack (owner 3) at each entry into the
-// interpreter loop; 3.13's has no code object (f_executable is None).
-
-constexpr uint32_t kNone = UINT32_MAX;
-
-// PyObject / PyVarObject / PyBytesObject / PyASCIIObject, the same in every supported version.
-constexpr uint32_t kObType = 8;
-constexpr uint32_t kObSize = 16;
-constexpr uint32_t kBytesData = 32;
-constexpr uint32_t kUnicodeLength = 16;
-constexpr uint32_t kUnicodeState = 32;
-// PyASCIIObject.state's bit-fields (interned:2, kind:3, compact:1, ascii:1, ...), from
-// the least significant bit as GCC and Clang lay them out on little-endian LP64.
-constexpr uint32_t kStateKindShift = 2;
-constexpr uint32_t kStateCompactBit = 1u << 5;
-constexpr uint32_t kStateAsciiBit = 1u << 6;
-
-enum class LineTable : unsigned char {
-  kPep626,     // 3.10: (bytecode bytes, line delta) byte pairs
-  kLocations,  // 3.11+: location entries (Objects/locations.md)
-};
-
-struct Layout {
-  int version;  // major * 100 + minor
-  // Thread state.
-  uint32_t tstate_interp;
-  uint32_t tstate_next;
-  uint32_t tstate_frame;          // frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
-  uint32_t cframe_current_frame;  // kNone: tstate_frame leads to the frame itself
-  uint32_t interp_threads_head;
-  // Frames.
-  uint32_t frame_previous;
-  uint32_t frame_code;
-  uint32_t frame_instruction;     // f_lasti (int32, code units) on 3.10, else a pointer
-  uint32_t frame_owner;           // kNone on 3.10 (frame objects have no owner)
-  unsigned char owner_max;
-  unsigned char owner_c_stack;    // the shim frames' owner; 0xff: none (3.10, 3.11)
-  // Code objects.
-  uint32_t code_filename;
-  uint32_t code_name;
-  uint32_t code_qualname;         // kNone on 3.10 (co_name instead)
-  uint32_t code_firstlineno;
-  uint32_t code_linetable;
-  uint32_t code_bytecode;         // co_code_adaptive (3.11+); kNone on 3.10
-  LineTable line_table;
-  // Strings: where a compact string's characters start.
-  uint32_t ascii_data;            // sizeof(PyASCIIObject)
-  uint32_t compact_data;          // sizeof(PyCompactUnicodeObject)
-};
-
-constexpr unsigned char kNoOwner = 0xff;
-
-constexpr Layout kLayouts[] = {
-    {310, 16, 8, 24, kNone, 8, 24, 32, 96, kNone, 0, kNoOwner, 104, 112, kNone, 40, 120, kNone,
-     LineTable::kPep626, 48, 72},
-    {311, 16, 8, 56, 8, 16, 48, 32, 56, 69, 2, kNoOwner, 112, 120, 128, 72, 136, 184, LineTable::kLocations,
-     48, 72},
-    {312, 16, 8, 56, 0, 72, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 192, LineTable::kLocations, 40, 56},
-    {313, 16, 8, 72, kNone, 7344, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 200, LineTable::kLocations, 40,
-     56},
-};
-
-// The first fields of 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h), which
-// _PyRuntime starts with: the interpreter's own statement of the offsets above.
-struct DebugOffsets313 {
-  char cookie[8];  // "xdebugpy"
-  uint64_t version;
-  uint64_t free_threaded;
-  uint64_t runtime_state[3];
-  uint64_t interpreter_state[13];  // [3]: threads_head
-  uint64_t thread_state[9];        // [2]: next, [3]: interp, [4]: current_frame
-  uint64_t interpreter_frame[6];   // [1]: previous, [2]: executable, [3]: instr_ptr, [5]: owner
-  uint64_t code_object[10];        // [1]: filename, [2]: name, [3]: qualname, [4]: linetable,
-                                   // [5]: firstlineno, [9]: co_code_adaptive
-  uint64_t pyobject[2];            // [1]: ob_type
-};
-static_assert(sizeof(DebugOffsets313) == 368, "mirrors _Py_DebugOffsets up to pyobject");
+using namespace cpython;  // NOLINT: the layouts are this file's vocabulary
 
 // ---- State -------------------------------------------------------------------------
 //
@@ -123,9 +35,6 @@ enum State : int { kUnknown, kValidating, kReady, kDisabled };
 // system calls, on a call from a thread that runs no Python).
 constexpr int kMaxAttempts = 16;
 constexpr size_t kMaxThreadsScanned = 64;
-// Beyond these a code object's strings or line table are taken as garbage.
-constexpr int64_t kMaxStringLength = 1 << 20;
-constexpr int64_t kMaxLineTableBytes = 1 << 24;
 
 using ThisThreadStateFunction = void* (*)();
 using MainInterpreterFunction = void* (*)();
@@ -141,12 +50,6 @@ uintptr_t g_unicode_type = 0;
 uintptr_t g_bytes_type = 0;
 char g_unsupported_why[96];  // written once, before a Disabled outcome that names it
 
-template <typename T>
-T Load(uintptr_t address) noexcept {
-  T value;
-  std::memcpy(&value, reinterpret_cast<const void*>(address), sizeof value);
-  return value;
-}
 
 // ---- Reads that cannot fault (validation only) ---------------------------------------
 //
@@ -194,144 +97,6 @@ class SafeReader {
   bool use_process_vm_ = false;
   int pipe_[2] = {-1, -1};
 };
-
-// ---- Line tables ---------------------------------------------------------------------
-
-// 3.10 (PEP 626): pairs of (bytecode bytes covered: unsigned, line delta: signed, -128 for
-// "no line"); the range holding `offset` gives the line.
-int32_t LineFromPep626Table(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept {
-  int64_t end = 0;
-  int32_t line = first_line;
-  int32_t range_line = -1;
-  int64_t at = 0;
-  while (end <= offset) {
-    if (at + 1 >= size) return 0;
-    end += table[at];
-    const int8_t delta = static_cast<int8_t>(table[at + 1]);
-    at += 2;
-    if (delta == -128) {
-      range_line = -1;
-    } else {
-      line += delta;
-      range_line = line;
-    }
-  }
-  return range_line > 0 ? range_line : 0;
-}
-
-// A location table's varint: 6 bits a byte, least significant first, 0x40 = more follow.
-uint32_t ReadVarint(const uint8_t* table, int64_t size, int64_t* at) noexcept {
-  uint32_t value = 0;
-  for (uint32_t shift = 0; *at < size && shift < 32; shift += 6) {
-    const uint8_t byte = table[(*at)++];
-    value |= static_cast<uint32_t>(byte & 0x3f) << shift;
-    if ((byte & 0x40) == 0) break;
-  }
-  return value;
-}
-
-// 3.11+: entries open with a byte 1cccclll (code c, covering l+1 code units). Codes 0-10
-// stay on the line, 11 and 12 move it by 1 and 2, 13 and 14 by a signed varint that
-// follows, 15 means "no line". Further bytes of an entry have the top bit clear.
-int32_t LineFromLocationTable(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept {
-  int64_t end = 0;
-  int32_t line = first_line;
-  int32_t range_line = -1;
-  int64_t at = 0;
-  while (end <= offset) {
-    if (at >= size || (table[at] & 0x80) == 0) return 0;
-    const uint8_t head = table[at++];
-    const int code = (head >> 3) & 15;
-    end += 2 * ((head & 7) + 1);
-    int32_t delta = 0;
-    if (code == 11 || code == 12) {
-      delta = code - 10;
-    } else if (code == 13 || code == 14) {
-      const uint32_t raw = ReadVarint(table, size, &at);
-      delta = (raw & 1) != 0 ? -static_cast<int32_t>(raw >> 1) : static_cast<int32_t>(raw >> 1);
-    }
-    line += delta;
-    range_line = code == 15 ? -1 : line;
-    while (at < size && (table[at] & 0x80) == 0) ++at;
-  }
-  return range_line > 0 ? range_line : 0;
-}
-
-// ---- Strings -----------------------------------------------------------------------
-
-// Appends `code_point` as UTF-8 if it fits (with the NUL); surrogates and values beyond
-// Unicode become '?'. False when full.
-bool AppendUtf8(uint32_t code_point, char* out, size_t size, size_t* used) noexcept {
-  char bytes[4];
-  size_t count;
-  if (code_point < 0x80) {
-    bytes[0] = static_cast<char>(code_point);
-    count = 1;
-  } else if (code_point < 0x800) {
-    bytes[0] = static_cast<char>(0xc0 | (code_point >> 6));
-    bytes[1] = static_cast<char>(0x80 | (code_point & 0x3f));
-    count = 2;
-  } else if ((code_point >= 0xd800 && code_point < 0xe000) || code_point > 0x10ffff) {
-    bytes[0] = '?';
-    count = 1;
-  } else if (code_point < 0x10000) {
-    bytes[0] = static_cast<char>(0xe0 | (code_point >> 12));
-    bytes[1] = static_cast<char>(0x80 | ((code_point >> 6) & 0x3f));
-    bytes[2] = static_cast<char>(0x80 | (code_point & 0x3f));
-    count = 3;
-  } else {
-    bytes[0] = static_cast<char>(0xf0 | (code_point >> 18));
-    bytes[1] = static_cast<char>(0x80 | ((code_point >> 12) & 0x3f));
-    bytes[2] = static_cast<char>(0x80 | ((code_point >> 6) & 0x3f));
-    bytes[3] = static_cast<char>(0x80 | (code_point & 0x3f));
-    count = 4;
-  }
-  if (*used + count >= size) return false;
-  std::memcpy(out + *used, bytes, count);
-  *used += count;
-  return true;
-}
-
-// Where a compact str's characters start and their width (1, 2, 4), from its header
-// (`state` and `length` already read); false for anything else.
-bool CompactStringData(const Layout& layout, uintptr_t string, uint32_t state, int64_t length,
-                       uintptr_t* data, uint32_t* kind) noexcept {
-  *kind = (state >> kStateKindShift) & 7;
-  if ((state & kStateCompactBit) == 0 || length < 0 || length > kMaxStringLength) return false;
-  if ((state & kStateAsciiBit) != 0) {
-    if (*kind != 1) return false;
-    *data = string + layout.ascii_data;
-    return true;
-  }
-  if (*kind != 1 && *kind != 2 && *kind != 4) return false;
-  *data = string + layout.compact_data;
-  return true;
-}
-
-bool CopyString(const Layout& layout, uintptr_t string, char* out, size_t size) noexcept {
-  if (size == 0) return false;
-  out[0] = '\0';
-  if (string == 0 || Load<uintptr_t>(string + kObType) != g_unicode_type) return false;
-  const uint32_t state = Load<uint32_t>(string + kUnicodeState);
-  const int64_t length = Load<int64_t>(string + kUnicodeLength);
-  uintptr_t data = 0;
-  uint32_t kind = 0;
-  if (!CompactStringData(layout, string, state, length, &data, &kind)) return false;
-  size_t used = 0;
-  for (int64_t i = 0; i < length; ++i) {
-    uint32_t code_point;
-    if (kind == 1) {
-      code_point = Load<uint8_t>(data + i);
-    } else if (kind == 2) {
-      code_point = Load<uint16_t>(data + 2 * i);
-    } else {
-      code_point = Load<uint32_t>(data + 4 * i);
-    }
-    if (!AppendUtf8(code_point, out, size, &used)) break;
-  }
-  out[used] = '\0';
-  return true;
-}
 
 // ---- Frames ------------------------------------------------------------------------
 
@@ -648,8 +413,8 @@ bool DescribePythonFrame(const RawPythonFrame& frame, char* file, size_t file_si
   const uintptr_t code = frame.code;
   if (Load<uintptr_t>(code + kObType) != g_code_type) return false;
   const uint32_t name_field = layout.code_qualname != kNone ? layout.code_qualname : layout.code_name;
-  const bool named = CopyString(layout, Load<uintptr_t>(code + layout.code_filename), file, file_size) &&
-                     CopyString(layout, Load<uintptr_t>(code + name_field), function, function_size);
+  const bool named = CopyString(layout, g_unicode_type, Load<uintptr_t>(code + layout.code_filename), file, file_size) &&
+                     CopyString(layout, g_unicode_type, Load<uintptr_t>(code + name_field), function, function_size);
   if (!named) return false;
   if (line == nullptr) return true;
   const int32_t first_line = Load<int32_t>(code + layout.code_firstlineno);

@@ -1,0 +1,32 @@
+// Reading a CPython code object: the line an instruction offset is on (the 3.10 PEP 626
+// table and the 3.11+ location table) and its strings as UTF-8. Internal to the preload;
+// the caller vouches for the memory (a validated layout, the calling thread's own frames).
+// Threading: pure functions; noexcept, no allocation.
+#ifndef COLLWATCH_INTERPOSER_PYTHON_CODE_H_
+#define COLLWATCH_INTERPOSER_PYTHON_CODE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "interposer/python_layouts.h"
+
+namespace collwatch::cpython {
+
+// The line of the instruction at byte `offset`, from `table` (`size` bytes) of a code
+// object whose first line is `first_line`; 0 when the table says none or ends first.
+int32_t LineFromPep626Table(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept;
+int32_t LineFromLocationTable(const uint8_t* table, int64_t size, int32_t first_line, int32_t offset) noexcept;
+
+// Where a compact str's characters start and their width in bytes (1, 2, 4), from its
+// header (`state` and `length` already read); false for anything else.
+bool CompactStringData(const Layout& layout, uintptr_t string, uint32_t state, int64_t length, uintptr_t* data,
+                       uint32_t* kind) noexcept;
+
+// Copies the str object at `string` (its type must be `unicode_type`) into `out` as UTF-8,
+// NUL-terminated and cut to `size` without splitting a character; characters UTF-8 cannot
+// carry become '?'. False when it is not a compact str of plausible length.
+bool CopyString(const Layout& layout, uintptr_t unicode_type, uintptr_t string, char* out, size_t size) noexcept;
+
+}  // namespace collwatch::cpython
+
+#endif  // COLLWATCH_INTERPOSER_PYTHON_CODE_H_
