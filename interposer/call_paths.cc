@@ -49,7 +49,7 @@ uint64_t HashOfFrames(const RawPythonFrame* frames, size_t count) noexcept {
 // Fills a claimed slot with the resolved frames and publishes it.
 void FillSlot(ring::CallPathSlot& slot, uint64_t hash, const RawPythonFrame* frames, size_t count,
               bool truncated) noexcept {
-  char file[ring::kMaxStringBytes * 2];
+  char file[1024];  // whole, so that its tail is the file's own
   char function[ring::kMaxStringBytes * 2];
   uint16_t stored = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -58,8 +58,9 @@ void FillSlot(ring::CallPathSlot& slot, uint64_t hash, const RawPythonFrame* fra
     if (!DescribePythonFrame(frames[i], file, sizeof file, function, sizeof function, &line)) continue;
     // The tail of a long path names the file; its head is the same install prefix.
     const size_t file_length = std::strlen(file);
-    const size_t keep = file_length > ring::kMaxStringBytes ? ring::kMaxStringBytes : file_length;
-    to.file_id = InternRegion(file + (file_length - keep), keep);
+    size_t cut = file_length > ring::kMaxStringBytes ? file_length - ring::kMaxStringBytes : 0;
+    while (cut < file_length && (static_cast<unsigned char>(file[cut]) & 0xc0) == 0x80) ++cut;  // whole characters
+    to.file_id = InternRegion(file + cut, file_length - cut);
     to.function_id = InternRegion(function, std::strlen(function));
     to.line = line;
     to.reserved = 0;
