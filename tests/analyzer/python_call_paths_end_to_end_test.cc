@@ -36,6 +36,14 @@ int LineOf(const std::string& marker) {
   return -1;
 }
 
+// A line's text as the branch point quotes it: read from the script where the ring kept
+// the script's whole name (names keep their last 112 bytes; a checkout may be deeper).
+std::string SourceOf(const std::string& marker) {
+  if (std::string(COLLWATCH_PYTHON_RANKS_SCRIPT).size() > 112) return "";
+  return marker == "branch-image" ? "vision_tower(nccl, comm, world)  # at: branch-image"
+                                  : "text_embed(nccl, comm, world)  # at: branch-text";
+}
+
 struct JobRun {
   int exit_code = -1;
   nlohmann::json report;
@@ -82,9 +90,7 @@ void ExpectTheBranchPoint(const nlohmann::json& finding) {
     const bool image = arm["ranks"] == nlohmann::json::array({0});
     EXPECT_EQ(arm["line"], LineOf(image ? "branch-image" : "branch-text")) << arm.dump();
     EXPECT_EQ(arm["callee"], image ? "vision_tower" : "text_embed") << arm.dump();
-    EXPECT_EQ(arm["source"], image ? "vision_tower(nccl, comm, world)  # at: branch-image"
-                                   : "text_embed(nccl, comm, world)  # at: branch-text")
-        << arm.dump();
+    EXPECT_EQ(arm["source"], SourceOf(image ? "branch-image" : "branch-text")) << arm.dump();
   }
   ASSERT_EQ(finding["call_paths"].size(), 2u);
   for (const nlohmann::json& path : finding["call_paths"]) {
@@ -114,14 +120,29 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
   ASSERT_TRUE(run.analyzed.is_object() && !run.analyzed["findings"].empty()) << "post-mortem";
   ExpectTheBranchPoint(run.analyzed["findings"][0]);
   const std::string text = ReadFile(dir.path() + "/out/report.txt");
+  auto quoted = [](const std::string& marker) {
+    const std::string source = SourceOf(marker);
+    return source.empty() ? std::string() : " `" + source + "`";
+  };
   EXPECT_NE(text.find("branch point     `forward` (python_ranks.py): rank 0 at line " +
-                      std::to_string(LineOf("branch-image")) +
-                      " `vision_tower(nccl, comm, world)  # at: branch-image` \u2192 vision_tower, rank 1 at line " +
-                      std::to_string(LineOf("branch-text")) +
-                      " `text_embed(nccl, comm, world)  # at: branch-text` \u2192 text_embed"),
+                      std::to_string(LineOf("branch-image")) + quoted("branch-image") +
+                      " \u2192 vision_tower, rank 1 at line " + std::to_string(LineOf("branch-text")) +
+                      quoted("branch-text") + " \u2192 text_embed"),
             std::string::npos)
       << text;
   EXPECT_EQ(run.output.find("no Python call paths"), std::string::npos) << run.output;
+
+  // `collwatch dump` of the trace store: the records name their call paths, and the paths
+  // follow with their frames.
+  Subprocess dump({COLLWATCH_CLI_PATH, "dump", dir.path() + "/out"}, testing::CollwatchRunEnv({}),
+                  dir.path() + "/dump.txt");
+  EXPECT_EQ(dump.Wait(60), 0);
+  const std::string dumped = ReadFile(dir.path() + "/dump.txt");
+  EXPECT_NE(dumped.find(" path="), std::string::npos) << dumped.substr(0, 2000);
+  // (A file's name keeps its last 112 bytes: a checkout's path may be longer.)
+  EXPECT_NE(dumped.find("python_ranks.py:" + std::to_string(LineOf("all-gather")) + ") < vision_tower ("),
+            std::string::npos)
+      << dumped.substr(0, 4000);
 }
 
 TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
