@@ -53,6 +53,7 @@ struct JobRun {
 
 JobRun RunRanks(const TempDir& dir, std::map<std::string, std::string> env = {}) {
   JobRun run;
+  if (std::string(COLLWATCH_PYTHON3).empty()) return run;
   const std::string out = dir.path() + "/out";
   env["COLLWATCH_CPU_NCCL_SHM_DIR"] = dir.path();
   Subprocess job({COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", dir.path() + "/rings", "--kill-on-hang",
@@ -112,6 +113,7 @@ void ExpectTheBranchPoint(const nlohmann::json& finding) {
 }
 
 TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCallPath) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir);
   EXPECT_EQ(run.exit_code, 3) << "collwatch run should stop the hung job\n" << run.output;
@@ -146,6 +148,7 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
 }
 
 TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir, {{"COLLWATCH_PYTHON_FRAMES", "pretend-unsupported"}});
   EXPECT_EQ(run.exit_code, 3) << "the job ran into its divergence all the same\n" << run.output;
