@@ -116,7 +116,10 @@ CallPathId JobModel::InternCallPath(const CallPath& path) {
   std::string key = path.truncated ? "+" : "";
   for (const CallFrame& frame : path.frames) absl::StrAppend(&key, frame.file, "\x1f", frame.function, "\x1f", frame.line, "\x1e");
   auto [it, inserted] = call_path_ids_.try_emplace(std::move(key), static_cast<CallPathId>(call_paths_.size()));
-  if (inserted) call_paths_.push_back(path);
+  if (inserted) {
+    call_paths_.push_back(path);
+    call_path_regions_.push_back(InternRegion(CodeRegionName(path)));
+  }
   return it->second;
 }
 
@@ -135,7 +138,7 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
     // frame exists: FSDP's backward all-gather and reduce-scatter of the same unit (the
     // same element count on the same communicator) run in autograd's threads.
     const uint64_t unit = HashCombine(record.comm_id, record.count);
-    const bool from_user_code = call.call_path != 0 && InnermostUserFrame(call_paths_[call.call_path]) != nullptr;
+    const bool from_user_code = call_path_regions_[call.call_path] != 0;  // a user frame in it
     if (from_user_code && call.fn == ApiFn::kAllGather) {
       if (process.unit_paths.size() >= kMaxUnitPaths && !process.unit_paths.count(unit)) process.unit_paths.clear();
       process.unit_paths[unit] = call.call_path;
@@ -148,7 +151,7 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
     }
   }
   // Without an NVTX range, the code the call came from stands for its region.
-  if (call.region == 0 && call.call_path != 0) call.region = InternRegion(CodeRegionName(call_paths_[call.call_path]));
+  if (call.region == 0) call.region = call_path_regions_[call.call_path];
 }
 
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {

@@ -216,6 +216,9 @@ class JobModel {
   std::vector<std::string> region_names_ = {""};
   std::unordered_map<std::string, RegionId> region_ids_;
   std::vector<CallPath> call_paths_ = {CallPath{}};
+  // Per call path, worked out once when it is interned: the region its code stands for
+  // (0: no user frame).
+  std::vector<RegionId> call_path_regions_ = {0};
   std::unordered_map<std::string, CallPathId> call_path_ids_;  // by the path's frames as text
   uint64_t unmatched_records_ = 0;
 };
