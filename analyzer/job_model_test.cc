@@ -222,5 +222,50 @@ TEST(JobModelTest, ACallWithoutUserFramesTakesItsUnitsForwardCallPath) {
   EXPECT_EQ(other->region, 0u) << "no user frame: no code region";
 }
 
+// A stall names the code the waiting ranks wait in: NOT_JOINED carries the entered
+// ranks' call path (the late rank made no call there to name).
+TEST(JobModelTest, NotJoinedNamesWhereTheWaitingRanksWait) {
+  Analyzer analyzer(TestOptions());
+  JobModel& model = analyzer.model();
+  const CallPath waiting{{{"/home/me/model.py", "VisionTower.forward", 41}, {"/home/me/train.py", "step", 12}}};
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    const ProcessId process = model.AddProcess({});
+    ProcessUpdate update;
+    ring::Record init{};
+    init.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+    init.fn = static_cast<uint16_t>(ApiFn::kCommInitRank);
+    init.comm_id = kComm;
+    init.rank = rank;
+    init.nranks = 2;
+    init.t_ns = kT0;
+    update.records.push_back({1, 0, init});
+    ring::Record created = init;  // its return: the communicator exists
+    created.kind = static_cast<uint16_t>(ring::RecordKind::kReturn);
+    created.ref_lane = 1;
+    created.ref_index = 0;
+    created.t_ns = kT0 + 500;
+    created.flags = ring::kFlagCompletesAtReturn;
+    update.records.push_back({1, 1, created});
+    if (rank == 0) {
+      ring::Record gather = init;
+      gather.fn = static_cast<uint16_t>(ApiFn::kAllGather);
+      gather.seq = 1;
+      gather.count = 4096;
+      gather.t_ns = kT0 + 1000;
+      gather.flags = 0;
+      gather.call_path_id = 9;
+      update.call_paths = {{9, waiting}};
+      update.records.push_back({1, 2, gather});
+    }
+    model.Apply(process, update);
+  }
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + 60 * kSecond);
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+  ASSERT_EQ(found[0].call_paths.size(), 1u);
+  EXPECT_EQ(found[0].call_paths[0].ranks, std::vector<int32_t>{0});
+  EXPECT_EQ(found[0].call_paths[0].path, waiting);
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer

@@ -104,6 +104,10 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
     finding.kind = FindingKind::kNotJoined;
     finding.lagging_ranks = lagging;
     finding.rank_classes = {RankClass{entered, ""}, RankClass{lagging, ""}};
+    // Where the waiting ranks wait; the late ones have no call here to name.
+    if (!facts.call.call_path.frames.empty()) {
+      finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
+    }
     finding.first_bad_ns = first_enter;
     finding.found_ns = final_pass ? first_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
     facts.waited_s = age;
@@ -127,6 +131,9 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
   }
   finding.kind = FindingKind::kTransportStall;
   finding.rank_classes = {RankClass{entered, ""}};
+  if (!facts.call.call_path.frames.empty()) {
+    finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
+  }
   finding.first_bad_ns = last_enter;
   finding.found_ns = final_pass ? last_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
   facts.waited_s = age;
