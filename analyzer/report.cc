@@ -192,6 +192,14 @@ bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
   return !info.command_exit_status || *info.command_exit_status == 0 || info.stopped_by_collwatch;
 }
 
+nlohmann::json CallFramesJson(const CallPath& path) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const CallFrame& frame : path.frames) {
+    frames.push_back({{"file", frame.file}, {"function", frame.function}, {"line", frame.line}});
+  }
+  return frames;
+}
+
 nlohmann::json FindingJson(const Finding& finding) {
   nlohmann::json classes = nlohmann::json::array();
   nlohmann::json labels = nlohmann::json::array();
@@ -217,12 +225,8 @@ nlohmann::json FindingJson(const Finding& finding) {
   }
   nlohmann::json call_paths = nlohmann::json::array();
   for (const ClassCallPath& path : finding.call_paths) {
-    nlohmann::json frames = nlohmann::json::array();
-    for (const CallFrame& frame : path.path.frames) {
-      frames.push_back({{"file", frame.file}, {"function", frame.function}, {"line", frame.line}});
-    }
     call_paths.push_back({{"ranks", path.ranks}, {"inferred", path.inferred}, {"truncated", path.path.truncated},
-                          {"frames", frames}});
+                          {"frames", CallFramesJson(path.path)}});
   }
   auto point_json = [](const std::optional<BranchPoint>& point) -> nlohmann::json {
     if (!point) return nullptr;

@@ -52,6 +52,9 @@ void NoteStoppedByCollwatch(ReportInfo* info);
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 
 nlohmann::json FindingJson(const Finding& finding);
+// A call path's frames, innermost first: [{"file", "function", "line"}, ...] (report.json,
+// `collwatch dump --json`).
+nlohmann::json CallFramesJson(const CallPath& path);
 // {"findings": [...], "healthy": bool, "ranks": [...], "job": ..., ...}
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info);
 // report.json's text. Names from rings (NVTX regions, job ids) and paths may be any bytes:

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/report.h"
 #include "cli/trace_loader.h"
 #include "nlohmann/json.hpp"
 #include "process/process_info.h"
@@ -147,15 +148,13 @@ absl::StatusOr<ProcessView> RankTraceView(const std::string& dir) {
   view.dropped = status.dropped();
   view.extra = {{"ring_path", id.ring_path()}, {"torn_tail_bytes", (*reader)->torn_tail_bytes()}};
   const std::map<uint32_t, std::string>& regions = (*reader)->regions();
+  const std::map<uint32_t, CallPath>& call_paths = (*reader)->call_paths();
   for (const v1::Event& event : *events) {
     const auto region = regions.find(event.region_id());
     view.records.push_back({event.lane(), event.index(), RecordFromEvent(event),
                             region == regions.end() ? std::string() : region->second});
-  }
-  for (const auto& [path_id, path] : (*reader)->call_paths()) {
-    const bool named = std::any_of(view.records.begin(), view.records.end(),
-                                   [&](const RecordView& item) { return item.record.call_path_id == path_id; });
-    if (named) view.call_paths.emplace(path_id, path);
+    const auto path = call_paths.find(event.call_path_id());
+    if (path != call_paths.end()) view.call_paths.insert(*path);
   }
   view.ranks = JobRanksOfRecords(view.rank, view.records);
   return view;
@@ -262,12 +261,8 @@ void Print(const ProcessView& view, DumpFormat format, std::ostream& out) {
     out << RecordJson(view, item).dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
   }
   for (const auto& [id, path] : view.call_paths) {
-    nlohmann::json frames = nlohmann::json::array();
-    for (const CallFrame& frame : path.frames) {
-      frames.push_back({{"file", frame.file}, {"function", frame.function}, {"line", frame.line}});
-    }
     const nlohmann::json line = {{"type", "call_path"}, {"ring_pid", view.pid}, {"id", id},
-                                 {"frames", frames}, {"truncated", path.truncated}};
+                                 {"frames", analyzer::CallFramesJson(path)}, {"truncated", path.truncated}};
     out << line.dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
   }
 }

@@ -61,8 +61,7 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
   for (const analyzer::ClassCallPath& path : finding.call_paths) {
     v1::ClassCallPath* item = out->add_call_paths();
     for (int32_t rank : path.ranks) item->add_ranks(rank);
-    *item->mutable_frames() = CallPathToWire(0, path.path).frames();
-    item->set_truncated(path.path.truncated);
+    *item->mutable_path() = CallPathToWire(0, path.path);
     item->set_inferred(path.inferred);
   }
   if (finding.branch_point) BranchPointToProto(*finding.branch_point, out->mutable_branch_point());
@@ -103,10 +102,7 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
     out.context.push_back({{context.ranks().begin(), context.ranks().end()}, {context.lines().begin(), context.lines().end()}});
   }
   for (const v1::ClassCallPath& path : finding.call_paths()) {
-    v1::CallPath wire;
-    *wire.mutable_frames() = path.frames();
-    wire.set_truncated(path.truncated());
-    out.call_paths.push_back({{path.ranks().begin(), path.ranks().end()}, CallPathFromWire(wire), path.inferred()});
+    out.call_paths.push_back({{path.ranks().begin(), path.ranks().end()}, CallPathFromWire(path.path()), path.inferred()});
   }
   if (finding.has_branch_point()) out.branch_point = BranchPointFromProto(finding.branch_point());
   if (finding.has_first_parted()) out.first_parted = BranchPointFromProto(finding.first_parted());
