@@ -29,23 +29,6 @@ std::atomic<uint64_t> g_capacity{0};
 std::atomic<bool> g_said_why{false};
 std::atomic<uint64_t> g_dropped{0};
 
-// Identifies a path by its frames: two multiply chains (code objects; instruction offsets
-// with their depth) run side by side, then one final mix. Mixing every frame fully (Mix64,
-// ring/hash.h) cost 300 ns at 40 frames, twice the budget of the whole call path.
-uint64_t HashOfFrames(const RawPythonFrame* frames, size_t count) noexcept {
-  constexpr uint64_t kCodeFactor = 0x9e3779b97f4a7c15ull;
-  constexpr uint64_t kOffsetFactor = 0xff51afd7ed558ccdull;
-  uint64_t codes = 0x63616c6c70617468ull;  // "callpath"
-  uint64_t offsets = count;
-  for (size_t i = 0; i < count; ++i) {
-    codes = (codes ^ frames[i].code) * kCodeFactor;
-    offsets = (offsets ^ ((static_cast<uint64_t>(static_cast<uint32_t>(frames[i].instruction)) << 8) | (i & 0xff))) *
-              kOffsetFactor;
-  }
-  const uint64_t hash = HashCombine(codes, offsets);
-  return hash == 0 ? 1 : hash;
-}
-
 // Fills a claimed slot with the resolved frames and publishes it.
 void FillSlot(ring::CallPathSlot& slot, uint64_t hash, const RawPythonFrame* frames, size_t count,
               bool truncated) noexcept {
@@ -97,11 +80,11 @@ uint32_t CurrentCallPathId() noexcept {
     return 0;
   }
   RawPythonFrame frames[kMaxWalkedFrames + 1];
-  const size_t walked = CapturePythonFrames(frames, kMaxWalkedFrames + 1);
+  uint64_t hash = 0;
+  const size_t walked = CapturePythonFrames(frames, kMaxWalkedFrames + 1, &hash);
   if (walked == 0) return 0;
   const bool truncated = walked > kMaxWalkedFrames;
   const size_t count = truncated ? kMaxWalkedFrames : walked;
-  const uint64_t hash = HashOfFrames(frames, count);
   const uint64_t mask = capacity - 1;  // a power of two (ring_writer)
   for (uint32_t probe = 0; probe < kMaxProbes && probe < capacity; ++probe) {
     const uint64_t index = (hash + probe) & mask;

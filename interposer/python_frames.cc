@@ -8,13 +8,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "interposer/python_code.h"
 #include "interposer/python_layouts.h"
+#include "ring/hash.h"
 #include "ring/settings.h"
 
 namespace collwatch {
@@ -26,7 +30,7 @@ using namespace cpython;  // NOLINT: the layouts are this file's vocabulary
 //
 // g_state moves Unknown -> Validating (CAS, by one thread) -> Ready | Disabled | Unknown
 // (release store, same thread; Unknown again when no frame could be validated yet). Ready
-// and Disabled never change. g_layout and the interpreter's addresses are written before
+// and Disabled never change. g_layout, g_walker and the interpreter's addresses are written before
 // the release store that publishes Ready and read only after an acquire load seeing it.
 
 enum State : int { kUnknown, kValidating, kReady, kDisabled };
@@ -38,12 +42,16 @@ constexpr size_t kMaxThreadsScanned = 64;
 
 using ThisThreadStateFunction = void* (*)();
 using MainInterpreterFunction = void* (*)();
+// Captures from a thread state (CapturePythonFrames' contract), with the code type given.
+using Walker = size_t (*)(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, size_t max,
+                          uint64_t* identity) noexcept;
 
 std::atomic<int> g_state{kUnknown};
 std::atomic<const char*> g_why{"not looked for yet"};
 std::atomic<int> g_version{0};
 int g_attempts = 0;  // touched only by the validating thread
 Layout g_layout{};
+Walker g_walker = nullptr;  // walks g_layout's frames
 ThisThreadStateFunction g_this_thread_state = nullptr;
 uintptr_t g_code_type = 0;
 uintptr_t g_unicode_type = 0;
@@ -99,26 +107,75 @@ class SafeReader {
 };
 
 // ---- Frames ------------------------------------------------------------------------
+//
+// The warm path is compiled once per layout (Walk<kIndex>), so that its offsets are
+// constants: the walk is one dependent load per frame plus a few independent ones, and
+// with the layout in memory the loop ran out of registers.
 
 // The byte offset of the running instruction, from the frame's f_lasti (3.10) or
-// instruction pointer (3.11+); -1 when not started or out of the code's range.
-int32_t InstructionOffset(const Layout& layout, uintptr_t frame, uintptr_t code) noexcept {
-  if (layout.code_bytecode == kNone) {
-    const int32_t lasti = Load<int32_t>(frame + layout.frame_instruction);
+// instruction pointer (3.11+); negative before the first instruction runs. Checked
+// against the code's size by DescribePythonFrame, once per path, not here on every call.
+template <const Layout& L>
+int32_t InstructionOffset(uintptr_t frame, uintptr_t code) noexcept {
+  if constexpr (L.code_bytecode == kNone) {
+    const int32_t lasti = Load<int32_t>(frame + L.frame_instruction);
     return lasti >= 0 && lasti < (INT32_MAX / 2) ? lasti * 2 : -1;
+  } else {
+    const int64_t offset =
+        static_cast<int64_t>(Load<uintptr_t>(frame + L.frame_instruction) - (code + L.code_bytecode));
+    return offset >= INT32_MIN && offset <= INT32_MAX ? static_cast<int32_t>(offset) : -1;
   }
-  const uintptr_t instruction = Load<uintptr_t>(frame + layout.frame_instruction);
-  const uintptr_t start = code + layout.code_bytecode;
-  const int64_t code_units = Load<int64_t>(code + kObSize);
-  if (instruction < start || instruction - start >= static_cast<uint64_t>(code_units) * 2) return -1;
-  return static_cast<int32_t>(instruction - start);
 }
 
-uintptr_t InnermostFrame(const Layout& layout, uintptr_t thread_state) noexcept {
-  const uintptr_t first = Load<uintptr_t>(thread_state + layout.tstate_frame);
-  if (layout.cframe_current_frame == kNone || first == 0) return first;
-  return Load<uintptr_t>(first + layout.cframe_current_frame);
+template <const Layout& L>
+size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, size_t max,
+            uint64_t* identity) noexcept {
+  uintptr_t frame = Load<uintptr_t>(thread_state + L.tstate_frame);
+  if constexpr (L.cframe_current_frame != kNone) {
+    if (frame == 0) return 0;
+    frame = Load<uintptr_t>(frame + L.cframe_current_frame);
+  }
+  // The identity: two multiply chains (code objects; instruction offsets with their depth)
+  // side by side, and one final mix. Mixing each frame fully (ring/hash.h's Mix64) cost
+  // 300 ns at 40 frames, twice the budget of the whole call path.
+  constexpr uint64_t kCodeFactor = 0x9e3779b97f4a7c15ull;
+  constexpr uint64_t kOffsetFactor = 0xff51afd7ed558ccdull;
+  uint64_t codes = 0x63616c6c70617468ull;  // "callpath"
+  uint64_t offsets = 0;
+  size_t kept = 0;
+  for (size_t walked = 0; frame != 0 && kept < max && walked < kMaxPythonFramesWalked; ++walked) {
+    const uintptr_t previous = Load<uintptr_t>(frame + L.frame_previous);
+    if constexpr (L.frame_owner != kNone) {
+      const uint8_t owner = Load<uint8_t>(frame + L.frame_owner);
+      if (owner > L.owner_max) break;
+      if (owner == L.owner_c_stack) {
+        frame = previous;
+        continue;
+      }
+    }
+    const uintptr_t code = Load<uintptr_t>(frame + L.frame_code);
+    if (code == 0 || Load<uintptr_t>(code + kObType) != code_type) break;
+    const int32_t instruction = InstructionOffset<L>(frame, code);
+    out[kept] = RawPythonFrame{code, instruction};
+    codes = (codes ^ code) * kCodeFactor;
+    offsets = (offsets ^ ((static_cast<uint64_t>(static_cast<uint32_t>(instruction)) << 8) | (kept & 0xff))) *
+              kOffsetFactor;
+    ++kept;
+    frame = previous;
+  }
+  if (identity != nullptr) {
+    const uint64_t hash = HashCombine(codes ^ kept, offsets);
+    *identity = hash == 0 ? 1 : hash;
+  }
+  return kept;
 }
+
+template <size_t... kIndex>
+constexpr std::array<Walker, sizeof...(kIndex)> WalkersOf(std::index_sequence<kIndex...>) {
+  return {&Walk<kLayouts[kIndex]>...};
+}
+// kWalkers[i] walks kLayouts[i]'s frames.
+constexpr auto kWalkers = WalkersOf(std::make_index_sequence<std::size(kLayouts)>());
 
 // ---- Validation ----------------------------------------------------------------------
 
@@ -347,6 +404,7 @@ State Attempt(const char** why) noexcept {
     return kUnknown;
   }
   g_layout = *layout;
+  g_walker = kWalkers[static_cast<size_t>(layout - kLayouts)];
   const State outcome = Validate(*layout, why);
   if (outcome == kReady) *why = "ready";
   return outcome;
@@ -377,30 +435,11 @@ bool PythonFramesReady(const char** why) noexcept {
   return state == kReady;
 }
 
-size_t CapturePythonFrames(RawPythonFrame* out, size_t max) noexcept {
+size_t CapturePythonFrames(RawPythonFrame* out, size_t max, uint64_t* identity) noexcept {
   if (g_state.load(std::memory_order_acquire) != kReady) return 0;
-  const Layout& layout = g_layout;
   const uintptr_t thread_state = reinterpret_cast<uintptr_t>(g_this_thread_state());
   if (thread_state == 0) return 0;
-  uintptr_t frame = InnermostFrame(layout, thread_state);
-  size_t kept = 0;
-  for (size_t walked = 0; frame != 0 && kept < max && walked < kMaxPythonFramesWalked; ++walked) {
-    if (layout.frame_owner != kNone) {
-      const uint8_t owner = Load<uint8_t>(frame + layout.frame_owner);
-      if (owner > layout.owner_max) break;
-      if (owner == layout.owner_c_stack) {
-        frame = Load<uintptr_t>(frame + layout.frame_previous);
-        continue;
-      }
-    }
-    const uintptr_t code = Load<uintptr_t>(frame + layout.frame_code);
-    if (code == 0 || Load<uintptr_t>(code + kObType) != g_code_type) break;
-    out[kept].code = code;
-    out[kept].instruction = InstructionOffset(layout, frame, code);
-    ++kept;
-    frame = Load<uintptr_t>(frame + layout.frame_previous);
-  }
-  return kept;
+  return g_walker(thread_state, g_code_type, out, max, identity);
 }
 
 bool DescribePythonFrame(const RawPythonFrame& frame, char* file, size_t file_size, char* function,
@@ -418,7 +457,8 @@ bool DescribePythonFrame(const RawPythonFrame& frame, char* file, size_t file_si
   if (!named) return false;
   if (line == nullptr) return true;
   const int32_t first_line = Load<int32_t>(code + layout.code_firstlineno);
-  if (frame.instruction < 0) {
+  const int64_t code_bytes = layout.code_bytecode == kNone ? INT32_MAX : Load<int64_t>(code + kObSize) * 2;
+  if (frame.instruction < 0 || frame.instruction >= code_bytes) {
     *line = first_line;
     return true;
   }

@@ -10,9 +10,11 @@
 
 namespace collwatch {
 
+// No default member values: a capture's array is filled, not cleared first, on every call.
 struct RawPythonFrame {
-  uintptr_t code = 0;        // the code object (PyCodeObject*)
-  int32_t instruction = -1;  // byte offset of the current instruction in the code's bytecode (-1 unknown)
+  uintptr_t code;       // the code object (PyCodeObject*)
+  int32_t instruction;  // byte offset of the current instruction in the code's bytecode (negative: not
+                        // started or unknown; DescribePythonFrame checks it against the code's size)
 };
 
 // Deepest stack CapturePythonFrames walks (frames kept plus shim frames skipped): a longer
@@ -31,8 +33,11 @@ bool PythonFramesReady(const char** why) noexcept;
 // The calling thread's Python frames, innermost first, at most `max`; 0 when the thread
 // runs no Python (no thread state, no frame) or PythonFramesReady() is not true yet.
 // Skips the interpreter's shim (C-stack-owned) frames and stops at anything that does not
-// look like a frame of a code object. Only loads: no system call, no allocation.
-size_t CapturePythonFrames(RawPythonFrame* out, size_t max) noexcept;
+// look like a frame of a code object. `*identity` (may be null) gets a hash of the frames
+// kept (code objects, instruction offsets, depths; never 0), computed during the walk,
+// where it costs nothing: the walk waits on its chain of loads. Only loads: no system
+// call, no allocation.
+size_t CapturePythonFrames(RawPythonFrame* out, size_t max, uint64_t* identity = nullptr) noexcept;
 
 // Slow path (first time a frame is seen): file name (co_filename), qualified function name
 // (co_qualname; co_name on 3.10) and line of `frame` (decoded from the code's line table at

@@ -31,7 +31,7 @@ TEST(PythonFrames, NoInterpreterInThisProcess) {
   char file[16];
   char function[16];
   int32_t line = 7;
-  EXPECT_FALSE(DescribePythonFrame(RawPythonFrame{}, file, sizeof file, function, sizeof function, &line));
+  EXPECT_FALSE(DescribePythonFrame(RawPythonFrame{0, -1}, file, sizeof file, function, sizeof function, &line));
   EXPECT_EQ(line, 0);
 }
 
