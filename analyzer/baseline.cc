@@ -141,6 +141,9 @@ std::string FormatBaseline(const Baseline& baseline, const OpTable& table) {
       "# 'step x N' ... 'end': the training step, repeated any number of times (N >= 1).\n"
       "collwatch-baseline ",
       baseline.version, "\n");
+  if (baseline.code_lines) {
+    out += "# Regions taken from Python call paths name their lines (collwatch baseline --code-lines).\ncode-lines\n";
+  }
   for (const BaselineComm& comm : baseline.comms) {
     absl::StrAppend(&out, "\ncomm ", comm.index, " size ", comm.size);
     if (comm.parent > 0) absl::StrAppend(&out, " parent ", comm.parent);
@@ -205,6 +208,13 @@ absl::StatusOr<Baseline> ParseBaseline(std::string_view text, OpTable* table) {
       }
       baseline.version = static_cast<int>(*version);
       have_version = true;
+      continue;
+    }
+
+    if (head == "code-lines") {
+      if (!baseline.comms.empty()) return LineError(line_number, "'code-lines' belongs before the first 'comm'");
+      if (words.size() != 1) return LineError(line_number, "'code-lines' takes nothing after it");
+      baseline.code_lines = true;
       continue;
     }
 

@@ -33,6 +33,9 @@ struct BaselineComm {
 
 struct Baseline {
   int version = 1;
+  // Regions from Python call paths name their lines (`code-lines`, from `collwatch
+  // baseline --code-lines`); `check` then extracts the run's schedule the same way.
+  bool code_lines = false;
   std::vector<BaselineComm> comms;
 };
 

@@ -20,6 +20,7 @@ using testing::Repeat;
 using testing::Step;
 using testing::TestJob;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // ---- Baseline ---------------------------------------------------------------------------
 
@@ -71,6 +72,19 @@ TEST(BaselineTest, FormatParseFormatIsTheIdentity) {
   const Segment& first = parsed->comms[0].sections[0].segments[0];
   ASSERT_FALSE(first.lines.empty());
   EXPECT_EQ(text.substr(0, text.find('\n')).substr(0, 1), "#");
+  EXPECT_FALSE(parsed->code_lines);
+  EXPECT_THAT(text, Not(HasSubstr("code-lines")));
+
+  // A baseline made with --code-lines says so, and reads back saying so.
+  baseline->code_lines = true;
+  const std::string with_lines = FormatBaseline(*baseline, table);
+  EXPECT_THAT(with_lines, HasSubstr("\ncollwatch-baseline 1\n# Regions taken from Python call paths name their "
+                                    "lines (collwatch baseline --code-lines).\ncode-lines\n"));
+  OpTable lines_table;
+  absl::StatusOr<Baseline> parsed_with_lines = ParseBaseline(with_lines, &lines_table);
+  ASSERT_TRUE(parsed_with_lines.ok()) << parsed_with_lines.status();
+  EXPECT_TRUE(parsed_with_lines->code_lines);
+  EXPECT_EQ(FormatBaseline(*parsed_with_lines, lines_table), with_lines);
 }
 
 struct BadBaseline {
@@ -123,6 +137,8 @@ TEST(BaselineTest, RejectsMalformedFilesNamingTheLine) {
       {head + comm + "    end extra\n", "line 4: 'end' without"},
       {head + comm + "    all-gather 1 float32 \"unterminated\n", "line 4: a quoted region has no closing"},
       {head + std::string(70000, 'x') + "\n", "line 2: line longer than"},
+      {head + comm + "code-lines\n", "line 4: 'code-lines' belongs before the first 'comm'"},
+      {head + "code-lines yes\n", "line 2: 'code-lines' takes nothing after it"},
   };
   for (const BadBaseline& bad : cases) {
     OpTable table;

@@ -45,7 +45,7 @@ const CallFrame* InnermostUserFrame(const CallPath& path) {
   return nullptr;
 }
 
-std::string CodeRegionName(const CallPath& path) {
+std::string CodeRegionName(const CallPath& path, CodeLines lines) {
   const CallFrame* frame = InnermostUserFrame(path);
   if (frame == nullptr) return "";
   // Its caller too, as NVTX ranges nest: a helper that every branch calls (a wrapper
@@ -57,8 +57,12 @@ std::string CodeRegionName(const CallPath& path) {
       break;
     }
   }
-  return caller == nullptr ? absl::StrCat(frame->function, "()")
-                           : absl::StrCat(caller->function, "/", frame->function, "()");
+  const auto line_of = [lines](const CallFrame& of) {
+    return lines == CodeLines::kShown ? absl::StrCat(":", of.line) : std::string();
+  };
+  return caller == nullptr
+             ? absl::StrCat(frame->function, "()", line_of(*frame))
+             : absl::StrCat(caller->function, line_of(*caller), "/", frame->function, "()", line_of(*frame));
 }
 
 namespace {

@@ -30,8 +30,9 @@ const CallFrame* InnermostUserFrame(const CallPath& path);
 // The region a call path stands for where the call has no NVTX range: its innermost user
 // frame and that frame's user caller, "CLIPVisionTransformer.forward/CLIPEncoder.forward()"
 // ("" when there is none). Lines are left out so that a schedule does not change when code
-// moves.
-std::string CodeRegionName(const CallPath& path);
+// moves, unless asked for: "CLIPVisionTransformer.forward:245/CLIPEncoder.forward():123".
+enum class CodeLines { kLeftOut, kShown };
+std::string CodeRegionName(const CallPath& path, CodeLines lines = CodeLines::kLeftOut);
 
 // A rank class's call path at a finding (report.json `call_paths`).
 struct ClassCallPath {

@@ -22,8 +22,10 @@ TEST(CallSitesTest, LibraryFramesAreSkippedForTheUsersCode) {
   ASSERT_NE(InnermostUserFrame(path), nullptr);
   EXPECT_EQ(InnermostUserFrame(path)->function, "VisionTower.forward");
   EXPECT_EQ(CodeRegionName(path), "Model.forward/VisionTower.forward()");
+  EXPECT_EQ(CodeRegionName(path, CodeLines::kShown), "Model.forward:20/VisionTower.forward():40");
   EXPECT_EQ(CodeRegionName(CallPath{{kGather}}), "") << "no user frame";
   EXPECT_EQ(CodeRegionName(CallPath{{User("main", 9)}}), "main()") << "no user caller";
+  EXPECT_EQ(CodeRegionName(CallPath{{User("main", 9)}}, CodeLines::kShown), "main():9");
   EXPECT_EQ(FrameText(path.frames[1]), "VisionTower.forward (model.py:40)");
 }
 

@@ -3,10 +3,12 @@
 #include "analyzer/chrome_export.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analyzer/call_sites.h"
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/schedule.h"
@@ -48,6 +50,7 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
   const std::vector<CommIndex> order = CommsInCreationOrder(model);
   std::vector<int> index_of(comms.size(), 0);
   for (size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<int>(i) + 1;
+  std::unordered_map<CallPathId, json> call_path_args;  // each path's args, made once
 
   // The communicator of each call, as the model placed it (creation, collectives, p2p).
   std::vector<std::vector<uint32_t>> placed(model.process_count());
@@ -147,6 +150,19 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
         args["bytes"] = call.count * DtypeBytes(call.dtype);
         if (call.redop >= 0) args["redop"] = RedOpName(call.redop);
         if (call.root_or_peer >= 0) args[ring::IsP2p(call.fn) ? "peer" : "root"] = call.root_or_peer;
+      }
+      if (call.call_path != 0) {
+        // The Python call path, in short form: where in the user's code the call came from.
+        auto [cached, first_seen] = call_path_args.try_emplace(call.call_path);
+        if (first_seen) {
+          const CallPath& path = model.call_path(call.call_path);
+          if (const CallFrame* user = InnermostUserFrame(path)) cached->second["code"] = FrameText(*user);
+          json frames = json::array();
+          for (const CallFrame& frame : path.frames) frames.push_back(FrameText(frame));
+          cached->second["call path"] = std::move(frames);
+        }
+        args.update(cached->second);
+        if (call.call_path_inferred) args["call path inferred"] = "from its unit's forward all-gather";
       }
       if (call.group_id != 0) args["group"] = call.group_id;
       if (call.result != 0) args["result"] = call.result;

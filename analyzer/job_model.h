@@ -179,6 +179,8 @@ class JobModel {
   const std::vector<std::string>& region_names() const { return region_names_; }
   RegionId InternRegion(std::string_view name);
   const CallPath& call_path(CallPathId id) const { return call_paths_[id]; }
+  // The region a call path gives a call that has no NVTX range (0: none, no user frame).
+  RegionId CallPathRegion(CallPathId id) const { return call_path_regions_[id]; }
   CallPathId InternCallPath(const CallPath& path);
 
   // Bounded history (online): drops `comm`'s collectives below `seq` on every rank.

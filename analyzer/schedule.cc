@@ -15,6 +15,7 @@
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/schedule_words.h"
+#include "ring/hash.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -46,14 +47,18 @@ std::string QuoteRegion(std::string_view region) {
   return out;
 }
 
-ScheduleOp OpOfCall(const JobModel& model, const Call& call) {
+ScheduleOp OpOfCall(const JobModel& model, const Call& call, CodeLines lines) {
   ScheduleOp op;
   op.fn = call.fn;
   op.count = call.count;
   op.dtype = call.dtype;
   op.redop = call.redop;
   op.root = call.root_or_peer;
-  op.region = std::string(model.RegionName(call.region));
+  const bool region_is_code = call.call_path != 0 && call.region != 0 &&
+                              call.region == model.CallPathRegion(call.call_path);
+  op.region = lines == CodeLines::kShown && region_is_code
+                  ? CodeRegionName(model.call_path(call.call_path), CodeLines::kShown)
+                  : std::string(model.RegionName(call.region));
   return op;
 }
 
@@ -139,17 +144,19 @@ std::vector<CommIndex> CommsInCreationOrder(const JobModel& model) {
   return order;
 }
 
-JobSchedule ExtractSchedule(const JobModel& model, OpTable* table) {
+JobSchedule ExtractSchedule(const JobModel& model, OpTable* table, CodeLines lines) {
   JobSchedule schedule;
   const std::vector<Comm>& comms = model.comms();
   const std::vector<CommIndex> order = CommsInCreationOrder(model);
   std::vector<int> index_of(comms.size(), 0);
   for (size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<int>(i) + 1;
-  // Ops of this model by fingerprint: each distinct call formatted once.
-  struct FingerprintHash {
-    size_t operator()(const Fingerprint& f) const { return static_cast<size_t>(HashOf(f)); }
+  // Ops of this model by fingerprint (and call path, where lines are shown): each
+  // distinct call formatted once.
+  using OpKey = std::pair<Fingerprint, CallPathId>;
+  struct OpKeyHash {
+    size_t operator()(const OpKey& key) const { return static_cast<size_t>(HashCombine(HashOf(key.first), key.second)); }
   };
-  std::unordered_map<Fingerprint, uint32_t, FingerprintHash> ids;
+  std::unordered_map<OpKey, uint32_t, OpKeyHash> ids;
   const uint32_t not_reported = table->Intern(ScheduleOp{});
 
   for (size_t i = 0; i < order.size(); ++i) {
@@ -178,9 +185,9 @@ JobSchedule ExtractSchedule(const JobModel& model, OpTable* table) {
           continue;
         }
         const Call& call = model.call(rank.process, index);
-        const Fingerprint fingerprint = FingerprintOf(call);
-        auto it = ids.find(fingerprint);
-        if (it == ids.end()) it = ids.emplace(fingerprint, table->Intern(OpOfCall(model, call))).first;
+        const OpKey key{FingerprintOf(call), lines == CodeLines::kShown ? call.call_path : 0};
+        auto it = ids.find(key);
+        if (it == ids.end()) it = ids.emplace(key, table->Intern(OpOfCall(model, call, lines))).first;
         ops.push_back(it->second);
       }
       auto [it, inserted] = class_of.try_emplace(std::move(ops), out.classes.size());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analyzer/call_sites.h"
 #include "analyzer/job_model.h"
 
 namespace collwatch::analyzer {
@@ -83,8 +84,10 @@ struct JobSchedule {
 // (splits by color) interleave.
 std::vector<CommIndex> CommsInCreationOrder(const JobModel& model);
 
-// Every communicator's collectives, rank classes formed by identical sequences.
-JobSchedule ExtractSchedule(const JobModel& model, OpTable* table);
+// Every communicator's collectives, rank classes formed by identical sequences. A call
+// whose region is its Python call path's (no NVTX range) names its lines only when asked
+// (`--code-lines`): edits move lines, and a schedule should not change with them.
+JobSchedule ExtractSchedule(const JobModel& model, OpTable* table, CodeLines lines = CodeLines::kLeftOut);
 
 // "comm 2 (size 2, split from comm 1)"
 std::string CommLabel(int index, int32_t size, int parent);

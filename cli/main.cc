@@ -105,19 +105,23 @@ int main(int argc, char** argv) {
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
                       "stall threshold floor in seconds (default: run.json's, else 30)");
 
-  std::string diff_a, diff_b;
-  bool diff_ignore_regions = false;
+  collwatch::DiffCommandOptions diff_options;
   CLI::App* diff = app.add_subcommand("diff", "first difference between two runs' collective schedules, per "
                                               "communicator (exit 0 same, 1 different, 2 bad input)");
-  diff->add_option("dir_a", diff_a, "trace folder of the first run (collwatch run --out)")->required();
-  diff->add_option("dir_b", diff_b, "trace folder of the second run")->required();
-  diff->add_flag("--ignore-regions", diff_ignore_regions, "compare op, count, dtype, reduce op and root only");
+  diff->add_option("dir_a", diff_options.dir_a, "trace folder of the first run (collwatch run --out)")->required();
+  diff->add_option("dir_b", diff_options.dir_b, "trace folder of the second run")->required();
+  diff->add_flag("--ignore-regions", diff_options.ignore_regions, "compare op, count, dtype, reduce op and root only");
+  diff->add_flag("--code-lines", diff_options.code_lines,
+                 "regions taken from Python call paths name their lines (left out by default: edits move lines)");
 
-  std::string baseline_dir, baseline_file;
+  collwatch::BaselineCommandOptions baseline_options;
   CLI::App* baseline = app.add_subcommand("baseline", "write a run's collective schedule as a baseline file for "
                                                       "collwatch check (docs/ci-regression.md)");
-  baseline->add_option("dir", baseline_dir, "trace folder of the reference run")->required();
-  baseline->add_option("-o,--out", baseline_file, "baseline file to write (- for standard output)")->required();
+  baseline->add_option("dir", baseline_options.dir, "trace folder of the reference run")->required();
+  baseline->add_option("-o,--out", baseline_options.file, "baseline file to write (- for standard output)")->required();
+  baseline->add_flag("--code-lines", baseline_options.code_lines,
+                     "regions taken from Python call paths name their lines; check follows the baseline (left "
+                     "out by default: edits move lines)");
 
   collwatch::CheckCommandOptions check_options;
   CLI::App* check = app.add_subcommand("check", "compare a run's collective schedule with a baseline (exit 0 "
@@ -192,9 +196,9 @@ int main(int argc, char** argv) {
     }
     return collwatch::dashboard::RunTop(top_options);
   } else if (diff->parsed()) {
-    return collwatch::RunDiffCommand(diff_a, diff_b, diff_ignore_regions, std::cout, std::cerr);
+    return collwatch::RunDiffCommand(diff_options, std::cout, std::cerr);
   } else if (baseline->parsed()) {
-    return collwatch::RunBaselineCommand(baseline_dir, baseline_file, std::cout, std::cerr);
+    return collwatch::RunBaselineCommand(baseline_options, std::cout, std::cerr);
   } else if (check->parsed()) {
     return collwatch::RunCheckCommand(check_options, std::cout, std::cerr);
   } else if (export_command->parsed()) {

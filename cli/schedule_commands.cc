@@ -78,17 +78,19 @@ bool ReadBaselineFile(const std::string& file, std::string* text, std::ostream& 
 
 }  // namespace
 
-int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool ignore_regions, std::ostream& out,
-                   std::ostream& err) {
+int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string& dir_a = options.dir_a;
+  const std::string& dir_b = options.dir_b;
   JobModel model_a, model_b;
   LoadSummary summary_a, summary_b;
   if (!LoadTracesForCommand("diff", dir_a, &model_a, &summary_a, err) ||
       !LoadTracesForCommand("diff", dir_b, &model_b, &summary_b, err)) {
     return kExitBadInput;
   }
-  OpTable table(ignore_regions);
-  const JobSchedule a = analyzer::ExtractSchedule(model_a, &table);
-  const JobSchedule b = analyzer::ExtractSchedule(model_b, &table);
+  OpTable table(options.ignore_regions);
+  const analyzer::CodeLines lines = options.code_lines ? analyzer::CodeLines::kShown : analyzer::CodeLines::kLeftOut;
+  const JobSchedule a = analyzer::ExtractSchedule(model_a, &table, lines);
+  const JobSchedule b = analyzer::ExtractSchedule(model_b, &table, lines);
   if (a.comms.empty() && b.comms.empty()) {
     err << "collwatch diff: neither run recorded an NCCL communicator\n";
     return kExitBadInput;
@@ -99,17 +101,21 @@ int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool igno
   return diff.identical ? kExitSame : kExitChanged;
 }
 
-int RunBaselineCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
+int RunBaselineCommand(const BaselineCommandOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string& dir = options.dir;
+  const std::string& file = options.file;
   JobModel model;
   LoadSummary summary;
   if (!LoadTracesForCommand("baseline", dir, &model, &summary, err)) return kExitBadInput;
   OpTable table;
-  const JobSchedule schedule = analyzer::ExtractSchedule(model, &table);
+  const JobSchedule schedule = analyzer::ExtractSchedule(
+      model, &table, options.code_lines ? analyzer::CodeLines::kShown : analyzer::CodeLines::kLeftOut);
   absl::StatusOr<analyzer::Baseline> baseline = analyzer::MakeBaseline(schedule);
   if (!baseline.ok()) {
     err << "collwatch baseline: " << dir << ": " << baseline.status().message() << "\n";
     return kExitBadInput;
   }
+  baseline->code_lines = options.code_lines;
   if (!WriteTextFile("baseline", file, analyzer::FormatBaseline(*baseline, table), out, err)) return kExitBadInput;
   if (file != "-") {
     size_t sections = 0, steps = 0;
@@ -138,7 +144,8 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
   JobModel model;
   LoadSummary summary;
   if (!LoadTracesForCommand("check", options.dir, &model, &summary, err)) return kExitBadInput;
-  const JobSchedule run = analyzer::ExtractSchedule(model, &table);
+  const JobSchedule run = analyzer::ExtractSchedule(
+      model, &table, baseline->code_lines ? analyzer::CodeLines::kShown : analyzer::CodeLines::kLeftOut);
   const analyzer::CheckResult result = analyzer::CheckSchedule(*baseline, run, table);
   out << analyzer::CheckReportText(result, options.baseline_file, RunLabel(options.dir, summary));
   if (!options.junit_file.empty()) {

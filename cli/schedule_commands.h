@@ -15,12 +15,22 @@ inline constexpr int kExitSame = 0;      // identical / matches the baseline / w
 inline constexpr int kExitChanged = 1;   // the schedules differ
 inline constexpr int kExitBadInput = 2;  // unreadable folder or baseline, unwritable file
 
+struct DiffCommandOptions {
+  std::string dir_a;
+  std::string dir_b;
+  bool ignore_regions = false;
+  bool code_lines = false;  // regions from Python call paths name their lines
+};
 // Prints the first difference of each communicator's schedule between two runs.
-int RunDiffCommand(const std::string& dir_a, const std::string& dir_b, bool ignore_regions, std::ostream& out,
-                   std::ostream& err);
+int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::ostream& err);
 
-// Writes the baseline of the run in `dir` to `file` ("-": standard output).
-int RunBaselineCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err);
+struct BaselineCommandOptions {
+  std::string dir;
+  std::string file;          // "-": standard output
+  bool code_lines = false;   // regions from Python call paths name their lines; `check` follows
+};
+// Writes the baseline of the run in `dir` to `file`.
+int RunBaselineCommand(const BaselineCommandOptions& options, std::ostream& out, std::ostream& err);
 
 struct CheckCommandOptions {
   std::string baseline_file;

@@ -145,6 +145,46 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
   EXPECT_NE(dumped.find("python_ranks.py:" + std::to_string(LineOf("all-gather")) + ") < vision_tower ("),
             std::string::npos)
       << dumped.substr(0, 4000);
+
+  // The schedule tools: code regions without lines unless asked, and `check` follows the
+  // baseline's choice.
+  const std::string vision = "\"vision_tower/all_gather()\"";
+  const std::string vision_lines = "\"vision_tower:" + std::to_string(LineOf("vision-gather")) +
+                                   "/all_gather():" + std::to_string(LineOf("all-gather")) + "\"";
+  const std::map<std::string, std::vector<std::string>> baselines = {
+      {"plain", {"baseline", dir.path() + "/out", "-o", dir.path() + "/plain.txt"}},
+      {"lines", {"baseline", "--code-lines", dir.path() + "/out", "-o", dir.path() + "/lines.txt"}}};
+  for (const auto& [name, args] : baselines) {
+    std::vector<std::string> argv = {COLLWATCH_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Subprocess baseline(argv, testing::CollwatchRunEnv({}), dir.path() + "/" + name + ".log");
+    ASSERT_EQ(baseline.Wait(60), 0) << ReadFile(dir.path() + "/" + name + ".log");
+    const std::string written = ReadFile(dir.path() + "/" + name + ".txt");
+    EXPECT_NE(written.find(name == "lines" ? vision_lines : vision), std::string::npos) << written;
+    EXPECT_EQ(written.find(name == "lines" ? vision : vision_lines), std::string::npos) << written;
+    EXPECT_EQ(written.find("\ncode-lines\n") != std::string::npos, name == "lines") << written;
+    Subprocess check({COLLWATCH_CLI_PATH, "check", "--baseline", dir.path() + "/" + name + ".txt", dir.path() + "/out"},
+                     testing::CollwatchRunEnv({}), dir.path() + "/" + name + ".check");
+    EXPECT_EQ(check.Wait(60), 0) << ReadFile(dir.path() + "/" + name + ".check");
+  }
+
+  // `collwatch export --chrome`: each call carries its code and its call path.
+  Subprocess export_chrome({COLLWATCH_CLI_PATH, "export", "--chrome", dir.path() + "/out", "-o",
+                            dir.path() + "/trace.json"},
+                           testing::CollwatchRunEnv({}), dir.path() + "/export.log");
+  ASSERT_EQ(export_chrome.Wait(60), 0) << ReadFile(dir.path() + "/export.log");
+  const nlohmann::json trace = ReadJson(dir.path() + "/trace.json");
+  size_t vision_gathers = 0;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] != "X" || !event["args"].contains("code")) continue;
+    const nlohmann::json& args = event["args"];
+    if (args["call path"].size() < 2 || args["call path"][1].get<std::string>().rfind("vision_tower (", 0) != 0) continue;
+    ++vision_gathers;
+    EXPECT_EQ(args["code"], "all_gather (python_ranks.py:" + std::to_string(LineOf("all-gather")) + ")") << args;
+    EXPECT_EQ(args["call path"][1], "vision_tower (python_ranks.py:" + std::to_string(LineOf("vision-gather")) + ")")
+        << args;
+  }
+  EXPECT_EQ(vision_gathers, 5u) << "two steps of two ranks, and rank 0's third";
 }
 
 TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
