@@ -121,9 +121,8 @@ int32_t InstructionOffset(uintptr_t frame, uintptr_t code) noexcept {
     const int32_t lasti = Load<int32_t>(frame + L.frame_instruction);
     return lasti >= 0 && lasti < (INT32_MAX / 2) ? lasti * 2 : -1;
   } else {
-    const int64_t offset =
-        static_cast<int64_t>(Load<uintptr_t>(frame + L.frame_instruction) - (code + L.code_bytecode));
-    return offset >= INT32_MIN && offset <= INT32_MAX ? static_cast<int32_t>(offset) : -1;
+    // Wraps when garbage: DescribePythonFrame then finds it outside the code.
+    return static_cast<int32_t>(Load<uintptr_t>(frame + L.frame_instruction) - (code + L.code_bytecode));
   }
 }
 
@@ -135,13 +134,12 @@ size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, si
     if (frame == 0) return 0;
     frame = Load<uintptr_t>(frame + L.cframe_current_frame);
   }
-  // The identity: two multiply chains (code objects; instruction offsets with their depth)
-  // side by side, and one final mix. Mixing each frame fully (ring/hash.h's Mix64) cost
-  // 300 ns at 40 frames, twice the budget of the whole call path.
-  constexpr uint64_t kCodeFactor = 0x9e3779b97f4a7c15ull;
-  constexpr uint64_t kOffsetFactor = 0xff51afd7ed558ccdull;
-  uint64_t codes = 0x63616c6c70617468ull;  // "callpath"
-  uint64_t offsets = 0;
+  // The identity: one multiply chain over the frames, innermost first, then one final mix
+  // (mixing each frame fully, ring/hash.h's Mix64, cost 300 ns at 40 frames). A frame
+  // enters as its code object's address (below 2^47 in user space) with its instruction
+  // offset in the bits above: one value per (code, offset) for offsets below 128 KiB.
+  constexpr uint64_t kFactor = 0x9e3779b97f4a7c15ull;
+  uint64_t chain = 0x63616c6c70617468ull;  // "callpath"
   size_t kept = 0;
   for (size_t walked = 0; frame != 0 && kept < max && walked < kMaxPythonFramesWalked; ++walked) {
     const uintptr_t previous = Load<uintptr_t>(frame + L.frame_previous);
@@ -157,14 +155,12 @@ size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, si
     if (code == 0 || Load<uintptr_t>(code + kObType) != code_type) break;
     const int32_t instruction = InstructionOffset<L>(frame, code);
     out[kept] = RawPythonFrame{code, instruction};
-    codes = (codes ^ code) * kCodeFactor;
-    offsets = (offsets ^ ((static_cast<uint64_t>(static_cast<uint32_t>(instruction)) << 8) | (kept & 0xff))) *
-              kOffsetFactor;
+    chain = (chain ^ code ^ (static_cast<uint64_t>(static_cast<uint32_t>(instruction)) << 47)) * kFactor;
     ++kept;
     frame = previous;
   }
   if (identity != nullptr) {
-    const uint64_t hash = HashCombine(codes ^ kept, offsets);
+    const uint64_t hash = HashCombine(chain, kept);
     *identity = hash == 0 ? 1 : hash;
   }
   return kept;
