@@ -9,6 +9,7 @@
 #include "cli/env_command.h"
 #include "cli/run_command.h"
 #include "cli/schedule_commands.h"
+#include "cli/stacks_command.h"
 #include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
 
@@ -96,6 +97,14 @@ int main(int argc, char** argv) {
   top->add_option("--job", top_options.watch.job, "job id (default: the collector's only job)");
   top->add_flag("--plain", top_options.plain, "no colours, ASCII only (also when the terminal has no colours)");
   top->add_option("--refresh", top_options.refresh_s, "seconds between redraws")->capture_default_str();
+
+  collwatch::StacksCommandOptions stacks_options;
+  CLI::App* stacks = app.add_subcommand("stacks", "what processes are doing now: the stacks of PIDs, or of the rank "
+                                                  "processes under them (a launcher's pid), merged across ranks");
+  stacks->add_option("pid", stacks_options.pids, "process ids")->required();
+  stacks->add_flag("--json", stacks_options.json, "every thread's stacks as JSON");
+  stacks->add_flag("--python-only", stacks_options.no_native,
+                   "Python call paths only, read from memory: no thread is stopped");
 
   collwatch::AnalyzeOptions analyze_options;
   CLI::App* analyze = app.add_subcommand("analyze", "post-mortem report of a trace folder (or of rings alone)");
@@ -195,6 +204,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     return collwatch::dashboard::RunTop(top_options);
+  } else if (stacks->parsed()) {
+    return collwatch::RunStacksCommand(stacks_options, std::cout, std::cerr);
   } else if (diff->parsed()) {
     return collwatch::RunDiffCommand(diff_options, std::cout, std::cerr);
   } else if (baseline->parsed()) {

@@ -16,8 +16,8 @@
 #include <iterator>
 #include <utility>
 
-#include "interposer/python_code.h"
-#include "interposer/python_layouts.h"
+#include "cpython/code.h"
+#include "cpython/layouts.h"
 #include "ring/hash.h"
 #include "ring/settings.h"
 
@@ -282,7 +282,9 @@ const char* CheckDebugOffsets(SafeReader& reader, const Layout& layout) noexcept
   if (runtime == 0 || !reader.Read(runtime, &offsets, sizeof offsets)) return "CPython 3.13: _PyRuntime unreadable";
   if (std::memcmp(offsets.cookie, "xdebugpy", 8) != 0) return "CPython 3.13: _PyRuntime lacks its debug offsets";
   if (offsets.free_threaded != 0) return "free-threaded CPython 3.13: layout unknown, no call paths";
-  const bool same = offsets.interpreter_state[3] == layout.interp_threads_head &&
+  const bool same = offsets.runtime_state[2] + 8 == layout.runtime_main_interpreter &&  // main follows head
+                    offsets.interpreter_state[3] == layout.interp_threads_head &&
+                    offsets.thread_state[6] == layout.tstate_native_thread_id &&
                     offsets.thread_state[2] == layout.tstate_next && offsets.thread_state[3] == layout.tstate_interp &&
                     offsets.thread_state[4] == layout.tstate_frame &&
                     offsets.interpreter_frame[1] == layout.frame_previous &&

@@ -8,6 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgtest-dev googletest libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtorch-dev libncurses-dev tmux
+  libdw-dev  # elfutils: native stacks of stuck ranks (stacks/)
   clang-14 libclang-rt-14-dev  # the fuzz preset: clang and libFuzzer
 )
 

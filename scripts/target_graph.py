@@ -24,8 +24,10 @@ END = "<!-- target-graph:end -->"
 LAYERS = [
     ("ring", "the ring format, its reader, names, hash, clocks"),
     ("process", "a process apart from its calls: identity, /proc looks, ranks it holds"),
+    ("cpython", "CPython's layouts and code objects, read from memory"),
     ("cpu_nccl", "the CPU NCCL backend (libnccl.so.2)"),
     ("interposer", "the preload that writes rings"),
+    ("stacks", "what a stuck process's threads are doing: native and Python stacks"),
     ("proto", "the wire: schema and client channel"),
     ("store", "trace store, ring record <-> wire event"),
     ("analyzer", "job model, detection, words, schedules"),

@@ -1,14 +1,15 @@
 // Reading a CPython code object: the line an instruction offset is on (the 3.10 PEP 626
-// table and the 3.11+ location table) and its strings as UTF-8. Internal to the preload;
-// the caller vouches for the memory (a validated layout, the calling thread's own frames).
+// table and the 3.11+ location table) and its strings as UTF-8. The caller vouches for the
+// memory (the preload: a validated layout, the calling thread's own frames; stacks/: its
+// copies of another process's memory).
 // Threading: pure functions; noexcept, no allocation.
-#ifndef COLLWATCH_INTERPOSER_PYTHON_CODE_H_
-#define COLLWATCH_INTERPOSER_PYTHON_CODE_H_
+#ifndef COLLWATCH_CPYTHON_CODE_H_
+#define COLLWATCH_CPYTHON_CODE_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "interposer/python_layouts.h"
+#include "cpython/layouts.h"
 
 namespace collwatch::cpython {
 
@@ -26,7 +27,9 @@ bool CompactStringData(const Layout& layout, uintptr_t string, uint32_t state, i
 // NUL-terminated and cut to `size` without splitting a character; characters UTF-8 cannot
 // carry become '?'. False when it is not a compact str of plausible length.
 bool CopyString(const Layout& layout, uintptr_t unicode_type, uintptr_t string, char* out, size_t size) noexcept;
+// The same from a copy of the characters (`length` of `kind` bytes each, CompactStringData).
+void EncodeUtf8(const void* characters, uint32_t kind, int64_t length, char* out, size_t size) noexcept;
 
 }  // namespace collwatch::cpython
 
-#endif  // COLLWATCH_INTERPOSER_PYTHON_CODE_H_
+#endif  // COLLWATCH_CPYTHON_CODE_H_

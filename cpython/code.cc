@@ -1,6 +1,6 @@
-// Reading a code object's line and names (API: python_code.h). Threading: pure functions
+// Reading a code object's line and names (API: code.h). Threading: pure functions
 // over memory the caller vouches for.
-#include "interposer/python_code.h"
+#include "cpython/code.h"
 
 namespace collwatch::cpython {
 
@@ -132,6 +132,13 @@ bool CopyString(const Layout& layout, uintptr_t unicode_type, uintptr_t string, 
   uintptr_t data = 0;
   uint32_t kind = 0;
   if (!CompactStringData(layout, string, state, length, &data, &kind)) return false;
+  EncodeUtf8(reinterpret_cast<const void*>(data), kind, length, out, size);
+  return true;
+}
+
+void EncodeUtf8(const void* characters, uint32_t kind, int64_t length, char* out, size_t size) noexcept {
+  if (size == 0) return;
+  const auto data = reinterpret_cast<uintptr_t>(characters);
   size_t used = 0;
   for (int64_t i = 0; i < length; ++i) {
     uint32_t code_point;
@@ -145,7 +152,6 @@ bool CopyString(const Layout& layout, uintptr_t unicode_type, uintptr_t string, 
     if (!AppendUtf8(code_point, out, size, &used)) break;
   }
   out[used] = '\0';
-  return true;
 }
 
 }  // namespace collwatch::cpython

@@ -1,8 +1,8 @@
 // CPython's layouts, per version: where the interpreter keeps thread states, frames, code
-// objects and strings (interposer/python_frames.cc walks them; python_code.cc reads code
-// objects). Internal to the preload. Threading: constants.
-#ifndef COLLWATCH_INTERPOSER_PYTHON_LAYOUTS_H_
-#define COLLWATCH_INTERPOSER_PYTHON_LAYOUTS_H_
+// objects and strings (interposer/python_frames.cc walks its own process's; stacks/ reads
+// another process's; code.h reads code objects). Threading: constants.
+#ifndef COLLWATCH_CPYTHON_LAYOUTS_H_
+#define COLLWATCH_CPYTHON_LAYOUTS_H_
 
 #include <cstdint>
 #include <cstring>
@@ -53,6 +53,8 @@ struct Layout {
   uint32_t tstate_frame;          // frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
   uint32_t cframe_current_frame;  // kNone: tstate_frame leads to the frame itself
   uint32_t interp_threads_head;
+  uint32_t runtime_main_interpreter;  // _PyRuntime.interpreters.main
+  uint32_t tstate_native_thread_id;   // the thread's kernel id; kNone on 3.10 (none kept)
   // Frames.
   uint32_t frame_previous;
   uint32_t frame_code;
@@ -76,13 +78,14 @@ struct Layout {
 inline constexpr unsigned char kNoOwner = 0xff;
 
 inline constexpr Layout kLayouts[] = {
-    {310, 16, 8, 24, kNone, 8, 24, 32, 96, kNone, 0, kNoOwner, 104, 112, kNone, 40, 120, kNone,
+    {310, 16, 8, 24, kNone, 8, 40, kNone, 24, 32, 96, kNone, 0, kNoOwner, 104, 112, kNone, 40, 120, kNone,
      LineTable::kPep626, 48, 72},
-    {311, 16, 8, 56, 8, 16, 48, 32, 56, 69, 2, kNoOwner, 112, 120, 128, 72, 136, 184, LineTable::kLocations,
-     48, 72},
-    {312, 16, 8, 56, 0, 72, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 192, LineTable::kLocations, 40, 56},
-    {313, 16, 8, 72, kNone, 7344, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 200, LineTable::kLocations, 40,
+    {311, 16, 8, 56, 8, 16, 48, 160, 48, 32, 56, 69, 2, kNoOwner, 112, 120, 128, 72, 136, 184,
+     LineTable::kLocations, 48, 72},
+    {312, 16, 8, 56, 0, 72, 48, 144, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 192, LineTable::kLocations, 40,
      56},
+    {313, 16, 8, 72, kNone, 7344, 640, 160, 8, 0, 56, 70, 3, 3, 112, 120, 128, 68, 136, 200,
+     LineTable::kLocations, 40, 56},
 };
 
 // The first fields of 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h), which
@@ -91,9 +94,9 @@ struct DebugOffsets313 {
   char cookie[8];  // "xdebugpy"
   uint64_t version;
   uint64_t free_threaded;
-  uint64_t runtime_state[3];
+  uint64_t runtime_state[3];        // [2]: interpreters.head
   uint64_t interpreter_state[13];  // [3]: threads_head
-  uint64_t thread_state[9];        // [2]: next, [3]: interp, [4]: current_frame
+  uint64_t thread_state[9];        // [2]: next, [3]: interp, [4]: current_frame, [6]: native_thread_id
   uint64_t interpreter_frame[6];   // [1]: previous, [2]: executable, [3]: instr_ptr, [5]: owner
   uint64_t code_object[10];        // [1]: filename, [2]: name, [3]: qualname, [4]: linetable,
                                    // [5]: firstlineno, [9]: co_code_adaptive
@@ -116,4 +119,4 @@ T Load(uintptr_t address) noexcept {
 
 }  // namespace collwatch::cpython
 
-#endif  // COLLWATCH_INTERPOSER_PYTHON_LAYOUTS_H_
+#endif  // COLLWATCH_CPYTHON_LAYOUTS_H_
