@@ -1,0 +1,160 @@
+// `collwatch stacks` on real processes: four Python ranks under a launcher (three blocked
+// in one function, one sleeping before its first collective) merged into two classes
+// naming functions and lines; a SIGSTOPped rank's state and stacks; a native program
+// blocked in a system call named by its own functions.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using testing::ReadFile;
+using testing::Subprocess;
+using testing::TempDir;
+
+// The line of `file` that carries "at: <marker>" (a comment).
+int LineOf(const std::string& marker, const std::string& file = COLLWATCH_STACK_RANKS_SCRIPT) {
+  std::istringstream script(ReadFile(file));
+  std::string line;
+  for (int number = 1; std::getline(script, line); ++number) {
+    if (line.find(" at: " + marker) != std::string::npos) return number;
+  }
+  ADD_FAILURE() << "no marker " << marker;
+  return -1;
+}
+
+struct StacksRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+StacksRun RunStacks(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "stacks"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess stacks(argv, {}, dir.path() + "/stacks.txt", dir.path() + "/stacks.err");
+  StacksRun run;
+  run.exit_code = stacks.Wait(60);
+  run.output = ReadFile(dir.path() + "/stacks.txt") + ReadFile(dir.path() + "/stacks.err");
+  return run;
+}
+
+// Runs `collwatch stacks` until its output holds every one of `wanted` (the processes
+// take a moment to get where they block), at most 30 s; the last run.
+StacksRun RunStacksUntil(const TempDir& dir, const std::vector<std::string>& args,
+                         const std::vector<std::string>& wanted) {
+  StacksRun run;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    run = RunStacks(dir, args);
+    bool all = true;
+    for (const std::string& text : wanted) all = all && run.output.find(text) != std::string::npos;
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return run;
+}
+
+TEST(StacksEndToEndTest, FourRanksMergeIntoTheirTwoPlacesWithFunctionsAndLines) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
+  TempDir dir;
+  Subprocess launcher({COLLWATCH_PYTHON3, COLLWATCH_STACK_RANKS_SCRIPT, "4"}, {});
+  const std::string waiting = "wait_for_peers (stack_ranks.py:" + std::to_string(LineOf("wait")) +
+                              ") \u2190 rank_main (stack_ranks.py:" + std::to_string(LineOf("wait-call")) + ")";
+  const std::string late = "late_start (stack_ranks.py:" + std::to_string(LineOf("late")) +
+                           ") \u2190 rank_main (stack_ranks.py:" + std::to_string(LineOf("late-call")) + ")";
+  const StacksRun run = RunStacksUntil(dir, {std::to_string(launcher.pid())}, {waiting, late});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  const std::string merged = run.output.substr(0, run.output.find("\n\n"));
+  // One line per class, ranks by their RANK, in the order of their lowest rank.
+  EXPECT_NE(merged.find("\n  ranks 0-2   "), std::string::npos) << merged;
+  EXPECT_NE(merged.find("\n  rank 3      "), std::string::npos) << merged;
+  const size_t ranks_line = merged.find("ranks 0-2");
+  const size_t rank_line = merged.find("rank 3");
+  ASSERT_NE(ranks_line, std::string::npos) << merged;
+  ASSERT_NE(rank_line, std::string::npos) << merged;
+  const std::string first = merged.substr(ranks_line, merged.find('\n', ranks_line) - ranks_line);
+  const std::string second = merged.substr(rank_line, merged.find('\n', rank_line) - rank_line);
+  EXPECT_NE(first.find("(main thread) sleeping in "), std::string::npos) << first;
+  EXPECT_NE(first.find(waiting), std::string::npos) << first;
+  EXPECT_NE(first.find("read"), std::string::npos) << "blocked reading its pipe: " << first;
+  EXPECT_NE(second.find(late), std::string::npos) << second;
+  EXPECT_NE(second.find("sleep"), std::string::npos) << "sleeping in the C library: " << second;
+  EXPECT_EQ(std::count(merged.begin(), merged.end(), '\n'), 2) << "a heading and two classes:\n" << merged;
+}
+
+TEST(StacksEndToEndTest, AStoppedRankIsSaidStoppedItsStacksReadAndItStaysStopped) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
+  TempDir dir;
+  Subprocess rank({COLLWATCH_PYTHON3, COLLWATCH_STACK_RANKS_SCRIPT}, {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  const std::string late = "late_start (stack_ranks.py:" + std::to_string(LineOf("late")) + ")";
+  ASSERT_NE(RunStacksUntil(dir, {std::to_string(rank.pid())}, {late}).output.find(late), std::string::npos);
+  ASSERT_EQ(kill(rank.pid(), SIGSTOP), 0);
+  std::string state;
+  for (int i = 0; i < 100 && state != "T"; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(rank.pid()) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    state = line.substr(line.rfind(')') + 2, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(state, "T");
+  const StacksRun run = RunStacks(dir, {std::to_string(rank.pid()), "--json"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json report = nlohmann::json::parse(run.output, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << run.output;
+  ASSERT_EQ(report["classes"].size(), 1u) << report.dump(2);
+  const std::string where = report["classes"][0]["where"];
+  EXPECT_EQ(where.rfind("stopped in ", 0), 0u) << where;
+  EXPECT_NE(where.find(late), std::string::npos) << where;
+  const nlohmann::json& main_thread = report["processes"][0]["threads"][0];
+  EXPECT_EQ(main_thread["state"], "T");
+  EXPECT_FALSE(main_thread["native"].empty()) << "a stopped process unwinds too: " << main_thread.dump(2);
+  EXPECT_FALSE(main_thread["python"].empty()) << main_thread.dump(2);
+  std::ifstream stat("/proc/" + std::to_string(rank.pid()) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  EXPECT_EQ(line.substr(line.rfind(')') + 2, 1), "T") << "taking its stacks must not resume it";
+  kill(rank.pid(), SIGCONT);
+}
+
+TEST(StacksEndToEndTest, ANativeProgramBlockedInASystemCallIsNamedByItsOwnFunctions) {
+  TempDir dir;
+  Subprocess blocked({COLLWATCH_BLOCKED_PROGRAM}, {});
+  const StacksRun run = RunStacksUntil(dir, {std::to_string(blocked.pid())}, {"BlockedReadingAPipe"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  const std::string merged = run.output.substr(0, run.output.find("\n\n"));
+  EXPECT_NE(merged.find("pid " + std::to_string(blocked.pid())), std::string::npos) << merged;
+  EXPECT_NE(merged.find("sleeping in "), std::string::npos) << merged;
+  const std::string source = COLLWATCH_BLOCKED_PROGRAM_SOURCE;
+  EXPECT_NE(merged.find("sleeping in read (libc.so.6) \u2190 (anonymous namespace)::BlockedReadingAPipe(int) "
+                        "(blocked_program.cc:" + std::to_string(LineOf("read", source)) +
+                        ") \u2190 (anonymous namespace)::WaitForInput() (blocked_program.cc:" +
+                        std::to_string(LineOf("blocked", source)) + ")"),
+            std::string::npos)
+      << merged;
+}
+
+TEST(StacksEndToEndTest, NoSuchProcessIsSaidAndExitsTwo) {
+  TempDir dir;
+  Subprocess gone({"/bin/true"}, {});
+  ASSERT_EQ(gone.Wait(10), 0);
+  const StacksRun run = RunStacks(dir, {std::to_string(gone.pid())});
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("collwatch stacks: no process " + std::to_string(gone.pid())), std::string::npos)
+      << run.output;
+}
+
+}  // namespace
+}  // namespace collwatch
