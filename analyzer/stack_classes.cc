@@ -69,13 +69,13 @@ const ThreadStack* ThreadOfInterest(const ProcessStacks& process) {
 std::string WhereText(const ProcessStacks& process, const ThreadStack& thread) {
   std::vector<std::string> parts;
   if (!thread.native.empty()) parts.push_back(NativeText(process, thread.native.front()));
-  // The NCCL function the program called: the outermost of them.
-  for (auto frame = thread.native.rbegin(); frame != thread.native.rend(); ++frame) {
-    if (IsNcclFunction(*frame)) {
-      if (&*frame != &thread.native.front()) parts.push_back(NativeText(process, *frame));
-      break;
-    }
+  // The NCCL function the program called: the outermost of NCCL's own (collwatch's hook of
+  // the same name calls it).
+  const NativeFrame* nccl = nullptr;
+  for (auto frame = thread.native.rbegin(); frame != thread.native.rend() && nccl == nullptr; ++frame) {
+    if (IsNcclFunction(*frame) && frame->module.rfind("libcollwatch", 0) != 0) nccl = &*frame;
   }
+  if (nccl != nullptr && nccl != &thread.native.front()) parts.push_back(NativeText(process, *nccl));
   size_t shown = 0;
   for (const CallFrame& frame : thread.python.frames) {
     if (IsLibraryFrame(frame) || shown == kUserFramesShown) continue;
