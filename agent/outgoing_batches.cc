@@ -17,9 +17,12 @@ void OutgoingBatches::AddRegion(v1::RegionName region) { *open_->add_regions() =
 
 void OutgoingBatches::AddCallPath(v1::CallPath path) { *open_->add_call_paths() = std::move(path); }
 
+void OutgoingBatches::AddStacks(v1::ProcessStacks stacks) { *open_->mutable_stacks() = std::move(stacks); }
+
 bool OutgoingBatches::SealIfDue(uint64_t now_ns, bool force, const v1::StreamEventsRequest& status) {
   const bool has_content = open_->events_size() > 0 || open_->regions_size() > 0 || open_->call_paths_size() > 0;
   const bool old = has_content && now_ns - open_since_ns_ >= limits_.max_delay_ns;
+  force = force || open_->has_stacks();
   if (!force && !old) return false;
   Seal(&status);
   return true;

@@ -27,6 +27,8 @@ class OutgoingBatches {
   void Add(v1::Event event, uint64_t now_ns);
   void AddRegion(v1::RegionName region);
   void AddCallPath(v1::CallPath path);
+  // The answer to a StacksRequest; the open batch is then due at once.
+  void AddStacks(v1::ProcessStacks stacks);
   // Seals the open batch if it is old enough (or `force`, even when empty: a status-only
   // batch). The status fields are stamped on the sealed batch.
   bool SealIfDue(uint64_t now_ns, bool force, const v1::StreamEventsRequest& status);
@@ -44,7 +46,7 @@ class OutgoingBatches {
   bool Full() const { return unacked_events() >= limits_.max_unacked_events; }
   // Nothing open, nothing waiting for an ack.
   bool Empty() const { return queue_.empty() && open_events() == 0 && open_->regions_size() == 0 &&
-                              open_->call_paths_size() == 0; }
+                              open_->call_paths_size() == 0 && !open_->has_stacks(); }
   uint64_t batches_sealed() const { return batches_sealed_; }
 
  private:

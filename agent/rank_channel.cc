@@ -59,6 +59,7 @@ void RankChannel::Stop() {
   }
   wake_.notify_all();
   if (sender_.joinable()) sender_.join();
+  if (stacks_taker_.joinable()) stacks_taker_.join();
 }
 
 void RankChannel::Poll() {
@@ -85,6 +86,10 @@ void RankChannel::Poll() {
     status_ = status;
   }
   const bool sample_changed = SampleProcessIfDue(now, status_changed);
+  if (stacks_taken_) {
+    outgoing_.AddStacks(*std::move(stacks_taken_));
+    stacks_taken_.reset();
+  }
 
   bool read_everything = true;
   if (!outgoing_.Full()) {
@@ -143,6 +148,20 @@ void RankChannel::Poll() {
     lock.lock();
   }
   if (writer_gone && read_everything) finished_reading_ = true;
+}
+
+void RankChannel::TakeStacksLocked(const v1::StacksRequest& request) {
+  if (!local_ || taking_stacks_ || stop_) return;
+  if (stacks_taker_.joinable()) stacks_taker_.join();  // the previous one, finished
+  taking_stacks_ = true;
+  if (options_.log) std::cerr << "collwatch agent: taking the stacks of " << WhoLocked() << " (" << request.reason() << ")\n";
+  stacks_taker_ = std::thread([this, pid = identity_.pid(), request_id = request.request_id()] {
+    const stacks::ProcessStacks taken = stacks::TakeProcessStacks(pid);
+    v1::ProcessStacks wire = StacksToWire(taken, request_id, static_cast<int64_t>(RealtimeNs()));
+    std::lock_guard<std::mutex> lock(mutex_);
+    stacks_taken_ = std::move(wire);
+    taking_stacks_ = false;
+  });
 }
 
 bool RankChannel::SampleProcessIfDue(uint64_t now, bool liveness_changed) {
@@ -253,6 +272,7 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
       std::lock_guard<std::mutex> lock(mutex_);
       last_contact_ns_ = MonotonicClockNs();
       outgoing_.Acked(ack.acked_batch_seq());
+      if (ack.has_take_stacks()) TakeStacksLocked(ack.take_stacks());
       if (finished_reading_ && outgoing_.Empty()) drained_ = true;
       wake_.notify_all();
     }

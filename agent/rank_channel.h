@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -93,6 +94,12 @@ class RankChannel {
   // One stream: hello, resume, then batches out and acks in until it breaks.
   grpc::Status RunConnection(double* backoff);
 
+  // A StacksRequest from the collector: takes the process's stacks on a thread of its own
+  // (it takes milliseconds to seconds), for the next batch. One at a time; a request while
+  // one is being taken, or for another host's process, is answered by none. Called with
+  // mutex_ held.
+  void TakeStacksLocked(const v1::StacksRequest& request);
+
   const AgentOptions& options_;
   const std::atomic<bool>& job_stopping_;  // Agent::NoteJobStopping
   std::unique_ptr<RingReader> reader_;
@@ -127,6 +134,9 @@ class RankChannel {
   bool warned_down_ = false;
   grpc::ClientContext* context_ = nullptr;
   std::thread sender_;
+  std::thread stacks_taker_;
+  bool taking_stacks_ = false;
+  std::optional<v1::ProcessStacks> stacks_taken_;  // for the next batch
 };
 
 }  // namespace collwatch

@@ -5,6 +5,7 @@
 #include "analyzer/analyzer.h"
 
 #include <algorithm>
+#include <map>
 
 #include "analyzer/finding_evidence.h"
 #include "analyzer/finding_text.h"
@@ -43,6 +44,58 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
   }
   if (options_.bounded_history) ForgetSettledHistory();
   return found;
+}
+
+bool Analyzer::WantsStacks(const Finding& finding) {
+  return finding.kind == FindingKind::kNotJoined || finding.kind == FindingKind::kTransportStall ||
+         finding.kind == FindingKind::kCommInitStall;
+}
+
+std::vector<std::pair<ProcessId, std::vector<int32_t>>> Analyzer::ProcessesNamedBy(const Finding& finding) const {
+  std::map<ProcessId, std::vector<int32_t>> named;
+  if (const Comm* comm = model_.FindComm(finding.comm_id)) {
+    for (size_t r = 0; r < comm->ranks.size(); ++r) {
+      if (comm->ranks[r].present) named[comm->ranks[r].process].push_back(static_cast<int32_t>(r));
+    }
+  }
+  for (const ProcessReport& report : finding.processes) {
+    const std::optional<ProcessId> process = model_.FindProcess(report.host, report.pid);
+    if (!process) continue;
+    std::vector<int32_t>& ranks = named[*process];
+    if (report.rank >= 0 && std::find(ranks.begin(), ranks.end(), report.rank) == ranks.end()) {
+      ranks.push_back(report.rank);
+    }
+  }
+  return {named.begin(), named.end()};
+}
+
+std::vector<size_t> Analyzer::AttachStacks() {
+  // Clocks of the collector and of the agents that took the stacks may differ this much.
+  constexpr int64_t kClockSlackNs = 2'000'000'000;
+  std::vector<size_t> changed;
+  for (size_t i = 0; i < findings_.size(); ++i) {
+    Finding& finding = findings_[i];
+    if (!WantsStacks(finding)) continue;
+    FindingStacks stacks;
+    stacks.complete = true;
+    std::vector<RankStacks> taken;
+    for (auto& [process, ranks] : ProcessesNamedBy(finding)) {
+      const Process& of = model_.process(process);
+      if (of.stacks_taken_ns == 0 || of.stacks_taken_ns + kClockSlackNs < finding.found_ns) {
+        // (A process seen only from outside has no agent stream to answer.)
+        if (!of.observed_only) stacks.complete = false;
+        continue;
+      }
+      stacks.taken_ns = std::max(stacks.taken_ns, of.stacks_taken_ns);
+      taken.push_back(RankStacks{ranks, of.stacks});
+    }
+    if (taken.empty()) continue;
+    stacks.classes = MergeStacks(taken);
+    if (finding.stacks == stacks) continue;
+    finding.stacks = std::move(stacks);
+    changed.push_back(i);
+  }
+  return changed;
 }
 
 // What each check still reads, per communicator, from the lowest collective on:

@@ -66,6 +66,16 @@ class Analyzer {
   std::vector<Finding> Analyze(int64_t now_ns, bool final_pass = false);
   // Every finding so far, in the order found.
   const std::vector<Finding>& findings() const { return findings_; }
+
+  // Stall findings (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL) want the stacks of the
+  // processes they name: every process of their communicator, and those their evidence
+  // names (a rank that never reported there). Each with its ranks in the communicator.
+  static bool WantsStacks(const Finding& finding);
+  std::vector<std::pair<ProcessId, std::vector<int32_t>>> ProcessesNamedBy(const Finding& finding) const;
+  // Gives each stall finding the merged stacks of the processes it names, as taken since
+  // it was found (JobModel::AddStacks); returns the indexes into findings() whose stacks
+  // changed.
+  std::vector<size_t> AttachStacks();
   // The stall threshold for a collective of `bytes` (per rank) on `comm`.
   double StallThresholdS(const Comm& comm, double bytes) const;
   // Per communicator with something in flight, its oldest collective.

@@ -16,6 +16,7 @@
 #include "process/process_info.h"
 #include "process/rank_membership.h"
 #include "analyzer/call_sites.h"
+#include "analyzer/stack_classes.h"
 #include "ring/call_path.h"
 #include "ring/ring_format.h"
 
@@ -192,6 +193,15 @@ struct P2pFacts {
   double waited_s = 0;  // NOT_JOINED: since the posted side entered
 };
 
+// Stalls: the named processes' stacks, merged (stack_classes.h), as taken after the
+// finding (the agent takes them when the collector asks).
+struct FindingStacks {
+  int64_t taken_ns = 0;  // CLOCK_REALTIME of the latest one taken
+  std::vector<StackClass> classes;
+  bool complete = false;  // every process it names that streams a ring answered
+  bool operator==(const FindingStacks&) const = default;
+};
+
 // What a finding's words are made from, by kind. None: a finding read back from the
 // wire, which carries its words.
 using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
@@ -222,6 +232,8 @@ struct Finding {
   std::vector<ClassContext> context;   // the aligned sequences around the divergence
   // Stalls: how each rank the finding names is doing (state, CPU, heartbeat, its end).
   std::vector<ProcessReport> processes;
+  // Stalls: where the processes it names were, from their stacks taken at the finding.
+  std::optional<FindingStacks> stacks;
 };
 
 // "comm 3f2a9c01" (the first 8 hex digits).

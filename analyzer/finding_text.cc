@@ -160,8 +160,8 @@ Words SignatureMismatchWords(const Finding& f, const DivergenceFacts& d) {
         "(2) PATH_DIVERGENCE, different code: %s %s in a module %s skipped or ran elsewhere (a vision tower "
         "for an image batch against text-only batches, an expert, a conditional head), and these are "
         "different collectives that NCCL pairs by order; fix: %s Both hang or corrupt data. To decide: "
-        "compare with a clean run (`collwatch diff`), look at where each rank is (py-spy dump on their "
-        "pids), or run with NVTX ranges around the modules.%s",
+        "compare with a clean run (`collwatch diff`), look at where each rank is (`collwatch stacks` on "
+        "their pids), or run with NVTX ranges around the modules.%s",
         f.seq, comm_text, ClassRanksText(f.comm_size, major), DescribeCall(a), ClassRanksText(f.comm_size, minor), DescribeCall(b),
         d.major_run.size() <= 1
             ? " (no rank issued a call after it, no NVTX range names the code, and no earlier step "
@@ -310,13 +310,13 @@ Words NotJoinedWords(const Finding& f, const StallFacts& s) {
   } else if (none_started) {
     cause = "The late ranks have not started this communicator's first collective: they are still before "
             "their first forward (data loading, a checkpoint load, compilation, or a filesystem stall on that "
-            "node). Find what that rank does before its first forward (py-spy dump on its pid); warm up or "
-            "pre-stage data on every rank, and start timing only after a barrier.";
+            "node). Find what that rank does before its first forward (its stacks, below, or `collwatch "
+            "stacks` on its pid); warm up or pre-stage data on every rank, and start timing only after a barrier.";
   } else {
     cause = "The late ranks are doing something else between collectives: extra work on some ranks only "
             "(logging, evaluation or checkpointing on rank 0 without a barrier), a slow node, or a wait on "
-            "another communicator. Look at where they are (py-spy dump on their pids) and make the work "
-            "symmetric or move it after a collective everyone joins.";
+            "another communicator. Look at where they are (their stacks, below, or `collwatch stacks` on their "
+            "pids) and make the work symmetric or move it after a collective everyone joins.";
   }
   Words w;
   w.labels = {"entered the collective", "not arrived"};
@@ -412,7 +412,7 @@ Words CommInitStallWords(const Finding& f, const StallFacts& s) {
         RanksText(missing, f.comm_size), absl::StrJoin(alive, "; "),
         troubled.empty() ? "They are still busy before it (data loading, a checkpoint load, compilation) or took "
                            "another path (a new_group or split called on some ranks only): find where they are "
-                           "(py-spy dump on their pids)."
+                           "(their stacks, below, or `collwatch stacks` on their pids)."
                          : "That is the cause: continue it, or find what stopped it (a debugger or py-spy "
                            "attached, a job-control signal, the node's storage).");
   } else {

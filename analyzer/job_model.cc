@@ -93,6 +93,13 @@ ProcessId JobModel::ObserveProcess(const ProcessInfo& info, const ProcessSample&
   return *id;
 }
 
+void JobModel::AddStacks(ProcessId process, stacks::ProcessStacks stacks, int64_t taken_ns) {
+  Process& into = processes_[process];
+  if (taken_ns < into.stacks_taken_ns) return;  // an older taking, arriving late
+  into.stacks = std::move(stacks);
+  into.stacks_taken_ns = taken_ns;
+}
+
 std::optional<ProcessId> JobModel::FindProcess(const std::string& host, int32_t pid) const {
   auto known = by_host_pid_.find({host, pid});
   if (known == by_host_pid_.end()) return std::nullopt;

@@ -22,6 +22,7 @@
 #include "process/process_update.h"
 #include "ring/ring_format.h"
 #include "ring/ring_names.h"  // the words of a Call's op, dtype and reduce op
+#include "stacks/process_stacks.h"
 
 namespace collwatch::analyzer {
 
@@ -122,6 +123,9 @@ struct Process {
   // the user's code, for the calls of the same unit made where no user frame exists
   // (FSDP's backward on autograd's threads). Bounded by kMaxUnitPaths.
   std::unordered_map<uint64_t, CallPathId> unit_paths;
+  // Its stacks as last taken (at a stall: stacks/), and when (CLOCK_REALTIME; 0: never).
+  stacks::ProcessStacks stacks;
+  int64_t stacks_taken_ns = 0;
   // Calls waiting for their return or completion, by their enter record's (lane, index).
   std::unordered_map<uint64_t, uint32_t> pending;
   // Grouped calls (call indexes) waiting for the completion of their group.
@@ -140,6 +144,8 @@ class JobModel {
   // before its first NCCL call: added with no calls when the model has no process of
   // that host and pid, else only its sample is updated. Returns its id either way.
   ProcessId ObserveProcess(const ProcessInfo& info, const ProcessSample& sample);
+  // Its stacks, taken at `taken_ns` (CLOCK_REALTIME); a later taking replaces them.
+  void AddStacks(ProcessId process, stacks::ProcessStacks stacks, int64_t taken_ns);
   // The latest process added with this host and pid.
   std::optional<ProcessId> FindProcess(const std::string& host, int32_t pid) const;
   // A region name of `process` (the writer's id as its records carry it).

@@ -236,6 +236,15 @@ nlohmann::json FindingJson(const Finding& finding) {
     }
     return {{"function", point->function}, {"file", point->file}, {"arms", arms}, {"text", BranchPointText(*point)}};
   };
+  nlohmann::json stacks = nullptr;
+  if (finding.stacks) {
+    nlohmann::json stack_classes = nlohmann::json::array();
+    for (const StackClass& merged : finding.stacks->classes) {
+      stack_classes.push_back({{"ranks", merged.ranks}, {"pids", merged.pids}, {"thread", merged.thread},
+                               {"where", merged.where}});
+    }
+    stacks = {{"taken_time", WallClock(finding.stacks->taken_ns)}, {"classes", stack_classes}};
+  }
   nlohmann::json branch_point = point_json(finding.branch_point);
   if (finding.branch_point) branch_point["first_parted"] = point_json(finding.first_parted);
   return {{"kind", FindingKindName(finding.kind)},
@@ -255,7 +264,8 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"headline", finding.headline},
           {"summary", finding.summary},
           {"context", context},
-          {"processes", processes}};
+          {"processes", processes},
+          {"stacks", stacks}};
 }
 
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info) {
@@ -336,6 +346,10 @@ std::string FindingText(const Finding& finding) {
     }
     if (!process.ended.empty()) absl::StrAppend(&details, ", ", process.ended);
     absl::StrAppendFormat(&text, "  %-16s %s\n", label, details);
+  }
+  if (finding.stacks) {
+    absl::StrAppend(&text, "\n  stacks, taken ", WallClock(finding.stacks->taken_ns), ":\n",
+                    StackClassesText(finding.stacks->classes));
   }
   return text;
 }

@@ -36,6 +36,7 @@ struct StackClass {
   std::vector<int32_t> pids;
   std::string thread;          // the thread of interest's label in the first process
   std::string where;           // WhereText, the same for every process of the class
+  bool operator==(const StackClass&) const = default;
 };
 
 // Processes whose threads of interest are in the same place, as classes in the order of

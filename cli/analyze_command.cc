@@ -26,7 +26,9 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
     as_of = summary.stopped_at_ns;
     analyzer.model().ForgetDeathsAfter(summary.stopped_at_ns);
   }
-  const std::vector<analyzer::Finding> findings = analyzer.Analyze(as_of, /*final_pass=*/true);
+  analyzer.Analyze(as_of, /*final_pass=*/true);
+  analyzer.AttachStacks();  // the stacks the trace store kept from the stalls
+  const std::vector<analyzer::Finding>& findings = analyzer.findings();
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer.model());
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";

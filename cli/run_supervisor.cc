@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "cli/command_process.h"
 #include "cli/run_record.h"
@@ -26,6 +28,8 @@ namespace collwatch {
 namespace {
 
 constexpr uint64_t kProcessWalkIntervalNs = 500'000'000;
+// How long --kill-on-hang waits for a stall's stacks before stopping the job.
+constexpr uint64_t kStacksWaitNs = 5'000'000'000;
 constexpr size_t kJobLogTailLines = 10;
 
 }  // namespace
@@ -105,11 +109,19 @@ void RunSupervisor::WatchJob() {
     // Each finding the moment it appears (on the dashboard while it is up).
     const std::vector<analyzer::Finding> findings = CurrentFindings();
     if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);
-    if (options_.kill_on_hang && !findings.empty()) {
-      StopHungJob(findings);
-      return;
-    }
     const uint64_t now_ns = MonotonicClockNs();
+    if (options_.kill_on_hang && !findings.empty()) {
+      // A stall's stacks are taken from the live processes: stop the job once they are in
+      // (or have not come for kStacksWaitNs).
+      if (first_finding_ns_ == 0) first_finding_ns_ = now_ns;
+      const bool stacks_coming = std::any_of(findings.begin(), findings.end(), [](const analyzer::Finding& f) {
+        return analyzer::Analyzer::WantsStacks(f) && (!f.stacks || !f.stacks->complete);
+      });
+      if (!stacks_coming || now_ns - first_finding_ns_ >= kStacksWaitNs) {
+        StopHungJob(findings);
+        return;
+      }
+    }
     if (now_ns - last_walk_ns_ >= kProcessWalkIntervalNs) ObserveJobProcesses();
     if (embedded_ != nullptr && dashboard_ == nullptr &&
         static_cast<double>(now_ns - last_print_ns) / 1e9 >= print_every_s) {
@@ -212,9 +224,18 @@ int RunSupervisor::Finish() {
 }
 
 void RunSupervisor::ShowNewFindings(const std::vector<analyzer::Finding>& findings, bool clear_status_line) {
+  // A stall's stacks come after it: shown once, when they do.
+  for (size_t i = 0; i < findings_shown_ && i < findings.size(); ++i) {
+    if (!findings[i].stacks || stacks_shown_.count(i)) continue;
+    stacks_shown_.insert(i);
+    if (clear_status_line) std::cerr << "\r\033[K";
+    std::cerr << "\ncollwatch: stacks at " << findings[i].headline << "\n"
+              << analyzer::StackClassesText(findings[i].stacks->classes) << "\n";
+  }
   for (; findings_shown_ < findings.size(); ++findings_shown_) {
     if (clear_status_line) std::cerr << "\r\033[K";
     std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown_]) << "\n";
+    if (findings[findings_shown_].stacks) stacks_shown_.insert(findings_shown_);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,8 @@ class RunSupervisor {
   uint64_t last_walk_ns_ = 0;  // CLOCK_MONOTONIC
   int exit_code_ = -1;         // the command's, once it ended
   size_t findings_shown_ = 0;
+  std::set<size_t> stacks_shown_;   // findings whose stacks were shown
+  uint64_t first_finding_ns_ = 0;   // monotonic, when --kill-on-hang saw the first finding
   bool stopped_hung_job_ = false;
   int64_t stopped_at_ns_ = 0;
   std::vector<analyzer::Finding> findings_at_stop_;  // later ones would be the stop's echo

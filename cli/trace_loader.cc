@@ -46,8 +46,11 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
   const v1::StoredStatus& status = (*reader)->status();
-  model->Apply(model->AddProcess(ProcessInfoFromIdentity(identity)),
-               ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), status));
+  const analyzer::ProcessId process = model->AddProcess(ProcessInfoFromIdentity(identity));
+  model->Apply(process, ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), status));
+  for (const v1::ProcessStacks& stacks : (*reader)->stacks()) {
+    model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
+  }
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
                                              " bytes ignored (the collector stopped mid-write)"));

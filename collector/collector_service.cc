@@ -62,6 +62,7 @@ class EventStreamReactor final
       // Acks are cumulative: a newer one replaces the pending one; resume points stay.
       pending_.set_acked_batch_seq(answer->acked_batch_seq());
       if (answer->resume_size() > 0) *pending_.mutable_resume() = answer->resume();
+      if (answer->has_take_stacks()) *pending_.mutable_take_stacks() = answer->take_stacks();
       has_pending_ = true;
     } else {
       response_ = *std::move(answer);
@@ -260,10 +261,36 @@ void CollectorService::AnalysisLoop() {
       FindingToProto(finding, &proto);
       live_state_.AddFinding(proto);
       Log(absl::StrCat("finding: ", finding.headline));
+      if (analyzer::Analyzer::WantsStacks(finding)) {
+        RequestStacks(online_analyzer_.StreamsNamedBy(finding), finding.headline);
+      }
+    }
+    for (const auto& [index, finding] : online_analyzer_.TakeUpdatedFindings()) {
+      v1::Finding proto;
+      FindingToProto(finding, &proto);
+      live_state_.ReplaceFinding(index, proto);
     }
     live_state_.SetInflight(online_analyzer_.Inflight());
     lock.lock();
   }
+}
+
+void CollectorService::RequestStacks(const std::vector<std::string>& keys, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(stacks_mutex_);
+  for (const std::string& key : keys) {
+    v1::StacksRequest& request = stacks_wanted_[key];
+    request.set_request_id(next_stacks_request_++);
+    request.set_reason(reason);
+  }
+}
+
+std::optional<v1::StacksRequest> CollectorService::TakeStacksRequest(const std::string& key) {
+  std::lock_guard<std::mutex> lock(stacks_mutex_);
+  auto wanted = stacks_wanted_.find(key);
+  if (wanted == stacks_wanted_.end()) return std::nullopt;
+  v1::StacksRequest request = std::move(wanted->second);
+  stacks_wanted_.erase(wanted);
+  return request;
 }
 
 absl::Status CollectorService::WriteReport(const std::string& dir) {

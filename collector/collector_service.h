@@ -9,8 +9,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -81,6 +83,8 @@ class CollectorService final : public v1::Collector::CallbackService {
                                                          v1::StreamEventsResponse* answer);
   const CollectorOptions& options() const { return options_; }
   TraceStore& store() { return store_; }
+  // The stacks request waiting for the stream `key`'s next answer, taken (none: nullopt).
+  std::optional<v1::StacksRequest> TakeStacksRequest(const std::string& key);
   void Log(const std::string& line) const;
 
   bool stopping() const { return stopping_.load(); }
@@ -89,6 +93,9 @@ class CollectorService final : public v1::Collector::CallbackService {
  private:
 
   void AnalysisLoop();
+  // Asks the agents of the streams `keys` for their processes' stacks (a stall finding
+  // names them), in each stream's next answer.
+  void RequestStacks(const std::vector<std::string>& keys, const std::string& reason);
 
   CollectorOptions options_;
   TraceStore store_;
@@ -101,6 +108,9 @@ class CollectorService final : public v1::Collector::CallbackService {
   std::mutex job_mutex_;
   std::string job_;
   std::atomic<bool> stopping_{false};
+  std::mutex stacks_mutex_;
+  std::map<std::string, v1::StacksRequest> stacks_wanted_;  // by stream key
+  uint64_t next_stacks_request_ = 1;
 };
 
 // A running collector server.

@@ -81,8 +81,14 @@ absl::StatusOr<v1::StreamEventsResponse> EventIngest::Accept(const v1::StreamEve
   if (service_->options().analyze) {
     service_->online_analyzer().Enqueue(key_, identity_, ProcessUpdateFromBatch(request, appended->stored_events));
   }
+  if (request.has_stacks() && service_->options().analyze) {
+    service_->online_analyzer().EnqueueStacks(key_, StacksFromWire(request.stacks()), request.stacks().taken_ns());
+  }
   if (request.batch_seq() != 0) last_batch_seq_ = request.batch_seq();
   answer.set_acked_batch_seq(last_batch_seq_);
+  if (std::optional<v1::StacksRequest> wanted = service_->TakeStacksRequest(key_)) {
+    *answer.mutable_take_stacks() = *std::move(wanted);
+  }
   return answer;
 }
 

@@ -96,6 +96,11 @@ analyzer::Finding EveryFieldSet() {
   finding.branch_point = analyzer::BranchPoint{"Model.forward", "/home/me/model.py",
                                                {{{0, 2}, 306, "VisionTower.forward", "x = self.vision(x)"}}};
   finding.first_parted = analyzer::BranchPoint{"step", "/home/me/train.py", {{{1, 3}, 12, "Model.forward", "loss = m(x)"}}};
+  finding.stacks = analyzer::FindingStacks{
+      1'700'000'001'000'000'000,
+      {{{0, 1, 2}, {11, 12, 13}, "python3 (main thread)", "sleeping in poll (libc.so.6) \u2190 train (train.py:88)"},
+       {{3}, {14}, "python3 (main thread)", "sleeping in clock_nanosleep (libc.so.6) \u2190 late (train.py:20)"}},
+      true};
   return finding;
 }
 
@@ -172,6 +177,7 @@ TEST(FindingProtoTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(analyzer::BranchPointText(*back.branch_point), analyzer::BranchPointText(*finding.branch_point));
   EXPECT_EQ(analyzer::BranchPointText(*back.first_parted), analyzer::BranchPointText(*finding.first_parted));
   EXPECT_EQ(back.branch_point->file, finding.branch_point->file);
+  EXPECT_EQ(back.stacks, finding.stacks);
 }
 
 // A field added to the proto's Finding (or to a message in it) that FindingToProto does

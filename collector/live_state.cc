@@ -184,6 +184,11 @@ void LiveState::AddFinding(const v1::Finding& finding) {
   findings_.push_back(finding);
 }
 
+void LiveState::ReplaceFinding(size_t index, const v1::Finding& finding) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index < findings_.size()) findings_[index] = finding;
+}
+
 void LiveState::SetInflight(std::vector<analyzer::InflightCollective> inflight) {
   std::lock_guard<std::mutex> lock(mutex_);
   inflight_.clear();

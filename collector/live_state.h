@@ -42,6 +42,8 @@ class LiveState {
 
   // A finding of the online analyzer, served with the state.
   void AddFinding(const v1::Finding& finding);
+  // The finding added `index`-th, as it reads now (its stacks came in).
+  void ReplaceFinding(size_t index, const v1::Finding& finding);
   // The online analyzer's view of what is in flight (replaces the previous one): names
   // the op, its expected time and its stall threshold for the dashboards.
   void SetInflight(std::vector<analyzer::InflightCollective> inflight);

@@ -31,7 +31,16 @@ void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample
   queue_.push_back(std::move(item));
 }
 
-void OnlineAnalyzer::FeedLocked(const Item& item) {
+void OnlineAnalyzer::EnqueueStacks(const std::string& key, stacks::ProcessStacks stacks, int64_t taken_ns) {
+  Item item;
+  item.key = key;
+  item.stacks = std::move(stacks);
+  item.stacks_taken_ns = taken_ns;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  queue_.push_back(std::move(item));
+}
+
+void OnlineAnalyzer::FeedLocked(Item& item) {
   analyzer::JobModel& model = analyzer_.model();
   if (item.observed) {
     model.ObserveProcess(*item.observed, item.update.sample);
@@ -43,8 +52,13 @@ void OnlineAnalyzer::FeedLocked(const Item& item) {
     stream = &streams_[item.key];  // std::map: the address stays valid
   }
   if (!stream->in_model) {
+    if (item.stacks) return;  // stacks of a stream whose batches never reached the model
     stream->process = model.AddProcess(ProcessInfoFromIdentity(stream->identity));
     stream->in_model = true;
+  }
+  if (item.stacks) {
+    model.AddStacks(stream->process, *std::move(item.stacks), item.stacks_taken_ns);
+    return;
   }
   model.Apply(stream->process, item.update);
 }
@@ -58,8 +72,32 @@ std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_p
   }
   std::lock_guard<std::mutex> lock(model_mutex_);
   if (frozen_) return {};
-  for (const Item& item : items) FeedLocked(item);
-  return analyzer_.Analyze(now_ns, final_pass);
+  for (Item& item : items) FeedLocked(item);
+  std::vector<analyzer::Finding> found = analyzer_.Analyze(now_ns, final_pass);
+  for (const size_t index : analyzer_.AttachStacks()) updated_.insert(index);
+  return found;
+}
+
+std::vector<std::pair<size_t, analyzer::Finding>> OnlineAnalyzer::TakeUpdatedFindings() {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  std::vector<std::pair<size_t, analyzer::Finding>> updated;
+  for (const size_t index : updated_) updated.emplace_back(index, analyzer_.findings()[index]);
+  updated_.clear();
+  return updated;
+}
+
+std::vector<std::string> OnlineAnalyzer::StreamsNamedBy(const analyzer::Finding& finding) {
+  std::lock_guard<std::mutex> model_lock(model_mutex_);
+  std::vector<std::string> keys;
+  const auto named = analyzer_.ProcessesNamedBy(finding);
+  std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+  for (const auto& [key, stream] : streams_) {
+    if (!stream.in_model) continue;
+    for (const auto& [process, ranks] : named) {
+      if (process == stream.process) keys.push_back(key);
+    }
+  }
+  return keys;
 }
 
 void OnlineAnalyzer::Freeze() {

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,9 @@ class OnlineAnalyzer {
   // a batch; in the model it is a process with no calls (JobModel::ObserveProcess), the
   // same entry its ring's stream takes over later, matched by host and pid.
   void ObserveProcess(const ProcessInfo& info, const ProcessSample& sample);
+  // The stacks of the stream `key`'s process, taken at `taken_ns` (its agent's answer to
+  // a StacksRequest): queued like a batch.
+  void EnqueueStacks(const std::string& key, stacks::ProcessStacks stacks, int64_t taken_ns);
   // Feeds what is queued, then analyses up to `now_ns` (CLOCK_REALTIME); returns the
   // findings that are new.
   std::vector<analyzer::Finding> Tick(int64_t now_ns, bool final_pass = false);
@@ -45,6 +49,11 @@ class OnlineAnalyzer {
   void Freeze();
 
   std::vector<analyzer::Finding> Findings();
+  // The findings whose stacks arrived (Analyzer::AttachStacks) in the Ticks since the
+  // last call, each with its index in Findings().
+  std::vector<std::pair<size_t, analyzer::Finding>> TakeUpdatedFindings();
+  // The streams of the processes `finding` names (Analyzer::ProcessesNamedBy), by key.
+  std::vector<std::string> StreamsNamedBy(const analyzer::Finding& finding);
   // Each communicator's oldest collective in flight, as of the last Tick.
   std::vector<analyzer::InflightCollective> Inflight();
   analyzer::ReportInfo Info(const std::string& job);
@@ -56,13 +65,15 @@ class OnlineAnalyzer {
     std::string key;
     ProcessUpdate update;
     std::optional<ProcessInfo> observed;  // set: an ObserveProcess, not a batch
+    std::optional<stacks::ProcessStacks> stacks;  // set: an EnqueueStacks, taken at stacks_taken_ns
+    int64_t stacks_taken_ns = 0;
   };
   struct Stream {
     v1::RankIdentity identity;
     bool in_model = false;
     analyzer::ProcessId process = 0;
   };
-  void FeedLocked(const Item& item);
+  void FeedLocked(Item& item);
   static analyzer::AnalyzerOptions Bounded(analyzer::AnalyzerOptions options) {
     options.bounded_history = true;
     return options;
@@ -80,6 +91,7 @@ class OnlineAnalyzer {
   std::mutex model_mutex_;
   analyzer::Analyzer analyzer_;
   bool frozen_ = false;
+  std::set<size_t> updated_;  // indexes of findings whose stacks changed, not taken yet
 };
 
 }  // namespace collwatch

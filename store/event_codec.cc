@@ -1,7 +1,9 @@
-// Ring record <-> proto Event. Threading: pure functions.
+// Ring record <-> proto Event, and the other messages of a rank stream. Threading: pure
+// functions.
 #include "store/event_codec.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace collwatch {
 namespace {
@@ -170,6 +172,75 @@ CallPath CallPathFromWire(const v1::CallPath& wire) {
   }
   path.truncated = path.truncated || wire.frames_size() > static_cast<int>(ring::kMaxCallPathFrames);
   return path;
+}
+
+namespace {
+
+std::string BoundedName(const std::string& text) {
+  return WireText(text.size() > kMaxWireNameBytes ? std::string_view(text).substr(0, kMaxWireNameBytes) : text);
+}
+
+char StateLetter(const std::string& state) {
+  return state.size() == 1 && std::isalpha(static_cast<unsigned char>(state[0])) ? state[0] : '?';
+}
+
+}  // namespace
+
+v1::ProcessStacks StacksToWire(const stacks::ProcessStacks& stacks, uint64_t request_id, int64_t taken_ns) {
+  v1::ProcessStacks wire;
+  wire.set_request_id(request_id);
+  wire.set_pid(stacks.pid);
+  wire.set_state(std::string(1, stacks.state));
+  wire.set_program(WireText(stacks.program));
+  wire.set_python_version(stacks.python_version);
+  wire.set_longest_pause_ns(stacks.longest_pause_ns);
+  wire.set_taken_ns(taken_ns);
+  for (const std::string& problem : stacks.problems) wire.add_problems(WireText(problem));
+  for (const stacks::ThreadStack& thread : stacks.threads) {
+    v1::ThreadStack* to = wire.add_threads();
+    to->set_tid(thread.tid);
+    to->set_name(WireText(thread.name));
+    to->set_state(std::string(1, thread.state));
+    to->set_unwound(thread.unwound);
+    for (const stacks::NativeFrame& frame : thread.native) {
+      v1::NativeFrame* native = to->add_native();
+      native->set_pc(frame.pc);
+      native->set_function(WireText(frame.function));
+      native->set_module(WireText(frame.module));
+      native->set_file(WireText(frame.file));
+      native->set_line(frame.line);
+    }
+    *to->mutable_python() = CallPathToWire(0, thread.python);
+  }
+  return wire;
+}
+
+stacks::ProcessStacks StacksFromWire(const v1::ProcessStacks& wire) {
+  stacks::ProcessStacks stacks;
+  stacks.pid = wire.pid();
+  stacks.state = StateLetter(wire.state());
+  stacks.program = BoundedName(wire.program());
+  stacks.python_version = wire.python_version();
+  stacks.longest_pause_ns = wire.longest_pause_ns();
+  for (int i = 0; i < wire.problems_size() && i < kMaxWireThreads; ++i) {
+    stacks.problems.push_back(BoundedName(wire.problems(i)));
+  }
+  for (int t = 0; t < wire.threads_size() && t < kMaxWireThreads; ++t) {
+    const v1::ThreadStack& from = wire.threads(t);
+    stacks::ThreadStack thread;
+    thread.tid = from.tid();
+    thread.name = BoundedName(from.name());
+    thread.state = StateLetter(from.state());
+    thread.unwound = from.unwound();
+    for (int f = 0; f < from.native_size() && f < kMaxWireFrames; ++f) {
+      const v1::NativeFrame& native = from.native(f);
+      thread.native.push_back({native.pc(), BoundedName(native.function()), BoundedName(native.module()),
+                               BoundedName(native.file()), native.line()});
+    }
+    thread.python = CallPathFromWire(from.python());
+    stacks.threads.push_back(std::move(thread));
+  }
+  return stacks;
 }
 
 v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id) {

@@ -15,6 +15,7 @@
 #include "process/process_update.h"
 #include "proto/collwatch.pb.h"
 #include "ring/ring_reader.h"
+#include "stacks/process_stacks.h"
 
 namespace collwatch {
 
@@ -47,6 +48,15 @@ v1::RegionName RegionNameFromRing(const RingReader& reader, uint32_t region_id);
 // bounds it (frames, name lengths).
 v1::CallPath CallPathToWire(uint32_t id, const CallPath& path);
 CallPath CallPathFromWire(const v1::CallPath& wire);
+
+// A process's stacks between stacks/' form and the wire's (the answer to request
+// `request_id`, taken at CLOCK_REALTIME `taken_ns`). From the wire, bounded: at most
+// kMaxWireThreads threads of kMaxWireFrames frames, names of kMaxWireNameBytes.
+v1::ProcessStacks StacksToWire(const stacks::ProcessStacks& stacks, uint64_t request_id, int64_t taken_ns);
+stacks::ProcessStacks StacksFromWire(const v1::ProcessStacks& wire);
+inline constexpr int kMaxWireThreads = 1024;
+inline constexpr int kMaxWireFrames = 256;
+inline constexpr size_t kMaxWireNameBytes = 1024;
 
 // A rank stream's identity and liveness as the analyzer's model takes them (process/).
 ProcessInfo ProcessInfoFromIdentity(const v1::RankIdentity& identity);

@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> RankTraceReader::Open(const std
     if (record->has_region()) reader->regions_[record->region().id()] = record->region().name();
     if (record->has_call_path()) reader->call_paths_[record->call_path().id()] = CallPathFromWire(record->call_path());
     if (record->has_status()) reader->status_ = record->status();
+    if (record->has_stacks()) reader->stacks_.push_back(record->stacks());
   }
   return reader;
 }

@@ -109,12 +109,14 @@ absl::Status RankTraceWriter::Recover(const v1::RankIdentity& identity) {
       v1::StoreIndexEntry entry = store::EntryFor(frame, record->events());
       NoteIndexEntry(entry);
       store::AppendFrame(entry, &missing_entries);
-    } else if (frame.tag == store::kTagRegion || frame.tag == store::kTagStatus || frame.tag == store::kTagCallPath) {
+    } else if (frame.tag == store::kTagRegion || frame.tag == store::kTagStatus || frame.tag == store::kTagCallPath ||
+               frame.tag == store::kTagStacks) {
       absl::StatusOr<v1::StoreRecord> record = store::DecodeFrame<v1::StoreRecord>(bytes, frame, log_path);
       if (!record.ok()) return record.status();
       if (record->has_region()) regions_[record->region().id()] = record->region().name();
       if (record->has_call_path()) call_paths_[record->call_path().id()] = record->call_path().SerializeAsString();
       if (record->has_status()) status_ = record->status();
+      if (record->has_stacks()) stacks_requests_.insert(record->stacks().request_id());
     }
   }
   if (!missing_entries.empty()) {
@@ -187,6 +189,12 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
     store::AppendFrame(record, &frames);
     new_call_paths.emplace_back(path.id(), std::move(bytes));
   }
+  const bool new_stacks = batch.has_stacks() && !stacks_requests_.count(batch.stacks().request_id());
+  if (new_stacks) {
+    v1::StoreRecord record;
+    *record.mutable_stacks() = batch.stacks();
+    store::AppendFrame(record, &frames);
+  }
   v1::StoredStatus status;
   status.set_writer_status(batch.writer_status());
   status.set_lost(batch.lost());
@@ -238,6 +246,7 @@ absl::StatusOr<AppendResult> RankTraceWriter::Append(const v1::StreamEventsReque
   events_ += result.stored;
   for (auto& [id, name] : new_regions) regions_[id] = std::move(name);
   for (auto& [id, bytes] : new_call_paths) call_paths_[id] = std::move(bytes);
+  if (new_stacks) stacks_requests_.insert(batch.stacks().request_id());
   if (status_changed) status_ = status;
 
   if (result.stored > 0) {

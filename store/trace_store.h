@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ class RankTraceWriter {
   std::map<uint32_t, uint64_t> next_position_;  // lane -> first position not stored
   std::map<uint32_t, std::string> regions_;
   std::map<uint32_t, std::string> call_paths_;  // id -> the stored CallPath message, to skip repeats
+  std::set<uint64_t> stacks_requests_;          // answers stored, to skip a resent batch's
   v1::StoredStatus status_;
 };
 
@@ -101,6 +103,8 @@ class RankTraceReader {
   const v1::RankIdentity& identity() const { return identity_; }
   const std::map<uint32_t, std::string>& regions() const { return regions_; }
   const std::map<uint32_t, CallPath>& call_paths() const { return call_paths_; }
+  // Its stacks, each time they were taken (at stalls), oldest first.
+  const std::vector<v1::ProcessStacks>& stacks() const { return stacks_; }
   const v1::StoredStatus& status() const { return status_; }  // the latest
   uint64_t torn_tail_bytes() const { return scan_.file_bytes - scan_.valid_end; }
 
@@ -123,6 +127,7 @@ class RankTraceReader {
   v1::RankIdentity identity_;
   std::map<uint32_t, std::string> regions_;
   std::map<uint32_t, CallPath> call_paths_;
+  std::vector<v1::ProcessStacks> stacks_;
   v1::StoredStatus status_;
   mutable size_t frames_decoded_ = 0;
 };

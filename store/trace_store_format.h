@@ -63,6 +63,7 @@ inline constexpr uint8_t kTagEvents = (2 << 3) | 2;
 inline constexpr uint8_t kTagRegion = (3 << 3) | 2;
 inline constexpr uint8_t kTagStatus = (4 << 3) | 2;
 inline constexpr uint8_t kTagCallPath = (5 << 3) | 2;
+inline constexpr uint8_t kTagStacks = (6 << 3) | 2;
 
 inline constexpr char kLogFileName[] = "trace.cwlog";
 inline constexpr char kIndexFileName[] = "trace.cwidx";

@@ -51,15 +51,18 @@ struct JobRun {
   std::string output;  // collwatch run's own lines and the job's, stdout then stderr
 };
 
-JobRun RunRanks(const TempDir& dir, std::map<std::string, std::string> env = {}) {
+// Runs python_ranks.py's two ranks under `collwatch run`; `mode` "late": rank 1 sleeps
+// before its third step instead of skipping the vision tower.
+JobRun RunRanks(const TempDir& dir, std::map<std::string, std::string> env = {}, const std::string& mode = "") {
   JobRun run;
   if (std::string(COLLWATCH_PYTHON3).empty()) return run;
   const std::string out = dir.path() + "/out";
   env["COLLWATCH_CPU_NCCL_SHM_DIR"] = dir.path();
-  Subprocess job({COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", dir.path() + "/rings", "--kill-on-hang",
-                  "--stall-after", "4", "--no-dashboard", "--", COLLWATCH_PYTHON3, COLLWATCH_PYTHON_RANKS_SCRIPT,
-                  COLLWATCH_CPU_NCCL_PATH, "2", dir.path()},
-                 testing::CollwatchRunEnv(env), dir.path() + "/output.txt", dir.path() + "/errors.txt");
+  std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", out, "--ring-dir", dir.path() + "/rings",
+                                   "--kill-on-hang", "--stall-after", "4", "--no-dashboard", "--", COLLWATCH_PYTHON3,
+                                   COLLWATCH_PYTHON_RANKS_SCRIPT, COLLWATCH_CPU_NCCL_PATH, "2", dir.path()};
+  if (!mode.empty()) argv.push_back(mode);
+  Subprocess job(argv, testing::CollwatchRunEnv(env), dir.path() + "/output.txt", dir.path() + "/errors.txt");
   run.exit_code = job.Wait(120);
   run.output = ReadFile(dir.path() + "/output.txt") + ReadFile(dir.path() + "/errors.txt");
   run.report = ReadJson(out + "/report.json");
@@ -185,6 +188,39 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
         << args;
   }
   EXPECT_EQ(vision_gathers, 5u) << "two steps of two ranks, and rank 0's third";
+}
+
+// The stacks at a stall (issue 17): the late rank sleeps in a Python function before its
+// collective; the agent takes both ranks' stacks when the collector asks, and the report
+// (online and post-mortem) names where each one is.
+TEST(PythonCallPathsEndToEndTest, ALateRanksStacksNameTheFunctionAndLineItSleepsIn) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
+  TempDir dir;
+  const JobRun run = RunRanks(dir, {}, "late");
+  EXPECT_EQ(run.exit_code, 3) << run.output;
+  for (const nlohmann::json& report : {run.report, run.analyzed}) {
+    ASSERT_TRUE(report.is_object() && !report["findings"].empty()) << run.output;
+    const nlohmann::json& finding = report["findings"][0];
+    ASSERT_EQ(finding["kind"], "NOT_JOINED") << finding.dump(2);
+    const nlohmann::json& stacks = finding["stacks"];
+    ASSERT_TRUE(stacks.is_object()) << finding.dump(2) << run.output;
+    ASSERT_EQ(stacks["classes"].size(), 2u) << stacks.dump(2);
+    const std::string waiting = stacks["classes"][0]["where"];
+    const std::string late = stacks["classes"][1]["where"];
+    EXPECT_EQ(stacks["classes"][0]["ranks"], nlohmann::json::array({0})) << stacks.dump(2);
+    EXPECT_EQ(stacks["classes"][1]["ranks"], nlohmann::json::array({1})) << stacks.dump(2);
+    EXPECT_NE(waiting.find("ncclAllGather"), std::string::npos) << waiting;
+    EXPECT_NE(waiting.find("\u2190 all_gather (python_ranks.py:" + std::to_string(LineOf("all-gather")) +
+                           ") \u2190 vision_tower (python_ranks.py:" + std::to_string(LineOf("vision-gather")) + ")"),
+              std::string::npos)
+        << waiting;
+    EXPECT_EQ(late.rfind("sleeping in ", 0), 0u) << late;
+    EXPECT_NE(late.find("\u2190 late_start (python_ranks.py:" + std::to_string(LineOf("late")) +
+                        ") \u2190 train (python_ranks.py:" + std::to_string(LineOf("late-call")) + ")"),
+              std::string::npos)
+        << late;
+  }
+  EXPECT_NE(ReadFile(dir.path() + "/out/report.txt").find("  stacks, taken "), std::string::npos);
 }
 
 TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
