@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,7 +44,33 @@ bool FindAgent(const Config& config, char* out, size_t size) noexcept {
   return false;
 }
 
+// Yama's ptrace_scope (0 without Yama).
+int PtraceScope() noexcept {
+  const int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[8] = {};
+  const ssize_t got = read(fd, text, sizeof text - 1);
+  close(fd);
+  return got > 0 ? text[0] - '0' : 0;
+}
+
 }  // namespace
+
+bool AllowAgentToTrace(const Config& config) noexcept {
+  if (config.collector[0] == '\0' || config.disabled || PtraceScope() != 1) return true;
+  char lock_path[512];
+  std::snprintf(lock_path, sizeof lock_path, "%s/agent.%s.lock", config.ring_dir, config.job);
+  const int fd = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[24] = {};
+  const ssize_t got = pread(fd, text, sizeof text - 1, 0);
+  close(fd);
+  long pid = 0;
+  for (ssize_t i = 0; i < got && text[i] >= '0' && text[i] <= '9'; ++i) pid = pid * 10 + (text[i] - '0');
+  if (pid <= 1) return false;
+  prctl(PR_SET_PTRACER, static_cast<unsigned long>(pid), 0, 0, 0);
+  return true;
+}
 
 void MaybeSpawnAgent(const Config& config) noexcept {
   if (config.collector[0] == '\0' || config.disabled) return;

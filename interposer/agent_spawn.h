@@ -18,6 +18,14 @@ namespace collwatch {
 // Never fails the caller.
 void MaybeSpawnAgent(const Config& config) noexcept;
 
+// Lets the node agent spawned for config.collector (its pid in the lock file) trace this
+// process, so that it can take its stacks at a stall (stacks/) where Yama's ptrace_scope
+// is 1, which lets only ancestors trace otherwise (the agent is nobody's descendant: it is
+// double-forked). True once done, or when there is nothing to do (no spawned agent: under
+// `collwatch run` the agent is the ranks' ancestor; no Yama, or a scope no process can
+// open); false while the agent's pid is not written yet (try again later).
+bool AllowAgentToTrace(const Config& config) noexcept;
+
 }  // namespace collwatch
 
 #endif  // COLLWATCH_INTERPOSER_AGENT_SPAWN_H_

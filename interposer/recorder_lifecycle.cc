@@ -13,12 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "interposer/agent_spawn.h"
+#include "interposer/call_paths.h"
 #include "interposer/clock.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
 #include "interposer/recorder.h"
 #include "interposer/recorder_internal.h"
-#include "interposer/call_paths.h"
 #include "interposer/regions.h"
 #include "interposer/ring_writer.h"
 
@@ -38,6 +39,7 @@ void* WatcherMain(void*) noexcept {
   uint64_t last_beat = 0;
   uint64_t last_activity = 0;
   uint64_t last_reserved = 0;
+  int tracer_tries = 600;  // a minute of heartbeats for the spawned agent's pid to appear
   while (g_recorder_state.load(std::memory_order_acquire) == kRecording) {
     g_recorder_tick.store(g_recorder_tick.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
@@ -46,6 +48,7 @@ void* WatcherMain(void*) noexcept {
     if (now - last_beat >= kHeartbeatNs) {
       g_recorder_ring->Heartbeat(now);
       CalibrateClock(g_recorder_config.tsc_clock);
+      if (tracer_tries > 0 && (AllowAgentToTrace(g_recorder_config) || --tracer_tries == 0)) tracer_tries = 0;
       last_beat = now;
     }
     const uint64_t reserved = g_recorder_ring->RecordsReserved();
