@@ -20,10 +20,24 @@ constexpr size_t kUserFramesShown = 3;
 
 bool IsNcclFunction(const NativeFrame& frame) { return frame.function.rfind("nccl", 0) == 0; }
 
+// A C++ function without its parameter list, as Python's are named:
+// "ns::Trainer::Step(long) const" -> "ns::Trainer::Step".
+std::string WithoutParameters(const std::string& function) {
+  size_t end = function.size();
+  if (function.ends_with(" const")) end -= 6;
+  if (end == 0 || function[end - 1] != ')') return function;
+  int depth = 0;
+  for (size_t i = end; i-- > 0;) {
+    if (function[i] == ')') ++depth;
+    if (function[i] == '(' && --depth == 0) return i == 0 ? function : function.substr(0, i);
+  }
+  return function;
+}
+
 // A library's frame by its library ("clock_nanosleep (libc.so.6)"); the program's own by
 // its source line where debug information has one.
 std::string NativeText(const ProcessStacks& process, const NativeFrame& frame) {
-  const std::string function = frame.function.empty() ? "??" : frame.function;
+  const std::string function = frame.function.empty() ? "??" : WithoutParameters(frame.function);
   if (frame.module == process.program && !frame.file.empty() && frame.line > 0) {
     const size_t slash = frame.file.rfind('/');
     return absl::StrCat(function, " (", frame.file.substr(slash == std::string::npos ? 0 : slash + 1), ":", frame.line,

@@ -78,6 +78,18 @@ TEST(StackClassesTest, TheThreadInNcclIsTheOneOfInterestEvenWhenNotTheMainThread
   EXPECT_EQ(MergeStacks({{{}, process}})[0].thread, "pt_autograd_0 (301)");
 }
 
+TEST(StackClassesTest, CxxFunctionsAreNamedWithoutTheirParameters) {
+  ProcessStacks process = PythonRank(600, 'S', {{0x1, "read", "libc.so.6", "", 0},
+                                                {0x2, "ns::Reader::Wait(int, std::function<void ()>) const", "trainer",
+                                                 "/src/reader.cc", 12},
+                                                {0x3, "ns::(anonymous namespace)::Run()", "trainer", "/src/run.cc", 5}},
+                                     {});
+  process.program = "trainer";
+  EXPECT_EQ(WhereText(process, process.threads[0]),
+            "sleeping in read (libc.so.6) \u2190 ns::Reader::Wait (reader.cc:12) \u2190 ns::(anonymous namespace)::Run "
+            "(run.cc:5)");
+}
+
 TEST(StackClassesTest, AProcessWithNoStackSaysWhy) {
   ProcessStacks gone;
   gone.pid = 400;

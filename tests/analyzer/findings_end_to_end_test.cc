@@ -154,6 +154,22 @@ TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
   // Reported once the threshold passed, and not much later.
   EXPECT_GE(finding["detect_latency_s"].get<double>(), kStallAfterS);
   EXPECT_LT(finding["detect_latency_s"].get<double>(), kStallAfterS + 2.0);
+  // Their stacks (C++ ranks: native frames only): the late rank sleeps in the trainer's
+  // slow first batch, the others wait in the all-gather.
+  for (const nlohmann::json& report : {outcome.report, outcome.analyzed}) {
+    const nlohmann::json& stacks = report["findings"][0]["stacks"];
+    ASSERT_TRUE(stacks.is_object()) << report["findings"][0].dump(2);
+    ASSERT_EQ(stacks["classes"].size(), 2u) << stacks.dump(2);
+    EXPECT_EQ(stacks["classes"][0]["ranks"], nlohmann::json::array({0, 2, 3})) << stacks.dump(2);
+    EXPECT_NE(stacks["classes"][0]["where"].get<std::string>().find("\u2190 ncclAllGather (libnccl.so"),
+              std::string::npos)
+        << stacks.dump(2);
+    EXPECT_EQ(stacks["classes"][1]["ranks"], nlohmann::json::array({1})) << stacks.dump(2);
+    EXPECT_NE(stacks["classes"][1]["where"].get<std::string>().find(
+                  "sleeping in clock_nanosleep (libc.so.6) \u2190 collwatch::trainer::Zero3Trainer::Step ("),
+              std::string::npos)
+        << stacks.dump(2);
+  }
 }
 
 // The same failures in a job without NVTX ranges (COLLWATCH_NVTX=off): the kinds come

@@ -138,9 +138,9 @@ TEST(StacksEndToEndTest, ANativeProgramBlockedInASystemCallIsNamedByItsOwnFuncti
   EXPECT_NE(merged.find("pid " + std::to_string(blocked.pid())), std::string::npos) << merged;
   EXPECT_NE(merged.find("sleeping in "), std::string::npos) << merged;
   const std::string source = COLLWATCH_BLOCKED_PROGRAM_SOURCE;
-  EXPECT_NE(merged.find("sleeping in read (libc.so.6) \u2190 (anonymous namespace)::BlockedReadingAPipe(int) "
+  EXPECT_NE(merged.find("sleeping in read (libc.so.6) \u2190 (anonymous namespace)::BlockedReadingAPipe "
                         "(blocked_program.cc:" + std::to_string(LineOf("read", source)) +
-                        ") \u2190 (anonymous namespace)::WaitForInput() (blocked_program.cc:" +
+                        ") \u2190 (anonymous namespace)::WaitForInput (blocked_program.cc:" +
                         std::to_string(LineOf("blocked", source)) + ")"),
             std::string::npos)
       << merged;
