@@ -47,6 +47,7 @@ CASES = {
                                "SKIPPED_REDUCE_SCATTER", 2),
     "dtype-mismatch": (["--job", "fsdp", "--scenario", "dtype-mismatch"], "SIGNATURE_MISMATCH", 2),
     "late-rank": (["--job", "fsdp", "--scenario", "late-rank", "--late-seconds", "90"], "NOT_JOINED", 2),
+    "stopped-rank": (["--job", "fsdp", "--scenario", "stopped-rank"], "NOT_JOINED", 2),
     "fsdp1": (["--job", "fsdp1", "--steps", "6"], None, 1),
     "fsdp1-divergent-path": (["--job", "fsdp1", "--scenario", "divergent-path"], "PATH_DIVERGENCE", 2),
     "fsdp1-skipped-reduce-scatter": (["--job", "fsdp1", "--scenario", "skipped-reduce-scatter"],
@@ -260,7 +261,11 @@ def run_case(name, args, work):
                           call_paths=[{"ranks": p["ranks"], "inferred": p["inferred"],
                                        "frames": [f"{f['function']} ({os.path.basename(f['file'])}:{f['line']})"
                                                   for f in p["frames"][:12]]}
-                                      for p in first.get("call_paths", [])])
+                                      for p in first.get("call_paths", [])],
+                          stacks=[f"{c['ranks']}: {c['thread']} {c['where']}"
+                                  for c in (first.get("stacks") or {}).get("classes", [])])
+            if first["kind"] == "NOT_JOINED" and not first.get("stacks"):
+                problems.append("a stall without the stacks of its ranks")
             if wall >= WATCHDOG_S:
                 problems.append(f"named after {wall:.0f} s, not before PyTorch's {WATCHDOG_S} s watchdog")
     else:

@@ -33,6 +33,8 @@ Scenarios (fsdp, fsdp1; hf-vlm: clean and divergent-path; `clean` elsewhere), ea
   dtype-mismatch           rank 1 keeps its parameters in bf16, the others in fp32
                            (SIGNATURE_MISMATCH).
   late-rank                rank 1 reaches the first forward --late-seconds late (NOT_JOINED).
+  stopped-rank             rank 1 stops itself (SIGSTOP, as Ctrl-Z or a debugger would) at its
+                           first forward: a hung rank (NOT_JOINED, the process stopped).
 
 Each rank prints `rank R step S time_ms T loss L`; rank 0 ends with `median_step_ms M`
 (steps after --warmup), or for `allreduce`, `allreduce_us_median M`.
@@ -40,6 +42,7 @@ Each rank prints `rank R step S time_ms T loss L`; rank 0 ends with `median_step
 import argparse
 import datetime
 import os
+import signal
 import statistics
 import sys
 import time
@@ -55,7 +58,7 @@ def parse_args():
     parser.add_argument("--job", required=True, choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
-                                 "late-rank"])
+                                 "late-rank", "stopped-rank"])
     parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
                         help="create the default communicator at init (device_id) or at its first collective")
     parser.add_argument("--no-graph", action="store_true",
@@ -340,6 +343,9 @@ def train_vlm(args, device, model, dtype):
     if args.scenario == "late-rank" and rank == 1:
         print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
         time.sleep(args.late_seconds)
+    if args.scenario == "stopped-rank" and rank == 1:
+        print(f"rank {rank}: stopping itself (SIGSTOP)", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     def forward_loss():
         tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
