@@ -20,6 +20,22 @@ constexpr size_t kUserFramesShown = 3;
 
 bool IsNcclFunction(const NativeFrame& frame) { return frame.function.rfind("nccl", 0) == 0; }
 
+// Frames of NCCL and of the C library's thread start, which NCCL's own threads (its proxy
+// service, progress and async jobs) consist of.
+bool IsNcclOrThreadStart(const NativeFrame& frame) {
+  return IsNcclFunction(frame) || frame.module.rfind("libnccl", 0) == 0 || frame.module.rfind("libc.so", 0) == 0 ||
+         frame.module.rfind("libcollwatch", 0) == 0;
+}
+
+// The thread is inside an NCCL call the program made: an NCCL function with a frame of
+// someone else's further out (not one of NCCL's own threads).
+bool InNcclCall(const ThreadStack& thread) {
+  const auto nccl = std::find_if(thread.native.begin(), thread.native.end(), IsNcclFunction);
+  if (nccl == thread.native.end()) return false;
+  return !thread.python.frames.empty() ||
+         std::any_of(nccl, thread.native.end(), [](const NativeFrame& frame) { return !IsNcclOrThreadStart(frame); });
+}
+
 // A C++ function without its parameter list, as Python's are named:
 // "ns::Trainer::Step(long) const" -> "ns::Trainer::Step".
 std::string WithoutParameters(const std::string& function) {
@@ -69,7 +85,7 @@ std::string StateWord(char state) {
 
 const ThreadStack* ThreadOfInterest(const ProcessStacks& process) {
   for (const ThreadStack& thread : process.threads) {
-    if (std::any_of(thread.native.begin(), thread.native.end(), IsNcclFunction)) return &thread;
+    if (InNcclCall(thread)) return &thread;
   }
   for (const ThreadStack& thread : process.threads) {
     if (thread.tid == process.pid) return &thread;

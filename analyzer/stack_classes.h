@@ -20,8 +20,9 @@ struct RankStacks {
   stacks::ProcessStacks stacks;
 };
 
-// The thread a stall is about: the one with an NCCL function on its native stack, else
-// the main thread, else the first with a Python call path (nullptr: no thread at all).
+// The thread a stall is about: the one inside an NCCL call the program made (not one of
+// NCCL's own threads: its proxy service waits in NCCL functions all the time), else the
+// main thread, else the first with a Python call path (nullptr: no thread at all).
 const stacks::ThreadStack* ThreadOfInterest(const stacks::ProcessStacks& process);
 
 // A thread's whereabouts, innermost first: its state, its innermost native function, the

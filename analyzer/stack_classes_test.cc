@@ -78,6 +78,18 @@ TEST(StackClassesTest, TheThreadInNcclIsTheOneOfInterestEvenWhenNotTheMainThread
   EXPECT_EQ(MergeStacks({{{}, process}})[0].thread, "pt_autograd_0 (301)");
 }
 
+// Measured on 2 x H100: the late rank's NCCL proxy thread waits in ncclProxyService all
+// along; the late rank is its main thread, sleeping in Python.
+TEST(StackClassesTest, NcclsOwnThreadsAreNotWhereTheRankIs) {
+  ProcessStacks process = PythonRank(700, 'S', {{0x9, "clock_nanosleep", "libc.so.6", "", 0}},
+                                     {{"/job/train.py", "late_start", 20}});
+  process.threads[1].native = {{0x1, "__poll", "libc.so.6", "", 0},
+                               {0x2, "ncclProxyService", "libnccl.so.2", "", 0},
+                               {0x3, "start_thread", "libc.so.6", "", 0},
+                               {0x4, "__clone3", "libc.so.6", "", 0}};
+  EXPECT_EQ(ThreadOfInterest(process), &process.threads[0]);
+}
+
 TEST(StackClassesTest, CxxFunctionsAreNamedWithoutTheirParameters) {
   ProcessStacks process = PythonRank(600, 'S', {{0x1, "read", "libc.so.6", "", 0},
                                                 {0x2, "ns::Reader::Wait(int, std::function<void ()>) const", "trainer",
