@@ -30,7 +30,10 @@ read -r -a workloads <<<"${WORKLOADS:-trainer ddp fsdp allreduce enqueue latency
 gpus=$(nvidia-smi -L | wc -l)
 
 targets=(collwatch_preload)
-[[ " ${parts[*]} " == *" overhead "* ]] && targets+=(collwatch_trainer collwatch_nccl_call_cost)
+# The C++ workloads only where asked for (LibTorch builds take minutes there).
+if [[ " ${parts[*]} " == *" overhead "* && " ${workloads[*]} " =~ \ (trainer|enqueue|latency)\  ]]; then
+  targets+=(collwatch_trainer collwatch_nccl_call_cost)
+fi
 [[ " ${parts[*]} " == *" one-gpu "* ]] && targets+=(collwatch_cpu_nccl)
 build_gpu_trainer "$out/build.log" "${targets[@]}" || exit 1
 export COLLWATCH_PRELOAD=$PWD/build-gpu-trainer/interposer/libcollwatch.so

@@ -36,6 +36,14 @@ Scenarios (fsdp, fsdp1; hf-vlm: clean and divergent-path; `clean` elsewhere), ea
   stopped-rank             rank 1 stops itself (SIGSTOP, as Ctrl-Z or a debugger would) at its
                            first forward: a hung rank (NOT_JOINED, the process stopped).
 
+mesh2d (4 ranks): 2-D parallelism on a device mesh, data-parallel 2 x tensor-parallel 2
+(communicators of 2: tp {0,1} {2,3}, dp {0,2} {1,3}), with a metrics group of all 4
+(new_group, apart from the world) and an evaluation group of 3 (ranks 0-2). Scenarios
+that break the metrics group only, the other communicators staying healthy:
+  metrics-skip             rank 3 skips logging its loss in step 2 (3 ranks against 1).
+  metrics-dtype            ranks 2,3 (one tensor-parallel group) log in bf16, ranks 0,1 in
+                           fp32 (2 ranks against 2).
+
 Each rank prints `rank R step S time_ms T loss L`; rank 0 ends with `median_step_ms M`
 (steps after --warmup), or for `allreduce`, `allreduce_us_median M`.
 """
@@ -55,10 +63,11 @@ import torch.nn.functional as F
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--job", required=True, choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce"])
+    parser.add_argument("--job", required=True,
+                        choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
-                                 "late-rank", "stopped-rank"])
+                                 "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype"])
     parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
                         help="create the default communicator at init (device_id) or at its first collective")
     parser.add_argument("--no-graph", action="store_true",
@@ -442,6 +451,78 @@ def run_hf_vlm(args, device):
 
 
 # ---------------------------------------------------------------------------------------
+# mesh2d: tensor parallel inside data parallel, on subgroups of different sizes
+
+
+def log_loss(loss, group, dtype):
+    total = loss.detach().reshape(1).to(dtype)
+    dist.all_reduce(total, group=group)
+    return total
+
+
+def log_token_counts(tokens, group):
+    counts = torch.bincount(tokens.reshape(-1) % 8, minlength=8)
+    dist.all_reduce(counts, group=group)
+    return counts
+
+
+def evaluate(model_shard, eval_group, device):
+    with torch.no_grad():
+        score = model_shard(torch.ones(2, model_shard.in_features, device=device)).sum().reshape(1)
+        dist.all_reduce(score, group=eval_group)
+    return score
+
+
+def run_mesh2d(args, device):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+    if world != 4:
+        sys.exit(f"mesh2d needs 4 ranks, got {world}")
+    mesh = init_device_mesh("cuda", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp_group, tp_group = mesh.get_group("dp"), mesh.get_group("tp")
+    metrics_group = dist.new_group([0, 1, 2, 3])
+    eval_group = dist.new_group([0, 1, 2])
+    tp_rank = dist.get_rank(tp_group)
+    torch.manual_seed(0)
+    # Row-parallel: each tensor-parallel rank holds half of the input features.
+    shard = nn.Linear(args.hidden // 2, args.hidden, bias=False).to(device)
+    head = nn.Linear(args.hidden, 16).to(device)
+    params = list(shard.parameters()) + list(head.parameters())
+    for param in params:
+        dist.broadcast(param.data, src=dist.get_global_rank(dp_group, 0), group=dp_group)
+    optimizer = torch.optim.SGD(params, lr=1e-3)
+    generator = torch.Generator(device=device).manual_seed(1 + dist.get_rank(dp_group))
+    metrics_dtype = torch.bfloat16 if args.scenario == "metrics-dtype" and rank >= 2 else torch.float32
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        tokens = torch.randint(0, 16, (8,), device=device, generator=generator)
+        features = torch.randn(8, args.hidden, device=device, generator=generator)
+        local = features[:, tp_rank * (args.hidden // 2):(tp_rank + 1) * (args.hidden // 2)]
+        hidden = shard(local)
+        dist.all_reduce(hidden, group=tp_group)  # the row-parallel layer's sum
+        loss = F.cross_entropy(head(torch.relu(hidden)), tokens)
+        loss.backward()
+        for param in params:  # data parallel: average the gradients
+            dist.all_reduce(param.grad, group=dp_group)
+            param.grad /= 2
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if not (args.scenario == "metrics-skip" and rank == 3 and step == 2):
+            log_loss(loss, metrics_group, metrics_dtype)
+        log_token_counts(tokens, metrics_group)
+        if rank in (0, 1, 2):
+            evaluate(shard, eval_group, device)
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+        print(f"rank {rank} step {step} time_ms {times[-1]:.3f} loss {loss.item():.5f}", flush=True)
+    dist.barrier()
+
+
+# ---------------------------------------------------------------------------------------
 # allreduce latency
 
 
@@ -465,7 +546,7 @@ def main():
     args = parse_args()
     device = init(args)
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
-            "allreduce": run_allreduce}
+            "allreduce": run_allreduce, "mesh2d": run_mesh2d}
     jobs[args.job](args, device)
     dist.destroy_process_group()
     return 0
