@@ -13,7 +13,6 @@
 #include "analyzer/process_ranks.h"
 
 namespace collwatch::analyzer {
-namespace {
 
 std::string WallClock(int64_t realtime_ns) {
   if (realtime_ns <= 0) return "";
@@ -24,6 +23,8 @@ std::string WallClock(int64_t realtime_ns) {
   strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
   return absl::StrFormat("%s.%03dZ", text, (realtime_ns / 1'000'000) % 1000);
 }
+
+namespace {
 
 // Prose folded to `width` columns with an indent.
 std::string Fold(const std::string& text, size_t width, const std::string& indent) {

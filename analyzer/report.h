@@ -15,6 +15,10 @@
 
 namespace collwatch::analyzer {
 
+// "2026-11-26T08:02:22.006Z" (UTC, milliseconds; "" for 0): the one form of a time in
+// the reports and on the dashboard.
+std::string WallClock(int64_t realtime_ns);
+
 // How one process of the job ended (report.json `ranks`).
 struct RankEnding {
   int32_t global_rank = -1;  // RANK, -1 unknown

@@ -41,6 +41,20 @@ bool ClusterWatcher::connected() {
   return view_.connected;
 }
 
+std::string ClusterWatcher::RequestStacks() {
+  grpc::ChannelArguments arguments;
+  auto stub = v1::Collector::NewStub(CollectorChannel(options_.address, options_.tls_ca_pem, arguments));
+  grpc::ClientContext context;
+  if (!options_.token.empty()) context.AddMetadata(kTokenMetadataKey, options_.token);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::TakeStacksRequest request;
+  request.set_job(options_.job);
+  v1::TakeStacksResponse response;
+  const grpc::Status status = stub->TakeStacks(&context, request, &response);
+  if (!status.ok()) return "stacks not asked for: " + status.error_message();
+  return "asked " + std::to_string(response.processes()) + " processes for their stacks";
+}
+
 void ClusterWatcher::Loop() {
   BlockAllSignalsInThisThread();
   grpc::ChannelArguments arguments;

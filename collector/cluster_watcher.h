@@ -51,6 +51,9 @@ class ClusterWatcher {
   // The job's findings so far, oldest first.
   std::vector<analyzer::Finding> Findings();
   bool connected();
+  // Asks the collector to take every process's stacks (TakeStacks; they come in the
+  // state's `stacks`). The processes asked, or the error in words. Blocks up to 5 s.
+  std::string RequestStacks();
 
  private:
   void Loop();

@@ -353,6 +353,27 @@ grpc::ServerWriteReactor<v1::WatchResponse>* CollectorService::Watch(grpc::Callb
   return new WatchReactor(this, context, request->job());
 }
 
+grpc::ServerUnaryReactor* CollectorService::TakeStacks(grpc::CallbackServerContext* context,
+                                                       const v1::TakeStacksRequest* request,
+                                                       v1::TakeStacksResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = Authenticate(*context); !auth.ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
+    return reactor;
+  }
+  const std::string served = job();
+  if (!request->job().empty() && !served.empty() && request->job() != served) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                 absl::StrCat("this collector serves job '", served, "', not '", request->job(), "'")));
+    return reactor;
+  }
+  const std::vector<std::string> streams = live_state_.ConnectedStreams();
+  RequestStacks(streams, "asked for from collwatch top");
+  response->set_processes(static_cast<int32_t>(streams.size()));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const CollectorOptions& options) {
   if (!IsLoopbackAddress(options.listen) && options.token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -65,6 +65,9 @@ class CollectorService final : public v1::Collector::CallbackService {
       grpc::CallbackServerContext* context) override;
   grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
                                                      const v1::WatchRequest* request) override;
+  // Asks every connected stream's agent for its process's stacks (`collwatch top`'s key).
+  grpc::ServerUnaryReactor* TakeStacks(grpc::CallbackServerContext* context, const v1::TakeStacksRequest* request,
+                                       v1::TakeStacksResponse* response) override;
 
   LiveState& live_state() { return live_state_; }
   OnlineAnalyzer& online_analyzer() { return online_analyzer_; }

@@ -121,6 +121,54 @@ TEST_F(CollectorServiceTest, AcksBatchesAndAnswersHelloWithResumePoints) {
   EXPECT_EQ(summary.events, 25u);
 }
 
+// `collwatch top`'s stacks key: every connected stream's next answer asks its agent for
+// its process's stacks, and the stacks that come back are the job's in the state.
+TEST_F(CollectorServiceTest, TakeStacksAsksEveryConnectedStreamInItsNextAnswer) {
+  grpc::ClientContext context;
+  context.AddMetadata(kTokenMetadataKey, "s3cret");
+  auto stream = stub_->StreamEvents(&context);
+  v1::StreamEventsResponse answer;
+  ASSERT_TRUE(stream->Write(Hello()) && stream->Read(&answer));
+  ASSERT_TRUE(stream->Write(Batch(1, 0, 2)) && stream->Read(&answer));
+  EXPECT_FALSE(answer.has_take_stacks());
+
+  grpc::ClientContext ask_context;
+  ask_context.AddMetadata(kTokenMetadataKey, "s3cret");
+  v1::TakeStacksRequest ask;
+  v1::TakeStacksResponse asked;
+  ASSERT_TRUE(stub_->TakeStacks(&ask_context, ask, &asked).ok());
+  EXPECT_EQ(asked.processes(), 1);
+  ASSERT_TRUE(stream->Write(Batch(2, 2, 2)) && stream->Read(&answer));
+  ASSERT_TRUE(answer.has_take_stacks());
+  EXPECT_GT(answer.take_stacks().request_id(), 0u);
+
+  v1::StreamEventsRequest reply = Batch(3, 4, 1);
+  v1::ProcessStacks* stacks = reply.mutable_stacks();
+  stacks->set_request_id(answer.take_stacks().request_id());
+  stacks->set_pid(4242);
+  stacks->set_taken_ns(1'700'000'000'000'000'000);
+  v1::ThreadStack* thread = stacks->add_threads();
+  thread->set_tid(4242);
+  thread->set_name("python3");
+  thread->set_state("S");
+  v1::NativeFrame* frame = thread->add_native();
+  frame->set_function("clock_nanosleep");
+  frame->set_module("libc.so.6");
+  ASSERT_TRUE(stream->Write(reply) && stream->Read(&answer));
+  EXPECT_FALSE(answer.has_take_stacks()) << "asked once";
+  const v1::ClusterState state = server_->service().live_state().Snapshot("job1");
+  ASSERT_EQ(state.stacks().classes_size(), 1) << state.DebugString();
+  EXPECT_EQ(state.stacks().classes(0).where(), "sleeping in clock_nanosleep (libc.so.6)");
+  stream->WritesDone();
+  while (stream->Read(&answer)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+
+  grpc::ClientContext wrong_context;
+  wrong_context.AddMetadata(kTokenMetadataKey, "wrong");
+  EXPECT_EQ(stub_->TakeStacks(&wrong_context, ask, &asked).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
 TEST_F(CollectorServiceTest, FirstMessageMustBeAHello) {
   grpc::Status status = Exchange({Batch(1, 0, 1)}, nullptr);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -78,18 +78,32 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
     item->set_heartbeat_fresh(process.heartbeat_fresh);
     item->set_ended(process.ended);
   }
-  if (finding.stacks) {
-    v1::FindingStacks* stacks = out->mutable_stacks();
-    stacks->set_taken_ns(finding.stacks->taken_ns);
-    stacks->set_complete(finding.stacks->complete);
-    for (const analyzer::StackClass& merged : finding.stacks->classes) {
-      v1::StackClass* item = stacks->add_classes();
-      for (int32_t rank : merged.ranks) item->add_ranks(rank);
-      for (int32_t pid : merged.pids) item->add_pids(pid);
-      item->set_thread(WireText(merged.thread));
-      item->set_where(WireText(merged.where));
-    }
+  if (finding.stacks) FindingStacksToProto(*finding.stacks, out->mutable_stacks());
+}
+
+void FindingStacksToProto(const analyzer::FindingStacks& stacks, v1::FindingStacks* out) {
+  out->set_taken_ns(stacks.taken_ns);
+  out->set_complete(stacks.complete);
+  for (const analyzer::StackClass& merged : stacks.classes) {
+    v1::StackClass* item = out->add_classes();
+    for (int32_t rank : merged.ranks) item->add_ranks(rank);
+    for (int32_t pid : merged.pids) item->add_pids(pid);
+    item->set_thread(WireText(merged.thread));
+    item->set_where(WireText(merged.where));
   }
+}
+
+analyzer::FindingStacks FindingStacksFromProto(const v1::FindingStacks& stacks) {
+  analyzer::FindingStacks out;
+  out.taken_ns = stacks.taken_ns();
+  out.complete = stacks.complete();
+  for (const v1::StackClass& merged : stacks.classes()) {
+    out.classes.push_back({{merged.ranks().begin(), merged.ranks().end()},
+                           {merged.pids().begin(), merged.pids().end()},
+                           merged.thread(),
+                           merged.where()});
+  }
+  return out;
 }
 
 analyzer::Finding FindingFromProto(const v1::Finding& finding) {
@@ -130,17 +144,7 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
     item.heartbeat_fresh = process.heartbeat_fresh();
     item.ended = process.ended();
   }
-  if (finding.has_stacks()) {
-    analyzer::FindingStacks& stacks = out.stacks.emplace();
-    stacks.taken_ns = finding.stacks().taken_ns();
-    stacks.complete = finding.stacks().complete();
-    for (const v1::StackClass& merged : finding.stacks().classes()) {
-      stacks.classes.push_back({{merged.ranks().begin(), merged.ranks().end()},
-                                {merged.pids().begin(), merged.pids().end()},
-                                merged.thread(),
-                                merged.where()});
-    }
-  }
+  if (finding.has_stacks()) out.stacks = FindingStacksFromProto(finding.stacks());
   return out;
 }
 

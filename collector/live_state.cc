@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "analyzer/process_ranks.h"
+#include "analyzer/stack_classes.h"
+#include "collector/finding_codec.h"
 #include "ring/clocks.h"
 #include "ring/ring_format.h"
 #include "store/event_codec.h"
@@ -51,6 +53,10 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
   status.set_lost(batch.lost());
   status.set_torn(batch.torn());
   status.set_last_activity_ns(now);
+  if (batch.has_stacks() && batch.stacks().request_id() != process.stacks.request_id()) {
+    process.stacks = batch.stacks();
+    MergeStacksLocked();
+  }
   for (const v1::Event& event : batch.events()) {
     if (!IsCollectiveEvent(event)) continue;
     Comm& comm = comms_[event.comm_id()];
@@ -132,6 +138,28 @@ void LiveState::UpdateRates(uint64_t now_ns) {
   }
 }
 
+std::vector<std::string> LiveState::ConnectedStreams() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> keys;
+  for (const auto& [key, process] : processes_) {
+    if (process.status.connected()) keys.push_back(key);
+  }
+  return keys;
+}
+
+void LiveState::MergeStacksLocked() {
+  const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
+  std::vector<analyzer::RankStacks> taken;
+  int64_t latest = 0;
+  for (const auto& [key, process] : processes_) {
+    if (process.stacks.request_id() == 0) continue;
+    latest = std::max(latest, process.stacks.taken_ns());
+    taken.push_back({ranks.at(key), StacksFromWire(process.stacks)});
+  }
+  stacks_.Clear();
+  FindingStacksToProto(analyzer::FindingStacks{latest, analyzer::MergeStacks(taken), true}, &stacks_);
+}
+
 std::map<std::string, std::vector<int32_t>> LiveState::RanksByProcess() const {
   std::map<std::string, std::vector<CommMembership>> memberships;
   std::vector<CommMembership> all;
@@ -201,6 +229,7 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
   UpdateRates(now);
   v1::ClusterState state;
   state.set_job(job);
+  if (stacks_.taken_ns() != 0) *state.mutable_stacks() = stacks_;
   const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
   for (const auto& [key, process] : processes_) {
     *state.add_ranks() = process.identity;

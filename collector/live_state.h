@@ -39,6 +39,8 @@ class LiveState {
   void StreamClosed(const std::string& key);
   // An accepted batch; `stored` of its events were new.
   void BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored);
+  // The streams open now, by key (whom `collwatch top` asks for stacks).
+  std::vector<std::string> ConnectedStreams();
 
   // A finding of the online analyzer, served with the state.
   void AddFinding(const v1::Finding& finding);
@@ -77,6 +79,7 @@ class LiveState {
   struct Process {
     v1::RankIdentity identity;
     v1::RankStatus status;
+    v1::ProcessStacks stacks;  // the latest taken (request_id 0: none)
     analyzer::GroupedCollectives<GroupedCollective> open_groups;
   };
   static constexpr size_t kMaxTrackedInflight = 4096;
@@ -85,6 +88,8 @@ class LiveState {
   // The job ranks each process holds, by process key, from the communicator ranks its
   // events named.
   std::map<std::string, std::vector<int32_t>> RanksByProcess() const;
+  // stacks_ from every process's latest stacks.
+  void MergeStacksLocked();
   void UpdateRates(uint64_t now_ns);
   uint64_t MinCompleted(const Comm& comm) const;
   bool AllExited(const Comm& comm) const;
@@ -94,6 +99,7 @@ class LiveState {
   std::map<uint64_t, Comm> comms_;
   std::vector<v1::Finding> findings_;
   std::map<uint64_t, analyzer::InflightCollective> inflight_;  // by comm id
+  v1::FindingStacks stacks_;  // every process's latest stacks, merged (taken_ns 0: none)
 };
 
 }  // namespace collwatch

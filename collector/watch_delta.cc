@@ -1,6 +1,7 @@
 // Watch deltas. Threading: see watch_delta.h.
 #include "collector/watch_delta.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,8 +73,16 @@ v1::WatchResponse MakeWatchDelta(const v1::ClusterState& previous, const v1::Clu
     }
   }
 
-  // Findings are only ever appended.
-  for (int i = previous.findings_size(); i < current.findings_size(); ++i) *delta.add_findings() = current.findings(i);
+  // Findings are appended, and change only when their stacks come in: from the first
+  // that is new or changed on.
+  int from = 0;
+  while (from < previous.findings_size() && from < current.findings_size() &&
+         MessageDifferencer::Equals(previous.findings(from), current.findings(from))) {
+    ++from;
+  }
+  response.set_findings_from(static_cast<uint32_t>(from));
+  for (int i = from; i < current.findings_size(); ++i) *delta.add_findings() = current.findings(i);
+  if (!MessageDifferencer::Equals(previous.stacks(), current.stacks())) *delta.mutable_stacks() = current.stacks();
   return response;
 }
 
@@ -117,7 +126,12 @@ void ApplyWatchResponse(const v1::WatchResponse& response, v1::ClusterState* sta
     state->clear_comms();
     for (auto& [id, comm] : comms) *state->add_comms() = std::move(comm);
   }
-  for (const v1::Finding& finding : update.findings()) *state->add_findings() = finding;
+  if (update.findings_size() > 0) {
+    const int from = std::min(static_cast<int>(response.findings_from()), state->findings_size());
+    state->mutable_findings()->DeleteSubrange(from, state->findings_size() - from);
+    for (const v1::Finding& finding : update.findings()) *state->add_findings() = finding;
+  }
+  if (update.has_stacks()) *state->mutable_stacks() = update.stacks();
 }
 
 }  // namespace collwatch

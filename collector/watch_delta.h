@@ -6,7 +6,9 @@
 //                        (an identity never changes), all keyed by RankStatus.process
 //   comms                the communicators that changed, with all their scalar fields
 //                        and only the rank entries that changed
-//   findings             the new findings (they are only ever appended)
+//   findings             the findings from WatchResponse.findings_from on: new ones, and
+//                        earlier ones that changed (their stacks came in)
+//   stacks               the job's latest stacks, when they changed
 // Threading: pure functions.
 #ifndef COLLWATCH_COLLECTOR_WATCH_DELTA_H_
 #define COLLWATCH_COLLECTOR_WATCH_DELTA_H_

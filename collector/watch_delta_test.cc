@@ -100,6 +100,27 @@ TEST(WatchDeltaTest, NewProcessesCommunicatorsAndFindingsArrive) {
   EXPECT_TRUE(MessageDifferencer::Equals(applied, later));
 }
 
+// A stall's stacks come after it: the finding travels again, and the job's stacks too.
+TEST(WatchDeltaTest, AFindingWhoseStacksCameInTravelsAgain) {
+  v1::ClusterState before = Job(4, 10);
+  before.add_findings()->set_kind(v1::PATH_DIVERGENCE);
+  before.add_findings()->set_kind(v1::NOT_JOINED);
+  v1::ClusterState after = before;
+  v1::StackClass* merged = after.mutable_findings(1)->mutable_stacks()->add_classes();
+  merged->add_ranks(1);
+  merged->set_where("sleeping in clock_nanosleep (libc.so.6)");
+  after.mutable_findings(1)->mutable_stacks()->set_taken_ns(42);
+  *after.mutable_stacks() = after.findings(1).stacks();
+  after.add_findings()->set_kind(v1::RANK_LOST);
+  const v1::WatchResponse delta = MakeWatchDelta(before, after);
+  EXPECT_EQ(delta.findings_from(), 1u);
+  ASSERT_EQ(delta.state().findings_size(), 2) << "the changed finding and the new one";
+  EXPECT_TRUE(delta.state().has_stacks());
+  v1::ClusterState applied = before;
+  ApplyWatchResponse(delta, &applied);
+  EXPECT_TRUE(MessageDifferencer::Equals(applied, after));
+}
+
 TEST(WatchDeltaTest, AFullStateReplacesEverything) {
   v1::ClusterState state = Job(8, 3);
   v1::WatchResponse full;

@@ -15,9 +15,10 @@
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/report.h"
+#include "analyzer/stack_classes.h"
+#include "collector/finding_codec.h"
 #include "dashboard/dashboard_model_internal.h"
 #include "store/event_codec.h"
-#include "collector/finding_codec.h"
 
 namespace collwatch::dashboard {
 namespace {
@@ -171,9 +172,10 @@ bool DashboardModel::HandleKey(int key) {
     }
     return true;
   }
-  if (finding_open_) {
+  if (finding_open_ || stacks_open_) {
     switch (key) {
-      case kKeyEscape: case kKeyBackspace: case kKeyEnter: case 'b': finding_open_ = false; break;
+      case kKeyEscape: case kKeyBackspace: case kKeyEnter: case 'b': finding_open_ = stacks_open_ = false; break;
+      case 's': stacks_requested_ = stacks_open_; break;
       case kKeyUp: case 'k': detail_scroll_ = std::max(0, detail_scroll_ - 1); break;
       case kKeyDown: case 'j': ++detail_scroll_; break;
       case kKeyPageUp: detail_scroll_ = std::max(0, detail_scroll_ - 10); break;
@@ -217,6 +219,11 @@ bool DashboardModel::HandleKey(int key) {
       editing_filter_ = true;
       filter_text_.clear();
       break;
+    case 's':
+      stacks_open_ = true;
+      stacks_requested_ = true;
+      detail_scroll_ = 0;
+      break;
     case kKeyEscape:
       rank_filter_.reset();
       filter_error_.clear();
@@ -227,7 +234,9 @@ bool DashboardModel::HandleKey(int key) {
 }
 
 std::vector<Line> DashboardModel::Render(int width, int height) const {
-  std::vector<Line> lines = finding_open_ ? RenderFinding(width, height) : RenderOverview(width, height);
+  std::vector<Line> lines = stacks_open_    ? RenderStacks(width, height)
+                           : finding_open_ ? RenderFinding(width, height)
+                                           : RenderOverview(width, height);
   if (lines.size() > static_cast<size_t>(height)) lines.resize(static_cast<size_t>(height));
   for (Line& line : lines) Clip(&line, static_cast<size_t>(std::max(width, 0)));
   return lines;
@@ -426,7 +435,7 @@ std::vector<Line> DashboardModel::RenderOverview(int width, int height) const {
   } else if (!filter_error_.empty()) {
     lines.push_back({{filter_error_, Style::kWarning}});
   } else {
-    lines.push_back({{"<- -> communicator  up/down finding  Enter open  / filter ranks  Esc clear filter  p pause  q quit",
+    lines.push_back({{"<- -> communicator  up/down finding  Enter open  s stacks  / filter ranks  Esc clear filter  p pause  q quit",
                       Style::kDim}});
   }
   return lines;
@@ -447,16 +456,46 @@ std::vector<Line> DashboardModel::RenderFinding(int width, int height) const {
     for (std::string& piece : WrapIndented(text_lines[i], width)) body.push_back({{std::move(piece), style}});
   }
 
+  return WithScrolledBody(Rule(absl::StrFormat("finding %d of %d (Esc back, up/down scroll, q quit)",
+                                               selected_finding_ + 1, state_.findings_size()),
+                               width, dash),
+                          body, height);
+}
+
+std::vector<Line> DashboardModel::WithScrolledBody(Line title, const std::vector<Line>& body, int height) const {
   std::vector<Line> lines;
-  lines.push_back(Rule(absl::StrFormat("finding %d of %d (Esc back, up/down scroll, q quit)", selected_finding_ + 1,
-                                       state_.findings_size()),
-                       width, dash));
+  lines.push_back(std::move(title));
   const int room = std::max(1, height - 1);
   const int scroll = std::clamp(detail_scroll_, 0, std::max(0, static_cast<int>(body.size()) - room));
   for (int i = scroll; i < static_cast<int>(body.size()) && static_cast<int>(lines.size()) < height; ++i) {
     lines.push_back(body[static_cast<size_t>(i)]);
   }
   return lines;
+}
+
+bool DashboardModel::TakeStacksRequest() {
+  const bool requested = stacks_requested_;
+  stacks_requested_ = false;
+  return requested;
+}
+
+std::vector<Line> DashboardModel::RenderStacks(int width, int height) const {
+  const std::string dash = options_.ascii ? "-" : "─";
+  std::vector<Line> body;
+  if (!stacks_status_.empty()) body.push_back({{stacks_status_, Style::kDim}});
+  if (!state_.has_stacks()) {
+    body.push_back({{"no stacks taken yet", Style::kDim}});
+  } else {
+    const analyzer::FindingStacks stacks = FindingStacksFromProto(state_.stacks());
+    body.push_back({{"taken " + analyzer::WallClock(stacks.taken_ns), Style::kNormal}});
+    std::vector<std::string> text_lines = absl::StrSplit(analyzer::StackClassesText(stacks.classes), '\n');
+    for (const std::string& text : text_lines) {
+      if (text.empty()) continue;
+      for (std::string& piece : WrapIndented(text, width)) body.push_back({{std::move(piece), Style::kNormal}});
+    }
+  }
+  return WithScrolledBody(Rule("stacks of every process (s take again, Esc back, up/down scroll, q quit)", width, dash),
+                          body, height);
 }
 
 }  // namespace collwatch::dashboard

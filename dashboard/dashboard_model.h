@@ -103,6 +103,11 @@ class DashboardModel {
   std::vector<Line> Render(int width, int height) const;
 
   bool paused() const { return paused_; }
+  bool stacks_open() const { return stacks_open_; }
+  // True once after 's' asked for every process's stacks: the caller asks the collector
+  // (ClusterWatcher::RequestStacks) and gives back what it said (SetStacksStatus).
+  bool TakeStacksRequest();
+  void SetStacksStatus(std::string status) { stacks_status_ = std::move(status); }
   size_t selected_comm() const { return selected_comm_; }
   bool finding_open() const { return finding_open_; }
   const std::optional<std::vector<int32_t>>& rank_filter() const { return rank_filter_; }
@@ -110,6 +115,9 @@ class DashboardModel {
  private:
   std::vector<Line> RenderOverview(int width, int height) const;
   std::vector<Line> RenderFinding(int width, int height) const;
+  std::vector<Line> RenderStacks(int width, int height) const;
+  // The lines of a detail view below its title rule, scrolled by detail_scroll_.
+  std::vector<Line> WithScrolledBody(Line title, const std::vector<Line>& body, int height) const;
   void AppendRankView(const CommView& view, int width, int rows, std::vector<Line>* lines) const;
   std::string Strip(const RankRow& row, uint64_t max_entered, int cells) const;
   // Findings newest first (index into state_.findings()).
@@ -124,6 +132,9 @@ class DashboardModel {
   size_t selected_comm_ = 0;
   size_t selected_finding_ = 0;  // position in newest-first order
   bool finding_open_ = false;
+  bool stacks_open_ = false;      // the stacks view ('s')
+  bool stacks_requested_ = false; // 's' pressed, not taken by TakeStacksRequest yet
+  std::string stacks_status_;     // what the collector said to the last request
   int detail_scroll_ = 0;
   bool paused_ = false;
   bool editing_filter_ = false;

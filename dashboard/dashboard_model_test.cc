@@ -242,6 +242,43 @@ TEST(DashboardModelTest, AFindingShowsItsBranchPoint) {
       << detail;
 }
 
+TEST(DashboardModelTest, TheStacksKeyAsksOnceAndShowsEveryProcesssStacks) {
+  v1::ClusterState state = Job(4, 41, 40);
+  DashboardModel model;
+  model.Update(state, Connected(), kNow);
+  EXPECT_FALSE(model.TakeStacksRequest());
+  ASSERT_TRUE(model.HandleKey('s'));
+  EXPECT_TRUE(model.stacks_open());
+  EXPECT_TRUE(model.TakeStacksRequest());
+  EXPECT_FALSE(model.TakeStacksRequest()) << "once per key";
+  model.SetStacksStatus("asked 4 processes for their stacks");
+  std::string screen = Screen(model, 200, 20);
+  EXPECT_NE(screen.find("asked 4 processes for their stacks"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("no stacks taken yet"), std::string::npos) << screen;
+
+  v1::FindingStacks* stacks = state.mutable_stacks();
+  stacks->set_taken_ns(1'700'000'000'000'000'000);
+  v1::StackClass* waiting = stacks->add_classes();
+  for (int32_t rank : {0, 1, 2}) waiting->add_ranks(rank);
+  waiting->set_thread("python3 (main thread)");
+  waiting->set_where("sleeping in poll (libc.so.6) \u2190 ncclAllGather (libnccl.so.2) \u2190 train (train.py:88)");
+  v1::StackClass* late = stacks->add_classes();
+  late->add_ranks(3);
+  late->set_thread("python3 (main thread)");
+  late->set_where("sleeping in clock_nanosleep (libc.so.6) \u2190 late_start (train.py:20)");
+  model.Update(state, Connected(), kNow);
+  screen = Screen(model, 200, 20);
+  EXPECT_NE(screen.find("taken 2023-11-14T22:13:20.000Z"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("ranks 0-2   python3 (main thread) sleeping in poll (libc.so.6) \u2190 ncclAllGather"),
+            std::string::npos)
+      << screen;
+  EXPECT_NE(screen.find("rank 3      python3 (main thread) sleeping in clock_nanosleep"), std::string::npos) << screen;
+  ASSERT_TRUE(model.HandleKey('s'));
+  EXPECT_TRUE(model.TakeStacksRequest()) << "s again in the view asks again";
+  ASSERT_TRUE(model.HandleKey(kKeyEscape));
+  EXPECT_FALSE(model.stacks_open());
+}
+
 TEST(DashboardModelTest, FindingsAreListedNewestFirst) {
   v1::ClusterState state = Job(4, 41, 40);
   *state.add_findings() = Divergence();

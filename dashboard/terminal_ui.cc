@@ -151,6 +151,7 @@ int RunTop(const TopOptions& options) {
     screen->Draw(model.Render(screen->width(), screen->height()));
     const int key = screen->ReadKey(options.refresh_s);
     if (key >= 0 && !model.HandleKey(key)) break;
+    if (model.TakeStacksRequest()) model.SetStacksStatus(watcher.RequestStacks());
   }
   return 0;
 }
