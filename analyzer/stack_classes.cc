@@ -99,13 +99,23 @@ const ThreadStack* ThreadOfInterest(const ProcessStacks& process) {
 std::string WhereText(const ProcessStacks& process, const ThreadStack& thread) {
   std::vector<std::string> parts;
   if (!thread.native.empty()) parts.push_back(NativeText(process, thread.native.front()));
-  // The NCCL function the program called: the outermost of NCCL's own (collwatch's hook of
-  // the same name calls it).
+  // The NCCL function the program called: the outermost of NCCL's own, else collwatch's
+  // hook of the same name, named without its library (the function the program called).
   const NativeFrame* nccl = nullptr;
+  const NativeFrame* hook = nullptr;
   for (auto frame = thread.native.rbegin(); frame != thread.native.rend() && nccl == nullptr; ++frame) {
-    if (IsNcclFunction(*frame) && frame->module.rfind("libcollwatch", 0) != 0) nccl = &*frame;
+    if (!IsNcclFunction(*frame)) continue;
+    if (frame->module.rfind("libcollwatch", 0) != 0) {
+      nccl = &*frame;
+    } else if (hook == nullptr) {
+      hook = &*frame;
+    }
   }
-  if (nccl != nullptr && nccl != &thread.native.front()) parts.push_back(NativeText(process, *nccl));
+  if (nccl != nullptr && nccl != &thread.native.front()) {
+    parts.push_back(NativeText(process, *nccl));
+  } else if (nccl == nullptr && hook != nullptr) {
+    parts.push_back(WithoutParameters(hook->function));
+  }
   size_t shown = 0;
   for (const CallFrame& frame : thread.python.frames) {
     if (IsLibraryFrame(frame) || shown == kUserFramesShown) continue;

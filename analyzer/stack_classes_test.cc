@@ -102,6 +102,18 @@ TEST(StackClassesTest, CxxFunctionsAreNamedWithoutTheirParameters) {
             "(run.cc:5)");
 }
 
+// Measured on this machine: a rank in communicator creation is inside NCCL's internal
+// functions only; the NCCL function it called shows through collwatch's hook.
+TEST(StackClassesTest, TheNcclCallShowsThroughCollwatchsHookWhereNcclNamesNone) {
+  ProcessStacks process = PythonRank(800, 'S', {{0x1, "syscall", "libc.so.6", "", 0},
+                                                {0x2, "", "libnccl.so.2", "", 0},
+                                                {0x3, "ncclCommInitRank", "libcollwatch.so", "", 0},
+                                                {0x4, "ffi_call", "libffi.so.8", "", 0}},
+                                     {{"/job/ranks.py", "run_rank", 82}});
+  EXPECT_EQ(WhereText(process, process.threads[0]),
+            "sleeping in syscall (libc.so.6) \u2190 ncclCommInitRank \u2190 run_rank (ranks.py:82)");
+}
+
 TEST(StackClassesTest, AProcessWithNoStackSaysWhy) {
   ProcessStacks gone;
   gone.pid = 400;

@@ -22,7 +22,9 @@
 #include "cli/run_record.h"
 #include "cli/run_status_line.h"
 #include "cli/stop_signals.h"
+#include "process/process_sample.h"
 #include "ring/clocks.h"
+#include "stacks/process_stacks.h"
 
 namespace collwatch {
 namespace {
@@ -108,6 +110,7 @@ void RunSupervisor::WatchJob() {
     ForwardStopSignal(command_, dashboard_ != nullptr ? 0 : 0.1);
     // Each finding the moment it appears (on the dashboard while it is up).
     const std::vector<analyzer::Finding> findings = CurrentFindings();
+    TakeStacksOfUnstreamedProcesses(findings);
     if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);
     const uint64_t now_ns = MonotonicClockNs();
     if (options_.kill_on_hang && !findings.empty()) {
@@ -236,6 +239,18 @@ void RunSupervisor::ShowNewFindings(const std::vector<analyzer::Finding>& findin
     if (clear_status_line) std::cerr << "\r\033[K";
     std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown_]) << "\n";
     if (findings[findings_shown_].stacks) stacks_shown_.insert(findings_shown_);
+  }
+}
+
+void RunSupervisor::TakeStacksOfUnstreamedProcesses(const std::vector<analyzer::Finding>& findings) {
+  if (embedded_ == nullptr) return;
+  OnlineAnalyzer& analyzer = embedded_->service().online_analyzer();
+  for (; stacks_looked_for_ < findings.size(); ++stacks_looked_for_) {
+    if (!analyzer::Analyzer::WantsStacks(findings[stacks_looked_for_])) continue;
+    for (const ProcessInfo& info : analyzer.UnstreamedProcessesNamedBy(findings[stacks_looked_for_])) {
+      if (info.host != ThisHostName()) continue;
+      analyzer.AddStacksOf(info, stacks::TakeProcessStacks(info.pid), static_cast<int64_t>(RealtimeNs()));
+    }
   }
 }
 

@@ -53,6 +53,9 @@ class RunSupervisor {
   // shows when `clear_status_line`.
   void ShowNewFindings(const std::vector<analyzer::Finding>& findings, bool clear_status_line);
   std::vector<analyzer::Finding> CurrentFindings();
+  // A stall's processes that have no ring (no agent stream to ask): their stacks are
+  // taken here, once per finding, and handed to the embedded collector's analysis.
+  void TakeStacksOfUnstreamedProcesses(const std::vector<analyzer::Finding>& findings);
   // Walks the command's process tree; the embedded collector's analysis hears of each rank.
   void ObserveJobProcesses();
   void CloseDashboard() { dashboard_.reset(); }
@@ -79,6 +82,7 @@ class RunSupervisor {
   int exit_code_ = -1;         // the command's, once it ended
   size_t findings_shown_ = 0;
   std::set<size_t> stacks_shown_;   // findings whose stacks were shown
+  size_t stacks_looked_for_ = 0;    // findings whose unstreamed processes' stacks were taken
   uint64_t first_finding_ns_ = 0;   // monotonic, when --kill-on-hang saw the first finding
   bool stopped_hung_job_ = false;
   int64_t stopped_at_ns_ = 0;

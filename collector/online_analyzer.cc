@@ -40,8 +40,33 @@ void OnlineAnalyzer::EnqueueStacks(const std::string& key, stacks::ProcessStacks
   queue_.push_back(std::move(item));
 }
 
+void OnlineAnalyzer::AddStacksOf(const ProcessInfo& info, stacks::ProcessStacks stacks, int64_t taken_ns) {
+  Item item;
+  item.observed = info;
+  item.stacks = std::move(stacks);
+  item.stacks_taken_ns = taken_ns;
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  queue_.push_back(std::move(item));
+}
+
+std::vector<ProcessInfo> OnlineAnalyzer::UnstreamedProcessesNamedBy(const analyzer::Finding& finding) {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  std::vector<ProcessInfo> unstreamed;
+  for (const auto& [process, ranks] : analyzer_.ProcessesNamedBy(finding)) {
+    const analyzer::Process& of = analyzer_.model().process(process);
+    if (of.observed_only) unstreamed.push_back(of.info);
+  }
+  return unstreamed;
+}
+
 void OnlineAnalyzer::FeedLocked(Item& item) {
   analyzer::JobModel& model = analyzer_.model();
+  if (item.observed && item.stacks) {
+    if (const std::optional<analyzer::ProcessId> process = model.FindProcess(item.observed->host, item.observed->pid)) {
+      model.AddStacks(*process, *std::move(item.stacks), item.stacks_taken_ns);
+    }
+    return;
+  }
   if (item.observed) {
     model.ObserveProcess(*item.observed, item.update.sample);
     return;

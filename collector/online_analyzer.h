@@ -54,6 +54,11 @@ class OnlineAnalyzer {
   std::vector<std::pair<size_t, analyzer::Finding>> TakeUpdatedFindings();
   // The streams of the processes `finding` names (Analyzer::ProcessesNamedBy), by key.
   std::vector<std::string> StreamsNamedBy(const analyzer::Finding& finding);
+  // The processes `finding` names that stream no ring (seen only from outside, by
+  // `collwatch run`'s process walk: no agent can be asked for their stacks), and the
+  // stacks of one of them, taken by the caller: queued like a batch.
+  std::vector<ProcessInfo> UnstreamedProcessesNamedBy(const analyzer::Finding& finding);
+  void AddStacksOf(const ProcessInfo& info, stacks::ProcessStacks stacks, int64_t taken_ns);
   // Each communicator's oldest collective in flight, as of the last Tick.
   std::vector<analyzer::InflightCollective> Inflight();
   analyzer::ReportInfo Info(const std::string& job);
@@ -64,8 +69,8 @@ class OnlineAnalyzer {
   struct Item {
     std::string key;
     ProcessUpdate update;
-    std::optional<ProcessInfo> observed;  // set: an ObserveProcess, not a batch
-    std::optional<stacks::ProcessStacks> stacks;  // set: an EnqueueStacks, taken at stacks_taken_ns
+    std::optional<ProcessInfo> observed;  // set: an ObserveProcess (or AddStacksOf), not a batch
+    std::optional<stacks::ProcessStacks> stacks;  // set: EnqueueStacks / AddStacksOf, taken at stacks_taken_ns
     int64_t stacks_taken_ns = 0;
   };
   struct Stream {

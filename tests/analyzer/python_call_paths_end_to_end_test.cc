@@ -223,6 +223,31 @@ TEST(PythonCallPathsEndToEndTest, ALateRanksStacksNameTheFunctionAndLineItSleeps
   EXPECT_NE(ReadFile(dir.path() + "/out/report.txt").find("  stacks, taken "), std::string::npos);
 }
 
+// A rank late to its communicator's creation has made no NCCL call and has no ring: no
+// agent stream can be asked; `collwatch run` takes its stacks itself.
+TEST(PythonCallPathsEndToEndTest, ARankWithNoRingYetHasItsStacksTakenByCollwatchRun) {
+  if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
+  TempDir dir;
+  const JobRun run = RunRanks(dir, {}, "late-init");
+  EXPECT_EQ(run.exit_code, 3) << run.output;
+  ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
+  const nlohmann::json& finding = run.report["findings"][0];
+  ASSERT_EQ(finding["kind"], "COMM_INIT_STALL") << finding.dump(2);
+  const nlohmann::json& stacks = finding["stacks"];
+  ASSERT_TRUE(stacks.is_object()) << finding.dump(2) << run.output;
+  ASSERT_EQ(stacks["classes"].size(), 2u) << stacks.dump(2);
+  EXPECT_EQ(stacks["classes"][0]["ranks"], nlohmann::json::array({0})) << stacks.dump(2);
+  EXPECT_NE(stacks["classes"][0]["where"].get<std::string>().find("\u2190 ncclCommInitRank \u2190 run_rank ("),
+            std::string::npos)
+      << stacks.dump(2);
+  EXPECT_EQ(stacks["classes"][1]["ranks"], nlohmann::json::array({1})) << stacks.dump(2);
+  EXPECT_NE(stacks["classes"][1]["where"].get<std::string>().find(
+                "\u2190 late_start (python_ranks.py:" + std::to_string(LineOf("late")) +
+                ") \u2190 run_rank (python_ranks.py:" + std::to_string(LineOf("late-init-call")) + ")"),
+            std::string::npos)
+      << stacks.dump(2);
+}
+
 TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRunningAndSaysSoOnce) {
   if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;

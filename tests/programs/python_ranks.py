@@ -3,9 +3,11 @@ collwatch's preload, from nested functions of known names and lines. Every rank 
 vision tower and the text embedding for two steps; in the third, odd ranks have no image
 and skip the vision tower: a data-dependent branch, as a VLM batch without images takes.
 With `late`, every rank has an image, but the last rank sleeps before the third step
-instead: a rank late to its collective (NOT_JOINED), as one stuck loading data is.
+instead: a rank late to its collective (NOT_JOINED), as one stuck loading data is. With
+`late-init`, the last rank sleeps before it creates its communicator, the others wait in
+theirs (COMM_INIT_STALL; the late rank has made no NCCL call, so it has no ring).
 
-Usage: python_ranks.py BACKEND WORLD DIR [late]   (starts WORLD ranks; DIR holds the unique id)
+Usage: python_ranks.py BACKEND WORLD DIR [late|late-init]   (starts WORLD ranks; DIR holds the unique id)
 Lines marked "# at: NAME" are what the tests expect the call paths to name.
 """
 import ctypes
@@ -51,14 +53,14 @@ def late_start():
     time.sleep(600)  # at: late
 
 
-def train(nccl, comm, world, rank, late):
+def train(nccl, comm, world, rank, mode):
     for step in range(STEPS):
-        if late and step == 2 and rank == world - 1:
+        if mode == "late" and step == 2 and rank == world - 1:
             late_start()  # at: late-call
-        forward(nccl, comm, world, has_image=late or step < 2 or rank % 2 == 0)  # at: train-step
+        forward(nccl, comm, world, has_image=mode == "late" or step < 2 or rank % 2 == 0)  # at: train-step
 
 
-def run_rank(backend, world, folder, late):
+def run_rank(backend, world, folder, mode):
     rank = int(os.environ["RANK"])
     ctypes.CDLL(backend, mode=ctypes.RTLD_GLOBAL)
     nccl = ctypes.CDLL(None)  # the process's global scope: the preload's definitions first
@@ -75,16 +77,18 @@ def run_rank(backend, world, folder, late):
         with open(id_path, "rb") as source:
             ctypes.memmove(ctypes.byref(unique_id), source.read(), 128)
     comm = ctypes.c_void_p()
+    if mode == "late-init" and rank == world - 1:
+        late_start()  # at: late-init-call
     check(nccl.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
-    train(nccl, comm, world, rank, late)  # at: run-rank
+    train(nccl, comm, world, rank, mode)  # at: run-rank
     check(nccl.ncclCommDestroy(comm), "ncclCommDestroy")
 
 
 def main():
     backend, world, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    late = sys.argv[4:] == ["late"]
+    mode = sys.argv[4] if len(sys.argv) > 4 else ""
     if "RANK" in os.environ:
-        run_rank(backend, world, folder, late)  # at: main
+        run_rank(backend, world, folder, mode)  # at: main
         return 0
     ranks = [subprocess.Popen([sys.executable] + sys.argv,
                               env=dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)))
