@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "process/process_sample.h"
 #include "process/rank_membership.h"
 #include "proto/collector_channel.h"
@@ -154,18 +155,18 @@ void RankChannel::TakeStacksLocked(const v1::StacksRequest& request) {
   if (!local_ || taking_stacks_ || stop_) return;
   if (stacks_taker_.joinable()) stacks_taker_.join();  // the previous one, finished
   taking_stacks_ = true;
-  if (options_.log) std::cerr << "collwatch agent: taking the stacks of " << WhoLocked() << " (" << request.reason() << ")\n";
+  // One write per line: the channels' threads log at once.
+  if (options_.log) std::cerr << absl::StrCat("collwatch agent: taking the stacks of ", WhoLocked(), " (", request.reason(), ")\n");
   stacks_taker_ = std::thread([this, pid = identity_.pid(), request_id = request.request_id()] {
     const uint64_t started = MonotonicClockNs();
     const stacks::ProcessStacks taken = stacks::TakeProcessStacks(pid);
     v1::ProcessStacks wire = StacksToWire(taken, request_id, static_cast<int64_t>(RealtimeNs()));
     std::lock_guard<std::mutex> lock(mutex_);
     if (options_.log) {
-      std::cerr << "collwatch agent: took the stacks of " << WhoLocked() << ": " << taken.threads.size()
-                << " threads in " << (MonotonicClockNs() - started) / 1'000'000 << " ms, each held at most "
-                << taken.longest_pause_ns / 1'000 << " us" << (taken.problems.empty() ? "" : " (")
-                << (taken.problems.empty() ? "" : taken.problems.front()) << (taken.problems.empty() ? "" : ")")
-                << "\n";
+      std::cerr << absl::StrCat("collwatch agent: took the stacks of ", WhoLocked(), ": ", taken.threads.size(),
+                                " threads in ", (MonotonicClockNs() - started) / 1'000'000, " ms, each held at most ",
+                                taken.longest_pause_ns / 1'000, " us",
+                                taken.problems.empty() ? "" : absl::StrCat(" (", taken.problems.front(), ")"), "\n");
     }
     stacks_taken_ = std::move(wire);
     taking_stacks_ = false;

@@ -165,10 +165,10 @@ TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
               std::string::npos)
         << stacks.dump(2);
     EXPECT_EQ(stacks["classes"][1]["ranks"], nlohmann::json::array({1})) << stacks.dump(2);
-    EXPECT_NE(stacks["classes"][1]["where"].get<std::string>().find(
-                  "sleeping in clock_nanosleep (libc.so.6) \u2190 collwatch::trainer::Zero3Trainer::Step ("),
-              std::string::npos)
-        << stacks.dump(2);
+    // (std::this_thread::sleep_for between them in builds that do not inline it.)
+    const std::string late = stacks["classes"][1]["where"];
+    EXPECT_EQ(late.rfind("sleeping in clock_nanosleep (libc.so.6) \u2190 ", 0), 0u) << late;
+    EXPECT_NE(late.find("\u2190 collwatch::trainer::Zero3Trainer::Step (zero3_step.cc:"), std::string::npos) << late;
   }
 }
 
