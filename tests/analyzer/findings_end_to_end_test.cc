@@ -168,7 +168,7 @@ TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
     // (std::this_thread::sleep_for between them in builds that do not inline it.)
     const std::string late = stacks["classes"][1]["where"];
     EXPECT_EQ(late.rfind("sleeping in clock_nanosleep (libc.so.6) \u2190 ", 0), 0u) << late;
-    EXPECT_NE(late.find("\u2190 collwatch::trainer::Zero3Trainer::Step (zero3_step.cc:"), std::string::npos) << late;
+    EXPECT_NE(late.find("\u2190 collwatch::trainer::Zero3Trainer::Step ("), std::string::npos) << late;
   }
 }
 
