@@ -1,4 +1,4 @@
-// fork + execvp with the group set on both sides of the fork (no race with the exec);
+// fork + execvpe with the group set on both sides of the fork (no race with the exec);
 // stopping polls every 100 ms so that a group that ends at once is not waited on.
 // Threading: see command_process.h.
 #include "cli/command_process.h"
@@ -10,16 +10,37 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cli/stop_signals.h"
+
+extern char** environ;
 
 namespace collwatch {
 
 pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& environment,
                    int output_fd) {
+  // Everything the child needs is made before the fork: after it, in a process with other
+  // threads (gRPC's), only async-signal-safe calls. (setenv there deadlocked on an
+  // allocator lock another thread held at the fork, seen under ASan.)
+  std::vector<std::string> variables;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const char* equals = std::strchr(*entry, '=');
+    const std::string name = equals != nullptr ? std::string(*entry, static_cast<size_t>(equals - *entry)) : *entry;
+    if (!environment.count(name)) variables.emplace_back(*entry);
+  }
+  for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& variable : variables) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const std::string cannot_run = "collwatch run: cannot run " + (command.empty() ? std::string() : command[0]) + ": ";
+  const sigset_t stop_signals = StopSignals();
+
   const pid_t child = fork();
   if (child != 0) {
     if (child > 0) setpgid(child, child);
@@ -27,20 +48,18 @@ pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::
   }
   setpgid(0, 0);
   // collwatch blocks the stop signals to take them itself; the command gets them back.
-  const sigset_t stop_signals = StopSignals();
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-  for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
   if (output_fd >= 0) {
     const int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(output_fd, STDOUT_FILENO);
     dup2(output_fd, STDERR_FILENO);
   }
-  std::vector<char*> argv;
-  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
-  std::fprintf(stderr, "collwatch run: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  execvpe(argv[0], argv.data(), envp.data());
+  const char* why = strerrordesc_np(errno);
+  (void)!write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
+  if (why != nullptr) (void)!write(STDERR_FILENO, why, std::strlen(why));
+  (void)!write(STDERR_FILENO, "\n", 1);
   _exit(127);
 }
 
