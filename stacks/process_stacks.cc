@@ -98,12 +98,18 @@ struct UnwindState {
   std::vector<std::vector<RawFrame>> frames;  // per thread of process->threads
 };
 
+// One thread's frames as the unwinding finds them, up to `max`.
+struct FrameSink {
+  std::vector<RawFrame> frames;
+  size_t max = 0;
+};
+
 int CollectFrame(Dwfl_Frame* frame, void* arg) {
-  auto* frames = static_cast<std::vector<RawFrame>*>(arg);
+  auto* sink = static_cast<FrameSink*>(arg);
   RawFrame raw;
   if (!dwfl_frame_pc(frame, &raw.pc, &raw.activation)) return DWARF_CB_ABORT;
-  frames->push_back(raw);
-  return frames->size() < frames->capacity() ? DWARF_CB_OK : DWARF_CB_ABORT;
+  sink->frames.push_back(raw);
+  return sink->frames.size() < sink->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
 int UnwindThread(Dwfl_Thread* thread, void* arg) {
@@ -113,18 +119,19 @@ int UnwindThread(Dwfl_Thread* thread, void* arg) {
   ThreadStack stack;
   stack.tid = tid;
   ReadTaskStatus(state->process->pid, tid, &stack);
-  std::vector<RawFrame> frames;
-  frames.reserve(state->options->max_native_frames);
+  FrameSink sink;
+  sink.max = state->options->max_native_frames;
+  sink.frames.reserve(sink.max);
   const auto started = std::chrono::steady_clock::now();
   // The thread is attached (stopped) inside this call only. An unwinding that stops early
   // (no unwind information further out) keeps the frames it found.
-  dwfl_thread_getframes(thread, CollectFrame, &frames);
+  dwfl_thread_getframes(thread, CollectFrame, &sink);
   const int64_t held =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
   state->process->longest_pause_ns = std::max(state->process->longest_pause_ns, held);
-  stack.unwound = !frames.empty();
+  stack.unwound = !sink.frames.empty();
   state->process->threads.push_back(std::move(stack));
-  state->frames.push_back(std::move(frames));
+  state->frames.push_back(std::move(sink.frames));
   return DWARF_CB_OK;
 }
 
@@ -156,6 +163,7 @@ ProcessStacks TakeProcessStacks(int32_t pid, const StackOptions& options) {
   ProcessStacks process;
   process.pid = pid;
   ThreadStack main_thread;
+  main_thread.tid = pid;
   ReadTaskStatus(pid, pid, &main_thread);
   process.state = main_thread.state;
   char exe[4096];
@@ -225,10 +233,11 @@ ProcessStacks TakeProcessStacks(int32_t pid, const StackOptions& options) {
     if (joined == nullptr && thread.tid == 0 && i + 1 == python.threads.size() && process.threads.front().tid == pid) {
       joined = &process.threads.front();
     }
-    if (joined == nullptr) {
+    if (joined == nullptr) {  // not unwound (--python-only, or beyond max_threads), or 3.10's
       ThreadStack unknown;
       unknown.tid = thread.tid;
       unknown.name = "python thread";
+      if (thread.tid != 0) ReadTaskStatus(pid, thread.tid, &unknown);
       process.threads.push_back(std::move(unknown));
       joined = &process.threads.back();
     }

@@ -126,6 +126,18 @@ TEST(StacksEndToEndTest, AStoppedRankIsSaidStoppedItsStacksReadAndItStaysStopped
   std::string line;
   std::getline(stat, line);
   EXPECT_EQ(line.substr(line.rfind(')') + 2, 1), "T") << "taking its stacks must not resume it";
+
+  // Python call paths alone: read from memory, nothing attached.
+  const StacksRun python_only = RunStacks(dir, {std::to_string(rank.pid()), "--python-only", "--json"});
+  EXPECT_EQ(python_only.exit_code, 0) << python_only.output;
+  const nlohmann::json paths = nlohmann::json::parse(python_only.output, nullptr, false);
+  ASSERT_TRUE(paths.is_object()) << python_only.output;
+  const nlohmann::json& first = paths["processes"][0]["threads"][0];
+  EXPECT_EQ(first["tid"], rank.pid()) << first.dump(2);
+  EXPECT_TRUE(first["native"].empty()) << first.dump(2);
+  ASSERT_FALSE(first["python"].empty()) << first.dump(2);
+  EXPECT_EQ(first["python"][0]["function"], "late_start");
+  EXPECT_EQ(first["python"][0]["line"], LineOf("late"));
   kill(rank.pid(), SIGCONT);
 }
 
