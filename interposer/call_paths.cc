@@ -1,7 +1,7 @@
 // Python call paths (API: call_paths.h). Threading: see call_paths.h.
 //
 // The ring's slots are the table: a path is identified by the hash of its raw frames
-// (code object, instruction offset), probed from hash mod capacity for at most
+// (code object, instruction offset; CapturePythonFrames computes it as it walks), probed from hash mod capacity for at most
 // kMaxProbes slots. A hit costs no more than the walk. A miss claims a free slot (CAS
 // Empty -> Writing), resolves each frame's file, function and line (the slow path, once
 // per path), interns the names in the string table (regions.h) and publishes the slot
@@ -15,7 +15,6 @@
 
 #include "interposer/python_frames.h"
 #include "interposer/regions.h"
-#include "ring/hash.h"
 
 namespace collwatch {
 namespace {
