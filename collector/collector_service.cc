@@ -120,6 +120,7 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
  public:
   WatchReactor(CollectorService* service, grpc::CallbackServerContext* context, std::string job)
       : service_(service) {
+    service_->watchers_.fetch_add(1);
     if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
       service_->Log(absl::StrCat("refused Watch from ", context->peer(), ": ", auth.message()));
       Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
@@ -160,7 +161,11 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
     if (pending) alarm_.Cancel();  // its callback then finishes the call
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    CollectorService* service = service_;
+    delete this;
+    service->watchers_.fetch_sub(1);  // last: the service may go once none is left
+  }
 
  private:
   void OnAlarm(bool fired) {
@@ -419,6 +424,14 @@ void CollectorServer::Shutdown() {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
-CollectorServer::~CollectorServer() { Shutdown(); }
+CollectorServer::~CollectorServer() {
+  Shutdown();
+  server_.reset();
+  // A Watch reactor's alarm runs on gRPC's own threads, which the server does not wait
+  // for: the service (its live state) must outlive the last reactor's callback.
+  for (int waited_ms = 0; service_->watchers_.load() > 0 && waited_ms < 5000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 }  // namespace collwatch

@@ -92,6 +92,7 @@ class CollectorService final : public v1::Collector::CallbackService {
 
   bool stopping() const { return stopping_.load(); }
   class WatchReactor;
+  std::atomic<int> watchers_{0};  // Watch reactors not done yet (CollectorServer waits for none)
 
  private:
 
