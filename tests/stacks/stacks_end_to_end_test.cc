@@ -74,7 +74,9 @@ TEST(StacksEndToEndTest, FourRanksMergeIntoTheirTwoPlacesWithFunctionsAndLines) 
                               ") \u2190 rank_main (stack_ranks.py:" + std::to_string(LineOf("wait-call")) + ")";
   const std::string late = "late_start (stack_ranks.py:" + std::to_string(LineOf("late")) +
                            ") \u2190 rank_main (stack_ranks.py:" + std::to_string(LineOf("late-call")) + ")";
-  const StacksRun run = RunStacksUntil(dir, {std::to_string(launcher.pid())}, {waiting, late});
+  // Until every rank is in place (a rank still starting up is somewhere else).
+  const StacksRun run =
+      RunStacksUntil(dir, {std::to_string(launcher.pid())}, {"\n  ranks 0-2   ", waiting, "\n  rank 3      ", late});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   const std::string merged = run.output.substr(0, run.output.find("\n\n"));
   // One line per class, ranks by their RANK, in the order of their lowest rank.
