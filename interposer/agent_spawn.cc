@@ -56,18 +56,27 @@ int PtraceScope() noexcept {
 
 }  // namespace
 
-bool AllowAgentToTrace(const Config& config) noexcept {
-  if (config.collector[0] == '\0' || config.disabled || PtraceScope() != 1) return true;
+int32_t SpawnedAgentPid(const Config& config) noexcept {
   char lock_path[512];
   std::snprintf(lock_path, sizeof lock_path, "%s/agent.%s.lock", config.ring_dir, config.job);
   const int fd = open(lock_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return 0;
   char text[24] = {};
   const ssize_t got = pread(fd, text, sizeof text - 1, 0);
   close(fd);
-  long pid = 0;
-  for (ssize_t i = 0; i < got && text[i] >= '0' && text[i] <= '9'; ++i) pid = pid * 10 + (text[i] - '0');
-  if (pid <= 1) return false;
+  int64_t pid = 0;
+  ssize_t digits = 0;
+  for (; digits < got && text[digits] >= '0' && text[digits] <= '9' && pid < INT32_MAX; ++digits) {
+    pid = pid * 10 + (text[digits] - '0');
+  }
+  const bool whole = digits > 0 && (digits == got || text[digits] == '\n');
+  return whole && pid > 1 && pid <= INT32_MAX ? static_cast<int32_t>(pid) : 0;
+}
+
+bool AllowAgentToTrace(const Config& config) noexcept {
+  if (config.collector[0] == '\0' || config.disabled || PtraceScope() != 1) return true;
+  const int32_t pid = SpawnedAgentPid(config);
+  if (pid == 0) return false;
   prctl(PR_SET_PTRACER, static_cast<unsigned long>(pid), 0, 0, 0);
   return true;
 }

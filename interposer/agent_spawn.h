@@ -6,6 +6,8 @@
 #ifndef COLLWATCH_INTERPOSER_AGENT_SPAWN_H_
 #define COLLWATCH_INTERPOSER_AGENT_SPAWN_H_
 
+#include <cstdint>
+
 #include "interposer/config.h"
 
 namespace collwatch {
@@ -25,6 +27,10 @@ void MaybeSpawnAgent(const Config& config) noexcept;
 // `collwatch run` the agent is the ranks' ancestor; no Yama, or a scope no process can
 // open); false while the agent's pid is not written yet (try again later).
 bool AllowAgentToTrace(const Config& config) noexcept;
+
+// The pid the spawned agent's lock file holds (`<ring_dir>/agent.<job>.lock`, never
+// through a link); 0 when there is none yet or it is not a pid above 1.
+int32_t SpawnedAgentPid(const Config& config) noexcept;
 
 }  // namespace collwatch
 
