@@ -14,7 +14,7 @@
 #      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
 # one-gpu-N.txt and one-gpu-N.json, and reports.tar.gz: each checked case's report.txt and report.json.
-#   [CASES="case ..."] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+#   [CASES="case ..." (check and one-gpu)] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
 set -uo pipefail
@@ -54,8 +54,9 @@ fi
 if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
   export COLLWATCH_CPU_NCCL=$PWD/build-gpu-trainer/cpu_nccl/libnccl.so.2
   for ranks in ${ONE_GPU_RANKS:-2 4}; do
+    # shellcheck disable=SC2086  # CASES: case names, split on spaces
     python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" --one-gpu \
-      --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" 2>&1 | tee "$out/one-gpu-$ranks.txt"
+      --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" ${CASES:-} 2>&1 | tee "$out/one-gpu-$ranks.txt"
     cp "/tmp/collwatch-one-gpu-$ranks/summary.json" "$out/one-gpu-$ranks.json" 2>/dev/null
   done
 fi
