@@ -34,15 +34,16 @@ void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample
 void OnlineAnalyzer::EnqueueStacks(const std::string& key, stacks::ProcessStacks stacks, int64_t taken_ns) {
   Item item;
   item.key = key;
-  item.stacks = std::move(stacks);
-  item.stacks_taken_ns = taken_ns;
-  std::lock_guard<std::mutex> lock(queue_mutex_);
-  queue_.push_back(std::move(item));
+  QueueStacks(std::move(item), std::move(stacks), taken_ns);
 }
 
 void OnlineAnalyzer::AddStacksOf(const ProcessInfo& info, stacks::ProcessStacks stacks, int64_t taken_ns) {
   Item item;
   item.observed = info;
+  QueueStacks(std::move(item), std::move(stacks), taken_ns);
+}
+
+void OnlineAnalyzer::QueueStacks(Item item, stacks::ProcessStacks stacks, int64_t taken_ns) {
   item.stacks = std::move(stacks);
   item.stacks_taken_ns = taken_ns;
   std::lock_guard<std::mutex> lock(queue_mutex_);

@@ -79,6 +79,8 @@ class OnlineAnalyzer {
     analyzer::ProcessId process = 0;
   };
   void FeedLocked(Item& item);
+  // Queues `item` (whose stream key or observed process says whose) with its stacks.
+  void QueueStacks(Item item, stacks::ProcessStacks stacks, int64_t taken_ns);
   static analyzer::AnalyzerOptions Bounded(analyzer::AnalyzerOptions options) {
     options.bounded_history = true;
     return options;
