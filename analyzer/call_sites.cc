@@ -2,6 +2,7 @@
 #include "analyzer/call_sites.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string_view>
@@ -14,10 +15,7 @@
 namespace collwatch::analyzer {
 namespace {
 
-std::string BaseName(const std::string& file) {
-  const size_t slash = file.rfind('/');
-  return slash == std::string::npos ? file : file.substr(slash + 1);
-}
+std::string BaseName(const std::string& file) { return std::filesystem::path(file).filename().string(); }
 
 bool SameFunction(const CallFrame& a, const CallFrame& b) { return a.file == b.file && a.function == b.function; }
 

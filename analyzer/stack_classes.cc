@@ -2,6 +2,7 @@
 #include "analyzer/stack_classes.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -55,9 +56,7 @@ std::string WithoutParameters(const std::string& function) {
 std::string NativeText(const ProcessStacks& process, const NativeFrame& frame) {
   const std::string function = frame.function.empty() ? "??" : WithoutParameters(frame.function);
   if (frame.module == process.program && !frame.file.empty() && frame.line > 0) {
-    const size_t slash = frame.file.rfind('/');
-    return absl::StrCat(function, " (", frame.file.substr(slash == std::string::npos ? 0 : slash + 1), ":", frame.line,
-                        ")");
+    return absl::StrCat(function, " (", std::filesystem::path(frame.file).filename().string(), ":", frame.line, ")");
   }
   return frame.module.empty() ? function : absl::StrCat(function, " (", frame.module, ")");
 }

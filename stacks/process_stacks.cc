@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string_view>
@@ -42,10 +43,7 @@ std::string Demangled(const char* name) {
   return status == 0 && demangled ? std::string(demangled.get()) : std::string(name);
 }
 
-std::string BaseName(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
+std::string BaseName(std::string_view path) { return std::filesystem::path(path).filename().string(); }
 
 // ---- The interpreter's symbols ----------------------------------------------------------
 
