@@ -7,7 +7,6 @@
 // running and says so once. Threading: single-threaded; the ranks are processes.
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,15 +24,11 @@ using testing::ReadFile;
 using testing::ReadJson;
 using testing::TempDir;
 
-// The line of the script that carries "# at: <marker>".
+// The line of the script marked "# at: <marker>".
 int LineOf(const std::string& marker) {
-  std::istringstream script(ReadFile(COLLWATCH_PYTHON_RANKS_SCRIPT));
-  std::string line;
-  for (int number = 1; std::getline(script, line); ++number) {
-    if (line.find("# at: " + marker) != std::string::npos) return number;
-  }
-  ADD_FAILURE() << "no marker " << marker;
-  return -1;
+  const int line = testing::MarkedLine(COLLWATCH_PYTHON_RANKS_SCRIPT, marker);
+  if (line < 0) ADD_FAILURE() << "no marker " << marker;
+  return line;
 }
 
 // A line's text as the branch point quotes it: read from the script where the ring kept

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -24,15 +23,11 @@ using testing::ReadFile;
 using testing::Subprocess;
 using testing::TempDir;
 
-// The line of `file` that carries "at: <marker>" (a comment).
+// The line of `file` marked "at: <marker>".
 int LineOf(const std::string& marker, const std::string& file = COLLWATCH_STACK_RANKS_SCRIPT) {
-  std::istringstream script(ReadFile(file));
-  std::string line;
-  for (int number = 1; std::getline(script, line); ++number) {
-    if (line.find(" at: " + marker) != std::string::npos) return number;
-  }
-  ADD_FAILURE() << "no marker " << marker;
-  return -1;
+  const int line = testing::MarkedLine(file, marker);
+  if (line < 0) ADD_FAILURE() << "no marker " << marker << " in " << file;
+  return line;
 }
 
 struct StacksRun {
