@@ -12,7 +12,10 @@ Jobs:
              subgroups (new_group: split communicators when eager), every collective,
              coalesced collectives, batched and single p2p, and a section captured into a
              CUDA graph and replayed. Results are checked on the host.
-  ddp        a small transformer under DistributedDataParallel.
+  ddp        a small transformer under DistributedDataParallel; scenarios clean,
+             divergent-path (odd ranks all-reduce a metric no even rank does),
+             dtype-mismatch (rank 1's replica in bf16: its gradient buckets differ),
+             late-rank and stopped-rank.
   fsdp       a small vision-language model with a mixture of experts under FSDP2
              (fully_shard), in the scenarios below.
   fsdp1      the same model under FSDP1 (FullyShardedDataParallel, one unit per block,
@@ -81,8 +84,13 @@ def parse_args():
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--late-seconds", type=float, default=60.0)
+    parser.add_argument("--hold-at-step", type=int, default=0,
+                        help="late-rank, stopped-rank: the step whose forward rank 1 is late to or stops at")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="PyTorch's collective timeout in seconds (its watchdog)")
+    parser.add_argument("--flight-recorder-dump", metavar="PREFIX",
+                        help="at the end, each rank writes its Flight Recorder as PyTorch dumps it, "
+                             "to PREFIX<rank> (pickle) and PREFIX<rank>.json")
     return parser.parse_args()
 
 
@@ -107,10 +115,11 @@ def init(args):
 def train_timed(args, optimizer, forward_loss):
     """Runs args.steps optimizer steps on `forward_loss()` (data and forward), each timed from
     a synchronized start to a synchronized end; prints every step, and on rank 0 the median
-    of the steps after args.warmup."""
+    of the steps after args.warmup. A late or stopped rank is held back before its step."""
     rank = dist.get_rank()
     times = []
     for step in range(args.steps):
+        hold_back(args, rank, step)
         torch.cuda.synchronize()
         start = time.perf_counter()
         loss = forward_loss()
@@ -273,17 +282,36 @@ class Block(nn.Module):
         return x + self.mlp(self.norm(x))
 
 
+def hold_back(args, rank, step):
+    """late-rank and stopped-rank: rank 1 comes late to the forward of step --hold-at-step,
+    or stops there."""
+    if step != args.hold_at_step:
+        return
+    if args.scenario == "late-rank" and rank == 1:
+        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
+        time.sleep(args.late_seconds)
+    if args.scenario == "stopped-rank" and rank == 1:
+        print(f"rank {rank}: stopping itself (SIGSTOP)", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def run_ddp(args, device):
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(*[Block(args.hidden) for _ in range(args.layers)]).to(device)
-    model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+    dtype = torch.bfloat16 if args.scenario == "dtype-mismatch" and rank == 1 else torch.float32
+    model = nn.parallel.DistributedDataParallel(model.to(dtype), device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
+    text_only = TextOnlyBatches(args, rank)
 
     def forward_loss():
-        x = torch.randn(8, 128, args.hidden, device=device, generator=generator)
-        return model(x).pow(2).mean()
+        x = torch.randn(8, 128, args.hidden, device=device, generator=generator, dtype=dtype)
+        loss = model(x).float().pow(2).mean()
+        if text_only():  # this rank's logging averages a metric the others never send
+            metric = loss.detach().clone()
+            dist.all_reduce(metric)
+        return loss
 
     train_timed(args, optimizer, forward_loss)
 
@@ -349,12 +377,6 @@ def train_vlm(args, device, model, dtype):
     generator = torch.Generator(device=device).manual_seed(1 + rank)
     text_only = TextOnlyBatches(args, rank)
     starve = 1 if args.scenario == "skipped-reduce-scatter" and rank == 1 else None
-    if args.scenario == "late-rank" and rank == 1:
-        print(f"rank {rank}: late by {args.late_seconds} s (data loader stall)", flush=True)
-        time.sleep(args.late_seconds)
-    if args.scenario == "stopped-rank" and rank == 1:
-        print(f"rank {rank}: stopping itself (SIGSTOP)", flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
 
     def forward_loss():
         tokens = torch.randint(0, 8192, (4, 256), device=device, generator=generator)
@@ -542,12 +564,25 @@ def run_allreduce(args, device):
               f"p10 {sorted(samples)[len(samples) // 10]:.3f} calls {len(samples)}", flush=True)
 
 
+def write_flight_recorder(prefix, rank):
+    """The Flight Recorder as PyTorch dumps it on a timeout (pickle), and its JSON form."""
+    from torch._C._distributed_c10d import _dump_nccl_trace, _dump_nccl_trace_json
+    torch.cuda.synchronize()
+    with open(f"{prefix}{rank}", "wb") as f:
+        f.write(_dump_nccl_trace())
+    json_form = _dump_nccl_trace_json()  # bytes or str, by version
+    with open(f"{prefix}{rank}.json", "wb") as f:
+        f.write(json_form if isinstance(json_form, bytes) else json_form.encode())
+
+
 def main():
     args = parse_args()
     device = init(args)
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
             "allreduce": run_allreduce, "mesh2d": run_mesh2d}
     jobs[args.job](args, device)
+    if args.flight_recorder_dump:
+        write_flight_recorder(args.flight_recorder_dump, dist.get_rank())
     dist.destroy_process_group()
     return 0
 
