@@ -154,15 +154,18 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
     for (int32_t rank = 0; rank < nranks; ++rank) {
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
       if (!entry.present || entry.progress.entered() < seq) {
-        everyone = false;
+        // Post-mortem, a rank that never reported will not: the others are compared.
+        if (entry.present || !final_pass) everyone = false;
         continue;
       }
       const Call* call = model_.Collective(comm, rank, seq);
       if (call == nullptr) continue;  // lost in the ring: no evidence either way
       if (reference == nullptr) {
         reference = call;
-      } else if (!(FingerprintOf(*call) == FingerprintOf(*reference))) {
-        mismatch = true;
+      } else if (const Fingerprint a = FingerprintOf(*call), b = FingerprintOf(*reference); !(a == b)) {
+        // A region not known (history cut before its unit's forward call) is no evidence.
+        const bool region_unknown = call->region_unknown || reference->region_unknown;
+        if (!(region_unknown && a.SameSignature(b))) mismatch = true;
       }
     }
     if (mismatch) {
@@ -226,8 +229,13 @@ bool Analyzer::BlockedInDivergedComm(ProcessId process_id) const {
 
 std::optional<Analyzer::Frontier> Analyzer::FrontierOf(const Comm& comm) const {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
+  // A collective completed on one rank was joined by all: ranks that never reported (no
+  // trace, no dump) are past whatever the reporting ranks completed.
   uint64_t completed = UINT64_MAX;
-  for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
+  for (const CommRank& entry : comm.ranks) {
+    if (entry.present) completed = std::min(completed, entry.progress.completed());
+  }
+  if (completed == UINT64_MAX) completed = 0;
   Frontier frontier;
   frontier.seq = completed + 1;
   for (int32_t rank = 0; rank < nranks; ++rank) {

@@ -292,13 +292,15 @@ Words NotJoinedWords(const Finding& f, const StallFacts& s) {
   }
   std::vector<std::string> doing;
   bool none_started = true;
+  bool untraced = false;  // a late rank with no trace that took part before
   for (const StalledRank& rank : s.ranks) {
     if (doing.size() == 4) {
       doing.push_back(absl::StrCat("and ", lagging.size() - 4, " more"));
       break;
     }
     if (rank.reported) none_started = none_started && rank.entered_seq == 0;
-    doing.push_back(LateRankText(rank));
+    if (!rank.reported && f.seq > 1) untraced = true;
+    doing.push_back(LateRankText(rank, f.seq));
   }
   std::string cause;
   if (!troubled.empty()) {
@@ -307,6 +309,12 @@ Words NotJoinedWords(const Finding& f, const StallFacts& s) {
         "network or the collective itself. Continue it, or find what stopped it (a debugger or "
         "py-spy attached, a job-control signal, a checkpoint or preemption tool, the node's storage).",
         absl::StrJoin(troubles, "; "));
+  } else if (untraced) {
+    cause = "Without its trace, what holds it is unknown: it was stopped (a debugger, a job-control signal), "
+            "it ended, or it went on alone (a rank that ran past mismatched collectives, or finished the "
+            "job, while its peers hang). Find its state: its exit status and log, or its stacks if it still "
+            "runs (a rank that wrote no Flight Recorder dump was usually stopped or gone when the others timed "
+            "out).";
   } else if (none_started) {
     cause = "The late ranks have not started this communicator's first collective: they are still before "
             "their first forward (data loading, a checkpoint load, compilation, or a filesystem stall on that "

@@ -175,8 +175,15 @@ std::string RankTroubleText(const StalledRank& rank) {
   return absl::StrFormat("rank %d%s: %s", rank.rank, JobRanksNote(rank.place), TroubleText(rank));
 }
 
-std::string LateRankText(const StalledRank& rank) {
+std::string LateRankText(const StalledRank& rank, uint64_t waited_seq) {
   const ProcessReport report = rank.process.value_or(ProcessReport{});
+  if (!rank.reported && waited_seq > 1) {
+    // No trace of it, yet the collectives before completed, which takes every rank.
+    return absl::StrFormat("Rank %d left no trace on this communicator, yet seq 1-%d completed, which takes "
+                           "every rank: it took part up to seq %d at least, and where it went after is not "
+                           "recorded",
+                           rank.rank, waited_seq - 1, waited_seq - 1);
+  }
   if (!rank.reported) {
     return rank.process ? absl::StrFormat("Rank %d has not reported on this communicator at all (process "
                                           "pid %d %s, no NCCL call on it yet)",

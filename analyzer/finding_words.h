@@ -59,9 +59,9 @@ std::string TroubleText(const StalledRank& rank);
 std::string TroubleWord(const StalledRank& rank);
 // "rank 3 (global rank 7): its process (pid ...) is stopped: ..."
 std::string RankTroubleText(const StalledRank& rank);
-// What a rank that has not joined a collective is doing: "Rank 1 is at seq 4; its last
-// NCCL call was all-reduce 2.0 s ago, finished (process sleeping, CPU advancing)".
-std::string LateRankText(const StalledRank& rank);
+// What a rank that has not joined collective `waited_seq` is doing: "Rank 1 is at seq 4;
+// its last NCCL call was all-reduce 2.0 s ago, finished (process sleeping, CPU advancing)".
+std::string LateRankText(const StalledRank& rank, uint64_t waited_seq);
 
 // The fix for a path divergence, told in the regions' words where they name a vision tower.
 std::string PathFix(const std::vector<std::string>& regions);

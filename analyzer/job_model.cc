@@ -220,8 +220,20 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
       // A sequence number far past the last one is damage, not a gap from lost records
       // (a ring loses at most its capacity): it must not make us allocate gigabytes.
       // Below the window: history already forgotten (online) has nothing to place.
+      // A rank's first collective far into the communicator's life: its history was
+      // cut (a Flight Recorder dump keeps its last entries); the window starts near it,
+      // leaving room for records of other lanes that arrive later.
+      if (ring::IsCollective(call.fn) && rank.collectives.empty() && record.seq > kLateHistoryMargin) {
+        rank.collectives.StartAt(record.seq - kLateHistoryMargin);
+      }
       if (ring::IsCollective(call.fn) && record.seq > rank.collectives.first() &&
           record.seq <= rank.collectives.size() + kMaxSeqJump) {
+        if (rank.first_seq == 0 || record.seq < rank.first_seq) rank.first_seq = record.seq;
+        // Its unit's forward all-gather is not in this rank's history: the region is
+        // unknown, where a full history would have named it (AttributeCallPath).
+        call.region_unknown = call.region == 0 && !call.call_path_inferred && rank.first_seq > 1 &&
+                              (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter) &&
+                              !process.unit_paths.count(HashCombine(record.comm_id, record.count));
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
         rank.collectives[record.seq - 1] = call_index;
         rank.progress.Entered(record.seq);

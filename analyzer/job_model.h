@@ -33,6 +33,9 @@ using CallPathId = uint32_t;  // job-wide interned Python call path (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
 inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
+// A rank whose first collective comes later than this keeps no slots below it, but this
+// many before it (JobModel::AddEnter).
+inline constexpr uint64_t kLateHistoryMargin = 1 << 16;
 inline constexpr size_t kMaxUnitPaths = 1 << 14;      // units whose call path a process keeps
 
 // One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
@@ -47,6 +50,9 @@ struct Call {
   RegionId region = 0;
   CallPathId call_path = 0;
   bool call_path_inferred = false;  // its unit's forward all-gather's (no user frame of its own)
+  // No user frame of its own, and its unit's forward all-gather lies before the rank's
+  // kept history (a cut Flight Recorder dump): its code region is not known, not "none".
+  bool region_unknown = false;
   ProcessId process = 0;
   int32_t rank = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
@@ -87,6 +93,7 @@ struct CommRank {
   WindowedLog<uint32_t> collectives;
   WindowedLog<uint32_t> p2p;          // sends and receives, in enter order
   uint32_t init_call = kNoCall;       // its communicator creation call
+  uint64_t first_seq = 0;             // its first collective reported (0: none yet)
   ProgressFrontier progress;          // newest collective entered, completion frontier
   int64_t last_enter_ns = 0;
 };

@@ -335,6 +335,11 @@ std::string FindingText(const Finding& finding) {
   for (const ProcessReport& process : finding.processes) {
     std::string label = absl::StrCat("rank ", process.rank);
     if (process.global_rank >= 0 && process.global_rank != process.rank) absl::StrAppend(&label, " (RANK ", process.global_rank, ")");
+    if (process.pid <= 0) {
+      // A trace with no process behind it (an imported Flight Recorder dump): its source.
+      absl::StrAppendFormat(&text, "  %-16s %s: no process seen, only its trace\n", label, process.host);
+      continue;
+    }
     std::string details = absl::StrCat("pid ", process.pid, " on ", process.host, ": ", process.state);
     if (process.state != "gone" && process.state != "zombie" && process.state != "unknown") {
       absl::StrAppend(&details, process.cpu_advancing ? ", CPU busy" : ", CPU idle");

@@ -54,6 +54,12 @@ class WindowedLog {
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
 
+  // An empty log whose history begins at `index`: the indexes below hold nothing and
+  // take no memory (a trace that kept only its last entries).
+  void StartAt(size_t index) {
+    if (empty()) first_ = index;
+  }
+
   // Drops every index below `index`, except those in `keep` (any order), which stay
   // readable; entries kept by an earlier call and not named again are dropped now.
   void DropBefore(size_t index, const std::vector<size_t>& keep = {}) {

@@ -1,6 +1,7 @@
 // Post-mortem analysis: load, analyse as of the end of the trace, report.
 #include "cli/analyze_command.h"
 
+#include "absl/strings/str_cat.h"
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "cli/trace_loader.h"
@@ -33,6 +34,16 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";
   info.notes = summary.warnings;
+  // Cut histories: a divergence found where the ranks' kept entries begin to overlap may
+  // have begun before, among entries some ranks no longer held.
+  for (const analyzer::Finding& finding : findings) {
+    auto cut = summary.compared_from_seq.find(finding.comm_id);
+    if (cut == summary.compared_from_seq.end() || finding.seq > cut->second) continue;
+    info.notes.push_back(absl::StrCat(analyzer::CommText(finding.comm_id), " #", finding.seq,
+                                      ": the ranks' kept histories overlap only from #", cut->second,
+                                      ", so the ranks may have parted earlier, in entries some had already "
+                                      "dropped; the first difference seen is named"));
+  }
   info.command_exit_status = summary.command_exit_status;
   if (summary.stopped_at_ns > 0) analyzer::NoteStoppedByCollwatch(&info);
   if (options.json) {

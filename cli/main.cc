@@ -9,6 +9,7 @@
 #include "cli/env_command.h"
 #include "cli/run_command.h"
 #include "cli/schedule_commands.h"
+#include "cli/import_command.h"
 #include "cli/stacks_command.h"
 #include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
@@ -147,6 +148,17 @@ int main(int argc, char** argv) {
                                                      "(Perfetto, chrome://tracing)")->required();
   export_command->add_option("-o,--out", export_file, "JSON file to write (- for standard output)")->required();
 
+  collwatch::ImportCommandOptions import_options;
+  CLI::App* import = app.add_subcommand("import", "PyTorch Flight Recorder dumps of a hung job into a trace folder "
+                                                  "for analyze, diff and export (docs/flight-recorder.md)");
+  import->add_option("--flight-recorder", import_options.flight_recorder,
+                     "dump files (PREFIX<rank>, pickle or JSON) or folders of them")
+      ->required()
+      ->expected(1, -1);
+  import->add_option("--out", import_options.out_dir, "trace folder to create (must not exist, or be empty)")
+      ->required();
+  import->add_option("--job", import_options.job, "job name for the traces (default: flight-recorder)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -212,6 +224,8 @@ int main(int argc, char** argv) {
     return collwatch::RunBaselineCommand(baseline_options, std::cout, std::cerr);
   } else if (check->parsed()) {
     return collwatch::RunCheckCommand(check_options, std::cout, std::cerr);
+  } else if (import->parsed()) {
+    return collwatch::RunImportCommand(import_options, std::cout, std::cerr);
   } else if (export_command->parsed()) {
     return collwatch::RunExportChromeCommand(export_dir, export_file, std::cout, std::cerr);
   }

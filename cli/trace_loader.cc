@@ -153,6 +153,11 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
     sources.run = std::move(run);
     if (sources.paths_from_run) return sources;
   }
+  if (std::optional<flight_recorder::ImportRecord> import = flight_recorder::ReadImportRecord(path)) {
+    sources.paths = ListRankTraces(path, import->job);
+    sources.import = std::move(import);
+    if (!sources.paths.empty()) return sources;
+  }
   if (std::vector<std::string> traces = RankTracesIn(root); !traces.empty()) {
     sources.paths = std::move(traces);
     return sources;
@@ -197,6 +202,16 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
     return loaded;
   }
   summary->source = "trace store";
+  if (const std::optional<flight_recorder::ImportRecord>& import = sources->import) {
+    summary->source = "PyTorch Flight Recorder dumps, imported";
+    summary->job = import->job;
+    summary->stall_after_s = import->stall_after_s;
+    summary->warnings.insert(summary->warnings.end(), import->notes.begin(), import->notes.end());
+    if (!import->as_of_basis.empty()) summary->warnings.push_back("analysed as of " + import->as_of_basis);
+    for (const flight_recorder::GroupHistory& group : import->cut_groups) {
+      summary->compared_from_seq[group.comm_id] = group.compared_from_seq;
+    }
+  }
   const absl::Status loaded = LoadAll(sources->paths, LoadRankTrace, model, summary);
   if (loaded.ok() && sources->paths_from_run) ObserveRunProcesses(sources->run->rank_processes, model);
   return loaded;

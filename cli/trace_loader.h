@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_CLI_TRACE_LOADER_H_
 #define COLLWATCH_CLI_TRACE_LOADER_H_
 
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "analyzer/job_model.h"
 #include "cli/run_record.h"
+#include "flight_recorder/import_record.h"
 
 namespace collwatch {
 
@@ -26,6 +28,9 @@ struct LoadSummary {
   double stall_after_s = 0;           // from run.json when present (0: not set)
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
   std::optional<int> command_exit_status;  // run.json: how the job's command exited
+  // Imported Flight Recorder dumps: per communicator, the first collective every rank's
+  // kept history holds, where their histories were cut apart (flight_recorder.json).
+  std::map<uint64_t, uint64_t> compared_from_seq;
 };
 
 // Where a path's traces are (LoadTraces and `collwatch dump` read the same).
@@ -36,9 +41,12 @@ struct TraceSources {
   // A `collwatch run` output folder's run.json (its job names the traces), when there is one.
   std::optional<RunRecord> run;
   bool paths_from_run = false;     // `paths` are the traces of run.json's job
+  // A `collwatch import --flight-recorder` folder's flight_recorder.json, when there is one.
+  std::optional<flight_recorder::ImportRecord> import;
 };
 
-// The traces `path` holds: a folder with run.json (collwatch run --out), a folder of rank
+// The traces `path` holds: a folder with run.json (collwatch run --out) or with
+// flight_recorder.json (collwatch import --flight-recorder), a folder of rank
 // traces (DIR/<job>), an output folder of one job, one rank trace folder, a folder of
 // *.ring files, or a ring file. NOT_FOUND when it holds none of these.
 absl::StatusOr<TraceSources> FindTraces(const std::string& path);
