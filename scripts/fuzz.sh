@@ -18,6 +18,7 @@ targets=(
   "trace_store tests/fuzz/collwatch_trace_store_fuzzer"
   "event_ingest tests/fuzz/collwatch_event_ingest_fuzzer"
   "baseline tests/fuzz/collwatch_baseline_fuzzer"
+  "flight_recorder tests/fuzz/collwatch_flight_recorder_fuzzer"
 )
 work="$(mktemp -d "${TMPDIR:-/tmp}/collwatch-fuzz.XXXXXX")"
 
