@@ -30,6 +30,7 @@ LAYERS = [
     ("stacks", "what a stuck process's threads are doing: native and Python stacks"),
     ("proto", "the wire: schema and client channel"),
     ("store", "trace store, ring record <-> wire event"),
+    ("flight_recorder", "PyTorch Flight Recorder dumps: reader, import"),
     ("analyzer", "job model, detection, words, schedules"),
     ("agent", "node agent"),
     ("collector", "collector service, online analysis"),
