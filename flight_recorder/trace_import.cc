@@ -387,6 +387,14 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path) {
   return bytes;
 }
 
+// A pickle or a JSON object: what a dump starts with (anything else in a folder of dumps
+// is another file).
+bool LooksLikeDump(std::string_view bytes) {
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos &&
+         (static_cast<uint8_t>(bytes[first]) == 0x80 || bytes[first] == '{');
+}
+
 // Dumps of one job agree on the format and on every group they share.
 absl::Status CheckOneJob(const std::vector<RankDump>& dumps) {
   std::map<std::string, const RankDump*> group_source;
@@ -412,8 +420,10 @@ absl::Status CheckOneJob(const std::vector<RankDump>& dumps) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs) {
+absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs,
+                                                std::vector<std::string>* skipped) {
   std::vector<std::string> files;
+  std::set<std::string> listed;  // found in a folder, not named by the user
   for (const std::string& input : inputs) {
     std::error_code error;
     if (fs::is_directory(input, error)) {
@@ -430,6 +440,7 @@ absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& 
       }
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
+      listed.insert(found.begin(), found.end());
     } else {
       files.push_back(input);
     }
@@ -443,16 +454,21 @@ absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& 
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": its name ends in no rank number (PyTorch names each dump PREFIX<rank>)"));
     }
+    absl::StatusOr<std::string> bytes = ReadFileBounded(file);
+    if (!bytes.ok()) return bytes.status();
+    if (listed.count(file) != 0 && !LooksLikeDump(*bytes)) {
+      if (skipped != nullptr) skipped->push_back(file);
+      continue;
+    }
     if (auto [it, fresh] = rank_files.emplace(*rank, file); !fresh) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, " and ", it->second, " are both rank ", *rank, ": give one dump per rank"));
     }
-    absl::StatusOr<std::string> bytes = ReadFileBounded(file);
-    if (!bytes.ok()) return bytes.status();
     absl::StatusOr<FlightRecorderDump> dump = ParseDump(*bytes);
     if (!dump.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", dump.status().message()));
     dumps.push_back(RankDump{file, *rank, *std::move(dump)});
   }
+  if (dumps.empty()) return absl::InvalidArgumentError("none of the files found is a Flight Recorder dump");
   if (absl::Status status = CheckOneJob(dumps); !status.ok()) return status;
   return dumps;
 }
@@ -534,13 +550,15 @@ Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& j
   return conversion;
 }
 
-absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options) {
+absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options,
+                                         const std::vector<std::string>& skipped) {
   std::error_code error;
   const fs::path out(options.out_dir);
   if (fs::exists(out, error) && !(fs::is_directory(out, error) && fs::is_empty(out, error))) {
     return absl::AlreadyExistsError(absl::StrCat(options.out_dir, " already exists and is not an empty folder"));
   }
   Conversion conversion = ConvertDumps(dumps, options.job);
+  for (const std::string& file : skipped) conversion.record.notes.push_back(file + ": not a dump, skipped");
   // Written beside, renamed into place once whole: a failure leaves nothing behind.
   const fs::path partial = out.parent_path() / absl::StrCat(".", out.filename().string(), ".importing-", ::getpid());
   fs::remove_all(partial, error);
@@ -567,9 +585,10 @@ absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, con
 }
 
 absl::StatusOr<ImportRecord> ImportFlightRecorder(const ImportOptions& options) {
-  absl::StatusOr<std::vector<RankDump>> dumps = ReadDumps(options.inputs);
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::vector<RankDump>> dumps = ReadDumps(options.inputs, &skipped);
   if (!dumps.ok()) return dumps.status();
-  return WriteImport(*dumps, options);
+  return WriteImport(*dumps, options, skipped);
 }
 
 }  // namespace collwatch::flight_recorder

@@ -31,10 +31,13 @@ struct RankDump {
   FlightRecorderDump dump;
 };
 
-// The dumps `inputs` name (a folder: every file in it whose name ends in a rank number).
-// INVALID_ARGUMENT naming the file for one that is unreadable, not a dump, has no rank in
-// its name, repeats a rank, or belongs to another job (other groups or format version).
-absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs);
+// The dumps `inputs` name (a folder: every file in it whose name ends in a rank number;
+// one there that is plainly no dump, neither pickle nor JSON, is skipped and named in
+// `skipped`). INVALID_ARGUMENT naming the file for one that is unreadable, not a dump,
+// has no rank in its name, repeats a rank, or belongs to another job (other groups or
+// format version).
+absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs,
+                                                std::vector<std::string>* skipped = nullptr);
 
 // What the dumps become, before anything is written: per dump, its rank trace's identity
 // and every record in one batch; and the import record.
@@ -48,8 +51,9 @@ Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& j
 
 // Reads the dumps and writes the traces and flight_recorder.json under options.out_dir.
 absl::StatusOr<ImportRecord> ImportFlightRecorder(const ImportOptions& options);
-// The same from dumps already read.
-absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options);
+// The same from dumps already read (`skipped`: files ReadDumps skipped, for the notes).
+absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options,
+                                         const std::vector<std::string>& skipped = {});
 
 }  // namespace collwatch::flight_recorder
 

@@ -228,5 +228,24 @@ TEST(TraceImportTest, TheImportAppearsWholeOrNotAtAll) {
   EXPECT_THAT(left, ::testing::UnorderedElementsAre("out", "bad_rank_1"));
 }
 
+TEST(TraceImportTest, AFolderOfDumpsMayHoldOtherFiles) {
+  TempDir dir;
+  for (const char* name : {"nccl_trace_rank_0", "nccl_trace_rank_1"}) {
+    fs::copy_file(kFixtures + "/fsdp-late-rank/" + name, dir.path() + "/" + name);
+  }
+  dir.Write("kernel_cache_3", "some other tool's file");
+  ImportOptions options;
+  options.inputs = {dir.path()};
+  options.out_dir = dir.path() + "/out";
+  absl::StatusOr<ImportRecord> record = ImportFlightRecorder(options);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->dumps.size(), 2u);
+  EXPECT_THAT(record->notes, ::testing::Contains(HasSubstr("kernel_cache_3: not a dump, skipped")));
+  // Named by the user, the same file is an error.
+  options.inputs = {dir.path() + "/kernel_cache_3"};
+  options.out_dir = dir.path() + "/out2";
+  EXPECT_FALSE(ImportFlightRecorder(options).ok());
+}
+
 }  // namespace
 }  // namespace collwatch::flight_recorder
