@@ -34,6 +34,7 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";
   info.notes = summary.warnings;
+  info.notes.insert(info.notes.end(), summary.notes.begin(), summary.notes.end());
   // Cut histories: a divergence found where the ranks' kept entries begin to overlap may
   // have begun before, among entries some ranks no longer held.
   for (const analyzer::Finding& finding : findings) {

@@ -207,7 +207,7 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
     summary->job = import->job;
     summary->stall_after_s = import->stall_after_s;
     summary->warnings.insert(summary->warnings.end(), import->notes.begin(), import->notes.end());
-    if (!import->as_of_basis.empty()) summary->warnings.push_back("analysed as of " + import->as_of_basis);
+    if (!import->as_of_basis.empty()) summary->notes.push_back("analysed as of " + import->as_of_basis);
     for (const flight_recorder::GroupHistory& group : import->cut_groups) {
       summary->compared_from_seq[group.comm_id] = group.compared_from_seq;
     }

@@ -24,6 +24,7 @@ struct LoadSummary {
   std::string source;                 // "trace store" or "rings"
   std::vector<std::string> inputs;    // rank traces or ring files read
   std::vector<std::string> warnings;  // inputs skipped or damaged, records lost
+  std::vector<std::string> notes;     // what a report says of its source (not warned about)
   uint64_t records = 0;
   double stall_after_s = 0;           // from run.json when present (0: not set)
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
