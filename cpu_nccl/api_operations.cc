@@ -11,6 +11,7 @@
 #include "cpu_nccl/comm.h"
 #include "cpu_nccl/cuda_driver.h"
 #include "cpu_nccl/engine.h"
+#include "cpu_nccl/profiler.h"
 #include "cpu_nccl/reduce_kernels.h"
 #include "cpu_nccl/task.h"
 
@@ -152,6 +153,7 @@ ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count
       PrepareDeviceIo(&task, needs_send ? send : nullptr, send_blocks ? all_bytes : bytes,
                       needs_recv ? recv : nullptr, recv_blocks ? all_bytes : bytes, scalar, stream);
   if (prepared != ncclSuccess) return prepared;
+  profiler::Call(&task, count, dtype, root, stream);
   return SubmitOperation(task);
 }
 
@@ -175,6 +177,7 @@ ncclResult_t EnqueueP2p(TaskKind kind, const void* send, void* recv, size_t coun
   const ncclResult_t prepared =
       PrepareDeviceIo(&task, send, task.p2p.bytes, recv, task.p2p.bytes, nullptr, stream);
   if (prepared != ncclSuccess) return prepared;
+  profiler::Call(&task, count, dtype, -1, stream);
   return SubmitOperation(task);
 }
 

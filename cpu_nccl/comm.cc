@@ -2,6 +2,7 @@
 // Threading: see comm.h. Allocation only at creation; the init protocol never blocks
 // itself, it reports what it waits for and the engine sleeps.
 #include "cpu_nccl/comm.h"
+#include "cpu_nccl/profiler.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@ constexpr uint64_t kSplitTag = 0x74696c7073ull;    // "split"
 constexpr uint64_t kShrinkTag = 0x6b6e69726873ull;  // "shrink"
 
 void FreeComm(ncclComm* comm) noexcept {
+  profiler::CommFreed(comm);
   UnmapSegment(&comm->seg);
   std::free(comm->srcs);
   std::free(comm->redops);
@@ -161,6 +163,7 @@ Status ProgressInit(ncclComm* comm, int32_t* blocked_on, bool* moved,
         *moved = true;
         break;
       case kInitDone:
+        profiler::CommReady(comm);
         comm->ready.store(true);
         return Status::kDone;
       case kInitHung:

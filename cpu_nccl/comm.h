@@ -81,6 +81,12 @@ struct ncclComm {
   // calls wait for zero, so that one thread at a time runs the communicator's operations.
   std::atomic<int32_t> device_tasks;
   std::atomic<int32_t> async_error;  // ncclResult_t of a failed stream operation, or 0
+
+  // The profiler plugin's (profiler.h): its context, and NCCL's per-function seqNumber
+  // counters of Coll events (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce).
+  void* profiler_context;
+  bool profiler_context_set;
+  uint64_t profiler_seq[5];
 };
 
 namespace collwatch::cpu_nccl {

@@ -4,6 +4,7 @@
 // and sleep on the own doorbell (shm_layout.h "Sleeping"). Tasks of several communicators
 // at once (e.g. ncclCommInitAll plus a group) sleep on the first one with a 1 ms limit.
 #include "cpu_nccl/engine.h"
+#include "cpu_nccl/profiler.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -113,19 +114,27 @@ Status ProgressTask(Task& t, bool* moved) noexcept {
     t.result = ncclInvalidUsage;  // its creation failed earlier
     return Status::kFailed;
   }
+  Status status = Status::kFailed;
   switch (t.kind) {
     case TaskKind::kInit:
       return ProgressInit(comm, &t.blocked_on, moved, &t.result);
-    case TaskKind::kColl:
-      return ProgressColl(comm, t.coll, &t.blocked_on, moved);
-    case TaskKind::kSend:
-      return ProgressSend(comm, t.p2p, &t.blocked_on, moved);
-    case TaskKind::kRecv:
-      return ProgressRecv(comm, t.p2p, &t.blocked_on, moved);
     case TaskKind::kSplit:
       return ProgressSplit(t, moved);
+    case TaskKind::kColl:
+      profiler::TaskMoving(t);
+      status = ProgressColl(comm, t.coll, &t.blocked_on, moved);
+      break;
+    case TaskKind::kSend:
+      profiler::TaskMoving(t);
+      status = ProgressSend(comm, t.p2p, &t.blocked_on, moved);
+      break;
+    case TaskKind::kRecv:
+      profiler::TaskMoving(t);
+      status = ProgressRecv(comm, t.p2p, &t.blocked_on, moved);
+      break;
   }
-  return Status::kFailed;
+  if (status == Status::kDone) profiler::TaskDone(t);
+  return status;
 }
 
 namespace {
@@ -359,6 +368,7 @@ void ClearGroup() noexcept {
   }
   t_group.count = 0;
   t_group.error = ncclSuccess;
+  profiler::Launched();  // the outermost group ended, launched or not
 }
 
 }  // namespace
@@ -384,10 +394,17 @@ void WaitForDeviceTasks(ncclComm* comm) noexcept {
 
 ncclResult_t Submit(Task task) noexcept {
   if (t_group.depth == 0) {
-    if (task.dev.active) return EnqueueDevice(&task, 1);
+    // The implicit group of one call: launched now.
+    profiler::Launch(&task, 1);
+    if (task.dev.active) {
+      const ncclResult_t result = EnqueueDevice(&task, 1);
+      profiler::Launched();
+      return result;
+    }
     if (task.kind != TaskKind::kInit) WaitForDeviceTasks(task.comm);
     int order = 0;
     const ncclResult_t result = RunTasks(&task, 1, &order);
+    profiler::Launched();
     DisposeTask(&task);
     return result;
   }
@@ -441,6 +458,7 @@ ncclResult_t GroupEnd(bool simulate, float* estimated_us) noexcept {
     if (estimated_us != nullptr) *estimated_us = estimate;
   }
   ncclResult_t result = ncclSuccess;
+  profiler::Launch(t_group.tasks, t_group.count);
   if (HasDeviceTask(t_group.tasks, t_group.count)) {
     result = EndDeviceGroup();
     ClearGroup();

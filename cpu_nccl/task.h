@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cpu_nccl/comm.h"
+#include "cpu_nccl/profiler.h"
 #include "cpu_nccl/reduce_kernels.h"
 
 namespace collwatch::cpu_nccl {
@@ -135,6 +136,7 @@ struct Task {
   P2pState p2p;
   SplitState split;
   DeviceIo dev;
+  TaskEvents prof;  // the profiler plugin's events of this task
 };
 
 // Progress functions: advance as far as possible without sleeping. On kBlocked,

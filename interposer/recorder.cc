@@ -16,6 +16,7 @@
 #include "interposer/comm_registry.h"
 #include "interposer/config.h"
 #include "interposer/cuda_completion.h"
+#include "interposer/profiler_plugin.h"
 #include "interposer/recorder_internal.h"
 #include "interposer/call_paths.h"
 #include "interposer/regions.h"
@@ -65,6 +66,9 @@ struct ThreadState {
   void* group_streams[kGroupStreams];
 };
 COLLWATCH_TLS ThreadState t_thread{};
+// The ungrouped collective or send/receive whose real call this thread is inside: what
+// NCCL's profiler plugin, called from within it, ties its events to (CallInProgress).
+COLLWATCH_TLS PendingCall* t_call_in_progress = nullptr;
 
 COLLWATCH_HOT uint32_t ThreadId() noexcept {
   if (t_thread.tid == 0) t_thread.tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -272,6 +276,37 @@ void AppendCompletion(const CompletionRequest& request, uint64_t observed_ns,
   g_recorder_ring->Append(ThreadLane(), record);
 }
 
+PendingCall* CallInProgress() noexcept { return t_call_in_progress; }
+
+CompletionRequest CompletionOf(const PendingCall& call) noexcept { return RequestFor(call); }
+
+void BeginPluginCall(PendingCall* call, ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
+                     uint64_t count, int dtype, int root_or_peer, void* stream) noexcept {
+  if (!Ready(/*may_create=*/true)) return;
+  InitRecord(&call->record, fn);
+  Record& record = call->record;
+  record.comm_id = comm_id;
+  record.rank = rank;
+  record.nranks = nranks;
+  record.seq = seq;
+  record.count = count;
+  record.dtype = static_cast<uint8_t>(dtype);
+  record.root_or_peer = root_or_peer;
+  record.stream = reinterpret_cast<uint64_t>(stream);
+  call->stream = stream;
+  WriteEnter(call);
+}
+
+void FinishPluginCall(PendingCall* call) noexcept {
+  if (!call->recorded || g_recorder_state.load(std::memory_order_relaxed) != kRecording) return;
+  AppendReturn(call, kNcclSuccess, 0);
+}
+
+void AppendPluginCompletion(const CompletionRequest& request, uint64_t observed_ns) noexcept {
+  if (g_recorder_state.load(std::memory_order_acquire) != kRecording) return;
+  AppendCompletion(request, observed_ns, 0);
+}
+
 void SetCommQueries(CommQuery user_rank, CommQuery count) noexcept {
   g_comm_user_rank = user_rank;
   g_comm_count = count;
@@ -293,6 +328,7 @@ void BeginCollective(PendingCall* call, ApiFn fn, const void* comm, uint64_t cou
   record.root_or_peer = root;
   BeginDeviceWork(call, stream);
   WriteEnter(call);
+  if (record.group_id == 0) t_call_in_progress = call;
 }
 
 void BeginP2p(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int dtype, int peer,
@@ -308,6 +344,7 @@ void BeginP2p(PendingCall* call, ApiFn fn, const void* comm, uint64_t count, int
   record.root_or_peer = peer;
   BeginDeviceWork(call, stream);
   WriteEnter(call);
+  if (record.group_id == 0) t_call_in_progress = call;
 }
 
 void BeginGroup(PendingCall* call, ApiFn fn) noexcept {
@@ -392,6 +429,7 @@ void BeginQuery(PendingCall* call, ApiFn fn) noexcept {
 }
 
 void Finish(PendingCall* call, int result) noexcept {
+  t_call_in_progress = nullptr;
   if (!call->recorded || g_recorder_state.load(std::memory_order_relaxed) != kRecording) return;
   const auto fn = static_cast<ApiFn>(call->record.fn);
   ThreadState& thread = t_thread;
@@ -400,7 +438,10 @@ void Finish(PendingCall* call, int result) noexcept {
   // complete before the work exists, so such work is not tracked.
   const bool enqueued = result == kNcclSuccess;
   if (ring::IsCollective(fn) || ring::IsP2p(fn)) {
-    if (call->record.group_id == 0) {
+    // The profiler plugin completes what NCCL launched: no CUDA event needed.
+    const bool plugin_completes = call->profiler_track != nullptr &&
+                                  ProfilerTrackFromWrapper(call->profiler_track, enqueued);
+    if (call->record.group_id == 0 && !plugin_completes) {
       flags = enqueued ? TrackCompletion(*call, &call->stream, 1, false) : ring::kFlagNoCompletion;
     }
   } else if (fn == ApiFn::kGroupEnd || fn == ApiFn::kGroupSimulateEnd) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "interposer/cuda_completion.h"
 #include "ring/ring_format.h"
 
 namespace collwatch {
@@ -21,6 +22,9 @@ struct PendingCall {
   bool recorded = false;     // false: nothing to finish (recording off)
   void* stream = nullptr;    // where device work was enqueued (collectives, p2p)
   const void* comm = nullptr;  // the communicator a teardown call ends
+  // NCCL's profiler plugin took over its completion (profiler_plugin.h): the plugin's
+  // track of it, which Finish hands back.
+  void* profiler_track = nullptr;
 };
 
 // Collectives and p2p. `root_or_peer` is ring::kUnset where the op has none.
@@ -57,6 +61,22 @@ void FinishQuery(PendingCall* call, int result, uint64_t value) noexcept;
 // ncclCommGetAsyncError reported `error`: recorded when it differs from the last one
 // reported for that communicator and is a real error.
 void RecordAsyncError(const void* comm, int error) noexcept;
+
+// ---- For NCCL's profiler plugin (profiler_plugin.cc) --------------------------------
+// The ungrouped collective or send/receive whose wrapper this thread is inside (its
+// kEnter written, the real call running), or nullptr.
+PendingCall* CallInProgress() noexcept;
+// A call seen only by the plugin (NCCL loaded libcollwatch.so as its profiler plugin,
+// no wrapper ran): its kEnter, with the identity the plugin knows. Records nothing when
+// recording is off.
+void BeginPluginCall(PendingCall* call, ring::ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks,
+                     uint64_t seq, uint64_t count, int dtype, int root_or_peer, void* stream) noexcept;
+// Its kReturn (the call handed its work to the device); completion comes from the plugin.
+void FinishPluginCall(PendingCall* call) noexcept;
+// What a kComplete record of `call` needs.
+CompletionRequest CompletionOf(const PendingCall& call) noexcept;
+// A completion the plugin observed at `observed_ns` (MonotonicNs).
+void AppendPluginCompletion(const CompletionRequest& request, uint64_t observed_ns) noexcept;
 
 // Stops recording in this process (fork child, internal failure).
 void DisableRecording() noexcept;

@@ -1,0 +1,250 @@
+// The profiler plugin's loading (NCCL's rules for NCCL_PROFILER_PLUGIN) and the events
+// the backend emits, with NCCL's descriptor contents.
+#include "cpu_nccl/profiler.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+#include "cpu_nccl/comm.h"
+#include "cpu_nccl/reduce_kernels.h"
+#include "cpu_nccl/task.h"
+#include "ring/nccl_profiler_abi.h"
+
+namespace collwatch::cpu_nccl::profiler {
+namespace {
+
+namespace abi = collwatch::nccl_profiler;
+
+const abi::NcclProfilerV5* g_plugin = nullptr;
+pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+// NCCL's one process-wide mask: every init gets its address, a plugin may change it.
+int g_mask = 0;
+
+// Per thread, as NCCL's: the open GroupApi event.
+thread_local void* t_group_api = nullptr;
+thread_local bool t_group_api_open = false;
+
+void IgnoreLog(int, unsigned long, const char*, int, const char*, ...) {}
+
+void* OpenPlugin(const char* name) noexcept {
+  // Any prefix of STATIC_PLUGIN: the process's own symbols (a preloaded plugin).
+  if (strncasecmp(name, "STATIC_PLUGIN", std::strlen(name)) == 0) return dlopen(nullptr, RTLD_NOW);
+  if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
+  const size_t length = std::strlen(name);
+  const bool lib_so = std::strncmp(name, "lib", 3) == 0 && length > 3 && std::strcmp(name + length - 3, ".so") == 0;
+  if (std::strchr(name, '/') != nullptr || lib_so) return nullptr;
+  char full[512];
+  if (std::snprintf(full, sizeof full, "libnccl-profiler-%s.so", name) >= static_cast<int>(sizeof full)) return nullptr;
+  return dlopen(full, RTLD_NOW | RTLD_LOCAL);
+}
+
+void Load() noexcept {
+  const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
+  if (name != nullptr && strcasecmp(name, "none") == 0) return;
+  const bool named = name != nullptr && name[0] != '\0';
+  void* library = OpenPlugin(named ? name : "libnccl-profiler.so");
+  if (library == nullptr) {
+    if (named) std::fprintf(stderr, "CPU NCCL backend: profiler plugin %s not loaded: %s\n", name, dlerror());
+    return;
+  }
+  g_plugin = static_cast<const abi::NcclProfilerV5*>(dlsym(library, abi::kSymbolV5));
+  if (g_plugin == nullptr && named) {
+    std::fprintf(stderr, "CPU NCCL backend: %s has no %s (only version 5 is supported)\n", name, abi::kSymbolV5);
+  }
+}
+
+int Mask() noexcept { return __atomic_load_n(&g_mask, __ATOMIC_RELAXED); }
+
+// NCCL emits an event where the mask asks for it or for an event below it.
+bool Wanted(uint64_t type) noexcept {
+  constexpr uint64_t kBelowOp = abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
+  uint64_t with = type;
+  switch (type) {
+    case abi::kGroupApi:
+      with |= abi::kCollApi | abi::kP2pApi | abi::kKernelLaunch | abi::kGroup | abi::kColl | abi::kP2p | kBelowOp;
+      break;
+    case abi::kCollApi: with |= abi::kColl | kBelowOp; break;
+    case abi::kP2pApi: with |= abi::kP2p | kBelowOp; break;
+    case abi::kGroup: with |= abi::kColl | abi::kP2p | kBelowOp; break;
+    case abi::kColl:
+    case abi::kP2p: with |= kBelowOp; break;
+    default: break;
+  }
+  return g_plugin != nullptr && (static_cast<uint64_t>(Mask()) & with) != 0;
+}
+
+void* Start(ncclComm* comm, abi::EventDescr* descr) noexcept {
+  void* handle = nullptr;
+  if (comm->profiler_context_set) g_plugin->start_event(comm->profiler_context, &handle, descr);
+  return handle;
+}
+
+const char* DtypeName(int dtype) noexcept {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+  return dtype >= 0 && dtype < 12 ? kNames[dtype] : "ncclInt8";
+}
+
+// NCCL's function of a collective and its index in the per-communicator seqNumber
+// counters (Broadcast 0, Reduce 1, AllGather 2, ReduceScatter 3, AllReduce 4); -1: NCCL
+// runs it as sends and receives.
+int FuncIndex(OpKind kind, const char** name) noexcept {
+  switch (kind) {
+    case OpKind::kBroadcast: *name = "Broadcast"; return 0;
+    case OpKind::kReduce: *name = "Reduce"; return 1;
+    case OpKind::kAllGather: *name = "AllGather"; return 2;
+    case OpKind::kReduceScatter: *name = "ReduceScatter"; return 3;
+    case OpKind::kAllReduce: *name = "AllReduce"; return 4;
+    default: return -1;
+  }
+}
+
+uint64_t WallNs() noexcept {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
+
+}  // namespace
+
+void CommReady(ncclComm* comm) noexcept {
+  pthread_once(&g_load_once, Load);
+  if (g_plugin == nullptr || comm->profiler_context_set) return;
+  void* context = nullptr;
+  // The key is equal on every rank, as NCCL's hash of the unique id is.
+  g_plugin->init(&context, comm->key, &g_mask, nullptr, 1, comm->nranks, comm->rank, IgnoreLog);
+  comm->profiler_context = context;
+  comm->profiler_context_set = true;
+}
+
+void CommFreed(ncclComm* comm) noexcept {
+  if (g_plugin == nullptr || !comm->profiler_context_set || comm->profiler_context == nullptr) return;
+  g_plugin->finalize(comm->profiler_context);
+  comm->profiler_context_set = false;
+}
+
+void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept {
+  task->prof = TaskEvents{};
+  ncclComm* comm = task->comm;
+  if (g_plugin == nullptr || !comm->profiler_context_set) return;
+  const bool coll = task->kind == TaskKind::kColl;
+  const char* func = task->kind == TaskKind::kSend ? "Send" : "Recv";
+  if (coll && FuncIndex(task->coll.kind, &func) < 0) return;
+  if (!t_group_api_open && Wanted(abi::kGroupApi)) {
+    abi::EventDescr group{};
+    group.type = abi::kGroupApi;
+    group.group_api.group_depth = 1;
+    t_group_api = Start(comm, &group);
+    t_group_api_open = true;
+    if (t_group_api != nullptr) g_plugin->record_event_state(t_group_api, abi::kGroupStartApiStop, nullptr);
+  }
+  abi::EventDescr api{};
+  api.parent = t_group_api;
+  if (coll && Wanted(abi::kCollApi)) {
+    api.type = abi::kCollApi;
+    api.coll_api = {func, count, DtypeName(dtype), root, stream, false};
+  } else if (!coll && Wanted(abi::kP2pApi)) {
+    api.type = abi::kP2pApi;
+    api.p2p_api = {func, count, DtypeName(dtype), stream, false};
+  } else {
+    return;
+  }
+  task->prof.api = Start(comm, &api);
+  if (task->prof.api != nullptr) g_plugin->stop_event(task->prof.api);
+}
+
+void Launch(Task* tasks, int count) noexcept {
+  if (g_plugin == nullptr) return;
+  if (t_group_api != nullptr) g_plugin->record_event_state(t_group_api, abi::kGroupEndApiStart, nullptr);
+  void* group = nullptr;
+  ncclComm* group_comm = nullptr;
+  for (int i = 0; i < count; ++i) {
+    Task& task = tasks[i];
+    ncclComm* comm = task.comm;
+    const bool coll = task.kind == TaskKind::kColl;
+    if ((!coll && task.kind != TaskKind::kSend && task.kind != TaskKind::kRecv) || !comm->profiler_context_set) continue;
+    const char* func = task.kind == TaskKind::kSend ? "Send" : "Recv";
+    const int index = coll ? FuncIndex(task.coll.kind, &func) : 0;
+    if (index < 0) continue;
+    if (group_comm == nullptr && Wanted(abi::kGroup)) {
+      abi::EventDescr descr{};
+      descr.type = abi::kGroup;
+      group = Start(comm, &descr);
+      group_comm = comm;
+    }
+    abi::EventDescr op{};
+    op.parent = task.prof.api;
+    op.rank = comm->rank;
+    if (coll && Wanted(abi::kColl)) {
+      const CollState& s = task.coll;
+      // NCCL counts all-gathers and broadcasts in bytes.
+      const bool in_bytes = s.kind == OpKind::kAllGather || s.kind == OpKind::kBroadcast;
+      op.type = abi::kColl;
+      op.coll.seq_number = comm->profiler_seq[index]++;
+      op.coll.func = func;
+      op.coll.send_buff = s.send;
+      op.coll.recv_buff = s.recv;
+      op.coll.count = in_bytes ? s.count * DtypeSize(s.dtype) : s.count;
+      op.coll.root = s.root;
+      op.coll.datatype = in_bytes ? "ncclInt8" : DtypeName(s.dtype);
+      op.coll.channels = 1;
+      op.coll.algo = "RING";
+      op.coll.proto = "SIMPLE";
+      op.coll.parent_group = group;
+    } else if (!coll && Wanted(abi::kP2p)) {
+      op.type = abi::kP2p;
+      op.p2p.func = func;
+      op.p2p.buff = task.kind == TaskKind::kSend ? const_cast<void*>(task.p2p.send) : task.p2p.recv;
+      op.p2p.datatype = "ncclInt8";
+      op.p2p.count = task.p2p.bytes;
+      op.p2p.peer = task.p2p.peer;
+      op.p2p.channels = 1;
+      op.p2p.parent_group = group;
+    } else {
+      continue;
+    }
+    task.prof.op = Start(comm, &op);
+    // Stopped once handed on ("launched"), before its channels run, as NCCL does.
+    if (task.prof.op != nullptr) g_plugin->stop_event(task.prof.op);
+  }
+  if (group != nullptr) g_plugin->stop_event(group);
+}
+
+void Launched() noexcept {
+  if (t_group_api != nullptr) g_plugin->stop_event(t_group_api);
+  t_group_api = nullptr;
+  t_group_api_open = false;
+}
+
+void TaskMoving(Task& task) noexcept {
+  if (task.prof.op == nullptr || task.prof.channel != nullptr || task.prof.channel_done ||
+      !Wanted(abi::kKernelCh)) {
+    return;
+  }
+  abi::EventDescr descr{};
+  descr.type = abi::kKernelCh;
+  descr.parent = task.prof.op;
+  descr.kernel_ch.channel_id = 0;
+  descr.kernel_ch.timer = WallNs();  // NCCL: the GPU's %globaltimer, nanoseconds
+  task.prof.channel = Start(task.comm, &descr);
+  task.prof.channel_done = task.prof.channel == nullptr;
+}
+
+void TaskDone(Task& task) noexcept {
+  if (task.prof.channel == nullptr || task.prof.channel_done) return;
+  abi::EventStateArgs args{};
+  args.kernel_ch.timer = WallNs();
+  g_plugin->record_event_state(task.prof.channel, abi::kKernelChStop, &args);
+  g_plugin->stop_event(task.prof.channel);
+  task.prof.channel_done = true;
+}
+
+}  // namespace collwatch::cpu_nccl::profiler

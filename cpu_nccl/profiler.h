@@ -1,0 +1,50 @@
+// NCCL's profiler plugin (ring/nccl_profiler_abi.h), called as NCCL 2.28 calls it, so that
+// a plugin (libcollwatch.so's among them) runs on the CPU backend as on NCCL: loaded from
+// NCCL_PROFILER_PLUGIN at the first communicator; init and finalize per communicator; the
+// API events (GroupApi, CollApi, P2pApi) on the calling thread inside the call; at launch
+// the Group, Coll and P2p events; one kernel channel per task, started when the task
+// starts moving and stopped (state 22, then stop) when it is done, on the thread that
+// progresses it. Each event only where the plugin's activation mask asks for it or for
+// an event below it, as NCCL does. Differences from NCCL: version 5 only; all-to-all,
+// gather and scatter emit nothing (NCCL turns them into sends and receives).
+// Threading: any thread; a task's events come from the thread that owns it.
+#ifndef COLLWATCH_CPU_NCCL_PROFILER_H_
+#define COLLWATCH_CPU_NCCL_PROFILER_H_
+
+#include <cstddef>
+
+struct ncclComm;
+
+namespace collwatch::cpu_nccl {
+
+struct Task;
+
+// The plugin's handles of one task's events (null: not emitted).
+struct TaskEvents {
+  void* api;      // CollApi or P2pApi (stopped at once; parent of `op`)
+  void* op;       // Coll or P2p (stopped at launch; parent of `channel`)
+  void* channel;  // KernelCh
+  bool channel_done;
+};
+
+namespace profiler {
+
+// init for a communicator whose creation completed; finalize before it is freed.
+void CommReady(ncclComm* comm) noexcept;
+void CommFreed(ncclComm* comm) noexcept;
+
+// A collective or send/receive call about to be submitted (calling thread): opens the
+// thread's GroupApi event if none is open, and emits the call's API event.
+void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept;
+// Tasks about to run (the implicit group of one call, or the outermost GroupEnd).
+void Launch(Task* tasks, int count) noexcept;
+// After the launch: closes the thread's GroupApi event.
+void Launched() noexcept;
+// A task's progress moved it (first time: its channel starts) / it is done.
+void TaskMoving(Task& task) noexcept;
+void TaskDone(Task& task) noexcept;
+
+}  // namespace profiler
+}  // namespace collwatch::cpu_nccl
+
+#endif  // COLLWATCH_CPU_NCCL_PROFILER_H_

@@ -1,0 +1,149 @@
+// libcollwatch.so as NCCL's profiler plugin, on the CPU NCCL backend (which calls a
+// plugin as NCCL 2.28 does): alone (NCCL_PROFILER_PLUGIN, no LD_PRELOAD: the calls a
+// statically linked NCCL would hide) every collective and send/receive is recorded once
+// with its completion; with the preload too, no record is written twice and the calls'
+// completions come from the plugin.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ring/ring_names.h"
+#include "ring/ring_reader.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch {
+namespace {
+
+using ring::ApiFn;
+using ring::RecordKind;
+using testing::Subprocess;
+using testing::TempDir;
+
+struct Trace {
+  std::vector<IndexedRecord> records;
+  std::vector<ring::Record> Of(RecordKind kind) const {
+    std::vector<ring::Record> out;
+    for (const IndexedRecord& item : records) {
+      if (item.record.kind == static_cast<uint16_t>(kind)) out.push_back(item.record);
+    }
+    return out;
+  }
+  std::vector<std::string> EnterNames() const {
+    std::vector<std::string> names;
+    for (const ring::Record& record : Of(RecordKind::kEnter)) names.emplace_back(OpName(static_cast<ApiFn>(record.fn)));
+    return names;
+  }
+  // How many kComplete records name each kEnter (lane, index).
+  std::map<std::pair<uint32_t, uint64_t>, int> Completions() const {
+    std::map<std::pair<uint32_t, uint64_t>, int> count;
+    for (const ring::Record& record : Of(RecordKind::kComplete)) ++count[{record.ref_lane, record.ref_index}];
+    return count;
+  }
+};
+
+std::map<int, Trace> ReadRanks(const std::string& dir) {
+  std::map<int, Trace> ranks;
+  auto paths = ListRingFiles(dir);
+  if (!paths.ok()) return ranks;
+  for (const std::string& path : *paths) {
+    auto reader = RingReader::Open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) continue;
+    ranks[(*reader)->identity().rank].records = (*reader)->ReadAll(/*writer_gone=*/true).records;
+  }
+  return ranks;
+}
+
+class ProfilerPluginTest : public ::testing::Test {
+ protected:
+  std::map<std::string, std::string> Env(bool preload) const {
+    std::map<std::string, std::string> env = {{"NCCL_PROFILER_PLUGIN", COLLWATCH_PRELOAD_PATH},
+                                              {"COLLWATCH_RING_DIR", dir_.path() + "/rings"},
+                                              {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
+    if (preload) env["LD_PRELOAD"] = COLLWATCH_PRELOAD_LIST;
+    return env;
+  }
+  std::vector<std::string> Ranks(int nproc) const {
+    return {COLLWATCH_NCCL_RANKS_PATH, std::to_string(nproc), "all", dir_.path()};
+  }
+  TempDir dir_;
+};
+
+TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) {
+  constexpr int kRanks = 3;
+  Subprocess job(Ranks(kRanks), Env(/*preload=*/false));
+  ASSERT_EQ(job.Wait(60), 0) << "the program's own result checks failed with the plugin";
+  std::map<int, Trace> ranks = ReadRanks(dir_.path() + "/rings");
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  // What NCCL's profiler reports: collectives (all-to-all, gather and scatter reach it as
+  // sends and receives, which the CPU backend does not emulate), and each send/receive.
+  const std::vector<std::string> expected = {"all-reduce", "broadcast",      "broadcast", "reduce",
+                                             "all-gather", "reduce-scatter", "send",      "recv",
+                                             "all-reduce", "all-reduce",     "all-reduce"};
+  std::set<uint64_t> world_ids;
+  for (const auto& [rank, trace] : ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(trace.EnterNames(), expected);
+    const std::vector<ring::Record> enters = trace.Of(RecordKind::kEnter);
+    std::map<std::pair<uint32_t, uint64_t>, int> returns;
+    for (const ring::Record& record : trace.Of(RecordKind::kReturn)) ++returns[{record.ref_lane, record.ref_index}];
+    const auto completions = trace.Completions();
+    for (const IndexedRecord& item : trace.records) {
+      if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
+      const std::string name(OpName(static_cast<ApiFn>(item.record.fn)));
+      EXPECT_EQ((returns[{item.lane, item.index}]), 1) << name;
+      EXPECT_EQ((completions.count({item.lane, item.index})), 1u) << name;
+      EXPECT_GE(item.record.rank, 0);
+    }
+    // The world communicator: the same id on every rank, collectives numbered 1.. in order.
+    world_ids.insert(enters[0].comm_id);
+    EXPECT_EQ(enters[0].nranks, kRanks);
+    uint64_t seq = 0;
+    for (const ring::Record& record : enters) {
+      if (record.comm_id != enters[0].comm_id || !ring::IsCollective(static_cast<ApiFn>(record.fn))) continue;
+      EXPECT_EQ(record.seq, ++seq);
+    }
+    EXPECT_EQ(seq, 8u);
+    EXPECT_EQ(enters[0].count, 8u);
+    EXPECT_EQ(enters[0].dtype, 7u);  // ncclFloat32
+  }
+  EXPECT_EQ(world_ids.size(), 1u);
+}
+
+TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsComeFromThePlugin) {
+  constexpr int kRanks = 2;
+  Subprocess job(Ranks(kRanks), Env(/*preload=*/true));
+  ASSERT_EQ(job.Wait(60), 0);
+  std::map<int, Trace> ranks = ReadRanks(dir_.path() + "/rings");
+  ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
+  for (const auto& [rank, trace] : ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    std::vector<std::string> expected = {
+        "comm-init-rank", "all-reduce", "broadcast", "bcast", "reduce", "all-gather", "reduce-scatter",
+        "all-to-all", "gather", "scatter", "group-start", "send", "recv", "group-end", "group-start",
+        "group-start", "all-reduce", "group-end", "all-reduce", "group-end", "comm-split", "all-reduce",
+        "comm-destroy", "comm-finalize", "comm-destroy"};
+    if (rank == 0) expected.insert(expected.begin(), "get-unique-id");
+    EXPECT_EQ(trace.EnterNames(), expected) << "the plugin wrote no call of its own";
+    // Without CUDA the preload alone marks calls complete at return; the plugin gives the
+    // ungrouped collectives NCCL reports a completion record, one each.
+    const auto completions = trace.Completions();
+    int completed = 0;
+    for (const IndexedRecord& item : trace.records) {
+      if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
+      const auto fn = static_cast<ApiFn>(item.record.fn);
+      const bool reported = ring::IsCollective(fn) && fn != ApiFn::kAlltoAll && fn != ApiFn::kGather &&
+                            fn != ApiFn::kScatter && item.record.group_id == 0;
+      auto found = completions.find({item.lane, item.index});
+      const int count = found == completions.end() ? 0 : found->second;
+      EXPECT_EQ(count, reported ? 1 : 0) << OpName(fn) << " at " << item.index;
+      completed += count;
+    }
+    EXPECT_EQ(completed, 7);
+  }
+}
+
+}  // namespace
+}  // namespace collwatch
