@@ -1,0 +1,147 @@
+// Host time per small NCCL call on two GPUs, for the profiler-plugin figures
+// (scripts/gpu_profiler_plugin.sh runs it plain, with the preload, with the plugin, with
+// both and under `collwatch run`, interleaved). Two layouts:
+//   per-gpu: two processes, one rank each (the parent makes the unique id and forks before
+//            touching CUDA), each timing its own calls;
+//   one-process: one process drives both GPUs (ncclCommInitAll), each call a group of the
+//            two ranks' operations, as nccl-tests does.
+// Ops: a 1,024-float all-reduce and reduce-scatter. Prints per op the median over
+// repetitions of the host time per call, calls issued back to back:
+//   OP_ns MEDIAN  (rank 0's, per-gpu; per group of two, one-process)
+// Usage: collwatch_nccl_two_gpu_cost per-gpu|one-process [CALLS] [REPETITIONS]
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                    \
+  do {                                                                 \
+    if (!(call)) {                                                     \
+      std::fprintf(stderr, "%s failed at line %d\n", #call, __LINE__); \
+      std::exit(10);                                                   \
+    }                                                                  \
+  } while (0)
+
+constexpr size_t kElements = 1024;
+
+double NowNs() {
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// Median over repetitions of the host time per call of `step` (calls back to back; the
+// device is drained between repetitions by `drain`, untimed).
+double TimePerCall(int calls, int repetitions, const std::function<void()>& step, const std::function<void()>& drain) {
+  std::vector<double> per_call;
+  for (int r = 0; r < repetitions; ++r) {
+    const double start = NowNs();
+    for (int i = 0; i < calls; ++i) step();
+    per_call.push_back((NowNs() - start) / calls);
+    drain();
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+struct Rank {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* send = nullptr;
+  float* recv = nullptr;
+};
+
+void Setup(Rank* rank, int device) {
+  CHECK(cudaSetDevice(device) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&rank->stream, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaMalloc(&rank->send, kElements * sizeof(float)) == cudaSuccess);
+  CHECK(cudaMalloc(&rank->recv, kElements * sizeof(float)) == cudaSuccess);
+}
+
+void AllReduce(const Rank& rank) {
+  CHECK(ncclAllReduce(rank.send, rank.recv, kElements, ncclFloat32, ncclSum, rank.comm, rank.stream) == ncclSuccess);
+}
+void ReduceScatter(const Rank& rank) {
+  CHECK(ncclReduceScatter(rank.send, rank.recv, kElements / 2, ncclFloat32, ncclSum, rank.comm, rank.stream) ==
+        ncclSuccess);
+}
+
+void Measure(int calls, int repetitions, const std::function<void(void (*)(const Rank&))>& issue,
+             const std::function<void()>& drain, bool print) {
+  for (int i = 0; i < 500; ++i) issue(AllReduce);  // warm up NCCL's and the driver's first calls
+  drain();
+  const double all_reduce = TimePerCall(calls, repetitions, [&] { issue(AllReduce); }, drain);
+  const double reduce_scatter = TimePerCall(calls, repetitions, [&] { issue(ReduceScatter); }, drain);
+  if (print) std::printf("all_reduce_ns %.1f\nreduce_scatter_ns %.1f\n", all_reduce, reduce_scatter);
+}
+
+int PerGpu(int calls, int repetitions) {
+  int pipe_fds[2];
+  CHECK(pipe(pipe_fds) == 0);
+  const pid_t child = fork();
+  CHECK(child >= 0);
+  const int me = child == 0 ? 1 : 0;
+  ncclUniqueId id{};
+  if (me == 0) {
+    CHECK(ncclGetUniqueId(&id) == ncclSuccess);
+    CHECK(write(pipe_fds[1], &id, sizeof id) == static_cast<ssize_t>(sizeof id));
+  } else {
+    CHECK(read(pipe_fds[0], &id, sizeof id) == static_cast<ssize_t>(sizeof id));
+  }
+  Rank rank;
+  Setup(&rank, me);
+  CHECK(ncclCommInitRank(&rank.comm, 2, id, me) == ncclSuccess);
+  Measure(
+      calls, repetitions, [&](void (*op)(const Rank&)) { op(rank); },
+      [&] { CHECK(cudaStreamSynchronize(rank.stream) == cudaSuccess); }, me == 0);
+  CHECK(ncclCommDestroy(rank.comm) == ncclSuccess);
+  if (me == 1) std::_Exit(0);
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int OneProcess(int calls, int repetitions) {
+  Rank ranks[2];
+  for (int device = 0; device < 2; ++device) Setup(&ranks[device], device);
+  ncclComm_t comms[2];
+  const int devices[2] = {0, 1};
+  CHECK(ncclCommInitAll(comms, 2, devices) == ncclSuccess);
+  for (int i = 0; i < 2; ++i) ranks[i].comm = comms[i];
+  Measure(
+      calls, repetitions,
+      [&](void (*op)(const Rank&)) {
+        CHECK(ncclGroupStart() == ncclSuccess);
+        for (const Rank& rank : ranks) op(rank);
+        CHECK(ncclGroupEnd() == ncclSuccess);
+      },
+      [&] {
+        for (const Rank& rank : ranks) CHECK(cudaStreamSynchronize(rank.stream) == cudaSuccess);
+      },
+      true);
+  for (const Rank& rank : ranks) CHECK(ncclCommDestroy(rank.comm) == ncclSuccess);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "per-gpu") != 0 && std::strcmp(argv[1], "one-process") != 0)) {
+    std::fprintf(stderr, "usage: %s per-gpu|one-process [CALLS] [REPETITIONS]\n", argv[0]);
+    return 2;
+  }
+  const int calls = argc > 2 ? std::atoi(argv[2]) : 20000;
+  const int repetitions = argc > 3 ? std::atoi(argv[3]) : 9;
+  CHECK(calls > 0 && repetitions > 0);
+  return std::strcmp(argv[1], "per-gpu") == 0 ? PerGpu(calls, repetitions) : OneProcess(calls, repetitions);
+}
