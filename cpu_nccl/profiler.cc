@@ -22,8 +22,13 @@ namespace {
 
 namespace abi = collwatch::nccl_profiler;
 
+// NCCL's lifetime: loaded at the first communicator's init, unloaded (dlclose) after the
+// last communicator's finalize, loaded again by the next init.
+pthread_mutex_t g_load_mutex = PTHREAD_MUTEX_INITIALIZER;
+void* g_library = nullptr;
+int g_inits = 0;  // communicators initialised and not yet finalized
+bool g_load_failed = false;  // as NCCL: a failed load is not retried
 const abi::NcclProfilerV5* g_plugin = nullptr;
-pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
 // NCCL's one process-wide mask: every init gets its address, a plugin may change it.
 int g_mask = 0;
 
@@ -45,18 +50,23 @@ void* OpenPlugin(const char* name) noexcept {
   return dlopen(full, RTLD_NOW | RTLD_LOCAL);
 }
 
+// Under g_load_mutex.
 void Load() noexcept {
   const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
-  if (name != nullptr && strcasecmp(name, "none") == 0) return;
+  if (g_load_failed || (name != nullptr && strcasecmp(name, "none") == 0)) return;
   const bool named = name != nullptr && name[0] != '\0';
-  void* library = OpenPlugin(named ? name : "libnccl-profiler.so");
-  if (library == nullptr) {
+  g_library = OpenPlugin(named ? name : "libnccl-profiler.so");
+  if (g_library == nullptr) {
     if (named) std::fprintf(stderr, "CPU NCCL backend: profiler plugin %s not loaded: %s\n", name, dlerror());
+    g_load_failed = true;
     return;
   }
-  g_plugin = static_cast<const abi::NcclProfilerV5*>(dlsym(library, abi::kSymbolV5));
-  if (g_plugin == nullptr && named) {
-    std::fprintf(stderr, "CPU NCCL backend: %s has no %s (only version 5 is supported)\n", name, abi::kSymbolV5);
+  g_plugin = static_cast<const abi::NcclProfilerV5*>(dlsym(g_library, abi::kSymbolV5));
+  if (g_plugin == nullptr) {
+    if (named) std::fprintf(stderr, "CPU NCCL backend: %s has no %s (only version 5 is supported)\n", name, abi::kSymbolV5);
+    dlclose(g_library);
+    g_library = nullptr;
+    g_load_failed = true;
   }
 }
 
@@ -116,19 +126,34 @@ uint64_t WallNs() noexcept {
 }  // namespace
 
 void CommReady(ncclComm* comm) noexcept {
-  pthread_once(&g_load_once, Load);
-  if (g_plugin == nullptr || comm->profiler_context_set) return;
+  pthread_mutex_lock(&g_load_mutex);
+  if (g_plugin == nullptr) Load();
+  if (g_plugin == nullptr || comm->profiler_context_set) {
+    pthread_mutex_unlock(&g_load_mutex);
+    return;
+  }
+  ++g_inits;
+  const abi::NcclProfilerV5* plugin = g_plugin;
+  pthread_mutex_unlock(&g_load_mutex);
   void* context = nullptr;
   // The key is equal on every rank, as NCCL's hash of the unique id is.
-  g_plugin->init(&context, comm->key, &g_mask, nullptr, 1, comm->nranks, comm->rank, IgnoreLog);
+  plugin->init(&context, comm->key, &g_mask, nullptr, 1, comm->nranks, comm->rank, IgnoreLog);
   comm->profiler_context = context;
   comm->profiler_context_set = true;
 }
 
 void CommFreed(ncclComm* comm) noexcept {
-  if (g_plugin == nullptr || !comm->profiler_context_set || comm->profiler_context == nullptr) return;
-  g_plugin->finalize(comm->profiler_context);
+  if (!comm->profiler_context_set) return;
   comm->profiler_context_set = false;
+  pthread_mutex_lock(&g_load_mutex);
+  if (comm->profiler_context != nullptr) g_plugin->finalize(comm->profiler_context);
+  if (--g_inits == 0) {
+    // As NCCL does after the last finalize: a plugin must survive being unloaded.
+    g_plugin = nullptr;
+    dlclose(g_library);
+    g_library = nullptr;
+  }
+  pthread_mutex_unlock(&g_load_mutex);
 }
 
 void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept {

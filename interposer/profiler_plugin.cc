@@ -200,9 +200,21 @@ void* StartOp(const abi::EventDescr& descr) noexcept {
   return &track->op;
 }
 
+// NCCL unloads its profiler plugin after the last communicator's finalize, but the
+// recorder's watcher thread runs in this library for the rest of the process: it stays.
+void StayLoaded() noexcept {
+  static std::atomic<bool> pinned{false};
+  if (pinned.exchange(true)) return;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<const void*>(&StayLoaded), &self) != 0 && self.dli_fname != nullptr) {
+    dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  }
+}
+
 int Init(void** context, uint64_t comm_id, int* mask, const char*, int, int nranks, int rank,
          abi::DebugLogger) {
   *context = nullptr;
+  StayLoaded();
   if (!g_pool_ready.load(std::memory_order_acquire)) {
     static std::atomic<bool> claimed{false};
     if (!claimed.exchange(true)) {

@@ -57,8 +57,9 @@ for round in $(seq "$rounds"); do
   done
 done
 # Medians per (layout, config, op).
-awk '$1 != "records" && $5 != "-" { key = $2 " " $3 " " $4; v[key] = v[key] " " $5 }
-  END { for (k in v) { n = split(v[k], a, " "); asort(a); printf "%-40s median_ns %8.1f  rounds %d\n", k, a[int((n + 1) / 2)], n } }' \
-  "$out/profiler-plugin-raw.txt" | sort > "$out/profiler-plugin.txt"
+awk '$1 != "records" && $5 != "-" { print $2, $3, $4, $5 }' "$out/profiler-plugin-raw.txt" | sort -k1,3 -k4,4n |
+  awk '{ k = $1 " " $2 " " $3; v[k] = v[k] " " $4; n[k]++ }
+    END { for (k in v) { split(v[k], a, " "); printf "%-40s median_ns %8.1f  rounds %d\n", k, a[int((n[k] + 1) / 2)], n[k] } }' |
+  sort > "$out/profiler-plugin.txt"
 grep records "$out/profiler-plugin-raw.txt" | awk '$2 == 1' >> "$out/profiler-plugin.txt"
 cat "$out/profiler-plugin.txt"
