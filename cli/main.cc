@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   run->add_flag("--one-gpu", run_options.one_gpu,
                 "run every rank on the one visible GPU, through the CPU NCCL backend's CUDA mode (NCCL "
                 "refuses two ranks on one GPU); LOCAL_RANK reads 0 in each rank (docs/one-gpu.md)");
+  run->add_flag("--profiler-plugin", run_options.profiler_plugin,
+                "libcollwatch.so is NCCL's profiler plugin too (NCCL_PROFILER_PLUGIN): completions from "
+                "NCCL's own events, and calls NCCL linked statically makes (docs/profiler-plugin.md)");
   bool run_no_dashboard = false;
   run->add_flag("--no-dashboard", run_no_dashboard,
                 "print findings and status lines instead of the full-screen dashboard on a terminal");

@@ -65,6 +65,11 @@ int RunJobCommand(const RunOptions& options) {
     return 2;
   }
   if (const char* existing = SettingIfSet(Setting::kLdPreload)) inputs.inherited_ld_preload = existing;
+  inputs.profiler_plugin = options.profiler_plugin;
+  if (const char* other = SettingIfSet(Setting::kNcclProfilerPlugin); other != nullptr && options.profiler_plugin) {
+    std::cerr << "collwatch run: --profiler-plugin replaces NCCL_PROFILER_PLUGIN=" << other
+              << " (NCCL loads one profiler plugin)\n";
+  }
   RunSupervisor supervisor(options, inputs.job, *std::move(rings), **services);
   return supervisor.Run(CommandEnvironment(inputs));
 }

@@ -64,6 +64,7 @@ std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentIn
                       {SettingInfoOf(Setting::kNvtxInjectionPath).name, inputs.preload},
                       {SettingInfoOf(Setting::kRingDir).name, inputs.ring_dir},
                       {SettingInfoOf(Setting::kJobId).name, inputs.job}});
+  if (inputs.profiler_plugin) environment[SettingInfoOf(Setting::kNcclProfilerPlugin).name] = inputs.preload;
   return environment;
 }
 

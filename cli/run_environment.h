@@ -40,14 +40,16 @@ struct CommandEnvironmentInputs {
   std::string preload;                       // libcollwatch.so
   std::optional<OneGpuEnvironment> one_gpu;  // set with --one-gpu
   std::string inherited_ld_preload;          // LD_PRELOAD as collwatch run found it
+  bool profiler_plugin = false;              // --profiler-plugin: NCCL_PROFILER_PLUGIN names the preload
   std::string ring_dir;
   std::string job;
 };
 
 // The variables set for the command: LD_PRELOAD (what was preloaded already, then the
 // preload, then with --one-gpu the CPU NCCL backend), NVTX_INJECTION64_PATH (the preload
-// is also the NVTX injection library), COLLWATCH_RING_DIR, COLLWATCH_JOB_ID, and the one-GPU
-// mode's own switches.
+// is also the NVTX injection library), COLLWATCH_RING_DIR, COLLWATCH_JOB_ID, with
+// --profiler-plugin NCCL_PROFILER_PLUGIN (the preload is NCCL's profiler plugin too), and
+// the one-GPU mode's own switches.
 std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs);
 
 }  // namespace collwatch

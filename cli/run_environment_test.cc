@@ -44,6 +44,13 @@ TEST(CommandEnvironment, WhatWasPreloadedAlreadyComesFirst) {
   EXPECT_EQ(CommandEnvironment(inputs).at("NVTX_INJECTION64_PATH"), "/opt/collwatch/lib/libcollwatch.so");
 }
 
+TEST(CommandEnvironment, TheProfilerPluginIsThePreloadWhenAskedFor) {
+  CommandEnvironmentInputs inputs = Inputs();
+  EXPECT_EQ(CommandEnvironment(inputs).count("NCCL_PROFILER_PLUGIN"), 0u);
+  inputs.profiler_plugin = true;
+  EXPECT_EQ(CommandEnvironment(inputs).at("NCCL_PROFILER_PLUGIN"), "/opt/collwatch/lib/libcollwatch.so");
+}
+
 TEST(CommandEnvironment, OneGpuModePutsTheCpuNcclAfterThePreloadAndAddsItsSwitches) {
   CommandEnvironmentInputs inputs = Inputs();
   inputs.inherited_ld_preload = "/first.so";

@@ -16,6 +16,7 @@
 #include "cpu_nccl/reduce_kernels.h"
 #include "cpu_nccl/task.h"
 #include "ring/nccl_profiler_abi.h"
+#include "ring/settings.h"
 
 namespace collwatch::cpu_nccl::profiler {
 namespace {
@@ -52,7 +53,7 @@ void* OpenPlugin(const char* name) noexcept {
 
 // Under g_load_mutex.
 void Load() noexcept {
-  const char* name = std::getenv("NCCL_PROFILER_PLUGIN");
+  const char* name = std::getenv(SettingInfoOf(Setting::kNcclProfilerPlugin).name);
   if (g_load_failed || (name != nullptr && strcasecmp(name, "none") == 0)) return;
   const bool named = name != nullptr && name[0] != '\0';
   g_library = OpenPlugin(named ? name : "libnccl-profiler.so");

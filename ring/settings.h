@@ -55,6 +55,7 @@ enum class Setting : unsigned char {
   kMasterPort,
   kNvtxInjectionPath,
   kLdPreload,
+  kNcclProfilerPlugin,
   // collwatch's own programs, benchmarks and tests.
   kTrainerLaunched,
   kBenchDir,
@@ -174,6 +175,9 @@ inline constexpr SettingInfo kSettings[] = {
      "must name `libcollwatch.so` for records to carry NVTX regions (`collwatch run` sets it)"},
     {Setting::kLdPreload, "LD_PRELOAD", "", "unset", "collwatch run",
      "kept for the command `collwatch run` starts, after `libcollwatch.so`"},
+    {Setting::kNcclProfilerPlugin, "NCCL_PROFILER_PLUGIN", "", "unset", "NCCL, CPU NCCL backend",
+     "the profiler plugin NCCL loads; naming `libcollwatch.so` records through NCCL's profiler events too "
+     "(`collwatch run --profiler-plugin` sets it; docs/profiler-plugin.md)"},
     {Setting::kTrainerLaunched, "COLLWATCH_TRAINER_LAUNCHED", "", "unset", "collwatch-trainer",
      "set by `collwatch-trainer --nproc N` in the rank processes it starts (internal)"},
     {Setting::kBenchDir, "COLLWATCH_BENCH_DIR", "", "`/dev/shm`", "interposer benchmark",
