@@ -217,15 +217,15 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     if (static_cast<size_t>(record.rank) < comm.ranks.size()) {
       Join(call.comm, record.rank, process_id);
       CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
-      // A sequence number far past the last one is damage, not a gap from lost records
-      // (a ring loses at most its capacity): it must not make us allocate gigabytes.
-      // Below the window: history already forgotten (online) has nothing to place.
       // A rank's first collective far into the communicator's life: its history was
       // cut (a Flight Recorder dump keeps its last entries); the window starts near it,
       // leaving room for records of other lanes that arrive later.
       if (ring::IsCollective(call.fn) && rank.collectives.empty() && record.seq > kLateHistoryMargin) {
         rank.collectives.StartAt(record.seq - kLateHistoryMargin);
       }
+      // A sequence number far past the last one is damage, not a gap from lost records
+      // (a ring loses at most its capacity): it must not make us allocate gigabytes.
+      // Below the window: history already forgotten (online) has nothing to place.
       if (ring::IsCollective(call.fn) && record.seq > rank.collectives.first() &&
           record.seq <= rank.collectives.size() + kMaxSeqJump) {
         if (rank.first_seq == 0 || record.seq < rank.first_seq) rank.first_seq = record.seq;

@@ -63,6 +63,41 @@ TEST(JobModelTest, DamagedRecordsAreCountedNotAllocated) {
   EXPECT_GE(analyzer.model().unmatched_records(), 2u);
 }
 
+// A trace that kept only its last entries (a Flight Recorder dump of a long job): its
+// first collective far into the communicator is placed, without slots for its past.
+TEST(JobModelTest, AHistoryThatStartsLateIsPlacedWithoutItsPast) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId process = job.AddProcess(0);
+  constexpr uint64_t kFirst = 5'000'001;
+  job.Collective(process, kComm, 0, 2, kFirst, Gather("a"), kT0, kT0 + kMs);
+  job.Collective(process, kComm, 0, 2, kFirst + 1, Gather("b"), kT0 + kMs, kT0 + 2 * kMs);
+  const Comm& comm = analyzer.model().comms()[0];
+  ASSERT_NE(analyzer.model().Collective(comm, 0, kFirst + 1), nullptr);
+  EXPECT_EQ(analyzer.model().Collective(comm, 0, 1), nullptr);
+  EXPECT_LE(comm.ranks[0].collectives.stored(), kLateHistoryMargin + 2);
+  EXPECT_EQ(analyzer.model().unmatched_records(), 0u);
+}
+
+// Post-mortem, a rank that never reported on a communicator (a missing dump) does not
+// keep the others from being compared, and the stall frontier starts past what the
+// reporting ranks completed (which the silent rank must have joined).
+TEST(JobModelTest, ARankThatNeverReportedLeavesTheOthersComparedPostMortem) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId p0 = job.AddProcess(0);
+  const ProcessId p1 = job.AddProcess(1);
+  job.Collective(p0, kComm, 0, 3, 1, Gather("a"), kT0, kT0 + kMs);
+  job.Collective(p1, kComm, 1, 3, 1, Gather("a"), kT0, kT0 + kMs);
+  job.Collective(p0, kComm, 0, 3, 2, Gather("vision", 4096), kT0 + kMs, 0);
+  job.Collective(p1, kComm, 1, 3, 2, Gather("text", 2048), kT0 + kMs, 0);
+  const std::vector<Finding> findings = analyzer.Analyze(kT0 + 60 * kSecond, /*final_pass=*/true);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_NE(findings[0].kind, FindingKind::kNotJoined);
+  EXPECT_EQ(findings[0].seq, 2u);
+  EXPECT_EQ(findings[0].lagging_ranks, std::vector<int32_t>{2});
+}
+
 // The ring fuzzer's find: clocks from a damaged ring header or record (an offset near
 // 2^63, a time near 2^64) overflowed the realtime conversion (undefined behaviour).
 TEST(JobModelTest, DamagedClocksSaturateInsteadOfOverflowing) {
