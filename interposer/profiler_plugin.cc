@@ -31,7 +31,7 @@ struct PluginComm {
 };
 
 struct Track;
-enum class Level : uint8_t { kApi, kOp, kChannel };
+enum class Level : uint8_t { kGroupApi, kApi, kOp, kChannel };
 struct Handle {
   Level level;
   Track* track;
@@ -56,6 +56,13 @@ struct Track {
   std::atomic<bool> wrapper_tracks{false};  // the wrapper fell back to a CUDA event
   std::atomic<bool> completed{false};
 };
+
+// Plugin only: the collectives of this thread's open GroupApi event (the user's call, or
+// group), whose returns wait for its end: by then NCCL has launched what it will launch.
+constexpr int kOpenCalls = 64;
+thread_local Handle t_group_api{Level::kGroupApi, nullptr};
+thread_local Track* t_open_calls[kOpenCalls];
+thread_local int t_open_call_count = 0;
 
 constexpr size_t kTracks = 8192;
 Track* g_tracks = nullptr;
@@ -154,16 +161,14 @@ void* StartApi(PluginComm* comm, const abi::EventDescr& descr) noexcept {
     return &track->api;
   }
   if (comm == nullptr) return nullptr;
-  Track* track = Allocate(1);
+  const ApiFn fn = coll ? CollectiveFn(descr.coll_api.func) : ApiFn::kNone;
+  if (coll && fn == ApiFn::kNone) return nullptr;
+  // A collective's return waits for the end of its group (StopEvent): held until then too.
+  Track* track = Allocate(coll ? 2 : 1);
   if (track == nullptr) return nullptr;
   track->plugin_only = true;
   track->comm = comm;
   if (coll) {
-    const ApiFn fn = CollectiveFn(descr.coll_api.func);
-    if (fn == ApiFn::kNone) {
-      Release(track);
-      return nullptr;
-    }
     const uint64_t seq = comm->collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
     BeginPluginCall(&track->call, fn, comm->comm_id, comm->rank, comm->nranks, seq, descr.coll_api.count,
                     DtypeOf(descr.coll_api.datatype), descr.coll_api.root, descr.coll_api.stream);
@@ -242,6 +247,9 @@ int StartEvent(void* context, void** handle, abi::EventDescr* descr) {
   *handle = nullptr;
   if (descr == nullptr) return 0;
   switch (descr->type) {
+    case abi::kGroupApi:
+      if (!Wrapped()) *handle = &t_group_api;  // its end returns the calls made in it
+      break;
     case abi::kCollApi:
     case abi::kP2pApi:
       *handle = StartApi(static_cast<PluginComm*>(context), *descr);
@@ -265,8 +273,22 @@ int StopEvent(void* handle) {
   auto* event = static_cast<Handle*>(handle);
   if (event == nullptr) return 0;
   Track* track = event->track;
-  if (event->level == Level::kApi && track->plugin_only && track->fn == ApiFn::kNone) {
-    FinishPluginCall(&track->call);  // the collective call is enqueued: its return
+  if (event->level == Level::kGroupApi) {
+    // The user's call (or group) ends: each collective made in it returns now, and says
+    // whether NCCL launched anything whose end the plugin will see.
+    for (int i = 0; i < t_open_call_count; ++i) {
+      Track* open = t_open_calls[i];
+      FinishPluginCall(&open->call, open->channels_expected.load(std::memory_order_acquire) >= 0);
+      Release(open);
+    }
+    t_open_call_count = 0;
+  } else if (event->level == Level::kApi && track->plugin_only && track->fn == ApiFn::kNone) {
+    if (t_open_call_count < kOpenCalls) {
+      t_open_calls[t_open_call_count++] = track;  // returns when its group ends
+    } else {
+      FinishPluginCall(&track->call);
+      Release(track);
+    }
   } else if (event->level == Level::kChannel) {
     const int done = track->channels_done.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (done >= track->channels_expected.load(std::memory_order_acquire)) Complete(track);

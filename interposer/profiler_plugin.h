@@ -13,6 +13,11 @@
 #ifndef COLLWATCH_INTERPOSER_PROFILER_PLUGIN_H_
 #define COLLWATCH_INTERPOSER_PROFILER_PLUGIN_H_
 
+#include "ring/nccl_profiler_abi.h"
+
+// What NCCL finds with dlsym(library, "ncclProfiler_v5").
+extern "C" const collwatch::nccl_profiler::NcclProfilerV5 ncclProfiler_v5;
+
 namespace collwatch {
 
 // The wrapper of a call whose completion the plugin tracks is finishing (recorder.cc's

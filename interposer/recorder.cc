@@ -297,9 +297,9 @@ void BeginPluginCall(PendingCall* call, ApiFn fn, uint64_t comm_id, int32_t rank
   WriteEnter(call);
 }
 
-void FinishPluginCall(PendingCall* call) noexcept {
+void FinishPluginCall(PendingCall* call, bool launched) noexcept {
   if (!call->recorded || g_recorder_state.load(std::memory_order_relaxed) != kRecording) return;
-  AppendReturn(call, kNcclSuccess, 0);
+  AppendReturn(call, kNcclSuccess, launched ? 0 : ring::kFlagNoCompletion);
 }
 
 void AppendPluginCompletion(const CompletionRequest& request, uint64_t observed_ns) noexcept {

@@ -71,8 +71,9 @@ PendingCall* CallInProgress() noexcept;
 // recording is off.
 void BeginPluginCall(PendingCall* call, ring::ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks,
                      uint64_t seq, uint64_t count, int dtype, int root_or_peer, void* stream) noexcept;
-// Its kReturn (the call handed its work to the device); completion comes from the plugin.
-void FinishPluginCall(PendingCall* call) noexcept;
+// Its kReturn; completion comes from the plugin, unless `launched` is false (NCCL launched
+// nothing the plugin will see end: the return says no completion is tracked).
+void FinishPluginCall(PendingCall* call, bool launched = true) noexcept;
 // What a kComplete record of `call` needs.
 CompletionRequest CompletionOf(const PendingCall& call) noexcept;
 // A completion the plugin observed at `observed_ns` (MonotonicNs).
