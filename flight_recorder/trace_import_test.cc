@@ -153,6 +153,29 @@ TEST(TraceImportTest, CoalescedGroupsAreOneCallAndSendsCountPerPeer) {
   EXPECT_THAT(conversion.record.missing_ranks, ElementsAre(1));
 }
 
+TEST(TraceImportTest, EachProcessGroupIsItsOwnCommunicatorWithItsOwnRanks) {
+  // Four ranks; group "1" holds global ranks 0 and 2 (a data-parallel pair of a 2-D mesh).
+  constexpr char kGroups[] = R"("version": "2.10", "pg_config": {
+      "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
+      "1": {"name": "1", "desc": "dp", "ranks": "[0, 2]"}})";
+  auto dump = [&](int rank) {
+    const std::string entry = std::string("{\"record_id\": 0, \"process_group\": [\"1\", \"dp\"], ") +
+                              "\"collective_seq_id\": 1, \"profiling_name\": \"nccl:all_reduce\", " +
+                              "\"input_sizes\": [[8]], \"input_dtypes\": [\"Float\"], \"state\": \"scheduled\", " +
+                              "\"time_created_ns\": 5}";
+    return Written(rank, std::string("{") + kGroups + ", \"entries\": [" + entry + "]}");
+  };
+  const Conversion conversion = ConvertDumps({dump(0), dump(2)}, "job");
+  const v1::Event on_rank0 = Enters(conversion.ranks[0]).at(0);
+  const v1::Event on_rank2 = Enters(conversion.ranks[1]).at(0);
+  EXPECT_EQ(on_rank0.comm_id(), on_rank2.comm_id());
+  EXPECT_EQ(on_rank0.nranks(), 2);
+  EXPECT_EQ(on_rank0.rank(), 0);
+  EXPECT_EQ(on_rank2.rank(), 1);  // global rank 2 is the group's second
+  EXPECT_EQ(conversion.ranks[1].rank().world_size(), 4);
+  EXPECT_EQ(conversion.record.missing_ranks, (std::vector<int32_t>{1, 3}));
+}
+
 TEST(TraceImportTest, CutHistoriesSayWhereTheyStartAndLeaveSendsOut) {
   const std::string rank0 = std::string("{") + kGroup + ", \"entries\": [" + Entry(40, 41, 0, "nccl:all_reduce", "[[2]]") +
                             ", " + Entry(41, 41, 1, "nccl:send 0->1", "[[4]]", true) + "]}";
