@@ -299,10 +299,12 @@ int StopEvent(void* handle) {
 int RecordEventState(void*, int, abi::EventStateArgs*) { return 0; }
 
 int Finalize(void* context) {
+  // NCCL finalizes a communicator once its work is over: no event of it comes after.
   auto* comm = static_cast<PluginComm*>(context);
   if (comm == nullptr) return 0;
-  // Tracks may still point at it (an event NCCL never ends): kept, as NCCL keeps none.
-  comm->nranks = 0;
+  delete[] comm->send_seq;
+  delete[] comm->recv_seq;
+  delete comm;
   return 0;
 }
 
