@@ -142,9 +142,25 @@ void Analyzer::ForgetSettledHistory() {
   }
 }
 
+namespace {
+
+// The lowest collective any reporting rank of `comm` still holds a slot for.
+uint64_t FirstKeptSeq(const Comm& comm) {
+  uint64_t first = UINT64_MAX;
+  for (const CommRank& entry : comm.ranks) {
+    if (entry.present) first = std::min<uint64_t>(first, entry.collectives.first() + 1);
+  }
+  return first == UINT64_MAX ? 1 : first;
+}
+
+}  // namespace
+
 void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                               std::vector<Finding>* out) {
   if (progress.diverged) return;
+  // Below every rank's kept history nothing can disagree: not walked one by one (a
+  // history that starts at collective 5,000,000, or a damaged sequence number).
+  progress.agreed_seq = std::max(progress.agreed_seq, FirstKeptSeq(comm) - 1);
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   while (true) {
     const uint64_t seq = progress.agreed_seq + 1;
@@ -190,7 +206,7 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = progress.agreed_seq;
   for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
-  for (uint64_t seq = progress.timed_seq + 1; seq <= completed; ++seq) {
+  for (uint64_t seq = std::max(progress.timed_seq + 1, FirstKeptSeq(comm)); seq <= completed; ++seq) {
     int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
     double bytes = 0;
     for (int32_t rank = 0; rank < nranks; ++rank) {

@@ -17,7 +17,8 @@ std::vector<const Call*> CallsFrom(const JobModel& model, const Comm& comm, int3
                                    size_t limit) {
   std::vector<const Call*> calls;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-  for (uint64_t s = seq; s <= entry.progress.entered() && calls.size() < limit; ++s) {
+  for (uint64_t s = std::max<uint64_t>(seq, entry.collectives.first() + 1);
+       s <= entry.progress.entered() && calls.size() < limit; ++s) {
     if (const Call* call = model.Collective(comm, rank, s)) calls.push_back(call);
   }
   return calls;

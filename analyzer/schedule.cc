@@ -178,7 +178,7 @@ JobSchedule ExtractSchedule(const JobModel& model, OpTable* table, CodeLines lin
         continue;
       }
       std::vector<uint32_t> ops;
-      ops.reserve(rank.collectives.size());
+      ops.reserve(rank.collectives.stored());
       for (const uint32_t index : rank.collectives) {
         if (index == kNoCall) {
           ops.push_back(not_reported);
