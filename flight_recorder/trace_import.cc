@@ -184,6 +184,10 @@ std::vector<ImportedCall> CallsOf(RankContext& context) {
     const int64_t completed = entry.completed() ? std::max(entry.time_completed_ns, entry.time_created_ns) : 0;
     if (entry.is_p2p || ring::IsP2p(shape.fn)) {
       if (shape.group_end) continue;  // a batch of sends and receives: each was recorded
+      if (!ring::IsP2p(shape.fn)) {  // a collective's name on a point-to-point entry
+        ++context.unknown_ops;
+        continue;
+      }
       if (context.history_cut) {
         ++context.p2p_left_out;
         continue;
