@@ -2,7 +2,6 @@
 // Threading: see comm.h. Allocation only at creation; the init protocol never blocks
 // itself, it reports what it waits for and the engine sleeps.
 #include "cpu_nccl/comm.h"
-#include "cpu_nccl/profiler.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <new>
 
 #include "cpu_nccl/config.h"
+#include "cpu_nccl/profiler.h"
 #include "ring/hash.h"
 
 namespace collwatch::cpu_nccl {

@@ -4,7 +4,6 @@
 // and sleep on the own doorbell (shm_layout.h "Sleeping"). Tasks of several communicators
 // at once (e.g. ncclCommInitAll plus a group) sleep on the first one with a 1 ms limit.
 #include "cpu_nccl/engine.h"
-#include "cpu_nccl/profiler.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -16,6 +15,7 @@
 
 #include "cpu_nccl/cuda_queue.h"
 #include "cpu_nccl/futex.h"
+#include "cpu_nccl/profiler.h"
 
 namespace collwatch::cpu_nccl {
 namespace {
