@@ -113,7 +113,9 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
   EXPECT_EQ(run.Wait(60), 3) << "collwatch run should have stopped the hung job";
 
   terminal.Keys("Enter");
-  screen = terminal.WaitFor([](const std::string& s) { return Has(s, "finding 1 of 1"); }, 10);
+  // The view's title may be drawn before its words (seen under TSan): wait for both.
+  screen = terminal.WaitFor(
+      [](const std::string& s) { return Has(s, "finding 1 of 1") && Has(s, "> seq 1      all-gather"); }, 10);
   KeepScreenshot("top-finding", screen);
   // report.txt's words: the classes, the summary, what each class issued.
   EXPECT_TRUE(Has(screen, "issued it in fwd/vision.patch")) << screen;
