@@ -161,17 +161,23 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
   // Below every rank's kept history nothing can disagree: not walked one by one (a
   // history that starts at collective 5,000,000, or a damaged sequence number).
   progress.agreed_seq = std::max(progress.agreed_seq, FirstKeptSeq(comm) - 1);
-  const auto nranks = static_cast<int32_t>(comm.ranks.size());
+  // Only the ranks that reported are walked (a damaged size can claim 60,000 ranks). Post-
+  // mortem, a rank that never reported will not: the others are compared without it.
+  std::vector<int32_t>& reporting = reporting_scratch_;
+  reporting.clear();
+  for (int32_t rank = 0; rank < static_cast<int32_t>(comm.ranks.size()); ++rank) {
+    if (comm.ranks[static_cast<size_t>(rank)].present) reporting.push_back(rank);
+  }
+  const bool absent_ranks_hold = !final_pass && reporting.size() < comm.ranks.size();
   while (true) {
     const uint64_t seq = progress.agreed_seq + 1;
     const Call* reference = nullptr;
-    bool everyone = true;
+    bool everyone = !absent_ranks_hold;
     bool mismatch = false;
-    for (int32_t rank = 0; rank < nranks; ++rank) {
+    for (const int32_t rank : reporting) {
       const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-      if (!entry.present || entry.progress.entered() < seq) {
-        // Post-mortem, a rank that never reported will not: the others are compared.
-        if (entry.present || !final_pass) everyone = false;
+      if (entry.progress.entered() < seq) {
+        everyone = false;
         continue;
       }
       const Call* call = model_.Collective(comm, rank, seq);

@@ -115,6 +115,7 @@ class Analyzer {
     double threshold_s = 0;
   };
   std::optional<Frontier> FrontierOf(const Comm& comm) const;
+  std::vector<int32_t> reporting_scratch_;  // CheckAgreement: the ranks that reported
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);
