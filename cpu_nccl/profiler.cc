@@ -98,24 +98,23 @@ void* Start(ncclComm* comm, abi::EventDescr* descr) noexcept {
 }
 
 const char* DtypeName(int dtype) noexcept {
-  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
-                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
-                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-  return dtype >= 0 && dtype < 12 ? kNames[dtype] : "ncclInt8";
+  return dtype >= 0 && dtype < abi::kDatatypes ? abi::kDatatypeNames[dtype] : "ncclInt8";
 }
 
 // NCCL's function of a collective and its index in the per-communicator seqNumber
-// counters (Broadcast 0, Reduce 1, AllGather 2, ReduceScatter 3, AllReduce 4); -1: NCCL
-// runs it as sends and receives.
+// counters (abi::kCollFuncNames); -1: NCCL runs it as sends and receives.
 int FuncIndex(OpKind kind, const char** name) noexcept {
+  int index = -1;
   switch (kind) {
-    case OpKind::kBroadcast: *name = "Broadcast"; return 0;
-    case OpKind::kReduce: *name = "Reduce"; return 1;
-    case OpKind::kAllGather: *name = "AllGather"; return 2;
-    case OpKind::kReduceScatter: *name = "ReduceScatter"; return 3;
-    case OpKind::kAllReduce: *name = "AllReduce"; return 4;
+    case OpKind::kBroadcast: index = 0; break;
+    case OpKind::kReduce: index = 1; break;
+    case OpKind::kAllGather: index = 2; break;
+    case OpKind::kReduceScatter: index = 3; break;
+    case OpKind::kAllReduce: index = 4; break;
     default: return -1;
   }
+  *name = abi::kCollFuncNames[index];
+  return index;
 }
 
 uint64_t WallNs() noexcept {

@@ -111,26 +111,20 @@ Track* Allocate(uint32_t holds) noexcept {
 
 void Release(Track* track) noexcept { track->holds.fetch_sub(1, std::memory_order_acq_rel); }
 
+// "AllReduce" -> the ring's all-reduce (kNone for a name that is no collective).
 ApiFn CollectiveFn(const char* func) noexcept {
-  static constexpr struct {
-    const char* name;
-    ApiFn fn;
-  } kFns[] = {{"AllReduce", ApiFn::kAllReduce}, {"AllGather", ApiFn::kAllGather},
-              {"ReduceScatter", ApiFn::kReduceScatter}, {"Broadcast", ApiFn::kBroadcast},
-              {"Reduce", ApiFn::kReduce}};
-  for (const auto& entry : kFns) {
-    if (func != nullptr && std::strcmp(func, entry.name) == 0) return entry.fn;
+  static constexpr ApiFn kFns[abi::kCollFuncs] = {ApiFn::kBroadcast, ApiFn::kReduce, ApiFn::kAllGather,
+                                                  ApiFn::kReduceScatter, ApiFn::kAllReduce};
+  for (int i = 0; i < abi::kCollFuncs; ++i) {
+    if (func != nullptr && std::strcmp(func, abi::kCollFuncNames[i]) == 0) return kFns[i];
   }
   return ApiFn::kNone;
 }
 
 // "ncclFloat32" -> ncclFloat32 (kNoDtype for a name NCCL 2.28 does not have).
 int DtypeOf(const char* name) noexcept {
-  static constexpr const char* kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
-                                           "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
-                                           "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-  for (int i = 0; i < 12; ++i) {
-    if (name != nullptr && std::strcmp(name, kNames[i]) == 0) return i;
+  for (int i = 0; i < abi::kDatatypes; ++i) {
+    if (name != nullptr && std::strcmp(name, abi::kDatatypeNames[i]) == 0) return i;
   }
   return ring::kNoDtype;
 }

@@ -225,7 +225,9 @@ COLLWATCH_HOT void AppendReturn(PendingCall* call, int result, uint8_t extra_fla
   g_recorder_ring->Append(call->lane, record);
 }
 
-CompletionRequest RequestFor(const PendingCall& call) noexcept {
+}  // namespace
+
+CompletionRequest CompletionOf(const PendingCall& call) noexcept {
   CompletionRequest request;
   request.lane = static_cast<uint16_t>(call.lane);
   request.ref_index = call.enter_index;
@@ -236,6 +238,8 @@ CompletionRequest RequestFor(const PendingCall& call) noexcept {
   return request;
 }
 
+namespace {
+
 // How the end of device work will be known, for an op (or a whole group) that was just
 // enqueued: by a CUDA event, or already (no device: the return is the completion).
 COLLWATCH_HOT uint8_t TrackCompletion(const PendingCall& call, void* const* streams, uint32_t stream_count,
@@ -245,7 +249,7 @@ COLLWATCH_HOT uint8_t TrackCompletion(const PendingCall& call, void* const* stre
   if (call.record.flags & ring::kFlagCaptured) return 0;  // runs at graph replay: unknown
   uint8_t flags = overflow ? ring::kFlagNoCompletion : 0;
   for (uint32_t i = 0; i < stream_count; ++i) {
-    if (TrackAfter(streams[i], RequestFor(call)) != Tracking::kTracked) {
+    if (TrackAfter(streams[i], CompletionOf(call)) != Tracking::kTracked) {
       flags |= ring::kFlagNoCompletion;
       g_recorder_ring->CountDropped();
     }
@@ -277,8 +281,6 @@ void AppendCompletion(const CompletionRequest& request, uint64_t observed_ns,
 }
 
 PendingCall* CallInProgress() noexcept { return t_call_in_progress; }
-
-CompletionRequest CompletionOf(const PendingCall& call) noexcept { return RequestFor(call); }
 
 void BeginPluginCall(PendingCall* call, ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
                      uint64_t count, int dtype, int root_or_peer, void* stream) noexcept {

@@ -141,6 +141,15 @@ struct NcclProfilerV5 {
 
 inline constexpr char kSymbolV5[] = "ncclProfiler_v5";
 
+// The strings NCCL puts in descriptors. Datatypes, by ncclDataType_t value (NCCL 2.28).
+inline constexpr const char* kDatatypeNames[] = {
+    "ncclInt8",    "ncclUint8",  "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
+    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+inline constexpr int kDatatypes = sizeof kDatatypeNames / sizeof kDatatypeNames[0];
+// Collective functions, by their index in NCCL's per-communicator seqNumber counters.
+inline constexpr const char* kCollFuncNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+inline constexpr int kCollFuncs = sizeof kCollFuncNames / sizeof kCollFuncNames[0];
+
 static_assert(sizeof(EventDescr) == 112, "ncclProfilerEventDescr_v5_t");
 static_assert(offsetof(EventDescr, coll_api.count) == 32 && offsetof(EventDescr, coll_api.graph_captured) == 64);
 static_assert(offsetof(EventDescr, coll.seq_number) == 24 && offsetof(EventDescr, coll.channels) == 80 &&
