@@ -19,37 +19,17 @@
 #include <functional>
 #include <vector>
 
+#include "tests/gpu/host_timing.h"
+
 namespace {
 
-#define CHECK(call)                                                       \
-  do {                                                                    \
-    if (!(call)) {                                                        \
-      std::fprintf(stderr, "%s failed at line %d\n", #call, __LINE__);    \
-      std::exit(10);                                                      \
-    }                                                                     \
-  } while (0)
-
-double NowNs() {
-  return static_cast<double>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using collwatch::gpu::Median;
+using collwatch::gpu::NowNs;
 
 // Median host time in ns of `step`, timed over `calls` back-to-back calls per repetition.
 double TimePerCall(int calls, int repetitions, cudaStream_t stream, const std::function<void()>& step) {
-  std::vector<double> per_call;
-  for (int r = 0; r < repetitions; ++r) {
-    const double start = NowNs();
-    for (int i = 0; i < calls; ++i) step();
-    per_call.push_back((NowNs() - start) / calls);
-    CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
-  }
-  return Median(per_call);
+  return collwatch::gpu::TimePerCall(calls, repetitions, step,
+                                     [&] { CHECK(cudaStreamSynchronize(stream) == cudaSuccess); });
 }
 
 }  // namespace

@@ -14,45 +14,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
 
+#include "tests/gpu/host_timing.h"
+
 namespace {
 
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    if (!(call)) {                                                     \
-      std::fprintf(stderr, "%s failed at line %d\n", #call, __LINE__); \
-      std::exit(10);                                                   \
-    }                                                                  \
-  } while (0)
+using collwatch::gpu::TimePerCall;
 
 constexpr size_t kElements = 1024;
-
-double NowNs() {
-  return static_cast<double>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-// Median over repetitions of the host time per call of `step` (calls back to back; the
-// device is drained between repetitions by `drain`, untimed).
-double TimePerCall(int calls, int repetitions, const std::function<void()>& step, const std::function<void()>& drain) {
-  std::vector<double> per_call;
-  for (int r = 0; r < repetitions; ++r) {
-    const double start = NowNs();
-    for (int i = 0; i < calls; ++i) step();
-    per_call.push_back((NowNs() - start) / calls);
-    drain();
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
-}
 
 struct Rank {
   ncclComm_t comm = nullptr;

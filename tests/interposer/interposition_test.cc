@@ -19,6 +19,7 @@
 #include "ring/hash.h"
 #include "ring/ring_names.h"
 #include "ring/ring_reader.h"
+#include "tests/support/ring_ranks.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {
@@ -26,50 +27,11 @@ namespace {
 
 using ring::ApiFn;
 using ring::RecordKind;
+using testing::EnterNames;
+using testing::RankTrace;
+using testing::ReadRanks;
 using testing::Subprocess;
 using testing::TempDir;
-
-struct RankTrace {
-  RingIdentity identity;
-  std::vector<IndexedRecord> records;
-  std::unique_ptr<RingReader> reader;
-
-  std::vector<ring::Record> OfKind(RecordKind kind) const {
-    std::vector<ring::Record> out;
-    for (const IndexedRecord& item : records) {
-      if (item.record.kind == static_cast<uint16_t>(kind)) out.push_back(item.record);
-    }
-    return out;
-  }
-};
-
-// Reads every ring of `dir`, keyed by the RANK recorded in its header.
-std::map<int, RankTrace> ReadRanks(const std::string& dir, bool writers_gone) {
-  std::map<int, RankTrace> ranks;
-  auto paths = ListRingFiles(dir);
-  if (!paths.ok()) return ranks;
-  for (const std::string& path : *paths) {
-    auto reader = RingReader::Open(path);
-    // A live rank may still be creating its ring; a finished one must have it complete.
-    if (!writers_gone && absl::IsUnavailable(reader.status())) continue;
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    if (!reader.ok()) continue;
-    RankTrace trace;
-    trace.identity = (*reader)->identity();
-    trace.records = (*reader)->ReadAll(writers_gone).records;
-    trace.reader = *std::move(reader);
-    ranks[trace.identity.rank] = std::move(trace);
-  }
-  return ranks;
-}
-
-std::vector<std::string> EnterNames(const RankTrace& trace) {
-  std::vector<std::string> names;
-  for (const ring::Record& record : trace.OfKind(RecordKind::kEnter)) {
-    names.emplace_back(OpName(static_cast<ApiFn>(record.fn)));
-  }
-  return names;
-}
 
 class InterpositionTest : public ::testing::Test {
  protected:

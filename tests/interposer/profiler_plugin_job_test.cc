@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "ring/ring_names.h"
-#include "ring/ring_reader.h"
+#include "tests/support/ring_ranks.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {
@@ -18,42 +18,17 @@ namespace {
 
 using ring::ApiFn;
 using ring::RecordKind;
+using testing::EnterNames;
+using testing::RankTrace;
+using testing::ReadRanks;
 using testing::Subprocess;
 using testing::TempDir;
 
-struct Trace {
-  std::vector<IndexedRecord> records;
-  std::vector<ring::Record> Of(RecordKind kind) const {
-    std::vector<ring::Record> out;
-    for (const IndexedRecord& item : records) {
-      if (item.record.kind == static_cast<uint16_t>(kind)) out.push_back(item.record);
-    }
-    return out;
-  }
-  std::vector<std::string> EnterNames() const {
-    std::vector<std::string> names;
-    for (const ring::Record& record : Of(RecordKind::kEnter)) names.emplace_back(OpName(static_cast<ApiFn>(record.fn)));
-    return names;
-  }
-  // How many kComplete records name each kEnter (lane, index).
-  std::map<std::pair<uint32_t, uint64_t>, int> Completions() const {
-    std::map<std::pair<uint32_t, uint64_t>, int> count;
-    for (const ring::Record& record : Of(RecordKind::kComplete)) ++count[{record.ref_lane, record.ref_index}];
-    return count;
-  }
-};
-
-std::map<int, Trace> ReadRanks(const std::string& dir) {
-  std::map<int, Trace> ranks;
-  auto paths = ListRingFiles(dir);
-  if (!paths.ok()) return ranks;
-  for (const std::string& path : *paths) {
-    auto reader = RingReader::Open(path);
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    if (!reader.ok()) continue;
-    ranks[(*reader)->identity().rank].records = (*reader)->ReadAll(/*writer_gone=*/true).records;
-  }
-  return ranks;
+// How many kComplete records name each kEnter (lane, index).
+std::map<std::pair<uint32_t, uint64_t>, int> Completions(const RankTrace& trace) {
+  std::map<std::pair<uint32_t, uint64_t>, int> count;
+  for (const ring::Record& record : trace.OfKind(RecordKind::kComplete)) ++count[{record.ref_lane, record.ref_index}];
+  return count;
 }
 
 class ProfilerPluginTest : public ::testing::Test {
@@ -75,7 +50,7 @@ TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) 
   constexpr int kRanks = 3;
   Subprocess job(Ranks(kRanks), Env(/*preload=*/false));
   ASSERT_EQ(job.Wait(60), 0) << "the program's own result checks failed with the plugin";
-  std::map<int, Trace> ranks = ReadRanks(dir_.path() + "/rings");
+  std::map<int, RankTrace> ranks = ReadRanks(dir_.path() + "/rings", /*writers_gone=*/true);
   ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
   // What NCCL's profiler reports: collectives (all-to-all, gather and scatter reach it as
   // sends and receives, which the CPU backend does not emulate), and each send/receive.
@@ -85,11 +60,11 @@ TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) 
   std::set<uint64_t> world_ids;
   for (const auto& [rank, trace] : ranks) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    EXPECT_EQ(trace.EnterNames(), expected);
-    const std::vector<ring::Record> enters = trace.Of(RecordKind::kEnter);
+    EXPECT_EQ(EnterNames(trace), expected);
+    const std::vector<ring::Record> enters = trace.OfKind(RecordKind::kEnter);
     std::map<std::pair<uint32_t, uint64_t>, int> returns;
-    for (const ring::Record& record : trace.Of(RecordKind::kReturn)) ++returns[{record.ref_lane, record.ref_index}];
-    const auto completions = trace.Completions();
+    for (const ring::Record& record : trace.OfKind(RecordKind::kReturn)) ++returns[{record.ref_lane, record.ref_index}];
+    const auto completions = Completions(trace);
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
       const std::string name(OpName(static_cast<ApiFn>(item.record.fn)));
@@ -116,7 +91,7 @@ TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsC
   constexpr int kRanks = 2;
   Subprocess job(Ranks(kRanks), Env(/*preload=*/true));
   ASSERT_EQ(job.Wait(60), 0);
-  std::map<int, Trace> ranks = ReadRanks(dir_.path() + "/rings");
+  std::map<int, RankTrace> ranks = ReadRanks(dir_.path() + "/rings", /*writers_gone=*/true);
   ASSERT_EQ(ranks.size(), static_cast<size_t>(kRanks));
   for (const auto& [rank, trace] : ranks) {
     SCOPED_TRACE("rank " + std::to_string(rank));
@@ -126,10 +101,10 @@ TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsC
         "group-start", "all-reduce", "group-end", "all-reduce", "group-end", "comm-split", "all-reduce",
         "comm-destroy", "comm-finalize", "comm-destroy"};
     if (rank == 0) expected.insert(expected.begin(), "get-unique-id");
-    EXPECT_EQ(trace.EnterNames(), expected) << "the plugin wrote no call of its own";
+    EXPECT_EQ(EnterNames(trace), expected) << "the plugin wrote no call of its own";
     // Without CUDA the preload alone marks calls complete at return; the plugin gives the
     // ungrouped collectives NCCL reports a completion record, one each.
-    const auto completions = trace.Completions();
+    const auto completions = Completions(trace);
     int completed = 0;
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
