@@ -123,6 +123,8 @@ uint64_t CommIdOf(const DumpGroup& group) {
 struct ImportedCall {
   const DumpEntry* first = nullptr;
   const DumpGroup* group = nullptr;
+  uint64_t comm_id = 0;    // the group's communicator (CommIdOf)
+  int32_t group_rank = 0;  // the dump's rank within the group
   OpShape shape;
   uint64_t count = 0;
   uint8_t dtype = ring::kNoDtype;
@@ -161,15 +163,26 @@ std::vector<ImportedCall> CallsOf(RankContext& context) {
   std::vector<ImportedCall> calls;
   std::map<std::string, size_t> last_collective;  // per group: index into calls
   std::map<std::tuple<std::string, int32_t, bool>, uint64_t> p2p_seq;
+  // Per group name, once: its communicator and the dump's rank in it (-1: not a member).
+  std::map<std::string, std::pair<uint64_t, int32_t>> placements;
   for (const DumpEntry& entry : dump.entries) {
     auto group_it = dump.groups.find(entry.group_name);
-    if (group_it == dump.groups.end() ||
-        std::find(group_it->second.ranks.begin(), group_it->second.ranks.end(), context.dump->rank) ==
-            group_it->second.ranks.end()) {
+    if (group_it == dump.groups.end()) {
       ++context.outside_group;
       continue;
     }
     const DumpGroup& group = group_it->second;
+    auto [placement, fresh] = placements.try_emplace(group.name);
+    if (fresh) {
+      const auto member = std::find(group.ranks.begin(), group.ranks.end(), context.dump->rank);
+      placement->second = {CommIdOf(group),
+                           member == group.ranks.end() ? -1 : static_cast<int32_t>(member - group.ranks.begin())};
+    }
+    const auto [comm_id, group_rank] = placement->second;
+    if (group_rank < 0) {
+      ++context.outside_group;
+      continue;
+    }
     const OpShape shape = ShapeOf(entry.profiling_name);
     if (shape.fn == ApiFn::kNone && !shape.group_end) {
       ++context.unknown_ops;
@@ -195,6 +208,8 @@ std::vector<ImportedCall> CallsOf(RankContext& context) {
       ImportedCall call;
       call.first = &entry;
       call.group = &group;
+      call.comm_id = comm_id;
+      call.group_rank = group_rank;
       call.shape = shape;
       call.count = count;
       call.dtype = dtype;
@@ -229,6 +244,8 @@ std::vector<ImportedCall> CallsOf(RankContext& context) {
     ImportedCall call;
     call.first = &entry;
     call.group = &group;
+    call.comm_id = comm_id;
+    call.group_rank = group_rank;
     call.shape = shape;
     call.count = shape.group_end ? 0 : count;
     call.dtype = dtype;
@@ -320,11 +337,9 @@ v1::StreamEventsRequest ConvertDump(RankContext& context, const std::string& job
   std::map<std::string, uint32_t> path_ids;  // serialised frames -> call path id
   uint64_t index = 0;
   for (const ImportedCall& call : CallsOf(context)) {
-    const DumpGroup& group = *call.group;
-    const auto nranks = static_cast<int32_t>(group.ranks.size());
-    const auto rank = static_cast<int32_t>(
-        std::find(group.ranks.begin(), group.ranks.end(), rank_dump.rank) - group.ranks.begin());
-    const uint64_t comm_id = CommIdOf(group);
+    const auto nranks = static_cast<int32_t>(call.group->ranks.size());
+    const int32_t rank = call.group_rank;
+    const uint64_t comm_id = call.comm_id;
     uint32_t path_id = 0;
     if (!call.first->frames.empty()) {
       std::string key;
