@@ -3,6 +3,7 @@
 // identity change, malformed event) and for an unsafe listen address.
 #include "collector/collector_service.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -276,14 +277,19 @@ TEST_F(CollectorServiceTest, WatchCarriesTheOnlineAnalyzersFindings) {
   auto reader = stub_->Watch(&context, v1::WatchRequest());
   v1::WatchResponse response;
   bool found = false;
-  for (int i = 0; i < 100 && !found && reader->Read(&response); ++i) {
+  std::string seen;  // the kinds that did travel, for the failure message
+  // A deadline, not a count of messages: a loaded sanitizer run can be slow to tick the
+  // analyzer while Watch keeps sending every 50 ms.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!found && std::chrono::steady_clock::now() < deadline && reader->Read(&response)) {
     for (const v1::Finding& finding : response.state().findings()) {
-      found = finding.kind() == v1::SIGNATURE_MISMATCH && finding.comm_id() == 77 && finding.seq() == 1;
+      seen += v1::FindingKind_Name(finding.kind()) + " ";
+      if (finding.kind() == v1::SIGNATURE_MISMATCH && finding.comm_id() == 77 && finding.seq() == 1) found = true;
       EXPECT_FALSE(finding.summary().empty());
       EXPECT_FALSE(finding.headline().empty());
     }
   }
-  EXPECT_TRUE(found) << "no finding on the Watch stream";
+  EXPECT_TRUE(found) << "no SIGNATURE_MISMATCH at comm 77 seq 1 on the Watch stream; findings seen: " << seen;
   context.TryCancel();
   while (reader->Read(&response)) {
   }
@@ -304,6 +310,44 @@ TEST(CollectorSecurityTest, NonLoopbackNeedsAToken) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
+}
+
+// A collector that cannot listen says so; it never crashes, and never shares its port.
+TEST(CollectorListenTest, AnAddressItCannotTakeIsAClearError) {
+  CollectorOptions options;
+  options.out_dir = std::filesystem::temp_directory_path() / ("collwatch-listen-" + std::to_string(getpid()));
+  options.log = false;
+  options.listen = "127.0.0.1:0";
+  auto first = CollectorServer::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  // The port the first one holds: a second collector is refused (no SO_REUSEPORT).
+  options.listen = (*first)->address();
+  auto second = CollectorServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("cannot listen on " + options.listen), std::string::npos);
+
+  const struct {
+    std::string address;
+    std::string words;
+  } refused[] = {
+      {"127.0.0.1:99999", "a port from 0 to 65535"},
+      {"127.0.0.1:-1", "a port from 0 to 65535"},
+      {"127.0.0.1:http", "a port from 0 to 65535"},
+      {"127.0.0.1", "a port from 0 to 65535"},
+      {"unix:/nonexistent-collwatch-folder/c.sock", "no folder /nonexistent-collwatch-folder"},
+      {"192.0.2.1:0", "not an address of this machine"},  // TEST-NET-1: never local
+  };
+  options.token = "t";  // beyond loopback needs one
+  for (const auto& [address, words] : refused) {
+    options.listen = address;
+    auto server = CollectorServer::Start(options);
+    ASSERT_FALSE(server.ok()) << address;
+    EXPECT_NE(server.status().message().find(words), std::string::npos) << address << ": " << server.status();
+  }
+  first->reset();
+  std::filesystem::remove_all(options.out_dir);
 }
 
 std::string ReadTlsFile(const std::string& name) {
