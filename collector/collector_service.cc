@@ -9,11 +9,14 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collector/event_ingest.h"
 #include "collector/stream_checks.h"
@@ -379,7 +382,32 @@ grpc::ServerUnaryReactor* CollectorService::TakeStacks(grpc::CallbackServerConte
   return reactor;
 }
 
+absl::Status CheckListenAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) {
+    const std::filesystem::path socket = address.substr(5);
+    const std::filesystem::path folder = socket.has_parent_path() ? socket.parent_path() : ".";
+    std::error_code error;
+    if (socket.empty() || !std::filesystem::is_directory(folder, error)) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", address, ": no folder ", folder.string()));
+    }
+    return absl::OkStatus();
+  }
+  if (absl::StartsWith(address, "unix-abstract:")) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  uint32_t number = 0;
+  const bool numeric = !port.empty() && port.size() <= 5 &&
+                       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                       absl::SimpleAtoi(port, &number);
+  if (!numeric || number > 65535 || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on '", address, "': give HOST:PORT with a port from 0 to 65535, or unix:PATH"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const CollectorOptions& options) {
+  if (absl::Status address = CheckListenAddress(options.listen); !address.ok()) return address;
   if (!IsLoopbackAddress(options.listen) && options.token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "refusing to listen on ", options.listen,
@@ -399,6 +427,9 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const Co
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second collector on the same port would bind too
+  // and the agents would split between two stores.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(64 << 20);
@@ -421,7 +452,8 @@ void CollectorServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   service_->StopWatchers();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // No server when it could not listen: Start returns the error and this destructor runs.
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 CollectorServer::~CollectorServer() {

@@ -53,6 +53,10 @@ struct CollectorOptions {
 // other than localhost is not loopback, whatever it starts with).
 bool IsLoopbackAddress(const std::string& address);
 
+// OK for HOST:PORT with a port 0-65535 (0: any free port), and for unix:PATH whose folder
+// exists; else an error saying what to give.
+absl::Status CheckListenAddress(const std::string& address);
+
 // Equal strings, in time that depends only on the length of `expected` (the secret).
 bool ConstantTimeEquals(const std::string& given, const std::string& expected);
 
