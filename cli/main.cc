@@ -8,6 +8,7 @@
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
 #include "cli/import_command.h"
+#include "cli/option_checks.h"
 #include "cli/run_command.h"
 #include "cli/schedule_commands.h"
 #include "cli/stacks_command.h"
@@ -15,7 +16,11 @@
 #include "dashboard/terminal_ui.h"
 
 int main(int argc, char** argv) {
+  using collwatch::NumberFrom;
   CLI::App app{"collwatch: catches collective-ordering bugs and hangs in NCCL jobs"};
+  // A stall threshold of a millisecond to 11 days; waits of zero ("never") to 11 days.
+  const CLI::Validator kStallSeconds = NumberFrom(0.001, 1e6);
+  const CLI::Validator kWaitSeconds = NumberFrom(0, 1e6);
   app.require_subcommand(1);
 
   std::string dump_path;
@@ -47,11 +52,16 @@ int main(int argc, char** argv) {
   bool no_analyze = false;
   collector->add_flag("--no-analyze", no_analyze, "store only: no online analysis (collwatch analyze later)");
   collector->add_option("--stall-after", collector_options.analyzer.stall_after_s,
-                        "stall threshold floor in seconds (online analysis)")->capture_default_str();
+                        "stall threshold floor in seconds (online analysis)")
+      ->capture_default_str()
+      ->check(kStallSeconds);
   collector->add_option("--max-message-bytes", collector_options.max_message_bytes, "largest accepted message")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NumberFrom(4096, 1 << 30));  // a batch must fit; gRPC's own ceiling is 2 GiB
   collector->add_option("--max-stream-rate", collector_options.max_events_per_second,
-                        "events per second one stream may send")->capture_default_str();
+                        "events per second one stream may send")
+      ->capture_default_str()
+      ->check(NumberFrom(1, 1e9));
 
   collwatch::AgentOptions agent_options;
   std::string agent_token_file, agent_ca_file;
@@ -61,10 +71,13 @@ int main(int argc, char** argv) {
   agent->add_option("--job", agent_options.job, "ship only this job's rings");
   agent->add_option("--token-file", agent_token_file, "shared secret of the collector");
   agent->add_option("--tls-ca", agent_ca_file, "root certificates (PEM): connect with TLS");
-  agent->add_option("--idle-exit", agent_options.idle_exit_s, "exit after this many seconds without a live ring");
+  agent->add_option("--idle-exit", agent_options.idle_exit_s,
+                    "exit after this many seconds without a live ring (0: never)")
+      ->check(kWaitSeconds);
   agent->add_option("--give-up-after", agent_options.give_up_after_s,
                     "with --idle-exit: a ring whose writer ended stops keeping the agent up once the collector "
-                    "was unreachable this many seconds (its records stay in the ring)");
+                    "was unreachable this many seconds (its records stay in the ring; 0: never)")
+      ->check(kWaitSeconds);
 
   collwatch::RunOptions run_options;
   std::string run_token_file, run_ca_file;
@@ -76,7 +89,8 @@ int main(int argc, char** argv) {
   run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
   run->add_option("--stall-after", run_options.stall_after_s,
                   "seconds a collective may wait before it is a stall (floor; the analyzer raises it for "
-                  "large ops from this job's own timings; default 30)");
+                  "large ops from this job's own timings; default 30)")
+      ->check(kStallSeconds);
   run->add_flag("--kill-on-hang", run_options.kill_on_hang,
                 "at the first finding, write the report and stop the job (exit 3)");
   run->add_flag("--one-gpu", run_options.one_gpu,
@@ -100,7 +114,9 @@ int main(int argc, char** argv) {
   top->add_option("--tls-ca", top_ca_file, "root certificates (PEM): connect with TLS");
   top->add_option("--job", top_options.watch.job, "job id (default: the collector's only job)");
   top->add_flag("--plain", top_options.plain, "no colours, ASCII only (also when the terminal has no colours)");
-  top->add_option("--refresh", top_options.refresh_s, "seconds between redraws")->capture_default_str();
+  top->add_option("--refresh", top_options.refresh_s, "seconds between redraws")
+      ->capture_default_str()
+      ->check(NumberFrom(0.02, 3600));
 
   collwatch::StacksCommandOptions stacks_options;
   CLI::App* stacks = app.add_subcommand("stacks", "what processes are doing now: the stacks of PIDs, or of the rank "
@@ -116,7 +132,8 @@ int main(int argc, char** argv) {
                                                    "a ring folder or a ring file")->required();
   analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
-                      "stall threshold floor in seconds (default: run.json's, else 30)");
+                      "stall threshold floor in seconds (default: run.json's, else 30)")
+      ->check(kStallSeconds);
 
   collwatch::DiffCommandOptions diff_options;
   CLI::App* diff = app.add_subcommand("diff", "first difference between two runs' collective schedules, per "
