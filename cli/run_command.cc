@@ -42,13 +42,18 @@ int RunJobCommand(const RunOptions& options) {
     }
     inputs.one_gpu = *std::move(one_gpu);
   }
+  absl::StatusOr<std::string> job = DefaultJobId();
+  if (!job.ok()) {
+    std::cerr << "collwatch run: " << job.status().message() << "\n";
+    return 2;
+  }
+  inputs.job = *std::move(job);
   std::error_code fs_error;
   std::filesystem::create_directories(options.out_dir, fs_error);
   if (fs_error) {
     std::cerr << "collwatch run: cannot create " << options.out_dir << ": " << fs_error.message() << "\n";
     return 2;
   }
-  inputs.job = DefaultJobId();
   absl::StatusOr<RingFolder> rings = RingFolderForRun(options.ring_dir, options.out_dir);
   if (!rings.ok()) {
     std::cerr << "collwatch run: " << rings.status().message() << "\n";

@@ -31,8 +31,15 @@ std::string SanitizedJobId(std::string_view requested) {
   return safe;
 }
 
-std::string DefaultJobId() {
-  if (const char* job = SettingIfSet(Setting::kJobId)) return SanitizedJobId(job);
+absl::StatusOr<std::string> DefaultJobId() {
+  if (const char* job = SettingIfSet(Setting::kJobId)) {
+    if (job[0] == '.') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(SettingInfoOf(Setting::kJobId).name, "='", job,
+                       "' is not a job id: give letters, digits, '-', '_' and '.', not '.' first"));
+    }
+    return SanitizedJobId(job);
+  }
   const time_t now = time(nullptr);
   tm local{};
   localtime_r(&now, &local);

@@ -19,11 +19,14 @@ namespace collwatch {
 absl::StatusOr<std::string> FindPreload();
 
 // `requested` in the alphabet and length the interposer writes into ring headers: at
-// most 63 characters, each one not alphanumeric nor '-', '_' or '.' turned into '_'.
+// most 63 characters, each one not alphanumeric nor '-', '_' or '.' (nor '.' first)
+// turned into '_'.
 std::string SanitizedJobId(std::string_view requested);
 
 // COLLWATCH_JOB_ID sanitized when it is set, else "run-YYYYmmdd-HHMMSS-PID" (local time).
-std::string DefaultJobId();
+// An error for a value that starts with '.' ("." and ".." name no job folder; a typo is
+// likelier than a wish for "_.").
+absl::StatusOr<std::string> DefaultJobId();
 
 // Where the command's rings go.
 struct RingFolder {

@@ -73,16 +73,30 @@ TEST(SanitizedJobId, KeepsTheInterposersAlphabetAndLength) {
   EXPECT_EQ(SanitizedJobId("caf\xc3\xa9"), "caf__");
   EXPECT_EQ(SanitizedJobId(std::string(100, 'j')), std::string(63, 'j'));
   EXPECT_EQ(SanitizedJobId(""), "");
+  EXPECT_EQ(SanitizedJobId(".."), "_.") << "never a relative or hidden folder";
+  EXPECT_EQ(SanitizedJobId(".hidden"), "_hidden");
 }
 
 TEST(DefaultJobId, TheVariableSanitizedElseATimeStampAndThisPid) {
   setenv("COLLWATCH_JOB_ID", "nightly run/3", 1);
-  EXPECT_EQ(DefaultJobId(), "nightly_run_3");
+  EXPECT_EQ(DefaultJobId().value_or(""), "nightly_run_3");
   setenv("COLLWATCH_JOB_ID", "", 1);  // empty: as if unset
   const std::regex stamped("run-[0-9]{8}-[0-9]{6}-" + std::to_string(getpid()));
-  EXPECT_TRUE(std::regex_match(DefaultJobId(), stamped)) << DefaultJobId();
+  EXPECT_TRUE(std::regex_match(DefaultJobId().value_or(""), stamped));
   unsetenv("COLLWATCH_JOB_ID");
-  EXPECT_TRUE(std::regex_match(DefaultJobId(), stamped)) << DefaultJobId();
+  EXPECT_TRUE(std::regex_match(DefaultJobId().value_or(""), stamped));
+}
+
+TEST(DefaultJobId, ADotFirstIsAnErrorNamingTheVariable) {
+  for (const char* id : {".", "..", ".x"}) {
+    setenv("COLLWATCH_JOB_ID", id, 1);
+    const absl::StatusOr<std::string> job = DefaultJobId();
+    ASSERT_FALSE(job.ok()) << id;
+    EXPECT_NE(job.status().message().find(std::string("COLLWATCH_JOB_ID='") + id + "' is not a job id"),
+              std::string::npos)
+        << job.status();
+  }
+  unsetenv("COLLWATCH_JOB_ID");
 }
 
 TEST(FindPreload, TheVariableWinsWhenItsFileCanBeRead) {

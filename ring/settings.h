@@ -244,12 +244,13 @@ inline const char* JobIdSetting() noexcept {
 }
 
 // `requested` as ring file names carry a job: cut to fit `size` (ring::kJobBytes in the
-// ring header), every byte but letters, digits, '-', '_' and '.' made '_'.
+// ring header), every byte but letters, digits, '-', '_' and '.' made '_', and a '.' first
+// too: the job names a folder of the trace store, never ".", ".." or a hidden one.
 inline void SafeJobName(const char* requested, char* out, size_t size) noexcept {
   std::snprintf(out, size, "%s", requested);
   for (char* c = out; *c != '\0'; ++c) {
     const bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                      *c == '-' || *c == '_' || *c == '.';
+                      *c == '-' || *c == '_' || (*c == '.' && c != out);
     if (!safe) *c = '_';
   }
 }
