@@ -3,13 +3,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "files/safe_files.h"
 #include "process/rank_membership.h"
 
 namespace collwatch::analyzer {
@@ -149,8 +150,11 @@ std::string FrameText(const CallFrame& frame) {
 }
 
 void WithSourceLines(BranchPoint* point) {
-  std::ifstream file(point->file);
-  if (!file) return;
+  // The path comes from a trace: only a regular file of a source's size is read.
+  constexpr uint64_t kMaxSourceBytes = 64 << 20;
+  absl::StatusOr<std::string> source = ReadRegularFile(point->file, kMaxSourceBytes);
+  if (!source.ok()) return;
+  std::istringstream file(*source);
   std::map<int32_t, std::string> wanted;
   for (const BranchArm& arm : point->arms) wanted[arm.line];
   std::string line;

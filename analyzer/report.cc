@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/finding_words.h"
 #include "analyzer/process_ranks.h"
+#include "files/safe_files.h"
 
 namespace collwatch::analyzer {
 
@@ -402,17 +403,12 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
 
 bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,
                       std::string* error) {
-  const std::string json_path = dir + "/report.json";
-  const std::string text_path = dir + "/report.txt";
-  std::ofstream json(json_path);
-  json << ReportJsonText(findings, info) << "\n";
-  std::ofstream text(text_path);
-  text << ReportText(findings, info);
-  json.close();
-  text.close();
-  if (json.fail() || text.fail()) {
-    *error = "cannot write " + json_path + " and " + text_path;
-    return false;
+  for (const auto& [name, content] : {std::pair<std::string, std::string>{"report.json", ReportJsonText(findings, info) + "\n"},
+                                      {"report.txt", ReportText(findings, info)}}) {
+    if (absl::Status written = WriteFileReplacing(dir + "/" + name, content); !written.ok()) {
+      *error = std::string(written.message());
+      return false;
+    }
   }
   return true;
 }

@@ -49,6 +49,9 @@ pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::
   setpgid(0, 0);
   // collwatch blocks the stop signals to take them itself; the command gets them back.
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  // collwatch ignores SIGXFSZ (a file-size limit is a write error to it); an ignored
+  // signal would survive the exec, and the job must meet its limit as it would alone.
+  signal(SIGXFSZ, SIG_DFL);
   if (output_fd >= 0) {
     const int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);

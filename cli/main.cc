@@ -1,4 +1,6 @@
 // `collwatch`: the one command-line tool. Parses flags (CLI11) and calls the libraries.
+#include <signal.h>
+
 #include <iostream>
 #include <string>
 
@@ -16,6 +18,9 @@
 #include "dashboard/terminal_ui.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which collwatch reports
+  // and survives (the rings stay), instead of SIGXFSZ killing it without a word.
+  signal(SIGXFSZ, SIG_IGN);
   using collwatch::NumberFrom;
   CLI::App app{"collwatch: catches collective-ordering bugs and hangs in NCCL jobs"};
   // A stall threshold of a millisecond to 11 days; waits of zero ("never") to 11 days.

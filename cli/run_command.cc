@@ -4,7 +4,6 @@
 #include "cli/run_command.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "cli/run_services.h"
 #include "cli/run_supervisor.h"
 #include "cli/stop_signals.h"
+#include "files/safe_files.h"
 #include "ring/settings.h"
 
 namespace collwatch {
@@ -48,10 +48,8 @@ int RunJobCommand(const RunOptions& options) {
     return 2;
   }
   inputs.job = *std::move(job);
-  std::error_code fs_error;
-  std::filesystem::create_directories(options.out_dir, fs_error);
-  if (fs_error) {
-    std::cerr << "collwatch run: cannot create " << options.out_dir << ": " << fs_error.message() << "\n";
+  if (absl::Status folder = PrepareOutputFolder(options.out_dir); !folder.ok()) {
+    std::cerr << "collwatch run: --out " << folder.message() << "\n";
     return 2;
   }
   absl::StatusOr<RingFolder> rings = RingFolderForRun(options.ring_dir, options.out_dir);

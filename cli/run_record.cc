@@ -3,10 +3,10 @@
 #include "cli/run_record.h"
 
 #include <algorithm>
-#include <fstream>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "files/safe_files.h"
 #include "process/process_info.h"
 #include "process/process_sample.h"
 
@@ -119,20 +119,16 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
 }
 
 std::optional<RunRecord> ReadRunRecord(const std::string& out_dir) {
-  std::ifstream file(absl::StrCat(out_dir, "/run.json"));
-  if (!file.good()) return std::nullopt;
-  const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  constexpr uint64_t kMaxRunRecordBytes = 64 << 20;  // a run of a million ranks' processes
+  absl::StatusOr<std::string> text = ReadRegularFile(absl::StrCat(out_dir, "/run.json"), kMaxRunRecordBytes);
+  if (!text.ok()) return std::nullopt;
+  const nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object() || !json.contains("job") || !json["job"].is_string()) return std::nullopt;
   return RunRecordFromJson(json);
 }
 
 absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record) {
-  const std::string path = absl::StrCat(out_dir, "/run.json");
-  std::ofstream file(path);
-  file << RunRecordJson(record).dump(2) << "\n";
-  file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return WriteFileReplacing(absl::StrCat(out_dir, "/run.json"), RunRecordJson(record).dump(2) + "\n");
 }
 
 }  // namespace collwatch

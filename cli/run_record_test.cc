@@ -147,7 +147,7 @@ TEST(ReadRunRecord, NeedsARunJsonThatNamesItsJob) {
 TEST(WriteRunRecord, AFolderThatIsNotThereIsAnError) {
   const absl::Status status = WriteRunRecord("/nonexistent/collwatch-out", Record());
   ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.message(), "cannot write /nonexistent/collwatch-out/run.json");
+  EXPECT_EQ(status.message(), "cannot write /nonexistent/collwatch-out/run.json: no such file or directory");
 }
 
 }  // namespace

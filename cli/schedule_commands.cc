@@ -1,10 +1,6 @@
 // The schedule commands (see schedule_commands.h): loading, files, exit statuses.
 #include "cli/schedule_commands.h"
 
-#include <sys/stat.h>
-
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -14,6 +10,7 @@
 #include "analyzer/schedule_check.h"
 #include "analyzer/schedule_diff.h"
 #include "cli/trace_loader.h"
+#include "files/safe_files.h"
 
 namespace collwatch {
 namespace {
@@ -26,28 +23,16 @@ std::string RunLabel(const std::string& dir, const LoadSummary& summary) {
   return summary.job.empty() ? dir : dir + " (job " + summary.job + ")";
 }
 
-// Writes `text` to `file` through a temporary beside it ("-": `out`).
+// Writes `text` as `file` (files/safe_files.h: whole, through an exclusive temporary;
+// "-": `out`).
 bool WriteTextFile(const std::string& command, const std::string& file, const std::string& text, std::ostream& out,
                    std::ostream& err) {
   if (file == "-") {
     out << text;
     return static_cast<bool>(out);
   }
-  const std::string temporary = file + ".tmp";
-  {
-    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-    stream << text;
-    stream.flush();
-    if (!stream) {
-      err << "collwatch " << command << ": cannot write " << temporary << "\n";
-      return false;
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, file, error);
-  if (error) {
-    err << "collwatch " << command << ": cannot write " << file << ": " << error.message() << "\n";
-    std::filesystem::remove(temporary, error);
+  if (absl::Status written = WriteFileReplacing(file, text); !written.ok()) {
+    err << "collwatch " << command << ": " << written.message() << "\n";
     return false;
   }
   return true;
@@ -55,24 +40,12 @@ bool WriteTextFile(const std::string& command, const std::string& file, const st
 
 // The baseline file's text; false (with a message) when it cannot be read or is too large.
 bool ReadBaselineFile(const std::string& file, std::string* text, std::ostream& err) {
-  struct stat info {};
-  if (::stat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    err << "collwatch check: " << file << ": no such baseline file\n";
+  absl::StatusOr<std::string> read = ReadRegularFile(file, analyzer::kMaxBaselineBytes);
+  if (!read.ok()) {
+    err << "collwatch check: baseline " << read.status().message() << "\n";
     return false;
   }
-  if (static_cast<uint64_t>(info.st_size) > analyzer::kMaxBaselineBytes) {
-    err << "collwatch check: " << file << ": " << info.st_size << " bytes is too large for a baseline (at most "
-        << analyzer::kMaxBaselineBytes << ")\n";
-    return false;
-  }
-  std::ifstream stream(file, std::ios::binary);
-  std::ostringstream content;
-  content << stream.rdbuf();
-  if (!stream.good() && !stream.eof()) {
-    err << "collwatch check: " << file << ": cannot read\n";
-    return false;
-  }
-  *text = content.str();
+  *text = *std::move(read);
   return true;
 }
 

@@ -8,19 +8,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "files/safe_files.h"
 
 namespace collwatch {
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  std::string contents = buffer.str();
+  constexpr uint64_t kMaxSecretBytes = 1 << 20;  // a token, or a PEM chain of certificates
+  absl::StatusOr<std::string> read = ReadRegularFile(path, kMaxSecretBytes);
+  if (!read.ok()) return read.status();
+  std::string contents = *std::move(read);
   while (!contents.empty() && (contents.back() == '\n' || contents.back() == '\r')) contents.pop_back();
   if (contents.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": is empty"));
   return contents;

@@ -50,7 +50,14 @@ TEST_F(SecretsTest, ReadDropsTrailingLineEnds) {
 TEST_F(SecretsTest, MissingOrEmptyFileIsAnErrorNamingIt) {
   const absl::StatusOr<std::string> missing = ReadSecretFile(Path("missing"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().message(), Path("missing") + ": cannot be read");
+  EXPECT_EQ(missing.status().message(), Path("missing") + ": no such file or directory");
+  // A folder, a FIFO or /dev/zero given as a token file: said so at once, not "empty", no
+  // wait for a writer, no read without end.
+  std::filesystem::create_directory(Path("folder"));
+  EXPECT_EQ(ReadSecretFile(Path("folder")).status().message(), Path("folder") + ": is a folder, not a regular file");
+  ASSERT_EQ(mkfifo(Path("fifo").c_str(), 0600), 0);
+  EXPECT_EQ(ReadSecretFile(Path("fifo")).status().message(), Path("fifo") + ": is a FIFO, not a regular file");
+  EXPECT_EQ(ReadSecretFile("/dev/zero").status().message(), "/dev/zero: is a character device, not a regular file");
   Write(Path("empty"), "\n");
   const absl::StatusOr<std::string> empty = ReadSecretFile(Path("empty"));
   ASSERT_FALSE(empty.ok());

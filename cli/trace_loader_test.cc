@@ -5,7 +5,9 @@
 #include "cli/trace_loader.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +33,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
 
 constexpr char kJob[] = "job1";
 constexpr uint64_t kComm = 0x3f2a9c0100000001ull;
@@ -352,6 +355,39 @@ TEST_F(TraceLoaderTest, InputItCannotReadIsAClearError) {
   status = load(root_ + "/badtrace", &bad_trace);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(bad_trace.warnings, ElementsAre(HasSubstr(root_ + "/badtrace: skipped: ")));
+}
+
+// A FIFO or a device where a trace, its index, a ring or run.json should be: skipped
+// with a warning at once, never waited on or read without end (they hung analyze).
+TEST_F(TraceLoaderTest, AFifoOrADeviceInAnInputsPlaceIsSkippedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  WriteTraces(root_ + "/out");
+  const std::vector<std::string> traces = ListRankTraces(root_ + "/out", kJob);
+  ASSERT_EQ(traces.size(), 2u);
+  fs::remove(traces[1] + "/" + store::kLogFileName);
+  ASSERT_EQ(mkfifo((traces[1] + "/" + store::kLogFileName).c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((root_ + "/out/run.json").c_str(), 0600), 0);
+  analyzer::JobModel model;
+  LoadSummary summary;
+  ASSERT_TRUE(LoadTraces(root_ + "/out/" + kJob, &model, &summary).ok());
+  EXPECT_EQ(model.process_count(), 1u);
+  EXPECT_THAT(summary.warnings, ElementsAre(HasSubstr("is a FIFO, not a regular file")));
+  analyzer::JobModel from_out;
+  LoadSummary out_summary;
+  EXPECT_TRUE(LoadTraces(root_ + "/out", &from_out, &out_summary).ok());
+
+  const std::string rings = root_ + "/rings";
+  ASSERT_NO_FATAL_FAILURE(WriteRings(rings));
+  ASSERT_EQ(mkfifo((rings + "/fifo.ring").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", rings + "/zero.ring");
+  analyzer::JobModel ring_model;
+  LoadSummary ring_summary;
+  ASSERT_TRUE(LoadTraces(rings, &ring_model, &ring_summary).ok());
+  EXPECT_THAT(ring_summary.warnings,
+              UnorderedElementsAre(AllOf(HasSubstr("fifo.ring: skipped: "), HasSubstr("is a FIFO")),
+                                   AllOf(HasSubstr("zero.ring: skipped: "), HasSubstr("is a character device"))));
+  ExpectTheTwoRankJob(ring_model, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 TEST_F(TraceLoaderTest, AFolderOfSeveralJobsAsksForOne) {

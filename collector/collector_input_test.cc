@@ -97,6 +97,7 @@ TEST_F(CollectorInputTest, StoreKeepsEveryNameInsideItsFolder) {
     EXPECT_EQ(trace.compare(0, root.size(), root), 0) << job << " @ " << host << " -> " << trace;
   }
   for (const std::string& entry : Tree(dir_.path())) {
+    if (entry == "out") continue;  // the fixture's collector's own (empty) store
     EXPECT_EQ(entry.rfind("store", 0), 0u) << entry << " outside the store";
   }
 }

@@ -416,7 +416,11 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const Co
   if (options.tls_cert_pem.empty() != options.tls_key_pem.empty()) {
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
   }
+  if (absl::Status folder = PrepareOutputFolder(options.out_dir); !folder.ok()) return folder;
+  absl::StatusOr<FolderLock> lock = FolderLock::Take(options.out_dir, "another collector");
+  if (!lock.ok()) return lock.status();
   std::unique_ptr<CollectorServer> server(new CollectorServer());
+  server->store_lock_ = *std::move(lock);
   server->service_ = std::make_unique<CollectorService>(options);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {

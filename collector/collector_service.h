@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "analyzer/analyzer.h"
+#include "files/safe_files.h"
 #include "collector/live_state.h"
 #include "collector/online_analyzer.h"
 #include "grpcpp/grpcpp.h"
@@ -124,7 +125,9 @@ class CollectorService final : public v1::Collector::CallbackService {
 // A running collector server.
 class CollectorServer {
  public:
-  // Validates the options (security rules) and starts listening. A port of 0 picks one.
+  // Validates the options (security rules), takes the store folder (made when missing;
+  // it must be this user's, closed to others' writes, and no other collector's) and
+  // starts listening. A port of 0 picks one.
   static absl::StatusOr<std::unique_ptr<CollectorServer>> Start(const CollectorOptions& options);
   ~CollectorServer();
 
@@ -136,6 +139,7 @@ class CollectorServer {
 
  private:
   CollectorServer() = default;
+  std::optional<FolderLock> store_lock_;  // first member: released after the store is closed
   std::unique_ptr<CollectorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

@@ -323,6 +323,8 @@ TEST(CollectorListenTest, AnAddressItCannotTakeIsAClearError) {
 
   // The port the first one holds: a second collector is refused (no SO_REUSEPORT).
   options.listen = (*first)->address();
+  const std::string first_store = options.out_dir;
+  options.out_dir += "-second";
   auto second = CollectorServer::Start(options);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
@@ -347,6 +349,35 @@ TEST(CollectorListenTest, AnAddressItCannotTakeIsAClearError) {
     EXPECT_NE(server.status().message().find(words), std::string::npos) << address << ": " << server.status();
   }
   first->reset();
+  std::filesystem::remove_all(first_store);
+  std::filesystem::remove_all(options.out_dir);
+}
+
+// One writer per store: a second collector on the same folder is refused, naming the
+// first; a folder another user could write is refused; once the first is gone the store
+// is free again.
+TEST(CollectorStoreTest, OneCollectorPerStoreFolder) {
+  CollectorOptions options;
+  options.out_dir = std::filesystem::temp_directory_path() / ("collwatch-one-store-" + std::to_string(getpid()));
+  options.log = false;
+  options.listen = "127.0.0.1:0";
+  auto first = CollectorServer::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(std::filesystem::status(options.out_dir).permissions() & std::filesystem::perms::others_write,
+            std::filesystem::perms::none);
+  auto second = CollectorServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("another collector (pid " + std::to_string(getpid()) + ") writes there"),
+            std::string::npos)
+      << second.status();
+  first->reset();
+  EXPECT_TRUE(CollectorServer::Start(options).ok()) << "the lock went with the first collector";
+
+  std::filesystem::permissions(options.out_dir, std::filesystem::perms::all);  // 0777: anyone may plant files
+  auto open_folder = CollectorServer::Start(options);
+  ASSERT_FALSE(open_folder.ok());
+  EXPECT_NE(open_folder.status().message().find("group or others may write in it (mode 0777)"), std::string::npos)
+      << open_folder.status();
   std::filesystem::remove_all(options.out_dir);
 }
 

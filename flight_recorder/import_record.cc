@@ -2,10 +2,10 @@
 #include "flight_recorder/import_record.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "files/safe_files.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch::flight_recorder {
@@ -48,20 +48,15 @@ absl::Status WriteImportRecord(const std::string& out_dir, const ImportRecord& r
                                   {"comm_id", absl::StrCat(absl::Hex(group.comm_id, absl::kZeroPad16))},
                                   {"compared_from_seq", group.compared_from_seq}});
   }
-  const std::string path = (std::filesystem::path(out_dir) / kImportRecordName).string();
-  std::ofstream out(path, std::ios::trunc);
-  out << json.dump(2) << "\n";
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return WriteFileReplacing((std::filesystem::path(out_dir) / kImportRecordName).string(), json.dump(2) + "\n");
 }
 
 std::optional<ImportRecord> ReadImportRecord(const std::string& out_dir) {
   const std::filesystem::path path = std::filesystem::path(out_dir) / kImportRecordName;
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
-  std::ifstream in(path);
-  const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  constexpr uint64_t kMaxImportRecordBytes = 64 << 20;
+  absl::StatusOr<std::string> text = ReadRegularFile(path.string(), kMaxImportRecordBytes);
+  if (!text.ok()) return std::nullopt;
+  const nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return std::nullopt;
   ImportRecord record;
   record.job = Get<std::string>(json, "job", "");

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "files/safe_files.h"
 #include "ring/hash.h"
 #include "ring/ring_format.h"
 #include "store/trace_store.h"
@@ -381,31 +382,6 @@ v1::StreamEventsRequest ConvertDump(RankContext& context, const std::string& job
   return batch;
 }
 
-absl::StatusOr<std::string> ReadFileBounded(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  if (static_cast<uint64_t>(info.st_size) > kMaxDumpBytes) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", info.st_size, " bytes, more than any dump"));
-  }
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  return bytes;
-}
-
 // A pickle or a JSON object: what a dump starts with (anything else in a folder of dumps
 // is another file).
 bool LooksLikeDump(std::string_view bytes) {
@@ -473,7 +449,7 @@ absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& 
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": its name ends in no rank number (PyTorch names each dump PREFIX<rank>)"));
     }
-    absl::StatusOr<std::string> bytes = ReadFileBounded(file);
+    absl::StatusOr<std::string> bytes = ReadRegularFile(file, kMaxDumpBytes);
     if (!bytes.ok()) return bytes.status();
     if (listed.count(file) != 0 && !LooksLikeDump(*bytes)) {
       if (skipped != nullptr) skipped->push_back(file);

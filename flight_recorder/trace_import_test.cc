@@ -218,7 +218,7 @@ TEST(TraceImportTest, DumpsThatAreNotOneJobAreRefusedByName) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   dumps = ReadDumps({fifo});
   ASSERT_FALSE(dumps.ok());
-  EXPECT_THAT(dumps.status().message(), HasSubstr("not a regular file"));
+  EXPECT_THAT(dumps.status().message(), HasSubstr("is a FIFO, not a regular file"));
   dumps = ReadDumps({dir.Write("norank.pkl", "x")});
   ASSERT_FALSE(dumps.ok());
   EXPECT_THAT(dumps.status().message(), HasSubstr("ends in no rank number"));

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "files/safe_files.h"
 
 namespace collwatch {
 namespace {
@@ -39,8 +40,9 @@ absl::Status NotReady(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  absl::StatusOr<int> opened = OpenRegularFile(path);  // a FIFO named *.ring must not hang us
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   struct stat info {};
   if (fstat(fd, &info) != 0) {
     close(fd);

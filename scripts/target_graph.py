@@ -22,6 +22,7 @@ END = "<!-- target-graph:end -->"
 
 # Bottom to top: a target may depend on its own folder's targets and on lower layers.
 LAYERS = [
+    ("files", "collwatch's own inputs and outputs: no blocking, no links followed"),
     ("ring", "the ring format, its reader, names, hash, clocks"),
     ("process", "a process apart from its calls: identity, /proc looks, ranks it holds"),
     ("cpython", "CPython's layouts and code objects, read from memory"),

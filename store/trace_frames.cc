@@ -12,6 +12,7 @@
 #include <map>
 #include <utility>
 
+#include "files/safe_files.h"
 #include "store/crc32c.h"
 #include "store/event_codec.h"
 
@@ -26,11 +27,11 @@ uint32_t GetU32(const char* in) {
 }
 
 absl::Status ReadWholeFile(const std::string& path, std::string* bytes) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return store::Errno(absl::StrCat("open ", path));
-  }
+  // Only a regular file: a FIFO or a device in a trace's place is an error, not a hang
+  // or a read without end.
+  absl::StatusOr<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   bytes->clear();
   char buffer[1 << 16];
   while (true) {
