@@ -57,6 +57,14 @@ absl::Status RankTraceWriter::Recover(const v1::RankIdentity& identity) {
   std::string bytes;
   absl::StatusOr<LogScan> scan = ScanFramedFile(log_path, store::kLogMagic, &bytes);
   if (!scan.ok()) return scan.status();
+  // Readers read around damage; the writer appends to no damaged file (the records of
+  // this stream stay in its ring until someone looks).
+  if (scan->damaged_bytes > 0) {
+    return absl::DataLossError(absl::StrCat(
+        log_path, ": ", scan->damaged_bytes, " damaged bytes from offset ", scan->first_damage_offset,
+        " with good frames after them: the file is damaged, not cut short by a crash. It was left as it is; "
+        "move the folder aside to start a new trace for this rank"));
+  }
   const bool fresh = scan->frames.empty() || scan->frames[0].tag != store::kTagIdentity;
   if (fresh) {
     // Nothing usable yet (new, or torn before its identity frame was whole): start over.

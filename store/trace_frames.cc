@@ -48,6 +48,33 @@ absl::Status ReadWholeFile(const std::string& path, std::string* bytes) {
   return absl::OkStatus();
 }
 
+// The end of the frame that starts at `offset` of `bytes` when one does (its length fits
+// the file and its checksum holds), else 0.
+uint64_t FrameEndAt(const std::string& bytes, uint64_t offset) {
+  const uint64_t size = bytes.size();
+  if (size - offset < store::kFrameHeaderBytes) return 0;
+  const uint32_t length = GetU32(bytes.data() + offset);
+  if (length == 0 || length > store::kMaxFramePayloadBytes) return 0;
+  const uint64_t end = offset + store::kFrameHeaderBytes + length;
+  if (end > size) return 0;
+  const char* payload = bytes.data() + offset + store::kFrameHeaderBytes;
+  return Crc32c(payload, length) == GetU32(bytes.data() + offset + 4) ? end : 0;
+}
+
+// Where the first good frame after the bad byte at `offset` starts (size: none). A
+// candidate must begin with a record tag the store writes before its checksum is
+// computed: the search costs a checksum only where a frame could plausibly be.
+uint64_t NextFrameAfter(const std::string& bytes, uint64_t offset) {
+  const uint64_t size = bytes.size();
+  for (uint64_t at = offset + 1; at + store::kFrameHeaderBytes < size; ++at) {
+    const auto tag = static_cast<uint8_t>(bytes[at + store::kFrameHeaderBytes]);
+    const bool known = tag == store::kTagIdentity || tag == store::kTagEvents || tag == store::kTagRegion ||
+                       tag == store::kTagStatus || tag == store::kTagCallPath || tag == store::kTagStacks;
+    if (known && FrameEndAt(bytes, at) != 0) return at;
+  }
+  return size;
+}
+
 bool AllZero(const std::string& bytes, size_t from) {
   return std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.end(),
                      [](char c) { return c == 0; });
@@ -176,24 +203,22 @@ absl::StatusOr<LogScan> ScanFramedFile(const std::string& path, uint64_t magic, 
   uint64_t offset = store::kFileHeaderBytes;
   const uint64_t size = bytes->size();
   while (offset < size) {
-    if (size - offset < store::kFrameHeaderBytes) break;  // torn frame header
-    const uint32_t length = GetU32(bytes->data() + offset);
-    const uint32_t crc = GetU32(bytes->data() + offset + 4);
-    const uint64_t end = offset + store::kFrameHeaderBytes + length;
-    if (end > size) break;  // torn payload
-    const char* payload = bytes->data() + offset + store::kFrameHeaderBytes;
-    const bool valid = length > 0 && length <= store::kMaxFramePayloadBytes &&
-                       Crc32c(payload, length) == crc;
-    if (!valid) {
-      // A crash leaves only the last frame bad (or zeros the file system added).
-      if (end == size || AllZero(*bytes, offset)) break;
-      return absl::DataLossError(absl::StrCat(
-          path, ": the frame at offset ", offset, " fails its checksum and ", size - end,
-          " bytes follow it: the file is damaged, not cut short by a crash. It was left as "
-          "it is; move the folder aside to start a new trace for this rank"));
+    if (const uint64_t end = FrameEndAt(*bytes, offset); end != 0) {
+      const char* payload = bytes->data() + offset + store::kFrameHeaderBytes;
+      scan.frames.push_back(FrameInfo{offset, end - offset, static_cast<uint8_t>(payload[0])});
+      offset = end;
+      continue;
     }
-    scan.frames.push_back(FrameInfo{offset, end - offset, static_cast<uint8_t>(payload[0])});
-    offset = end;
+    // A crash leaves only the end bad: a frame cut short, or zeros the file system added.
+    // Bad bytes with a good frame after them are damage: skipped, counted, read on from
+    // that frame.
+    if (AllZero(*bytes, offset)) break;
+    const uint64_t next = NextFrameAfter(*bytes, offset);
+    if (next == size) break;
+    if (scan.damaged_bytes == 0) scan.first_damage_offset = offset;
+    scan.damaged_bytes += next - offset;
+    ++scan.damaged_regions;
+    offset = next;
   }
   scan.valid_end = offset;
   return scan;

@@ -43,13 +43,19 @@ struct FrameInfo {
 
 // The result of checking a log (or index) file frame by frame.
 struct LogScan {
-  std::vector<FrameInfo> frames;
+  std::vector<FrameInfo> frames;  // the good ones, damage skipped
   uint64_t valid_end = 0;   // end of the last good frame
   uint64_t file_bytes = 0;  // torn tail: file_bytes - valid_end
+  // Damage inside the file (bad bytes with good frames after them), skipped: how many
+  // bytes, in how many places, the first where.
+  uint64_t damaged_bytes = 0;
+  uint32_t damaged_regions = 0;
+  uint64_t first_damage_offset = 0;
 };
 
-// Checks every frame of `path` (magic `magic`); DATA_LOSS for damage that is not a torn
-// tail. `bytes` receives the file's contents.
+// Checks every frame of `path` (magic `magic`), reading on past damage from the next good
+// frame (LogScan says what was skipped); a torn tail ends the scan. `bytes` receives the
+// file's contents. An error only for a file that is no trace file or cannot be read.
 absl::StatusOr<LogScan> ScanFramedFile(const std::string& path, uint64_t magic, std::string* bytes);
 
 class RankTraceWriter {
@@ -107,6 +113,9 @@ class RankTraceReader {
   const std::vector<v1::ProcessStacks>& stacks() const { return stacks_; }
   const v1::StoredStatus& status() const { return status_; }  // the latest
   uint64_t torn_tail_bytes() const { return scan_.file_bytes - scan_.valid_end; }
+  // Damage inside the log, skipped (LogScan).
+  uint64_t damaged_bytes() const { return scan_.damaged_bytes; }
+  uint32_t damaged_regions() const { return scan_.damaged_regions; }
 
   // Every event, in stored order.
   absl::StatusOr<std::vector<v1::Event>> ReadAll() const;
