@@ -42,6 +42,10 @@ int RunJobCommand(const RunOptions& options) {
     }
     inputs.one_gpu = *std::move(one_gpu);
   }
+  if (absl::Status settings = CheckRecorderSettings(); !settings.ok()) {
+    std::cerr << "collwatch run: " << settings.message() << "\n";
+    return 2;
+  }
   absl::StatusOr<std::string> job = DefaultJobId();
   if (!job.ok()) {
     std::cerr << "collwatch run: " << job.status().message() << "\n";

@@ -48,6 +48,28 @@ absl::StatusOr<std::string> DefaultJobId() {
   return absl::StrCat("run-", stamp, "-", getpid());
 }
 
+absl::Status CheckRecorderSettings() {
+  if (const char* disable = SettingIfSet(Setting::kDisable); disable != nullptr && std::strcmp(disable, "0") != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(SettingInfoOf(Setting::kDisable).name, "=", disable,
+                     " turns recording off in the job: collwatch run would see no call (unset it, or give 0)"));
+  }
+  const struct {
+    Setting setting;
+    unsigned long long min, max;
+  } sizes[] = {{Setting::kRingRecords, kMinRingRecords, kMaxRingRecords},
+               {Setting::kRingLanes, kMinRingLanes, kMaxRingLanes}};
+  for (const auto& [setting, min, max] : sizes) {
+    const char* value = SettingIfSet(setting);
+    unsigned long long parsed = 0;
+    if (value != nullptr && !WholeNumberIn(value, min, max, &parsed)) {
+      return absl::InvalidArgumentError(absl::StrCat(SettingInfoOf(setting).name, "=", value,
+                                                     " is not a whole number from ", min, " to ", max));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir) {
   if (!requested.empty()) return RingFolder{.path = requested, .owned = false};
   char pattern[] = "/dev/shm/collwatch-run-XXXXXX";

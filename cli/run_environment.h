@@ -28,6 +28,12 @@ std::string SanitizedJobId(std::string_view requested);
 // likelier than a wish for "_.").
 absl::StatusOr<std::string> DefaultJobId();
 
+// The preload's settings in this environment that would make the run pointless or that
+// the preload would replace by its defaults: COLLWATCH_DISABLE set to anything but 0,
+// COLLWATCH_RING_RECORDS or COLLWATCH_RING_LANES outside their bounds. The error names
+// the variable, its value and what it may be.
+absl::Status CheckRecorderSettings();
+
 // Where the command's rings go.
 struct RingFolder {
   std::string path;

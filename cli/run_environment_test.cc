@@ -87,6 +87,35 @@ TEST(DefaultJobId, TheVariableSanitizedElseATimeStampAndThisPid) {
   EXPECT_TRUE(std::regex_match(DefaultJobId().value_or(""), stamped));
 }
 
+TEST(CheckRecorderSettings, ValuesThePreloadWouldIgnoreOrThatTurnItOffAreErrors) {
+  EXPECT_TRUE(CheckRecorderSettings().ok());
+  const struct {
+    const char* name;
+    const char* value;
+    std::string words;  // "" when fine
+  } cases[] = {
+      {"COLLWATCH_DISABLE", "0", ""},
+      {"COLLWATCH_DISABLE", "yes", "COLLWATCH_DISABLE=yes turns recording off in the job"},
+      {"COLLWATCH_RING_RECORDS", "4096", ""},
+      {"COLLWATCH_RING_RECORDS", "abc", "COLLWATCH_RING_RECORDS=abc is not a whole number from 64 to 1048576"},
+      {"COLLWATCH_RING_RECORDS", "-5", "COLLWATCH_RING_RECORDS=-5 is not a whole number"},
+      {"COLLWATCH_RING_RECORDS", "99999999999999999999", "is not a whole number"},
+      {"COLLWATCH_RING_LANES", "64", ""},
+      {"COLLWATCH_RING_LANES", "65", "COLLWATCH_RING_LANES=65 is not a whole number from 2 to 64"},
+      {"COLLWATCH_RING_LANES", "4x", "COLLWATCH_RING_LANES=4x is not a whole number"},
+  };
+  for (const auto& [name, value, words] : cases) {
+    setenv(name, value, 1);
+    const absl::Status status = CheckRecorderSettings();
+    unsetenv(name);
+    if (words.empty()) {
+      EXPECT_TRUE(status.ok()) << name << "=" << value << ": " << status;
+    } else {
+      EXPECT_NE(status.message().find(words), std::string::npos) << name << "=" << value << ": " << status;
+    }
+  }
+}
+
 TEST(DefaultJobId, ADotFirstIsAnErrorNamingTheVariable) {
   for (const char* id : {".", "..", ".x"}) {
     setenv("COLLWATCH_JOB_ID", id, 1);

@@ -31,19 +31,23 @@ Config LoadConfig() noexcept {
     config.tsc_clock = std::strcmp(value, "monotonic") != 0;
   }
   if (const char* value = SettingIfSet(Setting::kVerbose)) config.verbose = std::strcmp(value, "0") != 0;
+  // A bad value keeps the default and says so once: the job runs either way.
   if (const char* value = SettingIfSet(Setting::kRingRecords)) {
-    char* end = nullptr;
-    unsigned long long records = std::strtoull(value, &end, 10);
-    // Bounds: at least a few pages of records, at most 128 MiB per lane.
-    if (end != value && *end == '\0' && records >= 64 && records <= (1ull << 20)) {
+    unsigned long long records = 0;
+    if (WholeNumberIn(value, kMinRingRecords, kMaxRingRecords, &records)) {
       config.ring_records = RoundUpToPowerOfTwo(records);
+    } else {
+      std::fprintf(stderr, "collwatch: COLLWATCH_RING_RECORDS=%s is not a whole number from %llu to %llu; using %llu\n",
+                   value, kMinRingRecords, kMaxRingRecords, static_cast<unsigned long long>(config.ring_records));
     }
   }
   if (const char* value = SettingIfSet(Setting::kRingLanes)) {
-    char* end = nullptr;
-    unsigned long lanes = std::strtoul(value, &end, 10);
-    if (end != value && *end == '\0' && lanes >= 2 && lanes <= 64) {
+    unsigned long long lanes = 0;
+    if (WholeNumberIn(value, kMinRingLanes, kMaxRingLanes, &lanes)) {
       config.ring_lanes = static_cast<uint32_t>(lanes);
+    } else {
+      std::fprintf(stderr, "collwatch: COLLWATCH_RING_LANES=%s is not a whole number from %llu to %llu; using %u\n",
+                   value, kMinRingLanes, kMaxRingLanes, config.ring_lanes);
     }
   }
   RingDirSetting(config.ring_dir, sizeof config.ring_dir);

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -241,6 +242,25 @@ inline const char* JobIdSetting() noexcept {
     if (const char* value = SettingIfSet(setting)) return value;
   }
   return "local";
+}
+
+// The ring's size settings: their bounds, and their values read the one way the preload
+// and `collwatch run` (which refuses a bad one before the job starts) both use.
+inline constexpr unsigned long long kMinRingRecords = 64;         // a few pages per lane
+inline constexpr unsigned long long kMaxRingRecords = 1ull << 20;  // 128 MiB per lane
+inline constexpr unsigned long long kMinRingLanes = 2;
+inline constexpr unsigned long long kMaxRingLanes = 64;
+
+// `text` as a whole decimal number from `min` to `max` (digits only, nothing after them).
+inline bool WholeNumberIn(const char* text, unsigned long long min, unsigned long long max,
+                          unsigned long long* value) noexcept {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || parsed < min || parsed > max) return false;
+  *value = parsed;
+  return true;
 }
 
 // `requested` as ring file names carry a job: cut to fit `size` (ring::kJobBytes in the
