@@ -45,6 +45,36 @@ std::vector<std::vector<int32_t>> RanksOfProcesses(const JobModel& model) {
   return ranks;
 }
 
+std::vector<int32_t> MissingJobRanks(const JobModel& model) {
+  const uint64_t world = WorldCommId(model);
+  int32_t world_size = 0;
+  for (const Comm& comm : model.comms()) {
+    if (comm.id == world) world_size = comm.nranks;
+  }
+  if (world_size <= 0) {
+    for (ProcessId process = 0; process < model.process_count(); ++process) {
+      world_size = std::max(world_size, model.process(process).info.world_size);
+    }
+  }
+  constexpr int32_t kMaxWorldSize = 1 << 24;  // as the collector accepts
+  if (world_size <= 0 || world_size > kMaxWorldSize) return {};
+  // Held by a process with records: one only seen in the process tree (run.json) left
+  // no trace, whether it lost it or never called NCCL.
+  std::vector<bool> held(static_cast<size_t>(world_size), false);
+  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
+  for (ProcessId process = 0; process < model.process_count(); ++process) {
+    if (model.process(process).calls.empty()) continue;
+    for (const int32_t rank : ranks_of[process]) {
+      if (rank >= 0 && rank < world_size) held[static_cast<size_t>(rank)] = true;
+    }
+  }
+  std::vector<int32_t> missing;
+  for (int32_t rank = 0; rank < world_size; ++rank) {
+    if (!held[static_cast<size_t>(rank)]) missing.push_back(rank);
+  }
+  return missing;
+}
+
 std::optional<int32_t> JobRankOfCommRank(const JobModel& model, const Comm& comm, int32_t rank) {
   if (rank < 0 || static_cast<size_t>(rank) >= comm.ranks.size()) return std::nullopt;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];

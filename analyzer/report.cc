@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analyzer/finding_words.h"
 #include "analyzer/process_ranks.h"
 #include "files/safe_files.h"
@@ -140,12 +141,25 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
   if (info.command_exit_status && *info.command_exit_status != 0 && !info.stopped_by_collwatch) {
     reasons.push_back(absl::StrCat("the command exited with status ", *info.command_exit_status));
   }
+  if (const std::string incomplete = DataGapText(info); !incomplete.empty()) reasons.push_back(incomplete);
   std::string text;
   for (size_t i = 0; i < reasons.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : "; ", reasons[i]);
   return text;
 }
 
 }  // namespace
+
+std::string DataGapText(const ReportInfo& info) {
+  std::vector<std::string> gaps;
+  if (!info.missing_ranks.empty()) {
+    gaps.push_back(absl::StrCat(info.missing_ranks.size() == 1 ? "rank " : "ranks ", RankListText(info.missing_ranks),
+                                " of world size ", info.world_size, " left no trace"));
+  }
+  gaps.insert(gaps.end(), info.data_gaps.begin(), info.data_gaps.end());
+  if (gaps.empty()) return "";
+  return absl::StrCat("the data is incomplete, and the missing part may hold the problem: ", absl::StrJoin(gaps, "; "));
+}
+
 
 ReportInfo DescribeJob(const JobModel& model) {
   ReportInfo info;
@@ -169,6 +183,16 @@ ReportInfo DescribeJob(const JobModel& model) {
     if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
     info.ranks.push_back(std::move(rank));
   }
+  info.missing_ranks = MissingJobRanks(model);
+  if (!info.missing_ranks.empty()) {
+    const uint64_t world = WorldCommId(model);
+    for (const Comm& comm : model.comms()) {
+      if (comm.id == world) info.world_size = comm.nranks;
+    }
+    for (size_t i = 0; i < model.process_count() && info.world_size <= 0; ++i) {
+      info.world_size = std::max(info.world_size, model.process(static_cast<ProcessId>(i)).info.world_size);
+    }
+  }
   // By RANK, those without one last.
   std::sort(info.ranks.begin(), info.ranks.end(), [](const RankEnding& a, const RankEnding& b) {
     return std::make_tuple(a.global_rank < 0, a.global_rank, a.host, a.pid) <
@@ -187,7 +211,7 @@ void NoteStoppedByCollwatch(ReportInfo* info) {
 }
 
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
-  if (!findings.empty()) return false;
+  if (!findings.empty() || !info.data_gaps.empty() || !info.missing_ranks.empty()) return false;
   for (const RankEnding& rank : info.ranks) {
     if (rank.failed) return false;
   }
@@ -296,10 +320,31 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
           {"communicators", info.communicators},
           {"calls", info.calls},
           {"lost_records", info.lost_records},
+          {"complete", info.data_gaps.empty() && info.missing_ranks.empty()},
+          {"data_gaps", info.data_gaps},
+          {"missing_ranks", info.missing_ranks},
           {"notes", info.notes}};
 }
 
-std::string FindingText(const Finding& finding) {
+namespace {
+
+// Text for a terminal or a file: control characters (from damaged region names, say)
+// shown as \xNN, never written raw; line ends and tabs kept.
+std::string Printable(std::string text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string FindingTextOf(const Finding& finding) {
   std::string text = absl::StrCat(finding.headline, "\n");
   absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
                         WallClock(finding.first_bad_ns));
@@ -361,11 +406,17 @@ std::string FindingText(const Finding& finding) {
   return text;
 }
 
+}  // namespace
+
+std::string FindingText(const Finding& finding) { return Printable(FindingTextOf(finding)); }
+
 std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info) {
   return ReportJson(findings, info).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info) {
+namespace {
+
+std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo& info) {
   std::string text = absl::StrFormat("collwatch report%s%s (%s", info.job.empty() ? "" : " for job ", info.job,
                                      info.online ? "live" : "post-mortem");
   if (info.processes > 0) {
@@ -381,6 +432,11 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
                           info.lost_records);
   }
   for (const std::string& note : info.notes) absl::StrAppend(&text, "note: ", note, "\n");
+  if (!info.missing_ranks.empty()) {
+    absl::StrAppend(&text, "warning: ", info.missing_ranks.size() == 1 ? "rank " : "ranks ",
+                    RankListText(info.missing_ranks), " of world size ", info.world_size, " left no trace\n");
+  }
+  for (const std::string& gap : info.data_gaps) absl::StrAppend(&text, "warning: ", gap, "\n");
   const bool healthy = Healthy(findings, info);
   if (findings.empty()) {
     if (healthy) {
@@ -399,6 +455,12 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(), [](const RankEnding& rank) { return rank.failed; });
   if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
   return text;
+}
+
+}  // namespace
+
+std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info) {
+  return Printable(ReportTextOf(findings, info));
 }
 
 bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,

@@ -41,7 +41,14 @@ struct ReportInfo {
   int communicators = 0;
   uint64_t calls = 0;
   uint64_t lost_records = 0;      // records the rings lost before they were read
-  std::vector<std::string> notes; // e.g. damaged traces skipped, torn tails
+  std::vector<std::string> notes; // what the report says of its source
+  // What the data read lacks of the job's, one phrase each (a rank's trace skipped as
+  // damaged, a torn tail, records lost before they were shipped or analysed), and the
+  // ranks of the world size with no trace at all: a verdict over such data is never
+  // "healthy" (the missing part may hold the problem).
+  std::vector<std::string> data_gaps;
+  std::vector<int32_t> missing_ranks;
+  int32_t world_size = 0;         // when known (missing_ranks is empty otherwise)
   std::vector<RankEnding> ranks;  // one per process, by global rank
   std::optional<int> command_exit_status;  // the job's command (collwatch run), when known
   bool stopped_by_collwatch = false;       // collwatch run --kill-on-hang stopped the job
@@ -50,9 +57,12 @@ ReportInfo DescribeJob(const JobModel& model);
 // `collwatch run --kill-on-hang` stopped the job (the model was frozen then): the
 // processes still running at that moment ended by its hand, not the job's.
 void NoteStoppedByCollwatch(ReportInfo* info);
+// What the data lacks, in words: "the data is incomplete, and the missing part may hold
+// the problem: rank 3 of world size 4 left no trace; ..." ("" when it is whole).
+std::string DataGapText(const ReportInfo& info);
 // report.json's `healthy`: no finding, no process that died, was killed or exited with a
-// status other than 0, and the command exited with 0 (when known; a job collwatch
-// stopped has its finding).
+// status other than 0, the command exited with 0 (when known; a job collwatch stopped has
+// its finding), and the data is the whole job's (no data gap, no missing rank).
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 
 nlohmann::json FindingJson(const Finding& finding);

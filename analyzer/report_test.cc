@@ -12,11 +12,12 @@ namespace {
 constexpr uint64_t kComm = 0x3f2a9c0100000001ull;
 constexpr int64_t kStart = 1'700'000'000'000'000'000;
 
-// `ranks` ranks that each created the communicator and ran `collectives` all-reduces.
+// `ranks` ranks that each created the communicator and ran `collectives` all-reduces;
+// only the first `traced` of them (all by default) left a trace.
 class EndedJob {
  public:
-  EndedJob(int ranks, int collectives) : job_(&model_) {
-    for (int rank = 0; rank < ranks; ++rank) {
+  EndedJob(int ranks, int collectives, int traced = -1) : job_(&model_) {
+    for (int rank = 0; rank < (traced < 0 ? ranks : traced); ++rank) {
       const ProcessId process = job_.AddProcess(rank);
       job_.Init(process, kComm, rank, ranks, kStart);
       for (int seq = 1; seq <= collectives; ++seq) {
@@ -114,6 +115,43 @@ TEST(ReportVerdictTest, ACommandThatFailedIsNotHealthyEvenIfEveryRankExitedClean
   info.command_exit_status = 1;
   EXPECT_FALSE(ReportJson({}, info)["healthy"].get<bool>());
   EXPECT_NE(ReportText({}, info).find("Not healthy: the command exited with status 1."), std::string::npos);
+}
+
+// Data that is not the whole job's never gets "healthy": a rank of the world size without
+// a trace, or a gap the loader reported (a damaged trace skipped, a torn tail).
+TEST(ReportVerdictTest, IncompleteDataIsNeverHealthy) {
+  EndedJob job(4, 3, /*traced=*/3);
+  for (ProcessId process = 0; process < 3; ++process) job.Exit(process, 0);
+  ReportInfo info = DescribeJob(job.model());
+  info.command_exit_status = 0;
+  EXPECT_EQ(info.missing_ranks, std::vector<int32_t>{3});
+  EXPECT_EQ(info.world_size, 4);
+  nlohmann::json report = ReportJson({}, info);
+  EXPECT_FALSE(report["healthy"].get<bool>());
+  EXPECT_FALSE(report["complete"].get<bool>());
+  EXPECT_EQ(report["missing_ranks"], nlohmann::json::array({3}));
+  std::string text = ReportText({}, info);
+  EXPECT_EQ(text.find("No findings"), std::string::npos) << text;
+  EXPECT_NE(text.find("Not healthy: the data is incomplete, and the missing part may hold the problem: rank 3 of "
+                      "world size 4 left no trace.\n"),
+            std::string::npos)
+      << text;
+
+  EndedJob whole(2, 3);
+  whole.Exit(0, 0);
+  whole.Exit(1, 0);
+  ReportInfo gaps = DescribeJob(whole.model());
+  EXPECT_TRUE(gaps.missing_ranks.empty());
+  EXPECT_TRUE(Healthy({}, gaps));
+  gaps.data_gaps = {"out/job/node0-pid1001: skipped: checksum mismatch in frame 3"};
+  report = ReportJson({}, gaps);
+  EXPECT_FALSE(report["healthy"].get<bool>());
+  EXPECT_EQ(report["data_gaps"], nlohmann::json::array({"out/job/node0-pid1001: skipped: checksum mismatch in frame 3"}));
+  text = ReportText({}, gaps);
+  EXPECT_NE(text.find("the data is incomplete, and the missing part may hold the problem: out/job/node0-pid1001: "
+                      "skipped: checksum mismatch in frame 3"),
+            std::string::npos)
+      << text;
 }
 
 TEST(ReportVerdictTest, RanksStoppedByCollwatchAreNotFailures) {
@@ -222,6 +260,19 @@ TEST(ReportTest, JsonOfNamesThatAreNotUtf8IsStillJson) {
   const nlohmann::json report = nlohmann::json::parse(ReportJsonText({finding}, info));
   EXPECT_EQ(report["job"], "job\xef\xbf\xbd");
   EXPECT_EQ(report["findings"][0]["regions"][0], "fwd/\xef\xbf\xbd");
+}
+
+// Control characters of damaged names (a NUL, a bell, an escape) never reach a terminal
+// or report.txt raw: they are shown as \xNN.
+TEST(ReportTest, TextOfNamesWithControlCharactersIsPrintable) {
+  Finding finding;
+  finding.headline = std::string("PATH_DIVERGENCE in fwd/\0\a\x1b[2J", 29);
+  const std::string text = ReportText({finding}, ReportInfo{});
+  EXPECT_NE(text.find("fwd/\\x00\\x07\\x1b[2J"), std::string::npos) << text;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    EXPECT_TRUE(byte >= 0x20 || c == '\n' || c == '\t') << "raw byte " << static_cast<int>(byte);
+  }
 }
 
 }  // namespace

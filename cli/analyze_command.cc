@@ -33,8 +33,8 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer.model());
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";
-  info.notes = summary.warnings;
-  info.notes.insert(info.notes.end(), summary.notes.begin(), summary.notes.end());
+  info.data_gaps = summary.warnings;  // inputs skipped or damaged, records lost before shipped
+  info.notes = summary.notes;
   // Cut histories: a divergence found where the ranks' kept entries begin to overlap may
   // have begun before, among entries some ranks no longer held.
   for (const analyzer::Finding& finding : findings) {

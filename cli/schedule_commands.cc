@@ -3,9 +3,11 @@
 
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "analyzer/baseline.h"
 #include "analyzer/chrome_export.h"
+#include "analyzer/report.h"
 #include "analyzer/schedule.h"
 #include "analyzer/schedule_check.h"
 #include "analyzer/schedule_diff.h"
@@ -18,6 +20,13 @@ namespace {
 using analyzer::JobModel;
 using analyzer::JobSchedule;
 using analyzer::OpTable;
+
+// What `model`'s data lacks of the job's (analyzer::DataGapText), "" when it is whole.
+std::string DataGaps(const JobModel& model, const LoadSummary& summary) {
+  analyzer::ReportInfo info = analyzer::DescribeJob(model);
+  info.data_gaps = summary.warnings;
+  return analyzer::DataGapText(info);
+}
 
 std::string RunLabel(const std::string& dir, const LoadSummary& summary) {
   return summary.job.empty() ? dir : dir + " (job " + summary.job + ")";
@@ -71,7 +80,14 @@ int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::os
   const analyzer::ScheduleDiff diff =
       analyzer::DiffSchedules(a, b, table, RunLabel(dir_a, summary_a), RunLabel(dir_b, summary_b));
   out << diff.text;
-  return diff.identical ? kExitSame : kExitChanged;
+  if (!diff.identical) return kExitChanged;
+  // The same schedules over incomplete data prove nothing: the missing part may differ.
+  for (const auto& [dir, gaps] : {std::pair{dir_a, DataGaps(model_a, summary_a)}, std::pair{dir_b, DataGaps(model_b, summary_b)}}) {
+    if (gaps.empty()) continue;
+    err << "collwatch diff: " << dir << ": " << gaps << "; no difference in what there is\n";
+    return kExitBadInput;
+  }
+  return kExitSame;
 }
 
 int RunBaselineCommand(const BaselineCommandOptions& options, std::ostream& out, std::ostream& err) {
@@ -80,6 +96,10 @@ int RunBaselineCommand(const BaselineCommandOptions& options, std::ostream& out,
   JobModel model;
   LoadSummary summary;
   if (!LoadTracesForCommand("baseline", dir, &model, &summary, err)) return kExitBadInput;
+  if (const std::string gaps = DataGaps(model, summary); !gaps.empty()) {
+    err << "collwatch baseline: " << dir << ": " << gaps << "; no baseline is made of part of a run\n";
+    return kExitBadInput;
+  }
   OpTable table;
   const JobSchedule schedule = analyzer::ExtractSchedule(
       model, &table, options.code_lines ? analyzer::CodeLines::kShown : analyzer::CodeLines::kLeftOut);
@@ -127,7 +147,13 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
       return kExitBadInput;
     }
   }
-  return result.passed ? kExitSame : kExitChanged;
+  if (!result.passed) return kExitChanged;
+  if (const std::string gaps = DataGaps(model, summary); !gaps.empty()) {
+    err << "collwatch check: " << options.dir << ": " << gaps << "; what there is matches the baseline, which "
+        << "proves nothing of the rest\n";
+    return kExitBadInput;
+  }
+  return kExitSame;
 }
 
 int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {

@@ -13,7 +13,9 @@ namespace collwatch {
 // Exit statuses of the schedule commands.
 inline constexpr int kExitSame = 0;      // identical / matches the baseline / written
 inline constexpr int kExitChanged = 1;   // the schedules differ
-inline constexpr int kExitBadInput = 2;  // unreadable folder or baseline, unwritable file
+// Unreadable folder or baseline, unwritable file, or data that is not the whole run's
+// (a rank without a trace, a trace skipped or damaged) where the answer would be "same".
+inline constexpr int kExitBadInput = 2;
 
 struct DiffCommandOptions {
   std::string dir_a;

@@ -51,6 +51,11 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   for (const v1::ProcessStacks& stacks : (*reader)->stacks()) {
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
+  if ((*reader)->damaged_bytes() > 0) {
+    summary->warnings.push_back(absl::StrCat(dir, ": ", (*reader)->damaged_bytes(), " damaged bytes in ",
+                                             (*reader)->damaged_regions(), (*reader)->damaged_regions() == 1 ? " place" : " places",
+                                             " skipped (the records there are lost; those around them were read)"));
+  }
   if ((*reader)->torn_tail_bytes() > 0) {
     summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
                                              " bytes ignored (the collector stopped mid-write)"));
@@ -80,9 +85,15 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (alive && identity.host == ThisHostName()) {
     model->SetSample(process, SampleProcess(identity.pid, nullptr, static_cast<int64_t>(RealtimeNs())));
   }
-  if (lost + torn + (*reader)->dropped() > 0) {
-    summary->warnings.push_back(absl::StrCat(path, ": ", lost, " records overwritten, ", torn,
-                                             " torn, ", (*reader)->dropped(), " dropped by the writer"));
+  // Overwritten records are the ring's older history, gone by design as in any ring (a
+  // note); torn or dropped ones are a gap in what it kept.
+  if (lost > 0) {
+    summary->notes.push_back(absl::StrCat(path, ": its first ", lost,
+                                          " records were overwritten by later ones; its history starts after them"));
+  }
+  if (torn + (*reader)->dropped() > 0) {
+    summary->warnings.push_back(
+        absl::StrCat(path, ": ", torn, " records torn, ", (*reader)->dropped(), " dropped by the writer"));
   }
   if (summary->job.empty()) summary->job = identity.job;
   summary->records += records;
@@ -206,7 +217,9 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
     summary->source = "PyTorch Flight Recorder dumps, imported";
     summary->job = import->job;
     summary->stall_after_s = import->stall_after_s;
-    summary->warnings.insert(summary->warnings.end(), import->notes.begin(), import->notes.end());
+    // What the import said of the dumps (histories cut, entries left out, ranks that wrote
+    // none): notes; a rank without a dump is a missing rank of the report all the same.
+    summary->notes.insert(summary->notes.end(), import->notes.begin(), import->notes.end());
     if (!import->as_of_basis.empty()) summary->notes.push_back("analysed as of " + import->as_of_basis);
     for (const flight_recorder::GroupHistory& group : import->cut_groups) {
       summary->compared_from_seq[group.comm_id] = group.compared_from_seq;

@@ -23,8 +23,12 @@ struct LoadSummary {
   std::string job;
   std::string source;                 // "trace store" or "rings"
   std::vector<std::string> inputs;    // rank traces or ring files read
-  std::vector<std::string> warnings;  // inputs skipped or damaged, records lost
-  std::vector<std::string> notes;     // what a report says of its source (not warned about)
+  // What the data lacks (inputs skipped or damaged, records lost before they were
+  // shipped): the report's data gaps.
+  std::vector<std::string> warnings;
+  // What a report says of its source, not warned about (a ring's history overwritten by
+  // design, histories cut by Flight Recorder).
+  std::vector<std::string> notes;
   uint64_t records = 0;
   double stall_after_s = 0;           // from run.json when present (0: not set)
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)

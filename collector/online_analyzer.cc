@@ -153,7 +153,7 @@ analyzer::ReportInfo OnlineAnalyzer::Info(const std::string& job) {
   info.job = job;
   info.online = true;
   if (dropped > 0) {
-    info.notes.push_back(std::to_string(dropped) + " records arrived faster than the online analysis could take "
+    info.data_gaps.push_back(std::to_string(dropped) + " records arrived faster than the online analysis could take "
                          "them and were not analysed (they are in the trace store: run collwatch analyze)");
   }
   return info;

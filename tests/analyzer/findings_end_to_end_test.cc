@@ -297,7 +297,9 @@ TEST(FindingsEndToEndTest, ExternalCollectorsFindingsStopTheJob) {
   EXPECT_EQ(report["findings"][0]["kind"], "SIGNATURE_MISMATCH");
 }
 
-// A torn trace loses nothing before the tear; unreadable input is a clear error.
+// A torn trace loses nothing before the tear, but the verdict over it is not "healthy":
+// the data is incomplete, and so is a store missing a rank's trace. Unreadable input is
+// a clear error.
 TEST(AnalyzeCommandTest, DamagedInputIsReportedAndTheRestAnalysed) {
   TempDir dir;
   const Outcome outcome = RunScenario(dir, "clean");
@@ -312,10 +314,28 @@ TEST(AnalyzeCommandTest, DamagedInputIsReportedAndTheRestAnalysed) {
   const std::string cli = COLLWATCH_CLI_PATH;
   Subprocess analyze({cli, "analyze", outcome.out_dir}, testing::CollwatchRunEnv({}), dir.path() + "/report.txt",
                      dir.path() + "/errors.txt");
-  EXPECT_EQ(analyze.Wait(60), 0) << ReadFile(dir.path() + "/errors.txt");
+  EXPECT_EQ(analyze.Wait(60), 1) << ReadFile(dir.path() + "/errors.txt");
   EXPECT_NE(ReadFile(dir.path() + "/errors.txt").find("torn tail"), std::string::npos)
       << ReadFile(dir.path() + "/errors.txt");
-  EXPECT_NE(ReadFile(dir.path() + "/report.txt").find("No findings"), std::string::npos);
+  const std::string torn_report = ReadFile(dir.path() + "/report.txt");
+  EXPECT_EQ(torn_report.find("No findings"), std::string::npos) << torn_report;
+  EXPECT_NE(torn_report.find("Not healthy: the data is incomplete, and the missing part may hold the problem: "),
+            std::string::npos)
+      << torn_report;
+  EXPECT_NE(torn_report.find("torn tail of"), std::string::npos) << torn_report;
+
+  // One rank's trace gone (3 of 4): its rank is named, and the verdict is not healthy.
+  const std::filesystem::path torn_rank = std::filesystem::path(torn_log).parent_path();
+  std::filesystem::remove_all(torn_rank);
+  Subprocess without_rank({cli, "analyze", "--json", outcome.out_dir}, testing::CollwatchRunEnv({}),
+                          dir.path() + "/report.json", dir.path() + "/errors.txt");
+  EXPECT_EQ(without_rank.Wait(60), 1) << ReadFile(dir.path() + "/errors.txt");
+  const nlohmann::json report = ReadJson(dir.path() + "/report.json");
+  ASSERT_TRUE(report.is_object()) << ReadFile(dir.path() + "/report.json");
+  EXPECT_FALSE(report["healthy"].get<bool>());
+  EXPECT_FALSE(report["complete"].get<bool>());
+  ASSERT_EQ(report["missing_ranks"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["processes"], 4) << "the fourth is known from run.json's process tree, without a trace";
 
   Subprocess missing({cli, "analyze", dir.path() + "/nowhere"}, testing::CollwatchRunEnv({}), "",
                      dir.path() + "/missing.txt");
