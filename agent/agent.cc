@@ -141,7 +141,12 @@ bool Agent::Drain(double timeout_s) {
       std::lock_guard<std::mutex> lock(mutex_);
       bool still = true;
       for (auto& [path, rank] : ranks_) still = still && !rank->live();
-      if (still) return true;
+      if (still) {
+        for (auto& [path, rank] : ranks_) {
+          if (!rank->drained()) return false;  // refused: its records are in its ring only
+        }
+        return true;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

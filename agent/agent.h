@@ -63,8 +63,9 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  // Waits until every ring's writer is gone and all it held is acknowledged, or the
-  // timeout; true when drained.
+  // Waits until every ring's writer is gone and all it held is acknowledged (or its
+  // stream was refused for good), or the timeout. True only when every ring's records
+  // are stored: "drained" means stored, so a refused stream makes it false at once.
   bool Drain(double timeout_s);
   // True once idle_exit_s passed with no live ring.
   bool IdleExpired() const { return idle_expired_.load(); }

@@ -3,6 +3,7 @@
 // daemon_commands.h.
 #include "cli/daemon_commands.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -22,6 +23,12 @@ int RunCollectorCommand(const CollectorOptions& options) {
   while (WaitForStopSignal(3600) == 0) {
   }
   (*server)->Shutdown();
+  if (!(*server)->StoreStillInPlace()) {
+    std::cerr << "collwatch collector: " << options.out_dir
+              << " was removed or moved while the collector ran: the records it took since are lost (the agents "
+                 "were told they were stored)\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -32,8 +39,12 @@ int RunAgentCommand(const AgentOptions& options) {
     std::cerr << "collwatch agent: " << agent.status().message() << "\n";
     return 1;
   }
-  std::cerr << "collwatch agent: shipping rings of "
-            << (options.ring_dir.empty() ? DefaultRingDir() : options.ring_dir) << " to " << options.collector << "\n";
+  const std::string ring_dir = options.ring_dir.empty() ? DefaultRingDir() : options.ring_dir;
+  std::cerr << "collwatch agent: shipping rings of " << ring_dir << " to " << options.collector << "\n";
+  std::error_code error;
+  if (!std::filesystem::is_directory(ring_dir, error)) {
+    std::cerr << "collwatch agent: " << ring_dir << " does not exist yet; waiting for the first ring there\n";
+  }
   while (WaitForStopSignal(0.2) == 0) {
     if ((*agent)->IdleExpired()) {
       std::cerr << "collwatch agent: no live ring for " << options.idle_exit_s << " s; exiting\n";
@@ -41,6 +52,16 @@ int RunAgentCommand(const AgentOptions& options) {
     }
   }
   (*agent)->Stop();
+  // Its job was to ship every ring: say what it did not, and fail (the records stay in the rings).
+  const AgentStats stats = (*agent)->Stats();
+  if (stats.rings == 0) std::cerr << "collwatch agent: no ring appeared in " << ring_dir << "\n";
+  if (stats.drained < stats.rings) {
+    std::cerr << "collwatch agent: " << stats.rings - stats.drained << " of " << stats.rings
+              << " rings were not shipped whole (" << stats.failed
+              << " refused by the collector, the rest unfinished or the collector unreachable); their records stay in "
+              << ring_dir << "\n";
+    return 1;
+  }
   return 0;
 }
 

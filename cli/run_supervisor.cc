@@ -157,7 +157,11 @@ int RunSupervisor::Finish() {
   CloseDashboard();
   if (terminal_job_) tcsetpgrp(STDIN_FILENO, getpgrp());
   Agent& agent = services_.agent();
-  const bool drained = agent.Drain(options_.drain_timeout_s);
+  // Drained means stored: every ring's records acknowledged by the collector, into a
+  // store that is still there (writes into a removed folder succeed, and are lost).
+  const bool acknowledged = agent.Drain(options_.drain_timeout_s);
+  const bool store_in_place = embedded_ == nullptr || embedded_->StoreStillInPlace();
+  const bool drained = acknowledged && store_in_place;
   // The job is over: ranks that never made a ring are seen gone.
   ObserveJobProcesses();
   const AgentStats stats = agent.Stats();
@@ -168,9 +172,17 @@ int RunSupervisor::Finish() {
   if (embedded_ != nullptr && !stopped_hung_job_) {
     std::cerr << RunStatusLine(embedded_->service().live_state().Summary()) << "\n";
   }
-  if (!drained) {
+  if (!store_in_place) {
+    std::cerr << "collwatch run: the trace store " << options_.out_dir
+              << " was removed or moved while the job ran: what it took since is lost; the rings stay in "
+              << rings_.path << " (collwatch analyze or dump them)\n";
+  } else if (!drained && stats.failed > 0) {
+    std::cerr << "collwatch run: the collector refused " << stats.failed << " of the " << stats.rings
+              << " rings' streams (the agent said why above); the rings stay in " << rings_.path
+              << " (collwatch analyze or dump them)\n";
+  } else if (!drained) {
     std::cerr << "collwatch run: not every record reached the collector within " << options_.drain_timeout_s
-              << " s; the rings stay in " << rings_.path << " (collwatch dump)\n";
+              << " s; the rings stay in " << rings_.path << " (collwatch analyze or dump them)\n";
   }
   if (stats.lost > 0) {
     std::cerr << "collwatch run: " << stats.lost << " records were overwritten in the rings before they were read\n";
@@ -203,10 +215,18 @@ int RunSupervisor::Finish() {
   }
   const std::vector<analyzer::Finding> findings = stopped_hung_job_ ? findings_at_stop_ : CurrentFindings();
   ShowNewFindings(findings, /*clear_status_line=*/false);
-  const bool healthy = WriteReport(findings);
+  std::vector<std::string> data_gaps;
+  if (!drained) {
+    const char* why = !store_in_place   ? "the store's folder was removed or moved during the run"
+                      : stats.failed > 0 ? "streams refused by the collector"
+                                         : "the drain timed out";
+    data_gaps.push_back(absl::StrCat("not every ring's records are in the trace store (", why, "): the rings stay in ",
+                                     rings_.path));
+  }
+  const bool healthy = WriteReport(findings, data_gaps);
   std::string verdict = findings.empty() ? "no findings" : absl::StrCat(findings.size(), " finding(s)");
   if (findings.empty() && !healthy) {
-    verdict = "no findings, but the job is not healthy (how each rank ended is in the report)";
+    verdict = "no findings, but the job is not healthy (the report says why)";
   }
   std::cerr << "collwatch run: " << verdict << "; report in " << options_.out_dir << "/report.txt\n";
   watcher_.reset();
@@ -274,13 +294,15 @@ void RunSupervisor::ObserveJobProcesses() {
   last_walk_ns_ = MonotonicClockNs();
 }
 
-bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings) {
+bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
+                                const std::vector<std::string>& data_gaps) {
   analyzer::ReportInfo info;
   if (embedded_ != nullptr) info = embedded_->service().online_analyzer().Info(job_);
   info.job = job_;
   info.online = true;
   info.source = embedded_ != nullptr ? options_.out_dir : absl::StrCat("collector ", services_.address());
   if (exit_code_ >= 0) info.command_exit_status = exit_code_;
+  info.data_gaps.insert(info.data_gaps.end(), data_gaps.begin(), data_gaps.end());
   if (stopped_hung_job_) analyzer::NoteStoppedByCollwatch(&info);
   std::string error;
   if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {

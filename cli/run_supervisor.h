@@ -60,8 +60,9 @@ class RunSupervisor {
   void ObserveJobProcesses();
   void CloseDashboard() { dashboard_.reset(); }
   // Writes report.txt and report.json; returns whether the job is healthy (no finding, no
-  // rank that died or failed, the command's exit status 0 once known).
-  bool WriteReport(const std::vector<analyzer::Finding>& findings);
+  // rank that died or failed, the command's exit status 0 once known, the data whole).
+  // `data_gaps`: what the trace store lacks of the rings (analyzer::ReportInfo).
+  bool WriteReport(const std::vector<analyzer::Finding>& findings, const std::vector<std::string>& data_gaps = {});
 
   const RunOptions& options_;
   const std::string job_;

@@ -133,6 +133,11 @@ class CollectorServer {
 
   // The address clients dial (the chosen port filled in).
   const std::string& address() const { return address_; }
+  // Whether the store folder is still where it was made (files/safe_files.h): the
+  // records acknowledged since it was removed or moved are lost.
+  bool StoreStillInPlace() const {
+    return store_lock_.has_value() && store_lock_->StillAt(service_->options().out_dir);
+  }
   CollectorService& service() { return *service_; }
   void Shutdown();
   void Wait() { server_->Wait(); }

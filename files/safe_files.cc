@@ -250,6 +250,12 @@ FolderLock& FolderLock::operator=(FolderLock&& other) noexcept {
   return *this;
 }
 
+bool FolderLock::StillAt(const std::string& path) const {
+  struct stat held {}, named {};
+  if (fd_ < 0 || fstat(fd_, &held) != 0 || held.st_nlink == 0) return false;
+  return stat(path.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino;
+}
+
 FolderLock::~FolderLock() {
   if (fd_ >= 0) close(fd_);  // closing releases the flock
 }

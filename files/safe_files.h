@@ -56,6 +56,10 @@ class FolderLock {
   FolderLock& operator=(const FolderLock&) = delete;
   ~FolderLock();
 
+  // Whether the locked folder still stands at `path` (not removed, not moved away):
+  // files written into it since are lost otherwise, though every write succeeded.
+  bool StillAt(const std::string& path) const;
+
  private:
   explicit FolderLock(int fd) : fd_(fd) {}
   int fd_ = -1;

@@ -107,15 +107,26 @@ TEST(BadInputTest, ACollectorThatCannotListenSaysWhy) {
   EXPECT_THAT(same_store.err, HasSubstr("another collector (pid " + std::to_string(first.pid()) + ") writes there"));
 }
 
-// A job id that names no job folder stops `collwatch run` before the command starts.
-TEST(BadInputTest, AJobIdThatIsNoFolderNameStopsRunBeforeTheCommand) {
+// A job id that names no job folder, recording turned off, a ring size the preload would
+// replace: `collwatch run` stops before the command starts (it reported "No findings" over
+// 0 ranks, or deleted the rings of a job whose hellos were all refused).
+TEST(BadInputTest, SettingsThatWouldMakeTheRunPointlessStopItBeforeTheCommand) {
   TempDir dir;
   const std::string marker = dir.path() + "/command-ran";
-  for (const std::string id : {"..", "."}) {
+  const struct {
+    std::string variable, value, words;
+  } cases[] = {
+      {"COLLWATCH_JOB_ID", "..", "COLLWATCH_JOB_ID='..' is not a job id"},
+      {"COLLWATCH_JOB_ID", ".", "COLLWATCH_JOB_ID='.' is not a job id"},
+      {"COLLWATCH_DISABLE", "yes", "COLLWATCH_DISABLE=yes turns recording off"},
+      {"COLLWATCH_RING_RECORDS", "lots", "COLLWATCH_RING_RECORDS=lots is not a whole number from 64 to 1048576"},
+      {"COLLWATCH_RING_LANES", "0", "COLLWATCH_RING_LANES=0 is not a whole number from 2 to 64"},
+  };
+  for (const auto& [variable, value, words] : cases) {
     const Outcome outcome = Collwatch(dir, {"run", "--no-dashboard", "--out", dir.path() + "/out", "--", "touch", marker},
-                                      {{"COLLWATCH_JOB_ID", id}});
-    EXPECT_EQ(outcome.exit_code, 2) << id;
-    EXPECT_THAT(outcome.err, HasSubstr("COLLWATCH_JOB_ID='" + id + "' is not a job id"));
+                                      {{variable, value}});
+    EXPECT_EQ(outcome.exit_code, 2) << variable << "=" << value;
+    EXPECT_THAT(outcome.err, HasSubstr(words));
     EXPECT_FALSE(std::filesystem::exists(marker)) << "the command must not run";
   }
 }
@@ -157,6 +168,96 @@ TEST(BadInputTest, AnOutputOnAFullDeviceIsAWriteErrorAndStaysADevice) {
   const Outcome to_null = Collwatch(dir, {"export", "--chrome", dir.path() + "/t", "-o", "/dev/null"});
   EXPECT_EQ(to_null.exit_code, 0) << to_null.err;
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
+// Links another user planted in a shared folder (mode 1777, as /tmp) where export,
+// baseline and check --junit write: one under the name the temporary had before
+// ("FILE.tmp"), one at FILE itself. Neither link's target is written; the first output
+// is written, the second refused.
+TEST(BadInputTest, PlantedLinksUnderOutputsRedirectNothing) {
+  TempDir dir;
+  const std::string dumps = std::string(COLLWATCH_TEST_DATA_DIR) + "/flight_recorder/ddp-clean-json/nccl_trace_rank_";
+  const std::string traces = dir.path() + "/t";
+  ASSERT_EQ(Collwatch(dir, {"import", "--flight-recorder", dumps + "0", dumps + "1", "--out", traces}).exit_code, 0);
+  ASSERT_EQ(Collwatch(dir, {"baseline", traces, "-o", dir.path() + "/good.baseline"}).exit_code, 0);
+  const std::string shared = dir.path() + "/shared";
+  std::filesystem::create_directory(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  const std::string victim = dir.path() + "/victim";
+  std::ofstream(victim) << "precious";
+  const struct {
+    std::string name;
+    std::vector<std::string> args;  // the output path goes last
+  } outputs[] = {
+      {"export.json", {"export", "--chrome", traces, "-o"}},
+      {"run.baseline", {"baseline", traces, "-o"}},
+      {"junit.xml", {"check", "--baseline", dir.path() + "/good.baseline", traces, "--junit"}},
+  };
+  for (const auto& [name, args] : outputs) {
+    const std::string target = shared + "/" + name;
+    std::filesystem::create_symlink(victim, target + ".tmp");
+    std::vector<std::string> with_target = args;
+    with_target.push_back(target);
+    const Outcome written = Collwatch(dir, with_target);
+    EXPECT_EQ(written.exit_code, 0) << name << ": " << written.err;
+    EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(target))) << name;
+    EXPECT_EQ(ReadFile(victim), "precious") << name;
+
+    std::filesystem::remove(target);
+    std::filesystem::create_symlink(victim, target);
+    const Outcome refused = Collwatch(dir, with_target);
+    EXPECT_NE(refused.exit_code, 0) << name;
+    EXPECT_THAT(refused.err, HasSubstr(target + ": is a symbolic link")) << name;
+    EXPECT_EQ(ReadFile(victim), "precious") << name;
+  }
+}
+
+// An agent pointed at a folder with no rings says so, at the start and at the end.
+TEST(BadInputTest, AnAgentWithoutRingsSaysSo) {
+  TempDir dir;
+  const Outcome outcome = Collwatch(dir, {"agent", "--ring-dir", dir.path() + "/missing", "--idle-exit", "0.5",
+                                          "--collector", "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.err;
+  EXPECT_THAT(outcome.err, HasSubstr(dir.path() + "/missing does not exist yet; waiting for the first ring there"));
+  EXPECT_THAT(outcome.err, HasSubstr("no ring appeared in " + dir.path() + "/missing"));
+}
+
+// The out folder removed while the job runs: every write into the removed store
+// succeeded and every batch was acknowledged, but "drained" means stored: run says the
+// store is gone, run.json cannot claim a drain, and the rings are kept, holding the records.
+TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
+  TempDir dir;
+  const std::string out = dir.path() + "/out";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--out", out, "--", COLLWATCH_NCCL_RANKS_PATH, "2",
+                  "loop", dir.path()},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_TEST_LOOP_MS", "3000"}}),
+                 dir.path() + "/run.out", dir.path() + "/run.err");
+  // Once both ranks' traces are in the store (the job loops for 3 s), its folder goes.
+  int traces = 0;
+  for (int waited = 0; waited < 200 && traces < 2; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::error_code error;
+    traces = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(out, error)) {
+      traces += entry.path().filename() == "trace.cwlog";
+    }
+  }
+  ASSERT_EQ(traces, 2) << ReadFile(dir.path() + "/run.err");
+  std::filesystem::remove_all(out);
+  EXPECT_EQ(run.Wait(60), 0) << "the job's own status";
+  const std::string err = ReadFile(dir.path() + "/run.err");
+  EXPECT_THAT(err, HasSubstr("the trace store " + out + " was removed or moved while the job ran")) << err;
+  const std::string marker = "the rings stay in ";
+  const size_t at = err.find(marker);
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string rings = err.substr(at + marker.size(), err.find(' ', at + marker.size()) - at - marker.size());
+  size_t ring_files = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
+    ring_files += entry.path().extension() == ".ring";
+  }
+  EXPECT_EQ(ring_files, 2u) << rings;
+  std::filesystem::remove_all(rings);
 }
 
 // A FIFO or /dev/zero given where a file is read (a token file, a baseline, a trace):

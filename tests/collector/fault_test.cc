@@ -184,7 +184,7 @@ TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
   const std::string giving_up_log = dir_.path() + "/giving-up.log";
   auto waiting = agent_for({}, waiting_log);
   auto giving_up = agent_for({"--give-up-after", "2"}, giving_up_log);
-  EXPECT_EQ(giving_up->Wait(30), 0);
+  EXPECT_EQ(giving_up->Wait(30), 1) << "its rings were not shipped: a failure, said as one";
   EXPECT_EQ(waiting->Wait(2), -1) << "without --give-up-after the agent still waits for the collector";
   std::ifstream log(giving_up_log);
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -194,6 +194,7 @@ TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
   }
   EXPECT_EQ(given_up, 4u) << text;
   EXPECT_NE(text.find("no live ring for 1 s; exiting"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 of 4 rings were not shipped whole"), std::string::npos) << text;
   const testing::TraceComparison comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
   EXPECT_EQ(comparison.rings, 4) << "the records stay in the rings";
 }
