@@ -45,17 +45,20 @@ std::vector<std::vector<int32_t>> RanksOfProcesses(const JobModel& model) {
   return ranks;
 }
 
-std::vector<int32_t> MissingJobRanks(const JobModel& model) {
+int32_t JobWorldSize(const JobModel& model) {
   const uint64_t world = WorldCommId(model);
   int32_t world_size = 0;
   for (const Comm& comm : model.comms()) {
     if (comm.id == world) world_size = comm.nranks;
   }
-  if (world_size <= 0) {
-    for (ProcessId process = 0; process < model.process_count(); ++process) {
-      world_size = std::max(world_size, model.process(process).info.world_size);
-    }
+  for (ProcessId process = 0; process < model.process_count() && world_size <= 0; ++process) {
+    world_size = std::max(world_size, model.process(process).info.world_size);
   }
+  return std::max(world_size, 0);
+}
+
+std::vector<int32_t> MissingJobRanks(const JobModel& model) {
+  const int32_t world_size = JobWorldSize(model);
   constexpr int32_t kMaxWorldSize = 1 << 24;  // as the collector accepts
   if (world_size <= 0 || world_size > kMaxWorldSize) return {};
   // Held by a process with records: one only seen in the process tree (run.json) left

@@ -22,9 +22,11 @@ std::vector<int32_t> RanksOfProcess(const JobModel& model, ProcessId process);
 // Every process's ranks, by ProcessId (one pass: for loops over all processes).
 std::vector<std::vector<int32_t>> RanksOfProcesses(const JobModel& model);
 
-// The job's ranks, below its world size (the world communicator's size, else the largest
-// WORLD_SIZE a process was launched with), that no process with records holds: ranks
-// that left no trace (lost, or never called NCCL). Empty when the world size is not known.
+// The job's world size: the world communicator's size, else the largest WORLD_SIZE a
+// process was launched with; 0 when neither is known.
+int32_t JobWorldSize(const JobModel& model);
+// The job's ranks below its world size that no process with records holds: ranks that
+// left no trace (lost, or never called NCCL). Empty when the world size is not known.
 std::vector<int32_t> MissingJobRanks(const JobModel& model);
 
 // The job rank behind `rank` of `comm`: itself on the world communicator, else the one

@@ -119,6 +119,12 @@ std::string RankEndingLines(const std::vector<RankEnding>& ranks) {
 }
 
 // "2 ranks were killed or crashed; the command exited with status 1"
+// "rank 3 of world size 4 left no trace".
+std::string MissingRanksText(const ReportInfo& info) {
+  return absl::StrCat(info.missing_ranks.size() == 1 ? "rank " : "ranks ", RankListText(info.missing_ranks),
+                      " of world size ", info.world_size, " left no trace");
+}
+
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info) {
   std::vector<std::string> reasons;
   if (!findings.empty()) reasons.push_back(absl::StrCat(findings.size(), findings.size() == 1 ? " finding" : " findings"));
@@ -151,15 +157,11 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
 
 std::string DataGapText(const ReportInfo& info) {
   std::vector<std::string> gaps;
-  if (!info.missing_ranks.empty()) {
-    gaps.push_back(absl::StrCat(info.missing_ranks.size() == 1 ? "rank " : "ranks ", RankListText(info.missing_ranks),
-                                " of world size ", info.world_size, " left no trace"));
-  }
+  if (!info.missing_ranks.empty()) gaps.push_back(MissingRanksText(info));
   gaps.insert(gaps.end(), info.data_gaps.begin(), info.data_gaps.end());
   if (gaps.empty()) return "";
   return absl::StrCat("the data is incomplete, and the missing part may hold the problem: ", absl::StrJoin(gaps, "; "));
 }
-
 
 ReportInfo DescribeJob(const JobModel& model) {
   ReportInfo info;
@@ -184,15 +186,7 @@ ReportInfo DescribeJob(const JobModel& model) {
     info.ranks.push_back(std::move(rank));
   }
   info.missing_ranks = MissingJobRanks(model);
-  if (!info.missing_ranks.empty()) {
-    const uint64_t world = WorldCommId(model);
-    for (const Comm& comm : model.comms()) {
-      if (comm.id == world) info.world_size = comm.nranks;
-    }
-    for (size_t i = 0; i < model.process_count() && info.world_size <= 0; ++i) {
-      info.world_size = std::max(info.world_size, model.process(static_cast<ProcessId>(i)).info.world_size);
-    }
-  }
+  if (!info.missing_ranks.empty()) info.world_size = JobWorldSize(model);
   // By RANK, those without one last.
   std::sort(info.ranks.begin(), info.ranks.end(), [](const RankEnding& a, const RankEnding& b) {
     return std::make_tuple(a.global_rank < 0, a.global_rank, a.host, a.pid) <
@@ -432,10 +426,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
                           info.lost_records);
   }
   for (const std::string& note : info.notes) absl::StrAppend(&text, "note: ", note, "\n");
-  if (!info.missing_ranks.empty()) {
-    absl::StrAppend(&text, "warning: ", info.missing_ranks.size() == 1 ? "rank " : "ranks ",
-                    RankListText(info.missing_ranks), " of world size ", info.world_size, " left no trace\n");
-  }
+  if (!info.missing_ranks.empty()) absl::StrAppend(&text, "warning: ", MissingRanksText(info), "\n");
   for (const std::string& gap : info.data_gaps) absl::StrAppend(&text, "warning: ", gap, "\n");
   const bool healthy = Healthy(findings, info);
   if (findings.empty()) {
@@ -465,8 +456,9 @@ std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& i
 
 bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,
                       std::string* error) {
-  for (const auto& [name, content] : {std::pair<std::string, std::string>{"report.json", ReportJsonText(findings, info) + "\n"},
-                                      {"report.txt", ReportText(findings, info)}}) {
+  const std::pair<std::string, std::string> files[] = {{"report.json", ReportJsonText(findings, info) + "\n"},
+                                                       {"report.txt", ReportText(findings, info)}};
+  for (const auto& [name, content] : files) {
     if (absl::Status written = WriteFileReplacing(dir + "/" + name, content); !written.ok()) {
       *error = std::string(written.message());
       return false;

@@ -82,7 +82,8 @@ int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::os
   out << diff.text;
   if (!diff.identical) return kExitChanged;
   // The same schedules over incomplete data prove nothing: the missing part may differ.
-  for (const auto& [dir, gaps] : {std::pair{dir_a, DataGaps(model_a, summary_a)}, std::pair{dir_b, DataGaps(model_b, summary_b)}}) {
+  for (const auto& [dir, gaps] :
+       {std::pair{dir_a, DataGaps(model_a, summary_a)}, std::pair{dir_b, DataGaps(model_b, summary_b)}}) {
     if (gaps.empty()) continue;
     err << "collwatch diff: " << dir << ": " << gaps << "; no difference in what there is\n";
     return kExitBadInput;

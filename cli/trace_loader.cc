@@ -52,8 +52,9 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
   if ((*reader)->damaged_bytes() > 0) {
-    summary->warnings.push_back(absl::StrCat(dir, ": ", (*reader)->damaged_bytes(), " damaged bytes in ",
-                                             (*reader)->damaged_regions(), (*reader)->damaged_regions() == 1 ? " place" : " places",
+    const uint32_t places = (*reader)->damaged_regions();
+    summary->warnings.push_back(absl::StrCat(dir, ": ", (*reader)->damaged_bytes(), " damaged bytes in ", places,
+                                             places == 1 ? " place" : " places",
                                              " skipped (the records there are lost; those around them were read)"));
   }
   if ((*reader)->torn_tail_bytes() > 0) {

@@ -186,7 +186,9 @@ absl::Status PrepareOutputFolder(const std::string& path) {
   }
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) return ErrnoStatus(path, errno);
-  if (!S_ISDIR(info.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, ": is ", FileKindWords(info.st_mode), ", not a folder"));
+  if (!S_ISDIR(info.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": is ", FileKindWords(info.st_mode), ", not a folder"));
+  }
   if (info.st_uid != geteuid()) {
     return absl::PermissionDeniedError(absl::StrCat(
         path, ": belongs to uid ", info.st_uid, ", not to this user (uid ", geteuid(),
