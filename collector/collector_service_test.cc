@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "collector/security_test_support.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
@@ -314,9 +315,8 @@ TEST(CollectorSecurityTest, NonLoopbackNeedsAToken) {
 
 // A collector that cannot listen says so; it never crashes, and never shares its port.
 TEST(CollectorListenTest, AnAddressItCannotTakeIsAClearError) {
-  CollectorOptions options;
-  options.out_dir = std::filesystem::temp_directory_path() / ("collwatch-listen-" + std::to_string(getpid()));
-  options.log = false;
+  CollectorOptions options = QuietOptions(std::filesystem::temp_directory_path() /
+                                          ("collwatch-listen-" + std::to_string(getpid())));
   options.listen = "127.0.0.1:0";
   auto first = CollectorServer::Start(options);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -357,9 +357,8 @@ TEST(CollectorListenTest, AnAddressItCannotTakeIsAClearError) {
 // first; a folder another user could write is refused; once the first is gone the store
 // is free again.
 TEST(CollectorStoreTest, OneCollectorPerStoreFolder) {
-  CollectorOptions options;
-  options.out_dir = std::filesystem::temp_directory_path() / ("collwatch-one-store-" + std::to_string(getpid()));
-  options.log = false;
+  CollectorOptions options = QuietOptions(std::filesystem::temp_directory_path() /
+                                          ("collwatch-one-store-" + std::to_string(getpid())));
   options.listen = "127.0.0.1:0";
   auto first = CollectorServer::Start(options);
   ASSERT_TRUE(first.ok()) << first.status();
