@@ -442,7 +442,8 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
   }
   absl::StrAppendFormat(&text, "\n%d finding%s; the first is the cause, later ones may be its echoes.\n",
                         findings.size(), findings.size() == 1 ? "" : "s");
-  for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingText(findings[i]));
+  // Made printable once, with the whole report.
+  for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingTextOf(findings[i]));
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(), [](const RankEnding& rank) { return rank.failed; });
   if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
   return text;

@@ -87,11 +87,13 @@ std::string FileKindWords(mode_t mode) {
   return "not a regular file";
 }
 
-absl::StatusOr<int> OpenRegularFile(const std::string& path) {
+namespace {
+
+// OpenRegularFile, with the file's stat in `info`.
+absl::StatusOr<int> OpenRegular(const std::string& path, struct stat& info) {
   // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
   const int fd = open(path.c_str(), O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(path, errno);
-  struct stat info {};
   if (fstat(fd, &info) != 0) {
     const int error = errno;
     close(fd);
@@ -106,11 +108,17 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path) {
   return fd;
 }
 
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
-  absl::StatusOr<int> fd = OpenRegularFile(path);
-  if (!fd.ok()) return fd.status();
+}  // namespace
+
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
   struct stat info {};
-  fstat(*fd, &info);
+  return OpenRegular(path, info);
+}
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
+  struct stat info {};
+  absl::StatusOr<int> fd = OpenRegular(path, info);
+  if (!fd.ok()) return fd.status();
   if (static_cast<uint64_t>(info.st_size) > max_bytes) {
     close(*fd);
     return absl::FailedPreconditionError(
