@@ -4,7 +4,9 @@
 # NCCL, then measures the host time per small all-reduce and reduce-scatter in ROUNDS
 # interleaved rounds of: plain, preload (LD_PRELOAD), plugin (NCCL_PROFILER_PLUGIN only),
 # both, run (`collwatch run`), run+plugin — with one process per GPU and with one process
-# driving both GPUs. Completion is tracked in every collwatch configuration.
+# driving both GPUs. Completion is tracked in every collwatch configuration. Two figures per
+# op: long back-to-back runs (OP: bound by how fast the GPUs finish calls once the launch
+# queue is full) and short bursts the GPUs keep up with (OP_burst: the host's cost per call).
 # Lands in $OUT: profiler-plugin.txt (medians per configuration), profiler-plugin-raw.txt.
 #   [ROUNDS=5] [CALLS=20000] bash scripts/gpu_profiler_plugin.sh
 set -uo pipefail
@@ -23,7 +25,7 @@ export COLLWATCH_AGENT=$collwatch
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } \
   > "$out/machine.txt"
 
-configs=(plain preload plugin both run run+plugin)
+read -r -a configs <<<"${CONFIGS:-plain preload plugin both run run+plugin}"
 layouts=(per-gpu one-process)
 : > "$out/profiler-plugin-raw.txt"
 for round in $(seq "$rounds"); do
@@ -42,10 +44,12 @@ for round in $(seq "$rounds"); do
                     command=("$collwatch" run --no-dashboard --out /tmp/plugin-run -- "${command[@]}") ;;
       esac
       log=$(env "${env[@]}" COLLWATCH_PRELOAD="$preload" timeout 300 "${command[@]}" 2>&1)
-      for op in all_reduce reduce_scatter; do
+      for op in all_reduce reduce_scatter all_reduce_burst reduce_scatter_burst; do
         figure=$(awk -v key="${op}_ns" '$1 == key { print $2 }' <<<"$log")
         echo "$round $layout $config $op ${figure:--}" >> "$out/profiler-plugin-raw.txt"
       done
+      awk -v tag="$round $layout $config" '$1 ~ /_burst_ns$/ { print "spread", tag, $0 }' <<<"$log" \
+        >> "$out/profiler-plugin-raw.txt"
       [ -n "$(awk '$1 == "all_reduce_ns"' <<<"$log")" ] || { echo "$config $layout failed:"; tail -5 <<<"$log"; }
       # Records written, and completions among them (the configurations that record).
       if [ -d "$rings" ] || [ -d /tmp/plugin-run ]; then
@@ -57,7 +61,7 @@ for round in $(seq "$rounds"); do
   done
 done
 # Medians per (layout, config, op).
-awk '$1 != "records" && $5 != "-" { print $2, $3, $4, $5 }' "$out/profiler-plugin-raw.txt" | sort -k1,3 -k4,4n |
+awk '$1 != "records" && $1 != "spread" && $5 != "-" { print $2, $3, $4, $5 }' "$out/profiler-plugin-raw.txt" | sort -k1,3 -k4,4n |
   awk '{ k = $1 " " $2 " " $3; v[k] = v[k] " " $4; n[k]++ }
     END { for (k in v) { split(v[k], a, " "); printf "%-40s median_ns %8.1f  rounds %d\n", k, a[int((n[k] + 1) / 2)], n[k] } }' |
   sort > "$out/profiler-plugin.txt"

@@ -1,5 +1,5 @@
-// Test-only, for the GPU cost programs: a check that ends the program, and the median
-// host time per call of a step issued back to back. Header-only.
+// Test-only, for the GPU cost programs: a check that ends the program, and the host time
+// per call of a step, issued back to back or in short bursts. Header-only.
 #ifndef COLLWATCH_TESTS_GPU_HOST_TIMING_H_
 #define COLLWATCH_TESTS_GPU_HOST_TIMING_H_
 
@@ -43,6 +43,28 @@ inline double TimePerCall(int calls, int repetitions, const std::function<void()
     drain();
   }
   return Median(per_call);
+}
+
+struct Spread {
+  double p10 = 0, p50 = 0, p90 = 0;
+};
+
+// Host time in ns per call of `step` over `bursts` bursts of `burst_size` calls, each burst
+// followed by an untimed `drain`. Bursts short enough that the device never falls a queue
+// behind measure what a call costs the host; long back-to-back runs (TimePerCall) measure
+// how fast the device finishes the calls once its queue is full.
+inline Spread TimePerCallInBursts(int bursts, int burst_size, const std::function<void()>& step,
+                                  const std::function<void()>& drain) {
+  std::vector<double> per_call;
+  for (int b = 0; b < bursts; ++b) {
+    const double start = NowNs();
+    for (int i = 0; i < burst_size; ++i) step();
+    per_call.push_back((NowNs() - start) / burst_size);
+    drain();
+  }
+  std::sort(per_call.begin(), per_call.end());
+  const auto at = [&](double q) { return per_call[static_cast<size_t>(q * (per_call.size() - 1))]; };
+  return {at(0.1), at(0.5), at(0.9)};
 }
 
 }  // namespace collwatch::gpu

@@ -5,9 +5,13 @@
 //            touching CUDA), each timing its own calls;
 //   one-process: one process drives both GPUs (ncclCommInitAll), each call a group of the
 //            two ranks' operations, as nccl-tests does.
-// Ops: a 1,024-float all-reduce and reduce-scatter. Prints per op the median over
-// repetitions of the host time per call, calls issued back to back:
-//   OP_ns MEDIAN  (rank 0's, per-gpu; per group of two, one-process)
+// Ops: a 1,024-float all-reduce and reduce-scatter. Prints per op (rank 0's, per-gpu; per
+// group of two, one-process):
+//   OP_ns MEDIAN          host time per call over long back-to-back runs: once the launch
+//                         queue is full this is how fast the GPUs finish the calls
+//   OP_burst_ns P50 p10 P10 p90 P90
+//                         host time per call in bursts of 16 the GPUs keep up with, each
+//                         burst then synchronised (untimed): what a call costs the host
 // Usage: collwatch_nccl_two_gpu_cost per-gpu|one-process [CALLS] [REPETITIONS]
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -24,9 +28,13 @@
 
 namespace {
 
+using collwatch::gpu::Spread;
 using collwatch::gpu::TimePerCall;
+using collwatch::gpu::TimePerCallInBursts;
 
 constexpr size_t kElements = 1024;
+constexpr int kBursts = 2000;
+constexpr int kBurstSize = 16;
 
 struct Rank {
   ncclComm_t comm = nullptr;
@@ -56,7 +64,14 @@ void Measure(int calls, int repetitions, const std::function<void(void (*)(const
   drain();
   const double all_reduce = TimePerCall(calls, repetitions, [&] { issue(AllReduce); }, drain);
   const double reduce_scatter = TimePerCall(calls, repetitions, [&] { issue(ReduceScatter); }, drain);
-  if (print) std::printf("all_reduce_ns %.1f\nreduce_scatter_ns %.1f\n", all_reduce, reduce_scatter);
+  const Spread all_reduce_burst = TimePerCallInBursts(kBursts, kBurstSize, [&] { issue(AllReduce); }, drain);
+  const Spread reduce_scatter_burst = TimePerCallInBursts(kBursts, kBurstSize, [&] { issue(ReduceScatter); }, drain);
+  if (!print) return;
+  std::printf("all_reduce_ns %.1f\nreduce_scatter_ns %.1f\n", all_reduce, reduce_scatter);
+  std::printf("all_reduce_burst_ns %.1f p10 %.1f p90 %.1f\n", all_reduce_burst.p50, all_reduce_burst.p10,
+              all_reduce_burst.p90);
+  std::printf("reduce_scatter_burst_ns %.1f p10 %.1f p90 %.1f\n", reduce_scatter_burst.p50, reduce_scatter_burst.p10,
+              reduce_scatter_burst.p90);
 }
 
 int PerGpu(int calls, int repetitions) {
