@@ -214,6 +214,14 @@ Classification ClassifyDivergence(const DivergenceEvidence& evidence) {
       return c;
     }
   }
+  // Calls from different statements are different calls, whatever their sizes: the same
+  // call configured differently is issued from the same line.
+  if (evidence.heads_from_different_code) {
+    c.basis = DivergenceBasis::kCallSites;
+    c.kind = FindingKind::kPathDivergence;
+    SetTwoSided(&c, Prefix(major, n), Prefix(minor, n), /*open_ended=*/true);
+    return c;
+  }
   // The first differing calls (or a stretch of identical-looking ones) are all there is:
   // a size or op difference of the same call, or calls of code the other class skipped.
   c.decided = false;

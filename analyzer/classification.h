@@ -23,6 +23,10 @@ struct DivergenceEvidence {
   std::span<const Call* const> minor;    // the other class's
   std::span<const Call* const> history;  // calls every rank agreed on before it, oldest first
   size_t max_run = 256;                  // longest run read off the history
+  // The two classes' first differing calls were issued from different code: their call
+  // paths part at a function the classes run from different lines (or whose one line led
+  // to different functions), each path read from the calling thread.
+  bool heads_from_different_code = false;
 };
 
 // A divergence classified; `basis` (DivergenceBasis, finding.h) says what decided it.

@@ -145,6 +145,45 @@ TEST(ClassificationTest, BlockingFirstCollectiveWithoutHistoryIsUndecidedAtOnce)
   EXPECT_THAT(found[0].summary, HasSubstr("(2) PATH_DIVERGENCE"));
 }
 
+// FSDP's all-gather issued from the model's forward at `line`, as the preload reads it.
+CallPath ForwardAt(int line) {
+  return CallPath{{{"/opt/torch/distributed/fsdp/_flat_param.py", "unshard", 1310},
+                   {"/home/me/model.py", "VisionLanguageModel.forward", line},
+                   {"/home/me/train.py", "step", 12}}};
+}
+Op AllGatherFrom(uint64_t count, CallPath path) {
+  Op op = AllGather(count);
+  op.call_path = std::move(path);
+  return op;
+}
+
+// The same first-step split on blocking ranks, but with the call paths the preload reads:
+// the ranks issued their all-gathers from different lines of one function (the vision
+// tower's on one, the first decoder block's on the other), so these are different calls.
+TEST(ClassificationTest, FirstDifferingCallsFromDifferentLinesAreAPathDivergence) {
+  Job job(2);
+  job.Blocking(0, {AllGatherFrom(k6MiB, ForwardAt(346))}, /*stuck=*/true);
+  job.Blocking(1, {AllGatherFrom(k24MiB, ForwardAt(348))}, /*stuck=*/true);
+  const std::vector<Finding> found = job.AnalyzeAt(0.1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].decided) << found[0].summary;
+  EXPECT_EQ(found[0].kind, FindingKind::kPathDivergence) << found[0].summary;
+  EXPECT_THAT(found[0].summary, HasSubstr("different statements"));
+  EXPECT_THAT(found[0].summary, HasSubstr("line 346"));
+  EXPECT_THAT(found[0].summary, HasSubstr("dummy image"));
+}
+
+// Issued from the same line, the calls may be one call with other sizes: still undecided.
+TEST(ClassificationTest, FirstDifferingCallsFromTheSameLineStayUndecided) {
+  Job job(2);
+  job.Blocking(0, {AllGatherFrom(k6MiB, ForwardAt(346))}, /*stuck=*/true);
+  job.Blocking(1, {AllGatherFrom(k24MiB, ForwardAt(346))}, /*stuck=*/true);
+  const std::vector<Finding> found = job.AnalyzeAt(0.1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_FALSE(found[0].decided) << found[0].summary;
+  EXPECT_THAT(found[0].summary, HasSubstr("(2) PATH_DIVERGENCE"));
+}
+
 TEST(ClassificationTest, BlockingDivergenceAfterCleanStepsReadsTheRunOffTheHistory) {
   Job job(4);
   job.CleanSteps(2);

@@ -24,6 +24,19 @@ std::vector<const Call*> CallsFrom(const JobModel& model, const Comm& comm, int3
   return calls;
 }
 
+// Whether two calls' call paths, both read from the calling thread, part where their ranks
+// ran different statements (different lines of one function, or one line that led to
+// different user functions).
+bool FromDifferentCode(const JobModel& model, const Call& a, const Call& b) {
+  if (a.call_path == 0 || b.call_path == 0 || a.call_path_inferred || b.call_path_inferred) return false;
+  const std::optional<BranchPoint> point =
+      BranchPointOf({{{}, model.call_path(a.call_path), false}, {{}, model.call_path(b.call_path), false}});
+  if (!point || point->arms.size() != 2) return false;
+  const BranchArm& x = point->arms[0];
+  const BranchArm& y = point->arms[1];
+  return x.line != y.line || (!x.callee.empty() && !y.callee.empty() && x.callee != y.callee);
+}
+
 }  // namespace
 
 Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_ns, bool final_pass,
@@ -95,7 +108,8 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   for (uint64_t s = seq > options_.history_window ? seq - options_.history_window : 1; s < seq; ++s) {
     if (const Call* call = model_.Collective(comm, history_rank, s)) history.push_back(call);
   }
-  const Classification verdict = ClassifyDivergence({major, minor, history, window});
+  const Classification verdict = ClassifyDivergence(
+      {major, minor, history, window, FromDifferentCode(model_, *major.front(), *minor.front())});
   *wants_more = verdict.wants_more;
 
   Finding finding;

@@ -105,6 +105,7 @@ enum class DivergenceBasis {
   kAlignment,    // the sequences agree again after the differing stretch
   kHistory,      // the agreed schedule shows one head followed, later, by the other
   kRegions,      // the same call issued from different NVTX regions
+  kCallSites,    // the first differing calls issued from different lines of one function
   kSignature,    // same op and element count, other dtype / reduce op / root
   kStructure,    // no realignment, but the stretch each class reported differs (or agrees) in shape
   kHeadsOnly,    // nothing beyond the first differing call on some class

@@ -63,6 +63,10 @@ Words TwoSidedPathDivergenceWords(const Finding& f, const DivergenceFacts& d) {
   std::string evidence;
   if (d.basis == DivergenceBasis::kRegions) {
     evidence = "The calls come from different NVTX regions: the ranks are running different code.";
+  } else if (d.basis == DivergenceBasis::kCallSites) {
+    evidence = absl::StrCat("The calls come from different statements (",
+                            f.branch_point ? BranchPointText(*f.branch_point) : "their call paths part",
+                            "): the ranks are running different code, not the same call with other sizes.");
   } else if (d.open_ended) {
     evidence = absl::StrFormat(
         "The %d calls each class reported from here do not line up with the other class's in op or "

@@ -20,6 +20,14 @@ ProcessId SyntheticJob::AddProcess(const ProcessInfo& info) {
   const ProcessId id = model_->AddProcess(info);
   next_index_.resize(id + 1, 0);
   regions_.resize(id + 1);
+  call_paths_.resize(id + 1, 0);
+  return id;
+}
+
+uint32_t SyntheticJob::CallPathId(ProcessId process, const CallPath& path) {
+  if (path.frames.empty()) return 0;
+  const uint32_t id = ++call_paths_[process];  // the model interns equal paths job-wide
+  model_->AddCallPath(process, id, path);
   return id;
 }
 
@@ -96,6 +104,7 @@ uint64_t SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t r
   record.redop = op.redop;
   record.root_or_peer = op.root_or_peer;
   record.region_id = Region(process, op.region);
+  record.call_path_id = CallPathId(process, op.call_path);
   const uint64_t index = Enter(process, record);
   if (blocking) {
     // CPU backend: the call returns when the collective is done.

@@ -24,6 +24,7 @@ struct SyntheticOp {
   std::string region;
   int32_t redop = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
+  CallPath call_path;  // the Python call path it was issued from (none when empty)
 };
 
 class SyntheticJob {
@@ -59,10 +60,12 @@ class SyntheticJob {
   void Return(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns, uint8_t flags);
   void CompleteRecord(ProcessId process, uint64_t enter_index, ring::Record record, int64_t t_ns);
   uint32_t Region(ProcessId process, const std::string& name);
+  uint32_t CallPathId(ProcessId process, const CallPath& path);
 
   JobModel* model_;
   std::vector<uint64_t> next_index_;
   std::vector<std::unordered_map<std::string, uint32_t>> regions_;  // per process: name -> writer id
+  std::vector<uint32_t> call_paths_;                                // per process: writer ids handed out
   uint64_t next_group_ = 1;
 };
 
