@@ -25,6 +25,7 @@
 #include "process/process_sample.h"
 #include "ring/clocks.h"
 #include "stacks/process_stacks.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 namespace {
@@ -191,7 +192,7 @@ int RunSupervisor::Finish() {
                          .command = options_.command,
                          .exit_status = exit_code_,
                          .collector = services_.address(),
-                         .traces = absl::StrCat(options_.out_dir, "/", job_),
+                         .traces = JobTracesDir(options_.out_dir, job_),
                          .rings = stats.rings,
                          .events = stats.events_read,
                          .lost = stats.lost,
@@ -236,7 +237,7 @@ int RunSupervisor::Finish() {
     std::filesystem::remove_all(rings_.path, ignored);
   }
   std::cerr << "collwatch run: traces in "
-            << (embedded_ != nullptr ? absl::StrCat(options_.out_dir, "/", job_)
+            << (embedded_ != nullptr ? JobTracesDir(options_.out_dir, job_)
                                      : absl::StrCat("the collector at ", services_.address()))
             << "; command exited with " << exit_code_ << "\n";
   if (stopped_hung_job_) {

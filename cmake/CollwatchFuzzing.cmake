@@ -23,6 +23,9 @@ function(collwatch_add_fuzzer name source corpus)
     add_dependencies(collwatch_fuzzers ${name})
   elseif(COLLWATCH_BUILD_TESTS)
     add_executable(${name} ${source} ${PROJECT_SOURCE_DIR}/tests/fuzz/replay_main.cc)
+    # replay_main.cc asks whether the target defines its weak LLVMFuzzerInitialize: it must
+    # not share a unity source with the target's own file.
+    set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
     add_test(NAME ${name}.replay COMMAND ${name} ${PROJECT_SOURCE_DIR}/tests/fuzz/${corpus})
     set_tests_properties(${name}.replay PROPERTIES TIMEOUT 120)
   else()

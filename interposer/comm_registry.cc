@@ -11,7 +11,7 @@ namespace collwatch {
 namespace {
 
 constexpr uint64_t kSlots = 1u << 14;  // live + retired communicators before we give up
-std::atomic<CommState*> g_slots[kSlots];
+std::atomic<CommState*> g_comm_slots[kSlots];
 
 uint64_t SlotOf(const void* handle) noexcept {
   return Mix64(reinterpret_cast<uintptr_t>(handle)) & (kSlots - 1);
@@ -36,7 +36,7 @@ CommState* RegisterComm(const void* handle, uint64_t id, int32_t rank, int32_t n
   SetShape(comm, rank, nranks);
   const uint64_t start = SlotOf(handle);
   for (uint64_t probe = 0; probe < kSlots; ++probe) {
-    std::atomic<CommState*>& slot = g_slots[(start + probe) & (kSlots - 1)];
+    std::atomic<CommState*>& slot = g_comm_slots[(start + probe) & (kSlots - 1)];
     CommState* current = slot.load(std::memory_order_acquire);
     // A retired slot is as good as an empty one: lookups skip non-matching entries.
     if ((current == nullptr || !current->alive.load(std::memory_order_acquire)) &&
@@ -63,7 +63,7 @@ void SetShape(CommState* comm, int32_t rank, int32_t nranks) noexcept {
 CommState* FindComm(const void* handle) noexcept {
   const uint64_t start = SlotOf(handle);
   for (uint64_t probe = 0; probe < kSlots; ++probe) {
-    CommState* current = g_slots[(start + probe) & (kSlots - 1)].load(std::memory_order_acquire);
+    CommState* current = g_comm_slots[(start + probe) & (kSlots - 1)].load(std::memory_order_acquire);
     if (current == nullptr) return nullptr;
     if (current->handle == handle && current->alive.load(std::memory_order_relaxed)) return current;
   }

@@ -6,7 +6,8 @@
 #      GPUs than the machine has are reported as skipped);
 #   2. overhead, side by side in one run: each workload in ROUNDS interleaved rounds of
 #      plain, collwatch (`collwatch run`), collwatch without Python call paths
-#      (COLLWATCH_PYTHON_FRAMES=off, PyTorch programs only), PyTorch's Flight Recorder and
+#      (COLLWATCH_PYTHON_FRAMES=off, PyTorch programs only), collwatch with the profiler
+#      plugin (`run --profiler-plugin`, PyTorch programs only), PyTorch's Flight Recorder and
 #      TORCH_DISTRIBUTED_DEBUG=DETAIL (the last two only for PyTorch programs: the trainer
 #      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
 #      latency, or host time per NCCL call, per configuration.
@@ -14,7 +15,7 @@
 #      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
 # one-gpu-N.txt and one-gpu-N.json, and reports.tar.gz: each checked case's report.txt and report.json.
-#   [CASES="case ..." (check and one-gpu)] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+#   [CASES="case ..." (check and one-gpu)] [FSDP_STEPS=12] [FSDP_HIDDEN=2048] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
 set -uo pipefail
@@ -71,7 +72,7 @@ measure() {
                   --steps 12 --warmup 2 --hidden 2048 --layers 8) ;;
     enqueue|latency) command=(build-gpu-trainer/tests/gpu/collwatch_nccl_call_cost 20000 9) ;;
     fsdp) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py --job fsdp
-                   --steps 12 --warmup 2 --hidden 2048 --layers 8) ;;
+                   --steps "${FSDP_STEPS:-12}" --warmup 2 --hidden "${FSDP_HIDDEN:-2048}" --layers 8) ;;
     allreduce) command=(torchrun --standalone --nproc-per-node="$gpus" tests/pytorch/torch_job.py
                         --job allreduce --iterations 5000) ;;
   esac
@@ -80,6 +81,8 @@ measure() {
     collwatch-no-paths)  # the same without reading Python call paths: what they cost
       env=(COLLWATCH_PYTHON_FRAMES=off)
       command=("$collwatch" run --no-dashboard --out "/tmp/overhead-$workload" -- "${command[@]}") ;;
+    collwatch-plugin)  # completions from NCCL's profiler plugin events instead of CUDA events
+      command=("$collwatch" run --no-dashboard --profiler-plugin --out "/tmp/overhead-$workload" -- "${command[@]}") ;;
     flight-recorder) env=(TORCH_FR_BUFFER_SIZE=20000 TORCH_NCCL_TRACE_BUFFER_SIZE=20000) ;;
     detail) env=(TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
   esac
@@ -106,7 +109,7 @@ for round in $(seq "$rounds"); do
     # FSDP2 on one GPU issues no collective at all: nothing to compare there.
     [ "$workload" = fsdp ] && [ "$gpus" -lt 2 ] && continue
     configs=(plain collwatch)
-    case $workload in ddp|fsdp|allreduce) configs+=(collwatch-no-paths flight-recorder detail) ;; esac
+    case $workload in ddp|fsdp|allreduce) configs+=(collwatch-no-paths collwatch-plugin flight-recorder detail) ;; esac
     if [ -n "${CONFIGS:-}" ]; then  # CONFIGS: only these (plain is always measured)
       read -r -a wanted <<<"$CONFIGS"
       configs=(plain $(printf '%s\n' "${configs[@]:1}" | grep -xF -f <(printf '%s\n' "${wanted[@]}")))
@@ -128,7 +131,7 @@ for workload, unit in (("trainer", "ms/step"), ("ddp", "ms/step"), ("fsdp", "ms/
     if f"{workload}.plain" not in figures:
         continue
     plain = figures[f"{workload}.plain"].split()
-    for config in ("plain", "collwatch", "collwatch-no-paths", "flight-recorder", "detail"):
+    for config in ("plain", "collwatch", "collwatch-no-paths", "collwatch-plugin", "flight-recorder", "detail"):
         values = figures.get(f"{workload}.{config}", "").split()
         if not values:
             continue

@@ -30,13 +30,17 @@ std::string SafeName(const std::string& text) {
 
 }  // namespace
 
+std::string JobTracesDir(const std::string& out_dir, const std::string& job) {
+  return absl::StrCat(out_dir, "/", SafeName(job));
+}
+
 std::string RankTraceDirName(const v1::RankIdentity& identity) {
   return absl::StrCat("rank-", identity.rank(), ".", SafeName(identity.host()), ".", identity.pid(), ".",
                       identity.start_realtime_ns());
 }
 
 absl::StatusOr<std::shared_ptr<RankTraceWriter>> TraceStore::Writer(const v1::RankIdentity& identity) {
-  const std::string dir = absl::StrCat(out_dir_, "/", SafeName(identity.job()), "/", RankTraceDirName(identity));
+  const std::string dir = absl::StrCat(JobTracesDir(out_dir_, identity.job()), "/", RankTraceDirName(identity));
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = writers_.find(dir);
   if (found != writers_.end()) return found->second;
@@ -50,7 +54,7 @@ absl::StatusOr<std::shared_ptr<RankTraceWriter>> TraceStore::Writer(const v1::Ra
 std::vector<std::string> ListRankTraces(const std::string& out_dir, const std::string& job) {
   std::vector<std::string> dirs;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(absl::StrCat(out_dir, "/", SafeName(job)), error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(JobTracesDir(out_dir, job), error)) {
     if (std::filesystem::exists(entry.path() / store::kLogFileName)) dirs.push_back(entry.path().string());
   }
   std::sort(dirs.begin(), dirs.end());

@@ -141,7 +141,10 @@ class RankTraceReader {
   mutable size_t frames_decoded_ = 0;
 };
 
-// Folder name of a rank's trace under DIR/<job>/.
+// The folder a job's traces are written to under `out_dir` (the job id with every
+// character but letters, digits, '-' and '_' made '_').
+std::string JobTracesDir(const std::string& out_dir, const std::string& job);
+// Folder name of a rank's trace under JobTracesDir.
 std::string RankTraceDirName(const v1::RankIdentity& identity);
 
 // The writers of every rank stream under one output folder, opened on first use.
@@ -159,7 +162,7 @@ class TraceStore {
   std::map<std::string, std::shared_ptr<RankTraceWriter>> writers_;
 };
 
-// Trace folders (those holding a trace.cwlog) under `out_dir`/<job>/, sorted.
+// Trace folders (those holding a trace.cwlog) under JobTracesDir(out_dir, job), sorted.
 std::vector<std::string> ListRankTraces(const std::string& out_dir, const std::string& job);
 
 }  // namespace collwatch

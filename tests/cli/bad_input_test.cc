@@ -260,6 +260,24 @@ TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
   std::filesystem::remove_all(rings);
 }
 
+// A job id with characters a folder name cannot hold: what run says and run.json records
+// is the folder the traces were written to (it named "x_.._y_z" while the store wrote
+// "x____y_z"), and `analyze` of the out folder finds them.
+TEST(BadInputTest, AJobIdWithSlashesNamesTheFolderItsTracesAreIn) {
+  TempDir dir;
+  const std::string out = dir.path() + "/out";
+  const Outcome run = Collwatch(dir, {"run", "--no-dashboard", "--out", out, "--", COLLWATCH_NCCL_RANKS_PATH, "2", "all",
+                                      dir.path()},
+                                {{"COLLWATCH_JOB_ID", "x/../y z"}, {"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string traces = out + "/x____y_z";
+  EXPECT_TRUE(std::filesystem::is_directory(traces)) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("traces in " + traces + ";"));
+  EXPECT_THAT(ReadFile(out + "/run.json"), HasSubstr("\"traces\": \"" + traces + "\""));
+  const Outcome analyze = Collwatch(dir, {"analyze", out});
+  EXPECT_EQ(analyze.exit_code, 0) << analyze.err;
+}
+
 // A FIFO or /dev/zero given where a file is read (a token file, a baseline, a trace):
 // an error at once.
 TEST(BadInputTest, AFifoOrDevZeroAsAnInputIsAnErrorAtOnce) {
