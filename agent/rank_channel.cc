@@ -41,6 +41,12 @@ bool Permanent(grpc::StatusCode code) {
          code == grpc::StatusCode::DATA_LOSS || code == grpc::StatusCode::UNIMPLEMENTED;
 }
 
+// A collector we could not talk to, rather than one that answered with an error.
+bool Unreachable(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::UNKNOWN;
+}
+
 }  // namespace
 
 RankChannel::RankChannel(const AgentOptions& options, const std::atomic<bool>& job_stopping,
@@ -228,8 +234,13 @@ void RankChannel::SendLoop() {
       return;
     }
     if (options_.log && !status.ok() && !warned_down_) {
-      std::cerr << "collwatch agent: collector " << options_.collector << " unreachable ("
-                << status.error_message() << "); retrying with backoff, ring reading goes on\n";
+      if (Unreachable(status.error_code())) {
+        std::cerr << "collwatch agent: collector " << options_.collector << " unreachable ("
+                  << status.error_message() << "); retrying with backoff, ring reading goes on\n";
+      } else {
+        std::cerr << "collwatch agent: the collector " << options_.collector << " ended the stream of " << WhoLocked()
+                  << ": " << status.error_message() << "; retrying with backoff, ring reading goes on\n";
+      }
       warned_down_ = true;
     }
     const double wait = backoff * (0.75 + 0.5 * std::uniform_real_distribution<double>(0, 1)(jitter));
@@ -290,6 +301,7 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
     wake_.notify_all();
   });
   bool closed_cleanly = false;
+  bool collector_ended = false;  // the collector finished the stream: its status says why
   while (true) {
     std::shared_ptr<const v1::StreamEventsRequest> next;
     {
@@ -298,7 +310,10 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
         return stop_ || broken_ || drained_ || (next = outgoing_.NextToSend()) != nullptr;
       });
       if (finished_reading_ && outgoing_.Empty()) drained_ = true;
-      if (stop_ || broken_) break;
+      if (stop_ || broken_) {
+        collector_ended = broken_ && !stop_;
+        break;
+      }
       if (drained_) {
         closed_cleanly = true;
         break;
@@ -306,7 +321,9 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
     }
     if (next != nullptr && !stream->Write(*next)) break;
   }
-  if (closed_cleanly) {
+  // Cancelling would replace the collector's reason with CANCELLED; it is only needed to
+  // stop the ack reader, which has already stopped when the collector ended the stream.
+  if (closed_cleanly || collector_ended) {
     stream->WritesDone();
   } else {
     context.TryCancel();

@@ -151,6 +151,28 @@ TEST(AnalyzerTest, LateRankIsNotJoinedAfterTheThreshold) {
   EXPECT_TRUE(job.Run(30).empty()) << "reported once";
 }
 
+// An all-gather completed on the rank that reported it: the other rank joined it, and only
+// its records are missing (a collector restarted mid-job that got one rank's resends). It
+// read as NOT_JOINED "after 500 s" of a finished job. A broadcast's root can finish alone.
+TEST(AnalyzerTest, ACompletedAllGatherWithTheOtherRanksRecordsMissingIsNoStall) {
+  JobBuilder gathered(2);
+  gathered.IssueAll({Gather("a")});
+  gathered.Issue(0, {Gather("b"), Gather("c")});
+  EXPECT_TRUE(gathered.Run(500).empty());
+  // The job finished: both processes exited, which must not read as a lost rank either.
+  for (int rank = 0; rank < 2; ++rank) {
+    gathered.analyzer().model().SetStatus(gathered.process(rank), ProcessStatus::kExited,
+                                          static_cast<uint64_t>(gathered.Now(0.01)), 0);
+  }
+  EXPECT_TRUE(gathered.Run(600).empty());
+  JobBuilder broadcast(2);
+  broadcast.IssueAll({Gather("a")});
+  broadcast.Issue(0, {SyntheticOp{ApiFn::kBroadcast, 10, 7, "", ring::kUnset, 0}});
+  const std::vector<Finding> found = broadcast.Run(500);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+}
+
 TEST(AnalyzerTest, AsyncEnteredFrontierAheadOfCompletedStillFindsTheLateRank) {
   JobBuilder stuck(4);
   stuck.IssueAll({Gather("x"), Gather("y")});

@@ -14,6 +14,24 @@ namespace {
 // (process/process_info.h has the one rule).
 bool IsLost(const Process& process) { return collwatch::IsLost(LivenessOf(process.status, process.sample)); }
 
+// Whether a rank that entered collective `seq` saw it complete, successfully and within the
+// stall threshold, where completing needs every rank's data (all-reduce, all-gather,
+// reduce-scatter, all-to-all; a broadcast's root or a reduce's senders can finish alone):
+// then the ranks that seem not to have joined did, in time, and only their records are
+// missing here (a collector restarted mid-job gets the resends of some ranks only). A
+// completion after the threshold is no such proof: an abort ends a waiting call too.
+bool JoinedInTime(const JobModel& model, const Comm& comm, uint64_t seq, const std::vector<int32_t>& entered,
+                  int64_t first_enter_ns, double threshold_s) {
+  for (int32_t rank : entered) {
+    const Call* call = model.Collective(comm, rank, seq);
+    if (call == nullptr || !call->completed() || call->result != 0) continue;
+    const bool needs_every_rank = call->fn == ring::ApiFn::kAllReduce || call->fn == ring::ApiFn::kAllGather ||
+                                  call->fn == ring::ApiFn::kReduceScatter || call->fn == ring::ApiFn::kAlltoAll;
+    if (needs_every_rank && Seconds(call->complete_ns - first_enter_ns) < threshold_s) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<ProcessId> Analyzer::ProcessOfRank(const Comm& comm, int32_t rank) const {
@@ -64,6 +82,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_
 
   const double threshold = frontier->threshold_s;
   if (!lagging.empty()) {
+    if (JoinedInTime(model_, comm, seq, entered, first_enter, threshold)) return;
     // Ranks whose process ended before the others had waited a threshold: lost, not late.
     std::vector<int32_t> lost;
     int64_t lost_at = 0;

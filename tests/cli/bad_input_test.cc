@@ -260,6 +260,43 @@ TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
   std::filesystem::remove_all(rings);
 }
 
+// A collector under a file-size limit (`ulimit -f`) cannot write its store: it says so and
+// ends each stream with the write error, the agent passes that reason on (it said the
+// collector was "unreachable (CANCELLED)"), and `run` keeps the rings, the records in them.
+TEST(BadInputTest, ACollectorThatCannotWriteItsStoreIsNamedAndTheRingsKept) {
+  TempDir dir;
+  const std::string socket = "unix:" + dir.path() + "/c.sock";
+  Subprocess collector({"/bin/sh", "-c",
+                        "ulimit -f 64; exec " + std::string(COLLWATCH_CLI_PATH) + " collector --listen " + socket +
+                            " --out " + dir.path() + "/store"},
+                       testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
+  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
+       ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--collector", socket, "--out", dir.path() + "/out", "--",
+                  COLLWATCH_NCCL_RANKS_PATH, "2", "loop", dir.path()},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_TEST_LOOP_MS", "1500"}}),
+                 dir.path() + "/run.out", dir.path() + "/run.err");
+  EXPECT_EQ(run.Wait(90), 0) << "the job's own status";
+  const std::string err = ReadFile(dir.path() + "/run.err");
+  EXPECT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("File too large"));
+  EXPECT_THAT(err, HasSubstr("collwatch agent: the collector " + socket + " ended the stream of rank")) << err;
+  EXPECT_THAT(err, HasSubstr("trace.cwlog: File too large")) << err;
+  const std::string marker = "the rings stay in ";
+  const size_t at = err.find(marker);
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string rings = err.substr(at + marker.size(), err.find(' ', at + marker.size()) - at - marker.size());
+  size_t ring_files = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
+    ring_files += entry.path().extension() == ".ring";
+  }
+  EXPECT_EQ(ring_files, 2u) << rings;
+  std::filesystem::remove_all(rings);
+}
+
 // A job id with characters a folder name cannot hold: what run says and run.json records
 // is the folder the traces were written to (it named "x_.._y_z" while the store wrote
 // "x____y_z"), and `analyze` of the out folder finds them.
