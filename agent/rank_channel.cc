@@ -106,7 +106,7 @@ void RankChannel::Poll() {
       reader_->ReadLane(lane, &cursors_[lane], budget, writer_gone, &batch);
     }
     lost_ += batch.lost;
-    torn_ += batch.torn;
+    torn_ += batch.torn + batch.damaged;  // both a gap in what the ring kept
     events_read_ += batch.records.size();
     for (const IndexedRecord& item : batch.records) {
       const uint32_t region = item.record.region_id;

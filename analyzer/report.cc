@@ -422,7 +422,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
   if (!info.source.empty()) absl::StrAppend(&text, "; from ", info.source);
   absl::StrAppend(&text, ")\n");
   if (info.lost_records > 0) {
-    absl::StrAppendFormat(&text, "warning: %d records were lost before they were read; gaps are skipped\n",
+    absl::StrAppendFormat(&text, "warning: %d records were lost or damaged before they were read; gaps are skipped\n",
                           info.lost_records);
   }
   for (const std::string& note : info.notes) absl::StrAppend(&text, "note: ", note, "\n");

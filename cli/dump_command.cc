@@ -106,7 +106,7 @@ ProcessView RingView(RingReader& reader) {
   view.lanes = id.lane_count;
   const ReadBatch batch = reader.ReadAll(view.writer_gone);
   view.lost = batch.lost;
-  view.torn = batch.torn;
+  view.torn = batch.torn + batch.damaged;  // both a gap in what the ring kept
   view.dropped = reader.dropped();
   view.extra = {{"lane_capacity", id.lane_capacity},
                 {"records_written", reader.records_written()},

@@ -78,7 +78,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   const ring::WriterState state = (*reader)->writer_state();
   const bool alive = state == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
   ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
-  const uint64_t lost = batch.lost, torn = batch.torn, records = batch.records.size();
+  const uint64_t lost = batch.lost, torn = batch.torn, damaged = batch.damaged, records = batch.records.size();
   const analyzer::ProcessId process = model->AddProcess(ProcessInfoOfRing(identity));
   model->Apply(process, ProcessUpdateFromRing(**reader, std::move(batch), MonotonicClockNs()));
   // A writer still alive on this host: what is it doing? (SecondLook adds whether its CPU
@@ -95,6 +95,11 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (torn + (*reader)->dropped() > 0) {
     summary->warnings.push_back(
         absl::StrCat(path, ": ", torn, " records torn, ", (*reader)->dropped(), " dropped by the writer"));
+  }
+  if (damaged > 0) {
+    summary->warnings.push_back(absl::StrCat(path, ": ", damaged,
+                                             damaged == 1 ? " record damaged (its slot holds" : " records damaged (their slots hold",
+                                             " what no write of the ring left)"));
   }
   if (summary->job.empty()) summary->job = identity.job;
   summary->records += records;

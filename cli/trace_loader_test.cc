@@ -4,8 +4,10 @@
 // traces (FindTraces, shared with `dump`). Threading: single-threaded.
 #include "cli/trace_loader.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -324,6 +326,31 @@ TEST_F(TraceLoaderTest, AGarbageRingBesideGoodOnesIsSkipped) {
   EXPECT_THAT(summary.warnings, ElementsAre(AllOf(HasSubstr(dir + "/garbage.ring: skipped: "),
                                                   HasSubstr("not a readable collwatch ring"))));
   ExpectTheTwoRankJob(model, "");
+}
+
+// Garbage over one record of a ring: a gap in what the ring kept, said as such (it read as
+// records "overwritten by later ones", the ring's design, and the verdict stayed healthy).
+TEST_F(TraceLoaderTest, AGarbageRecordInARingIsAGapNotAnOverwrite) {
+  const std::string dir = root_ + "/rings";
+  ASSERT_NO_FATAL_FAILURE(WriteRings(dir));
+  const std::string ring = dir + "/rank1.ring";
+  {
+    const int fd = open(ring.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ring::Header header{};
+    ASSERT_EQ(pread(fd, &header, sizeof header, 0), static_cast<ssize_t>(sizeof header));
+    const uint64_t garbage = 0x5a5a5a5a5a5a5a5aull;
+    const off_t slot = static_cast<off_t>(header.lanes_offset + RingWriter::kSharedLane * header.lane_bytes +
+                                          ring::kLaneHeaderBytes + 2 * ring::kRecordBytes);
+    ASSERT_EQ(pwrite(fd, &garbage, sizeof garbage, slot), static_cast<ssize_t>(sizeof garbage));
+    close(fd);
+  }
+  analyzer::JobModel model;
+  LoadSummary summary;
+  ASSERT_TRUE(LoadTraces(dir, &model, &summary).ok());
+  EXPECT_EQ(summary.records, kRanks * kRecordsPerRank - 1);
+  EXPECT_THAT(summary.notes, IsEmpty());
+  EXPECT_THAT(summary.warnings, ElementsAre(ring + ": 1 record damaged (its slot holds what no write of the ring left)"));
 }
 
 TEST_F(TraceLoaderTest, InputItCannotReadIsAClearError) {

@@ -227,6 +227,49 @@ TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
   EXPECT_EQ(dead_cursor.next, 20u);
 }
 
+// Garbage over records (a stray write, a damaged file): slots whose commit word no write of
+// the lane could leave are counted as damaged, not as records overwritten by a later lap
+// (which is the ring's design and only a note), and reading goes on past them, live too.
+TEST_F(RingTest, GarbageSlotsAreDamagedNotOverwritten) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(256));
+  ASSERT_NE(writer, nullptr);
+  for (uint64_t i = 0; i < 50; ++i) writer->Append(kLane, PatternRecord(i));
+  const std::string path = OnlyRing();
+  {
+    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity, ring::kDefaultCallPathCapacity);
+    const int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(map, MAP_FAILED);
+    const auto* header = static_cast<ring::Header*>(map);
+    char* slots = static_cast<char*>(map) + header->lanes_offset + kLane * header->lane_bytes + ring::kLaneHeaderBytes;
+    // Slots 10-29: random-looking bytes; slot 30: the commit word of another slot's write;
+    // slot 31: its own position a lap ahead of anything reserved; slot 32: its own commit
+    // word over a payload of no kind a writer writes.
+    uint64_t noise = 0x9e3779b97f4a7c15ull;
+    for (size_t byte = 10 * ring::kRecordBytes; byte < 30 * ring::kRecordBytes; ++byte) {
+      noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+      slots[byte] = static_cast<char>(noise >> 56);
+    }
+    ring::CommitWord(reinterpret_cast<ring::Record*>(slots) + 30).store(7 + 1);
+    ring::CommitWord(reinterpret_cast<ring::Record*>(slots) + 31).store(31 + 256 + 1);
+    reinterpret_cast<ring::Record*>(slots)[32].kind = 0x7777;
+    munmap(map, bytes);
+  }
+  auto reader = RingReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  for (const bool writer_gone : {false, true}) {
+    LaneCursor cursor;
+    const ReadBatch batch = ReadLaneFrom(**reader, kLane, &cursor, writer_gone);
+    EXPECT_EQ(batch.damaged, 23u) << writer_gone;
+    EXPECT_EQ(batch.lost, 0u) << writer_gone;
+    EXPECT_EQ(batch.torn, 0u) << writer_gone;
+    EXPECT_EQ(batch.records.size(), 27u) << writer_gone;
+    EXPECT_EQ(cursor.next, 50u) << writer_gone;
+  }
+}
+
 // Readers racing writers on a tiny ring never accept a torn copy as valid.
 TEST_F(RingTest, RacingReaderNeverSeesTornRecords) {
   std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));

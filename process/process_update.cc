@@ -31,7 +31,7 @@ ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, u
   update.status = StatusOfRing(reader.writer_state(), reader.WriterProcessAlive(), reader.heartbeat_ns(),
                                now_monotonic_ns);
   update.heartbeat_ns = reader.heartbeat_ns();
-  update.lost_records = batch.lost + batch.torn + reader.dropped();
+  update.lost_records = batch.lost + batch.torn + batch.damaged + reader.dropped();
   update.exit_code = reader.exit_code();
   return update;
 }

@@ -117,6 +117,10 @@ enum class RecordKind : uint16_t {
                   // GroupEnd for grouped ops: every op of group_id on `stream`)
   kAsyncError = 4,  // ncclCommGetAsyncError reported a new error (result)
 };
+// Whether `kind` is one a writer of this format writes (anything else is garbage).
+inline constexpr bool IsKnownRecordKind(uint16_t kind) {
+  return kind <= static_cast<uint16_t>(RecordKind::kAsyncError);
+}
 
 // Which NCCL entry point. Values are part of the ABI: append only.
 enum class ApiFn : uint16_t {

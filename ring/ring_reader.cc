@@ -167,6 +167,18 @@ bool RingReader::WriterProcessAlive() const {
   return after_name == nullptr || after_name[1] == '\0' || after_name[2] != 'Z';
 }
 
+// A slot at `index` whose commit word names another write: an earlier lap's or one not
+// made yet (not committed), a later lap's (overwritten), or garbage, which no write of
+// this lane leaves: an index of another slot, or one beyond what the lane reserved.
+RingReader::SlotRead RingReader::OtherSlotRead(uint32_t lane, uint64_t index, uint64_t holds) const {
+  if (holds == 0) return SlotRead::kNotCommitted;  // never written
+  const uint64_t written = holds - 1;
+  const uint64_t position_mask = identity_.lane_capacity - 1;
+  if ((written & position_mask) != (index & position_mask)) return SlotRead::kDamaged;
+  if (written < index) return SlotRead::kNotCommitted;
+  return written < write_index(lane) ? SlotRead::kOverwritten : SlotRead::kDamaged;
+}
+
 RingReader::SlotRead RingReader::ReadSlot(uint32_t lane, uint64_t index, ring::Record* out,
                                           bool* returned) const {
   const auto* slot = reinterpret_cast<const ring::Record*>(
@@ -176,11 +188,12 @@ RingReader::SlotRead RingReader::ReadSlot(uint32_t lane, uint64_t index, ring::R
   for (int attempt = 0; attempt < 4; ++attempt) {
     const uint64_t before = ring::CommitWord(slot).load(std::memory_order_acquire);
     const uint64_t holds = before & ~ring::kCommitReturned;
-    if (holds != index + 1) return holds > index + 1 ? SlotRead::kOverwritten : SlotRead::kNotCommitted;
+    if (holds != index + 1) return OtherSlotRead(lane, index, holds);
     ring::LoadPayload(slot, out);
     std::atomic_thread_fence(std::memory_order_acquire);
     const uint64_t after = ring::CommitWord(slot).load(std::memory_order_relaxed);
     if (after == before) {
+      if (!ring::IsKnownRecordKind(out->kind)) return SlotRead::kDamaged;  // committed, but garbage
       out->commit = holds;
       *returned = (before & ring::kCommitReturned) != 0;
       return SlotRead::kValid;
@@ -242,6 +255,8 @@ void RingReader::ReadLane(uint32_t lane, LaneCursor* cursor, size_t max_records,
           break;
         }
       }
+    } else if (read == SlotRead::kDamaged) {
+      ++out->damaged;
     } else if (read == SlotRead::kOverwritten || write_index(lane) >= index + capacity) {
       ++out->lost;  // a later lap reserved (or wrote) this slot already
     } else if (writer_gone) {
@@ -264,6 +279,7 @@ ReadBatch RingReader::ReadAll(bool writer_gone) const {
     ReadLane(lane, &cursor, std::numeric_limits<size_t>::max(), writer_gone, &lanes[lane]);
     all.lost += lanes[lane].lost;
     all.torn += lanes[lane].torn;
+    all.damaged += lanes[lane].damaged;
     total += lanes[lane].records.size();
   }
   // Merge by time, always taking the head of a lane, so each lane keeps its order.

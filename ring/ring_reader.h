@@ -50,8 +50,9 @@ struct LaneCursor {
 // The result of reading.
 struct ReadBatch {
   std::vector<IndexedRecord> records;  // valid records, each lane's in its order
-  uint64_t lost = 0;  // overwritten by a later lap before we read them
-  uint64_t torn = 0;  // reserved but never completed by a writer that is gone
+  uint64_t lost = 0;     // overwritten by a later lap before we read them
+  uint64_t torn = 0;     // reserved but never completed by a writer that is gone
+  uint64_t damaged = 0;  // slots holding what no write of the lane left (garbage)
 };
 
 class RingReader {
@@ -98,8 +99,9 @@ class RingReader {
 
  private:
   RingReader() = default;
-  enum class SlotRead { kValid, kNotCommitted, kOverwritten };
+  enum class SlotRead { kValid, kNotCommitted, kOverwritten, kDamaged };
   SlotRead ReadSlot(uint32_t lane, uint64_t index, ring::Record* out, bool* returned) const;
+  SlotRead OtherSlotRead(uint32_t lane, uint64_t index, uint64_t holds) const;
   const ring::LaneHeader* LaneHead(uint32_t lane) const;
 
   RingIdentity identity_;

@@ -297,6 +297,45 @@ TEST(BadInputTest, ACollectorThatCannotWriteItsStoreIsNamedAndTheRingsKept) {
   std::filesystem::remove_all(rings);
 }
 
+// A collector that refuses every stream (another token): `run` keeps the rings, says the
+// collector refused them and where the rings are, and keeps the job's status; nothing
+// waits out the drain timeout (a refusal is final).
+TEST(BadInputTest, StreamsTheCollectorRefusedKeepTheirRings) {
+  TempDir dir;
+  const std::string socket = "unix:" + dir.path() + "/c.sock";
+  std::ofstream(dir.path() + "/right.token") << "the-collectors-token-5d41";
+  std::ofstream(dir.path() + "/wrong.token") << "another-token-of-a-job-7c2e";
+  chmod((dir.path() + "/right.token").c_str(), 0600);
+  chmod((dir.path() + "/wrong.token").c_str(), 0600);
+  Subprocess collector({COLLWATCH_CLI_PATH, "collector", "--listen", socket, "--out", dir.path() + "/store",
+                        "--token-file", dir.path() + "/right.token"},
+                       testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
+  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
+       ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
+  const Outcome run = Collwatch(dir, {"run", "--no-dashboard", "--collector", socket, "--token-file",
+                                      dir.path() + "/wrong.token", "--out", dir.path() + "/out", "--",
+                                      COLLWATCH_NCCL_RANKS_PATH, "2", "all", dir.path()},
+                                {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}});
+  EXPECT_EQ(run.exit_code, 0) << "the job's own status\n" << run.err;
+  EXPECT_LT(run.seconds, 25) << "a refusal does not wait out the 30 s drain";
+  EXPECT_THAT(run.err, HasSubstr("the collector refused 2 of the 2 rings' streams")) << run.err;
+  const std::string marker = "the rings stay in ";
+  const size_t at = run.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const std::string rings =
+      run.err.substr(at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
+  size_t ring_files = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
+    ring_files += entry.path().extension() == ".ring";
+  }
+  EXPECT_EQ(ring_files, 2u) << rings;
+  std::filesystem::remove_all(rings);
+}
+
 // A job id with characters a folder name cannot hold: what run says and run.json records
 // is the folder the traces were written to (it named "x_.._y_z" while the store wrote
 // "x____y_z"), and `analyze` of the out folder finds them.

@@ -45,7 +45,10 @@ class MemoryFile {
 };
 
 bool SameRecords(const ReadBatch& a, const ReadBatch& b) {
-  if (a.records.size() != b.records.size() || a.lost != b.lost || a.torn != b.torn) return false;
+  if (a.records.size() != b.records.size() || a.lost != b.lost || a.torn != b.torn ||
+      a.damaged != b.damaged) {
+    return false;
+  }
   for (size_t i = 0; i < a.records.size(); ++i) {
     if (a.records[i].lane != b.records[i].lane || a.records[i].index != b.records[i].index ||
         std::memcmp(&a.records[i].record, &b.records[i].record, sizeof(ring::Record)) != 0) {
