@@ -90,8 +90,28 @@ TEST_F(RingTest, OffsetsThatWrapAroundAreRefused) {
     file.close();
     auto opened = RingReader::Open(damaged);
     ASSERT_FALSE(opened.ok()) << field;
-    EXPECT_NE(opened.status().message().find("inconsistent"), std::string::npos) << opened.status();
+    EXPECT_NE(opened.status().message().find("inconsistent header: its 4 lanes of"), std::string::npos)
+        << opened.status();
   }
+}
+
+// A lane count made larger in a ring of the right size: the error names the lanes that do
+// not fit (it said "header says 17305856 bytes, file has 17305856").
+TEST_F(RingTest, ALaneCountThatDoesNotFitIsNamed) {
+  std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(64));
+  ASSERT_NE(writer, nullptr);
+  const std::string damaged = dir_ + "/lanes.ring";
+  std::filesystem::copy_file(OnlyRing(), damaged);
+  std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+  const uint32_t lanes = 17;
+  file.seekp(static_cast<std::streamoff>(offsetof(ring::Header, lane_count)));
+  file.write(reinterpret_cast<const char*>(&lanes), sizeof lanes);
+  file.close();
+  const auto opened = RingReader::Open(damaged);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_NE(opened.status().message().find("inconsistent header: its 17 lanes of"), std::string::npos)
+      << opened.status();
+  EXPECT_EQ(opened.status().message().find("header says"), std::string::npos) << opened.status();
 }
 
 TEST_F(RingTest, UnwritableFolderDisablesInsteadOfFailing) {

@@ -91,12 +91,20 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(const std::string& 
   const auto fits = [&](uint64_t offset, uint64_t bytes) {
     return offset >= ring::kHeaderBytes && offset <= file_bytes && bytes <= file_bytes - offset;
   };
-  if (header->file_bytes != file_bytes || !fits(header->lanes_offset, lanes * header->lane_bytes) ||
+  if (header->file_bytes != file_bytes) {
+    return Invalid(path, absl::StrCat("truncated or grown: header says ", header->file_bytes, " bytes, file has ",
+                                      file_bytes));
+  }
+  if (!fits(header->lanes_offset, lanes * header->lane_bytes) ||
       !fits(header->strings_offset, strings * ring::kStringSlotBytes) ||
       !fits(header->call_paths_offset, call_paths * ring::kCallPathSlotBytes) || header->lanes_offset % 64 != 0 ||
       header->strings_offset % 8 != 0 || header->call_paths_offset % 8 != 0) {
-    return Invalid(path, absl::StrCat("truncated or inconsistent: header says ", header->file_bytes,
-                                      " bytes, file has ", file_bytes));
+    // The size matches, so what the header says of its parts is wrong (a damaged lane count,
+    // capacity or offset): say what, not "header says N bytes, file has N".
+    return Invalid(path, absl::StrCat("inconsistent header: its ", lanes, " lanes of ", header->lane_bytes,
+                                      " bytes at offset ", header->lanes_offset, ", strings at ",
+                                      header->strings_offset, " and call paths at ", header->call_paths_offset,
+                                      " do not fit its ", file_bytes, " bytes"));
   }
   reader->header_ = header;
   reader->lanes_ = reader->base_ + header->lanes_offset;
