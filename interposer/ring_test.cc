@@ -1,9 +1,7 @@
 // Ring writer + reader, the records: round trip, lanes, calls returning in place,
 // concurrent writers, wrap-around, torn records, racing readers, and a ring read after
 // its writer was SIGKILLed. Files and folders: ring_file_test.cc.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,19 +196,7 @@ TEST_F(RingTest, UncommittedRecordWaitsThenCountsAsTorn) {
   for (uint64_t i = 0; i < 10; ++i) writer->Append(kLane, PatternRecord(i));
   // Reserve index 10 the way Append does, but never commit it.
   const std::string path = OnlyRing();
-  {
-    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity, ring::kDefaultCallPathCapacity);
-    const int fd = open(path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    ASSERT_NE(map, MAP_FAILED);
-    const auto* header = static_cast<ring::Header*>(map);
-    auto* lane = reinterpret_cast<ring::LaneHeader*>(static_cast<char*>(map) + header->lanes_offset +
-                                                     kLane * header->lane_bytes);
-    lane->write_index.fetch_add(1);
-    munmap(map, bytes);
-  }
+  ASSERT_NO_FATAL_FAILURE(EditLane(path, 256, kLane, [](ring::LaneHeader* lane) { lane->write_index.fetch_add(1); }));
   for (uint64_t i = 11; i < 20; ++i) writer->Append(kLane, PatternRecord(i));
 
   auto reader = RingReader::Open(path);
@@ -235,15 +221,8 @@ TEST_F(RingTest, GarbageSlotsAreDamagedNotOverwritten) {
   ASSERT_NE(writer, nullptr);
   for (uint64_t i = 0; i < 50; ++i) writer->Append(kLane, PatternRecord(i));
   const std::string path = OnlyRing();
-  {
-    const uint64_t bytes = ring::RingFileBytes(4, 256, ring::kDefaultStringCapacity, ring::kDefaultCallPathCapacity);
-    const int fd = open(path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    ASSERT_NE(map, MAP_FAILED);
-    const auto* header = static_cast<ring::Header*>(map);
-    char* slots = static_cast<char*>(map) + header->lanes_offset + kLane * header->lane_bytes + ring::kLaneHeaderBytes;
+  ASSERT_NO_FATAL_FAILURE(EditLane(path, 256, kLane, [](ring::LaneHeader* lane) {
+    char* slots = reinterpret_cast<char*>(lane) + ring::kLaneHeaderBytes;
     // Slots 10-29: random-looking bytes; slot 30: the commit word of another slot's write;
     // slot 31: its own position a lap ahead of anything reserved; slot 32: its own commit
     // word over a payload of no kind a writer writes.
@@ -255,8 +234,7 @@ TEST_F(RingTest, GarbageSlotsAreDamagedNotOverwritten) {
     ring::CommitWord(reinterpret_cast<ring::Record*>(slots) + 30).store(7 + 1);
     ring::CommitWord(reinterpret_cast<ring::Record*>(slots) + 31).store(31 + 256 + 1);
     reinterpret_cast<ring::Record*>(slots)[32].kind = 0x7777;
-    munmap(map, bytes);
-  }
+  }));
   auto reader = RingReader::Open(path);
   ASSERT_TRUE(reader.ok());
   for (const bool writer_gone : {false, true}) {

@@ -5,11 +5,15 @@
 #ifndef COLLWATCH_INTERPOSER_RING_TEST_SUPPORT_H_
 #define COLLWATCH_INTERPOSER_RING_TEST_SUPPORT_H_
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -67,6 +71,23 @@ class RingTest : public ::testing::Test {
     EXPECT_TRUE(paths.ok());
     EXPECT_EQ(paths->size(), 1u);
     return paths->empty() ? "" : paths->front();
+  }
+
+  // Maps the ring at `path` (ConfigWith(capacity): 4 lanes) writable and hands `edit` the
+  // header of lane `lane`, its records right after it: for tests that damage a ring.
+  void EditLane(const std::string& path, uint64_t capacity, uint32_t lane,
+                const std::function<void(ring::LaneHeader*)>& edit) {
+    const uint64_t bytes =
+        ring::RingFileBytes(4, capacity, ring::kDefaultStringCapacity, ring::kDefaultCallPathCapacity);
+    const int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(map, MAP_FAILED);
+    const auto* header = static_cast<ring::Header*>(map);
+    edit(reinterpret_cast<ring::LaneHeader*>(static_cast<char*>(map) + header->lanes_offset +
+                                             lane * header->lane_bytes));
+    munmap(map, bytes);
   }
 
   std::string dir_;

@@ -5,8 +5,8 @@
 # interleaved rounds of: plain, preload (LD_PRELOAD), plugin (NCCL_PROFILER_PLUGIN only),
 # both, run (`collwatch run`), run+plugin — with one process per GPU and with one process
 # driving both GPUs. Completion is tracked in every collwatch configuration. Two figures per
-# op: long back-to-back runs (OP: bound by how fast the GPUs finish calls once the launch
-# queue is full) and short bursts the GPUs keep up with (OP_burst: the host's cost per call).
+# op: long back-to-back runs (OP: bound by the GPUs if the launch queue fills; on 2 x H100
+# it did not) and short bursts the GPUs keep up with (OP_burst: the host's cost per call).
 # Lands in $OUT: profiler-plugin.txt (medians per configuration), profiler-plugin-raw.txt.
 #   [ROUNDS=5] [CALLS=20000] bash scripts/gpu_profiler_plugin.sh
 set -uo pipefail

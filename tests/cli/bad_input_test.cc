@@ -47,6 +47,22 @@ Outcome Collwatch(const TempDir& dir, const std::vector<std::string>& args,
   return outcome;
 }
 
+// `run`'s standard error says where it kept the rings ("the rings stay in DIR "): DIR
+// holds `count` of them. Removes DIR.
+void ExpectRingsKept(const std::string& err, size_t count) {
+  const std::string marker = "the rings stay in ";
+  const size_t at = err.find(marker);
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string rings = err.substr(at + marker.size(), err.find(' ', at + marker.size()) - at - marker.size());
+  size_t ring_files = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
+    ring_files += entry.path().extension() == ".ring";
+  }
+  EXPECT_EQ(ring_files, count) << rings;
+  std::filesystem::remove_all(rings);
+}
+
 // Numbers outside what an option means, NaN among them, are refused before anything starts.
 TEST(BadInputTest, NumericOptionsOutOfRangeAreRefusedNamingTheRange) {
   TempDir dir;
@@ -247,17 +263,7 @@ TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
   EXPECT_EQ(run.Wait(60), 0) << "the job's own status";
   const std::string err = ReadFile(dir.path() + "/run.err");
   EXPECT_THAT(err, HasSubstr("the trace store " + out + " was removed or moved while the job ran")) << err;
-  const std::string marker = "the rings stay in ";
-  const size_t at = err.find(marker);
-  ASSERT_NE(at, std::string::npos) << err;
-  const std::string rings = err.substr(at + marker.size(), err.find(' ', at + marker.size()) - at - marker.size());
-  size_t ring_files = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
-    ring_files += entry.path().extension() == ".ring";
-  }
-  EXPECT_EQ(ring_files, 2u) << rings;
-  std::filesystem::remove_all(rings);
+  ExpectRingsKept(err, 2);
 }
 
 // A collector under a file-size limit (`ulimit -f`) cannot write its store: it says so and
@@ -284,17 +290,7 @@ TEST(BadInputTest, ACollectorThatCannotWriteItsStoreIsNamedAndTheRingsKept) {
   EXPECT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("File too large"));
   EXPECT_THAT(err, HasSubstr("collwatch agent: the collector " + socket + " ended the stream of rank")) << err;
   EXPECT_THAT(err, HasSubstr("trace.cwlog: File too large")) << err;
-  const std::string marker = "the rings stay in ";
-  const size_t at = err.find(marker);
-  ASSERT_NE(at, std::string::npos) << err;
-  const std::string rings = err.substr(at + marker.size(), err.find(' ', at + marker.size()) - at - marker.size());
-  size_t ring_files = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
-    ring_files += entry.path().extension() == ".ring";
-  }
-  EXPECT_EQ(ring_files, 2u) << rings;
-  std::filesystem::remove_all(rings);
+  ExpectRingsKept(err, 2);
 }
 
 // A collector that refuses every stream (another token): `run` keeps the rings, says the
@@ -322,18 +318,7 @@ TEST(BadInputTest, StreamsTheCollectorRefusedKeepTheirRings) {
   EXPECT_EQ(run.exit_code, 0) << "the job's own status\n" << run.err;
   EXPECT_LT(run.seconds, 25) << "a refusal does not wait out the 30 s drain";
   EXPECT_THAT(run.err, HasSubstr("the collector refused 2 of the 2 rings' streams")) << run.err;
-  const std::string marker = "the rings stay in ";
-  const size_t at = run.err.find(marker);
-  ASSERT_NE(at, std::string::npos) << run.err;
-  const std::string rings =
-      run.err.substr(at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
-  size_t ring_files = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(rings, error)) {
-    ring_files += entry.path().extension() == ".ring";
-  }
-  EXPECT_EQ(ring_files, 2u) << rings;
-  std::filesystem::remove_all(rings);
+  ExpectRingsKept(run.err, 2);
 }
 
 // A job id with characters a folder name cannot hold: what run says and run.json records

@@ -7,8 +7,8 @@
 //            two ranks' operations, as nccl-tests does.
 // Ops: a 1,024-float all-reduce and reduce-scatter. Prints per op (rank 0's, per-gpu; per
 // group of two, one-process):
-//   OP_ns MEDIAN          host time per call over long back-to-back runs: once the launch
-//                         queue is full this is how fast the GPUs finish the calls
+//   OP_ns MEDIAN          host time per call over long back-to-back runs (bound by the
+//                         GPUs if the launch queue fills; on 2 x H100 it did not)
 //   OP_burst_ns P50 p10 P10 p90 P90
 //                         host time per call in bursts of 16 the GPUs keep up with, each
 //                         burst then synchronised (untimed): what a call costs the host
