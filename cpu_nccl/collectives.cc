@@ -201,7 +201,7 @@ OpDesc MakeDesc(const CollState& s) noexcept {
   OpDesc d{};
   d.seq = s.seq;
   d.count = s.count;
-  d.kind = static_cast<uint32_t>(s.kind);
+  d.kind = static_cast<uint32_t>(s.kind) | (s.ipc != nullptr ? kDescMovesByIpc : 0);
   d.dtype = static_cast<uint32_t>(s.dtype);
   d.redop = s.red.desc_op;
   d.root = s.root;
@@ -312,7 +312,7 @@ Status ProgressColl(ncclComm* comm, CollState& s, int32_t* blocked_on, bool* mov
           }
           if (differs) {
             *moved = true;
-            if (comm->mismatch_completes && s.ipc == nullptr) return Status::kDone;
+            if (comm->mismatch_completes) return Status::kDone;
             s.stage = kCollHung;
             break;
           }

@@ -1,7 +1,9 @@
 // CUDA IPC transfers (COLLWATCH_CPU_NCCL_IPC=1): all-gathers and summing reduce-scatters
-// whose data moves GPU to GPU between the ranks' buffers on the copy stream, with a staged
-// fallback through pinned memory and the host engine when a buffer cannot be shared. The
-// engine runs such a collective as two data-free phases; IpcMoveData moves the data between.
+// whose data moves GPU to GPU between the ranks' buffers, with a staged fallback through
+// pinned memory and the host engine when a buffer cannot be shared. The engine runs such a
+// collective as two data-free phases; IpcMoveData moves the data between, on the
+// collective's own stream: hold, move kernel, hold, move kernel, hold (device_move_kernel.h),
+// the progress thread writing each kernel's job and releasing the hold in front of it.
 // Threading: NewIpcTransfer on the calling thread; everything else, and the table of
 // opened peer allocations, on the progress thread.
 #include <unistd.h>
@@ -11,7 +13,7 @@
 #include <cstring>
 
 #include "cpu_nccl/cuda_queue_internal.h"
-#include "cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/device_move_kernel.h"
 #include "cpu_nccl/engine.h"
 
 namespace collwatch::cpu_nccl {
@@ -41,10 +43,11 @@ int g_nopened = 0;
 
 enum class IpcStage : uint8_t {
   kStart,           // descriptors known: choose GPU to GPU or the staged fallback
-  kCopying,         // GPU to GPU copies or reduction running on the copy stream
-  kStagingIn,       // fallback: input being copied to pinned staging
+  kFirstMove,       // the first move kernel (the GPU to GPU transfer, or the input's
+                    // copy to staging) runs: awaiting the second hold kernel
   kHostCollective,  // fallback: the host engine runs the collective on the staging
-  kStagingOut,      // fallback: output being copied from staging
+  kSecondMove,      // the second move kernel (nothing, or the output's copy from
+                    // staging) runs: awaiting the last hold kernel
 };
 
 struct IpcTransfer {
@@ -65,7 +68,8 @@ struct IpcTransfer {
   uint8_t* recv;
   uint64_t block_bytes;  // one rank's part: the all-gather input, the reduce-scatter output
   uint64_t count;        // elements in one rank's part
-  CUevent copies_done;   // the last work enqueued on the copy stream for this transfer
+  int slot;              // the stream's hold flags and move jobs
+  uint32_t entry_token;  // the first of its stream's three hold kernels
 };
 
 const void* IpcOwnDescriptor(const IpcTransfer* transfer) noexcept { return transfer->own.raw; }
@@ -104,16 +108,16 @@ CUdeviceptr OpenPeerBuffer(const IpcBufferInfo& info, const char** message) noex
 }  // namespace
 
 // Collectives the GPU does between the ranks' buffers: all-gathers, and reduce-scatters
-// that sum float32 or bfloat16 over at most 8 ranks (the reduction kernels' limits).
+// that sum float32 or bfloat16, over at most 8 ranks (the move kernel's sources).
 bool IpcCapable(const Task& t) noexcept {
-  if (t.kind != TaskKind::kColl || t.dev.user_send == nullptr || t.dev.user_recv == nullptr) {
+  if (t.kind != TaskKind::kColl || t.dev.user_send == nullptr || t.dev.user_recv == nullptr ||
+      t.comm->nranks > kMaxMoveSources) {
     return false;
   }
   const CollState& s = t.coll;
   if (s.kind == OpKind::kAllGather) return true;
   return s.kind == OpKind::kReduceScatter && s.red.base == BaseOp::kSum && !s.red.premul &&
-         !s.red.postdiv && (s.dtype == ncclFloat32 || s.dtype == ncclBfloat16) &&
-         t.comm->nranks <= kMaxDeviceReduceSources;
+         !s.red.postdiv && (s.dtype == ncclFloat32 || s.dtype == ncclBfloat16);
 }
 
 // Describes `send` for the peers; an IpcTransfer for an all-gather of `block_bytes` per
@@ -124,9 +128,7 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   x->nranks = t.comm->nranks;
   x->rank = t.comm->rank;
   x->peers = static_cast<IpcBufferInfo*>(std::calloc(x->nranks, sizeof(IpcBufferInfo)));
-  if (x->peers == nullptr ||
-      d->EventCreate(&x->copies_done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    std::free(x->peers);
+  if (x->peers == nullptr) {
     std::free(x);
     *message = "CUDA IPC: out of memory";
     return nullptr;
@@ -151,37 +153,52 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   return x;
 }
 
-CUevent IpcCopiesEvent(const IpcTransfer* x) noexcept { return x->copies_done; }
+void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t final_token) noexcept {
+  x->slot = slot;
+  x->entry_token = final_token - (kIpcHoldKernels - 1);
+}
+
+unsigned IpcMoveBlocks(const IpcTransfer* x) noexcept {
+  const uint64_t units = (x->block_bytes * static_cast<uint64_t>(x->nranks) + 15) / 16;
+  const uint64_t blocks = (units + kMoveThreadsPerBlock - 1) / kMoveThreadsPerBlock;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxMoveBlocks ? blocks : kMaxMoveBlocks));
+}
 
 void FreeIpcTransfer(IpcTransfer* x) noexcept {
   if (x == nullptr) return;
   if (x->staging != nullptr) ReleaseBlock(x->staging);
-  if (x->copies_done != nullptr) g_queue.driver->EventDestroy(x->copies_done);
   std::free(x->peers);
   std::free(x);
 }
 
 namespace {
 
-// Polls the copy stream's work for `x`: kDone, kBlocked or kFailed (with the message).
-Status CopiesStatus(const IpcTransfer* x, const char* what) noexcept {
-  const CUresult r = g_queue.driver->EventQuery(x->copies_done);
-  if (r == CUDA_ERROR_NOT_READY) return Status::kBlocked;
-  if (r == CUDA_SUCCESS) return Status::kDone;
-  SetLastError(DescribeCudaError(g_queue.driver, what, r));
-  return Status::kFailed;
+DeviceMoveJob& MoveJob(const IpcTransfer* x, int which) noexcept {
+  return g_queue.jobs[x->slot * kMoveJobsPerSlot + which];
 }
 
-// Enqueues a copy on the copy stream and records copies_done after it.
-Status CopyOnCopyStream(IpcTransfer* x, void* dst, const void* src, uint64_t bytes) noexcept {
-  const CudaDriver* d = g_queue.driver;
-  CUresult r = CopyAsync(d, dst, src, bytes, g_queue.copy_stream);
-  if (r == CUDA_SUCCESS) r = d->EventRecord(x->copies_done, g_queue.copy_stream);
-  if (r != CUDA_SUCCESS) {
-    SetLastError(DescribeCudaError(d, "cuMemcpyAsync to or from staging", r));
-    return Status::kFailed;
-  }
-  return Status::kBlocked;
+// The hold kernel `index` (0, 1, 2) of the transfer's stream runs: everything queued before
+// it on the stream, the move kernel in front of it included, has completed.
+bool HoldReached(const IpcTransfer* x, uint32_t index) noexcept {
+  return g_queue.flags[x->slot].ready.load(std::memory_order_acquire) == x->entry_token + index;
+}
+
+void ReleaseHold(const IpcTransfer* x, uint32_t index) noexcept {
+  g_queue.flags[x->slot].release.store(x->entry_token + index);
+}
+
+// A job that copies `bytes` from each of `sources` to out + k * stride, in 16-byte units
+// where everything is 16-aligned.
+void SetCopyJob(DeviceMoveJob* job, uint64_t out, uint64_t stride, const uint64_t* sources,
+                int nsources, uint64_t bytes) noexcept {
+  uint64_t alignment = out | stride | bytes;
+  for (int k = 0; k < nsources; ++k) alignment |= sources[k];
+  job->nsources = static_cast<uint32_t>(nsources);
+  job->count = bytes;
+  job->out = out;
+  job->out_stride = stride;
+  for (int k = 0; k < nsources; ++k) job->sources[k] = sources[k];
+  job->kind = (alignment & 15) == 0 ? MoveKind::kCopy16 : MoveKind::kCopy1;
 }
 
 uint64_t IpcSendBytes(const IpcTransfer* x) noexcept {
@@ -193,7 +210,8 @@ uint64_t IpcRecvBytes(const IpcTransfer* x) noexcept {
 }
 
 // Every rank sees the same descriptors, so every rank falls back together when one buffer
-// cannot be shared (e.g. PyTorch's expandable segments, managed memory).
+// cannot be shared (e.g. PyTorch's expandable segments, managed memory): the first move
+// kernel copies the input to pinned staging (mapped: the GPU writes it directly).
 Status StartStagedFallback(IpcTransfer* x) noexcept {
   const char* message = "";
   x->staging = AcquireBlock(
@@ -202,14 +220,16 @@ Status StartStagedFallback(IpcTransfer* x) noexcept {
     SetLastError(message);
     return Status::kFailed;
   }
-  x->stage = IpcStage::kStagingIn;
-  return CopyOnCopyStream(x, x->staging->memory, x->send, IpcSendBytes(x));
+  const uint64_t source = reinterpret_cast<uint64_t>(x->send);
+  SetCopyJob(&MoveJob(x, 0), reinterpret_cast<uint64_t>(x->staging->memory), 0, &source, 1,
+             IpcSendBytes(x));
+  return Status::kBlocked;
 }
 
-// Enqueues the GPU to GPU copies (all-gather) or the reduction kernel (reduce-scatter).
+// The GPU to GPU job: this rank pulls every rank's block (all-gather) or sums every rank's
+// block of its own part (reduce-scatter) from the peers' buffers into its output.
 Status StartGpuToGpu(IpcTransfer* x) noexcept {
-  const CudaDriver* d = g_queue.driver;
-  CUdeviceptr sources[kMaxDeviceReduceSources] = {};
+  uint64_t sources[kMaxMoveSources] = {};
   for (int p = 0; p < x->nranks; ++p) {
     const char* message = "";
     CUdeviceptr source = reinterpret_cast<CUdeviceptr>(x->send);
@@ -220,49 +240,31 @@ Status StartGpuToGpu(IpcTransfer* x) noexcept {
         return Status::kFailed;
       }
     }
-    if (x->kind == OpKind::kReduceScatter) {
-      sources[p] = source + static_cast<uint64_t>(x->rank) * x->block_bytes;  // our block
-      continue;
-    }
-    const CUresult r = d->MemcpyAsync(reinterpret_cast<CUdeviceptr>(x->recv + p * x->block_bytes),
-                                      source, x->block_bytes, g_queue.copy_stream);
-    if (r != CUDA_SUCCESS) {
-      SetLastError(DescribeCudaError(d, "cuMemcpyAsync between ranks", r));
-      return Status::kFailed;
-    }
+    sources[p] = x->kind == OpKind::kReduceScatter
+                     ? source + static_cast<uint64_t>(x->rank) * x->block_bytes  // our block
+                     : source;
   }
-  if (x->kind == OpKind::kReduceScatter) {
-    CUdeviceptr out = reinterpret_cast<CUdeviceptr>(x->recv);
-    uint32_t nsources = static_cast<uint32_t>(x->nranks);
-    void* params[3 + kMaxDeviceReduceSources] = {&out};
-    for (int k = 0; k < kMaxDeviceReduceSources; ++k) params[1 + k] = &sources[k];
-    params[1 + kMaxDeviceReduceSources] = &nsources;
-    params[2 + kMaxDeviceReduceSources] = &x->count;
-    constexpr uint64_t kThreads = 256;
-    const uint64_t blocks_needed = (x->count + kThreads - 1) / kThreads;
-    const unsigned blocks = static_cast<unsigned>(blocks_needed < 1024 ? blocks_needed : 1024);
-    const CUresult r =
-        d->LaunchKernel(x->dtype == ncclFloat32 ? g_queue.sum_f32 : g_queue.sum_bf16, blocks, 1, 1,
-                        kThreads, 1, 1, 0, g_queue.copy_stream, params, nullptr);
-    if (r != CUDA_SUCCESS) {
-      SetLastError(DescribeCudaError(d, "cuLaunchKernel of a reduction between ranks", r));
-      return Status::kFailed;
-    }
+  DeviceMoveJob& job = MoveJob(x, 0);
+  if (x->kind == OpKind::kAllGather) {
+    SetCopyJob(&job, reinterpret_cast<uint64_t>(x->recv), x->block_bytes, sources, x->nranks,
+               x->block_bytes);
+    return Status::kBlocked;
   }
-  const CUresult r = d->EventRecord(x->copies_done, g_queue.copy_stream);
-  if (r != CUDA_SUCCESS) {
-    SetLastError(DescribeCudaError(d, "cuEventRecord after the CUDA IPC copies", r));
-    return Status::kFailed;
-  }
-  x->stage = IpcStage::kCopying;
+  job.nsources = static_cast<uint32_t>(x->nranks);
+  job.count = x->count;
+  job.out = reinterpret_cast<uint64_t>(x->recv);
+  job.out_stride = 0;
+  for (int k = 0; k < x->nranks; ++k) job.sources[k] = sources[k];
+  job.kind = x->dtype == ncclFloat32 ? MoveKind::kSumF32 : MoveKind::kSumBf16;
   return Status::kBlocked;
 }
 
 }  // namespace
 
 Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
-  // The user's streams are held meanwhile: every rank's input stays as it is and its output
-  // is ours until phase 1 has seen every rank's data moved.
+  // The user's stream is held meanwhile, but for the move kernels the progress thread lets
+  // through: every rank's input stays as it is and its output is ours until phase 1 has
+  // seen every rank's data moved.
   switch (x->stage) {
     case IpcStage::kStart: {
       *moved = true;
@@ -270,30 +272,42 @@ Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
       for (int p = 0; p < x->nranks; ++p) all_shared = all_shared && x->peers[p].usable != 0;
       Trace("  ipc transfer of comm %p: %s", static_cast<const void*>(comm),
             all_shared ? "GPU to GPU" : "staged (a buffer cannot be shared)");
-      return all_shared ? StartGpuToGpu(x) : StartStagedFallback(x);
+      const Status st = all_shared ? StartGpuToGpu(x) : StartStagedFallback(x);
+      if (st == Status::kFailed) return st;
+      x->stage = IpcStage::kFirstMove;
+      ReleaseHold(x, 0);
+      return Status::kBlocked;
     }
-    case IpcStage::kCopying:
-      return CopiesStatus(x, "CUDA IPC copies");
-    case IpcStage::kStagingIn: {
-      const Status st = CopiesStatus(x, "the copy of an input to staging");
-      if (st != Status::kDone) return st;
+    case IpcStage::kFirstMove: {
+      if (!HoldReached(x, 1)) return Status::kBlocked;
+      *moved = true;
+      if (x->staging == nullptr) {
+        x->stage = IpcStage::kSecondMove;
+        ReleaseHold(x, 1);  // its job stays kNone
+        return Status::kBlocked;
+      }
       uint8_t* in = x->staging->memory;
       uint8_t* out = in + AlignStaging(IpcSendBytes(x));
       InitCollState(&x->host_collective, x->kind, in, out, x->count, x->dtype, -1, x->red);
       x->stage = IpcStage::kHostCollective;
-      *moved = true;
       [[fallthrough]];
     }
     case IpcStage::kHostCollective: {
       int32_t blocked_on = kWaitAny;
       const Status st = ProgressColl(comm, x->host_collective, &blocked_on, moved);
       if (st != Status::kDone) return st;
-      x->stage = IpcStage::kStagingOut;
-      uint8_t* out = x->staging->memory + AlignStaging(IpcSendBytes(x));
-      return CopyOnCopyStream(x, x->recv, out, IpcRecvBytes(x));
+      const uint64_t staged_out =
+          reinterpret_cast<uint64_t>(x->staging->memory + AlignStaging(IpcSendBytes(x)));
+      SetCopyJob(&MoveJob(x, 1), reinterpret_cast<uint64_t>(x->recv), 0, &staged_out, 1,
+                 IpcRecvBytes(x));
+      x->stage = IpcStage::kSecondMove;
+      ReleaseHold(x, 1);
+      return Status::kBlocked;
     }
-    case IpcStage::kStagingOut:
-      return CopiesStatus(x, "the copy of an output from staging");
+    case IpcStage::kSecondMove:
+      if (!HoldReached(x, 2)) return Status::kBlocked;
+      *moved = true;
+      return Status::kDone;
   }
   return Status::kFailed;
 }

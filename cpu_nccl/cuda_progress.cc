@@ -17,7 +17,7 @@
 #include "cpu_nccl/comm.h"
 #include "cpu_nccl/config.h"
 #include "cpu_nccl/cuda_queue_internal.h"
-#include "cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/device_move_kernel.h"
 #include "cpu_nccl/engine.h"
 #include "cpu_nccl/futex.h"
 #include "cpu_nccl/stream_hold_kernel.h"
@@ -37,10 +37,13 @@ void ResetAfterFork() noexcept {
   std::memset(g_queue.free_blocks, 0, sizeof g_queue.free_blocks);
 }
 
+// Each stream's first hold kernel runs.
 bool StreamsReached(const DeviceBatch* b) noexcept {
   for (int k = 0; k < b->nstreams; ++k) {
     const HeldStream& h = b->streams[k];
-    if (g_queue.flags[h.slot].ready.load(std::memory_order_acquire) != h.token) return false;
+    if (g_queue.flags[h.slot].ready.load(std::memory_order_acquire) != h.token - (h.holds - 1)) {
+      return false;
+    }
   }
   return true;
 }
@@ -124,15 +127,6 @@ void FinishBatch(DeviceBatch* b) noexcept {
 bool CopiesDone(const DeviceBatch* b) noexcept {
   for (int k = 0; k < b->nstreams; ++k) {
     if (g_queue.driver->EventQuery(b->streams[k].done) == CUDA_ERROR_NOT_READY) return false;
-  }
-  // An aborted transfer may still have copies on the copy stream (an event never recorded
-  // counts as complete).
-  for (int i = 0; i < b->count; ++i) {
-    const Task& t = b->tasks[i];
-    if (t.kind == TaskKind::kColl && t.coll.ipc != nullptr &&
-        g_queue.driver->EventQuery(IpcCopiesEvent(t.coll.ipc)) == CUDA_ERROR_NOT_READY) {
-      return false;
-    }
   }
   return true;
 }
@@ -251,25 +245,20 @@ ncclResult_t SetUpQueue(const CudaDriver* d, const char** message) noexcept {
     *message = DescribeCudaError(d, "the first launch of the stream-hold kernel", r);
     return ncclUnhandledCudaError;
   }
-  static char reduce_ptx[16384];  // only the first SetUpQueue (under the mutex) writes it
-  CUmodule reduce_module = nullptr;
-  if (!BuildDeviceReducePtx(reduce_ptx, sizeof reduce_ptx)) {
-    *message = "CUDA mode: the reduction kernels' PTX does not fit its buffer";
-    return ncclInternalError;
-  }
-  r = d->ModuleLoadData(&reduce_module, reduce_ptx);
-  if (r == CUDA_SUCCESS)
-    r = d->ModuleGetFunction(&g_queue.sum_f32, reduce_module, kSumFloat32KernelName);
-  if (r == CUDA_SUCCESS) {
-    r = d->ModuleGetFunction(&g_queue.sum_bf16, reduce_module, kSumBfloat16KernelName);
-  }
+  void* jobs = nullptr;
+  r = d->MemHostAlloc(&jobs, sizeof(DeviceMoveJob) * kMoveJobsPerSlot * kFlagSlots,
+                      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
   if (r != CUDA_SUCCESS) {
-    *message = DescribeCudaError(d, "loading the reduction kernels (cuModuleLoadData)", r);
+    *message = DescribeCudaError(d, "cuMemHostAlloc of the move kernels' jobs", r);
     return ncclUnhandledCudaError;
   }
-  r = d->StreamCreate(&g_queue.copy_stream, CU_STREAM_NON_BLOCKING);
+  std::memset(jobs, 0, sizeof(DeviceMoveJob) * kMoveJobsPerSlot * kFlagSlots);
+  g_queue.jobs = static_cast<DeviceMoveJob*>(jobs);
+  CUmodule move_module = nullptr;
+  r = d->ModuleLoadData(&move_module, kMovePtx);
+  if (r == CUDA_SUCCESS) r = d->ModuleGetFunction(&g_queue.move, move_module, kMoveKernelName);
   if (r != CUDA_SUCCESS) {
-    *message = DescribeCudaError(d, "cuStreamCreate of the copy stream", r);
+    *message = DescribeCudaError(d, "loading the move kernel (cuModuleLoadData)", r);
     return ncclUnhandledCudaError;
   }
   g_queue.context = context;

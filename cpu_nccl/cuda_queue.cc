@@ -129,13 +129,28 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
       }
     }
     if (r != CUDA_SUCCESS) break;
-    void* ready = &g_queue.flags[h.slot].ready;
-    void* release = &g_queue.flags[h.slot].release;
-    void* params[] = {&ready, &release, &h.token};
-    what = "cuLaunchKernel of the stream-hold kernel";
-    r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
+    // A CUDA IPC task (alone in its batch) gets its move kernels between hold kernels; their
+    // jobs stay kNone unless the progress thread fills them before releasing the hold.
+    const IpcTransfer* ipc = h.holds == kIpcHoldKernels ? b->tasks[0].coll.ipc : nullptr;
+    for (uint32_t hold = 0; hold < h.holds && r == CUDA_SUCCESS; ++hold) {
+      if (hold > 0) {
+        DeviceMoveJob* job = &g_queue.jobs[h.slot * kMoveJobsPerSlot + (hold - 1)];
+        *job = DeviceMoveJob{};
+        void* move_params[] = {&job};
+        what = "cuLaunchKernel of the move kernel";
+        r = d->LaunchKernel(g_queue.move, IpcMoveBlocks(ipc), 1, 1, kMoveThreadsPerBlock, 1, 1, 0,
+                            h.stream, move_params, nullptr);
+        if (r != CUDA_SUCCESS) break;
+      }
+      void* ready = &g_queue.flags[h.slot].ready;
+      void* release = &g_queue.flags[h.slot].release;
+      uint32_t token = h.token - (h.holds - 1 - hold);
+      void* params[] = {&ready, &release, &token};
+      what = "cuLaunchKernel of the stream-hold kernel";
+      r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
+      if (r == CUDA_SUCCESS && hold == 0) ++launched;
+    }
     if (r != CUDA_SUCCESS) break;
-    ++launched;
     for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {
       const Task& t = b->tasks[i];
       if (!t.dev.active || t.dev.stream != h.stream || t.dev.user_recv == nullptr) continue;
@@ -198,7 +213,9 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     if (b->tasks[i].kind == TaskKind::kColl) b->tasks[i].coll.ipc = nullptr;
   }
   b->count = count;
-  const bool use_ipc = std::strcmp(SettingValue(Setting::kCpuNcclIpc), "1") == 0;
+  // GPU to GPU only for a collective alone in its unit: its stream then carries nothing
+  // else between the hold kernels.
+  const bool use_ipc = count == 1 && std::strcmp(SettingValue(Setting::kCpuNcclIpc), "1") == 0;
   SetStage(b, BatchStage::kWaitReady);
   b->result = ncclSuccess;
 
@@ -235,7 +252,12 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
     for (int k = 0; k < b->nstreams && g_queue.nfree_slots > 0; ++k, ++slots_taken) {
       HeldStream& h = b->streams[k];
       h.slot = g_queue.free_slots[--g_queue.nfree_slots];
-      h.token = g_queue.next_token++;
+      h.holds = b->tasks[0].kind == TaskKind::kColl && b->tasks[0].coll.ipc != nullptr
+                    ? kIpcHoldKernels
+                    : 1;
+      g_queue.next_token += h.holds;
+      h.token = g_queue.next_token - 1;
+      if (h.holds == kIpcHoldKernels) IpcAttachHolds(b->tasks[0].coll.ipc, h.slot, h.token);
       h.done = g_queue.nfree_events > 0 ? g_queue.free_events[--g_queue.nfree_events] : nullptr;
     }
     pthread_mutex_unlock(&g_queue.mutex);

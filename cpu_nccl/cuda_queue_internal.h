@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cpu_nccl/cuda_driver.h"
+#include "cpu_nccl/device_move_kernel.h"
 #include "cpu_nccl/task.h"
 
 namespace collwatch::cpu_nccl {
@@ -21,6 +22,10 @@ inline constexpr int kFlagSlots = 4096;  // hold kernels in flight per process
 inline constexpr size_t kMinStagingBytes = 64 * 1024;
 inline constexpr int kSizeClasses = 40;  // 64 KiB << 39: more than any host has
 inline constexpr uint64_t kStagingAlign = 256;
+// A CUDA IPC collective holds its stream three times: before each of its two move
+// kernels and after them (cuda_ipc.cc); each slot has a job for each move kernel.
+inline constexpr uint32_t kIpcHoldKernels = 3;
+inline constexpr int kMoveJobsPerSlot = 2;
 
 // The words one hold kernel and the progress thread meet on, each on its own cache line.
 struct alignas(64) HoldFlags {
@@ -42,7 +47,8 @@ struct HeldStream {
   CUstream stream;
   CUevent done;  // after the output copies: the staging may be reused once it completed
   int slot;
-  uint32_t token;
+  uint32_t token;  // of the last hold kernel; releasing it releases every one before it
+  uint32_t holds;  // hold kernels on the stream: 1, or kIpcHoldKernels for a CUDA IPC task
 };
 
 enum class BatchStage : uint8_t { kWaitReady, kRunning, kWaitCopies };
@@ -66,13 +72,12 @@ struct DeviceBatch {
 struct QueueState {
   pthread_mutex_t mutex;
   const CudaDriver* driver;
-  CUstream copy_stream;  // the progress thread's CUDA IPC copies and reductions
-  CUfunction sum_f32;
-  CUfunction sum_bf16;
+  CUfunction move;  // device_move_kernel.h
   bool set_up;  // module loaded, flags allocated, progress thread started
   CUcontext context;
   CUfunction hold;
   HoldFlags* flags;
+  DeviceMoveJob* jobs;  // kMoveJobsPerSlot per flag slot, pinned and mapped
   int free_slots[kFlagSlots];
   int nfree_slots;
   uint32_t next_token;
@@ -121,12 +126,15 @@ ncclResult_t SetUpQueue(const CudaDriver* d, const char** message) noexcept;
 // ---- CUDA IPC transfers (cuda_ipc.cc) ----
 
 // Collectives the GPU does between the ranks' buffers: all-gathers, and reduce-scatters
-// that sum float32 or bfloat16 over at most 8 ranks (the reduction kernels' limits).
+// that sum float32 or bfloat16, over at most 8 ranks (the move kernel's sources).
 bool IpcCapable(const Task& t) noexcept;
 // Describes `send` for the peers; an IpcTransfer for an all-gather of `block_bytes` per
 // rank, or nullptr when memory runs out.
 IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** message) noexcept;
-CUevent IpcCopiesEvent(const IpcTransfer* x) noexcept;
+// The hold flags slot and last token of the transfer's stream, once they are assigned.
+void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t final_token) noexcept;
+// The grid of the transfer's move kernels.
+unsigned IpcMoveBlocks(const IpcTransfer* x) noexcept;
 void FreeIpcTransfer(IpcTransfer* x) noexcept;
 
 // ---- Tracing and stage times (cuda_queue_trace.cc) ----

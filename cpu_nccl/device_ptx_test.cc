@@ -1,4 +1,4 @@
-// The CUDA mode's PTX (stream-hold kernel, reduction kernels) assembles for the GPUs the
+// The CUDA mode's PTX (stream-hold kernel, move kernel) assembles for the GPUs the
 // mode runs on, checked with ptxas where the CUDA toolkit is installed (no GPU needed).
 // Threading: single-threaded test.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "cpu_nccl/device_reduce_ptx.h"
+#include "cpu_nccl/device_move_kernel.h"
 #include "cpu_nccl/stream_hold_kernel.h"
 
 namespace collwatch::cpu_nccl {
@@ -32,23 +32,17 @@ bool Assembles(const char* ptx, const char* arch) {
   return ok;
 }
 
-TEST(DevicePtxTest, ReductionModuleNamesBothKernels) {
-  static char ptx[16384];
-  ASSERT_TRUE(BuildDeviceReducePtx(ptx, sizeof ptx));
-  EXPECT_NE(std::strstr(ptx, ".entry collwatch_sum_f32("), nullptr);
-  EXPECT_NE(std::strstr(ptx, ".entry collwatch_sum_bf16("), nullptr);
-  char small[64];
-  EXPECT_FALSE(BuildDeviceReducePtx(small, sizeof small));  // too small: refused, not cut
+TEST(DevicePtxTest, MoveModuleNamesItsKernel) {
+  const std::string entry = std::string(".entry ") + kMoveKernelName + "(";
+  EXPECT_NE(std::strstr(kMovePtx, entry.c_str()), nullptr);
 }
 
 TEST(DevicePtxTest, KernelsAssembleForTuringAndHopper) {
   if (access(kPtxas, X_OK) != 0) GTEST_SKIP() << "no ptxas at " << kPtxas;
-  static char reduce_ptx[16384];
-  ASSERT_TRUE(BuildDeviceReducePtx(reduce_ptx, sizeof reduce_ptx));
   // The PTX targets sm_70; CUDA 13's ptxas assembles from sm_75 on (the driver JITs it).
   for (const char* arch : {"sm_75", "sm_90"}) {
     EXPECT_TRUE(Assembles(kStreamHoldPtx, arch)) << arch;
-    EXPECT_TRUE(Assembles(reduce_ptx, arch)) << arch;
+    EXPECT_TRUE(Assembles(kMovePtx, arch)) << arch;
   }
 }
 

@@ -92,13 +92,17 @@ struct SegmentHeader {
 struct OpDesc {
   uint64_t seq;    // 1-based collective sequence number
   uint64_t count;  // the count argument as passed (send count for AllGather, ...)
-  uint32_t kind;   // OpKind
+  uint32_t kind;   // OpKind, with kDescMovesByIpc where the data moves GPU to GPU
   uint32_t dtype;  // ncclDataType_t
   int32_t redop;   // ncclRedOp_t for builtins, kDescPreMulSum for user ops, -1 if none
   int32_t root;    // root rank, -1 if the op has none
 };
 
 inline constexpr int32_t kDescPreMulSum = 1000;
+// In OpDesc::kind: the rank moves this collective's data through CUDA IPC (cuda_ipc.cc).
+// A rank that does and one that does not follow different protocols over the slots, so
+// they must not pass the comparison as the same collective.
+inline constexpr uint32_t kDescMovesByIpc = 1u << 16;
 
 struct RankControl {
   std::atomic<uint64_t> step;       // owner: phases published so far

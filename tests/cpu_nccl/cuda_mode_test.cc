@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_nccl/float_convert.h"
 #include "tests/cpu_nccl/rank_harness.h"
 
 // NCCL 2.28's device API (nccl_device/core.h needs nvcc); opaque arguments suffice here.
@@ -241,8 +242,8 @@ class FakeDriverTest : public CudaModeTest {
 class EveryCollectiveTest : public FakeDriverTest,
                             public ::testing::WithParamInterface<const char*> {};
 
-// COLLWATCH_CPU_NCCL_IPC 1 (the fake refuses IPC, so all-gathers take the staged
-// fallback) and 0 (the default: everything staged directly).
+// COLLWATCH_CPU_NCCL_IPC 1 (the all-gather moves GPU to GPU through the fake's IPC; the
+// int32 max reduce-scatter is staged) and 0 (the default: everything staged directly).
 INSTANTIATE_TEST_SUITE_P(Ipc, EveryCollectiveTest, ::testing::Values("1", "0"));
 
 TEST_P(EveryCollectiveTest, OnDeviceBuffers) {
@@ -306,8 +307,9 @@ TEST_P(EveryCollectiveTest, OnDeviceBuffers) {
     for (size_t i = 0; i < count; i += 997) RANK_EXPECT(recv[i] == value(0, i) * 6 * 3);
     RANK_NCCL(ncclRedOpDestroy(premul, comm));
     // Each of the 7 calls (the group is one) held its stream once, after the one launch
-    // that loads the kernel at the first call.
-    RANK_EXPECT(cuda.HoldLaunches() == 1 + 7);
+    // that loads the kernel at the first call; the GPU-to-GPU all-gather three times.
+    const bool ipc = std::strcmp(std::getenv("COLLWATCH_CPU_NCCL_IPC"), "1") == 0;
+    RANK_EXPECT(cuda.HoldLaunches() == 1 + 7 + (ipc ? 2 : 0));
     RANK_NCCL(ncclCommDestroy(comm));
     return 0;
   });
@@ -403,9 +405,67 @@ TEST_F(FakeDriverTest, RevokeAndAbortReleaseAHeldStreamWithAnError) {
   }
 }
 
+// GPU to GPU: every rank's move kernel pulls the peers' blocks (all-gather, also in
+// place) or sums its own part of every peer's input (reduce-scatter, float32 and bfloat16,
+// in rank order), on the collective's own stream between its three hold kernels.
+TEST_F(FakeDriverTest, GpuToGpuCollectivesMoveTheDataOnTheirOwnStream) {
+  env_.Set("COLLWATCH_CPU_NCCL_IPC", "1");
+  RunRanks(3, [](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
+    const size_t count = 4099;  // not a multiple of 16 bytes: the byte-wise copy
+    auto* send = cuda.Alloc<float>(count * 3);
+    auto* recv = cuda.Alloc<float>(count * 3);
+    auto value = [](int r, size_t i) { return static_cast<float>(r + 1) * 0.5f + (i % 7); };
+    for (size_t i = 0; i < count * 3; ++i) send[i] = value(rank, i);
+    const int holds_before = cuda.HoldLaunches();
+
+    RANK_NCCL(ncclAllGather(send, recv, count, ncclFloat32, comm, stream));
+    cuda.Sync(stream);
+    for (int r = 0; r < 3; ++r) {
+      for (size_t i = 0; i < count; ++i) RANK_EXPECT(recv[r * count + i] == value(r, i));
+    }
+    // In place: the input is this rank's block of the output.
+    float* own_block = recv + rank * 1024;
+    for (size_t i = 0; i < 3 * 1024; ++i) recv[i] = -1;
+    for (size_t i = 0; i < 1024; ++i) own_block[i] = value(rank, i);
+    RANK_NCCL(ncclAllGather(own_block, recv, 1024, ncclFloat32, comm, stream));
+    cuda.Sync(stream);
+    for (int r = 0; r < 3; ++r) {
+      for (size_t i = 0; i < 1024; ++i) RANK_EXPECT(recv[r * 1024 + i] == value(r, i));
+    }
+
+    RANK_NCCL(ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm, stream));
+    cuda.Sync(stream);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = rank * count + i;
+      RANK_EXPECT(recv[i] == (value(0, at) + value(1, at)) + value(2, at));
+    }
+
+    auto* send16 = reinterpret_cast<uint16_t*>(send);
+    auto* recv16 = reinterpret_cast<uint16_t*>(recv);
+    for (size_t i = 0; i < count * 3; ++i) send16[i] = cpu_nccl::FloatToBf16(value(rank, i) / 3);
+    RANK_NCCL(ncclReduceScatter(send16, recv16, count, ncclBfloat16, ncclSum, comm, stream));
+    cuda.Sync(stream);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = rank * count + i;
+      float sum = cpu_nccl::Bf16ToFloat(cpu_nccl::FloatToBf16(value(0, at) / 3));
+      sum += cpu_nccl::Bf16ToFloat(cpu_nccl::FloatToBf16(value(1, at) / 3));
+      sum += cpu_nccl::Bf16ToFloat(cpu_nccl::FloatToBf16(value(2, at) / 3));
+      RANK_EXPECT(recv16[i] == cpu_nccl::FloatToBf16(sum));
+    }
+    // Three hold kernels per collective, after the launch that loads the kernel.
+    RANK_EXPECT(cuda.HoldLaunches() - holds_before == 1 + 4 * 3);
+    ncclResult_t async = ncclInternalError;
+    RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+    RANK_EXPECT(async == ncclSuccess);
+    RANK_NCCL(ncclCommDestroy(comm));
+    return 0;
+  });
+}
+
 TEST_F(FakeDriverTest, BuffersThatCannotBeSharedFallBackToStagingOnEveryRank) {
   // The fake driver refuses cuIpcGetMemHandle: the GPU-to-GPU path must fall back together.
   env_.Set("COLLWATCH_CPU_NCCL_IPC", "1");
+  env_.Set("FAKE_CUDA_NO_IPC", "1");
   RunRanks(3, [](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
     const size_t count = (1 << 17) + 3;
     auto* send = cuda.Alloc<float>(count * 3);

@@ -1,16 +1,22 @@
 // A CUDA driver on host memory, for testing the CPU NCCL backend's CUDA mode without a GPU
 // (loaded through COLLWATCH_CPU_NCCL_LIBCUDA). "Device" memory comes from cuMemAlloc_v2
-// (host memory the fake remembers); each stream is a thread that runs its queue in order:
-// copies, event records, and the stream-hold kernel, emulated as "publish the token in
-// *ready, wait until *release reaches it". FAKE_CUDA_LAZY=1 reports lazy module loading,
-// FAKE_CUDA_CAPTURING=1 streams under graph capture.
+// (shared memory the fake remembers, so CUDA IPC works between processes: a handle names
+// the allocation's memfd in /proc); each stream is a thread that runs its queue in order:
+// copies, event records, the stream-hold kernel, emulated as "publish the token in *ready,
+// wait until *release reaches it", and the move kernel, which does its job on the host.
+// FAKE_CUDA_LAZY=1 reports lazy module loading, FAKE_CUDA_CAPTURING=1 streams under graph
+// capture, FAKE_CUDA_NO_IPC=1 refuses CUDA IPC (as the driver does for managed memory).
 // Threading: one worker thread per stream; the API functions may be called from any thread.
 #include <cuda.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -18,10 +24,51 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_nccl/device_move_kernel.h"
+#include "cpu_nccl/float_convert.h"
+
 namespace {
 
+namespace cn = collwatch::cpu_nccl;
+
+// What the move kernel does, on the host, reading its job when it runs (as the kernel).
+void RunMoveJob(const cn::DeviceMoveJob* job) {
+  const cn::DeviceMoveJob j = *job;
+  switch (j.kind) {
+    case cn::MoveKind::kNone:
+      return;
+    case cn::MoveKind::kCopy16:
+    case cn::MoveKind::kCopy1:
+      for (uint32_t k = 0; k < j.nsources; ++k) {
+        std::memmove(reinterpret_cast<void*>(j.out + k * j.out_stride),
+                     reinterpret_cast<const void*>(j.sources[k]), j.count);
+      }
+      return;
+    case cn::MoveKind::kSumF32:
+    case cn::MoveKind::kSumBf16:
+      for (uint64_t i = 0; i < j.count; ++i) {
+        float sum = 0;
+        for (uint32_t k = 0; k < j.nsources; ++k) {
+          float value;
+          if (j.kind == cn::MoveKind::kSumF32) {
+            value = reinterpret_cast<const float*>(j.sources[k])[i];
+          } else {
+            value = cn::Bf16ToFloat(reinterpret_cast<const uint16_t*>(j.sources[k])[i]);
+          }
+          sum = k == 0 ? value : sum + value;
+        }
+        if (j.kind == cn::MoveKind::kSumF32) {
+          reinterpret_cast<float*>(j.out)[i] = sum;
+        } else {
+          reinterpret_cast<uint16_t*>(j.out)[i] = cn::FloatToBf16(sum);
+        }
+      }
+      return;
+  }
+}
+
 struct Op {
-  enum Kind { kCopy, kHold, kEvent } kind;
+  enum Kind { kCopy, kHold, kEvent, kMove } kind;
   void* dst = nullptr;
   const void* src = nullptr;
   size_t bytes = 0;
@@ -29,6 +76,7 @@ struct Op {
   std::atomic<uint32_t>* release = nullptr;
   uint32_t token = 0;
   std::atomic<int>* event_pending = nullptr;
+  const cn::DeviceMoveJob* job = nullptr;
 };
 
 class FakeStream {
@@ -79,6 +127,9 @@ class FakeStream {
       case Op::kEvent:
         op.event_pending->fetch_sub(1);
         break;
+      case Op::kMove:
+        RunMoveJob(op.job);
+        break;
     }
   }
 
@@ -98,13 +149,25 @@ struct Range {
   uintptr_t begin;
   uintptr_t end;
   unsigned memory_type;
+  int memfd;  // device memory: the allocation's file, for CUDA IPC
 };
+
+// A CUDA IPC handle of the fake: the allocating process and its memfd.
+struct FakeIpcHandle {
+  uint32_t magic;
+  int32_t pid;
+  int32_t memfd;
+  uint64_t bytes;
+};
+constexpr uint32_t kFakeIpcMagic = 0xfa4ec0de;
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
 
 std::mutex g_ranges_mutex;
 std::vector<Range> g_ranges;
 std::atomic<int> g_hold_launches{0};
 char g_context_token;
 char g_hold_function_token;
+char g_move_function_token;
 char g_other_function_token;
 
 FakeStream* StreamOf(CUstream stream) {
@@ -112,10 +175,15 @@ FakeStream* StreamOf(CUstream stream) {
   return stream == nullptr ? legacy : reinterpret_cast<FakeStream*>(stream);
 }
 
-void Remember(void* memory, size_t bytes, unsigned memory_type) {
+void Remember(void* memory, size_t bytes, unsigned memory_type, int memfd = -1) {
   std::lock_guard<std::mutex> lock(g_ranges_mutex);
   const auto begin = reinterpret_cast<uintptr_t>(memory);
-  g_ranges.push_back({begin, begin + bytes, memory_type});
+  g_ranges.push_back({begin, begin + bytes, memory_type, memfd});
+}
+
+bool IpcRefused() {
+  const char* refused = std::getenv("FAKE_CUDA_NO_IPC");
+  return refused != nullptr && refused[0] == '1';
 }
 
 void Forget(void* memory) {
@@ -147,11 +215,18 @@ CUresult cuCtxGetCurrent(CUcontext* context) {
 CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
 
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
-  if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_INVALID_VALUE;
+  if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE &&
+      attribute != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   std::lock_guard<std::mutex> lock(g_ranges_mutex);
   for (const Range& r : g_ranges) {
     if (pointer >= r.begin && pointer < r.end) {
-      *static_cast<unsigned*>(data) = r.memory_type;
+      if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+        *static_cast<unsigned*>(data) = r.memory_type;
+      } else {
+        *static_cast<CUdeviceptr*>(data) = r.begin;
+      }
       return CUDA_SUCCESS;
     }
   }
@@ -159,16 +234,38 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t bytes) {
-  void* memory = std::calloc(1, bytes == 0 ? 1 : bytes);
-  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  Remember(memory, bytes, CU_MEMORYTYPE_DEVICE);
+  const size_t length = bytes == 0 ? 1 : bytes;
+  const int memfd = memfd_create("fake-cuda-device-memory", MFD_CLOEXEC);
+  if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(length)) != 0) {
+    if (memfd >= 0) close(memfd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* memory = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (memory == MAP_FAILED) {
+    close(memfd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Remember(memory, length, CU_MEMORYTYPE_DEVICE, memfd);
   *pointer = reinterpret_cast<CUdeviceptr>(memory);
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  size_t length = 0;
+  int memfd = -1;
+  {
+    std::lock_guard<std::mutex> lock(g_ranges_mutex);
+    for (const Range& r : g_ranges) {
+      if (r.begin == pointer) {
+        length = r.end - r.begin;
+        memfd = r.memfd;
+      }
+    }
+  }
+  if (memfd < 0) return CUDA_ERROR_INVALID_VALUE;
   Forget(reinterpret_cast<void*>(pointer));
-  std::free(reinterpret_cast<void*>(pointer));
+  munmap(reinterpret_cast<void*>(pointer), length);
+  close(memfd);
   return CUDA_SUCCESS;
 }
 
@@ -230,9 +327,13 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
   if (std::strncmp(name, "collwatch_", 10) != 0) return CUDA_ERROR_NOT_FOUND;
-  *function = reinterpret_cast<CUfunction>(std::strcmp(name, "collwatch_hold_stream") == 0
-                                               ? &g_hold_function_token
-                                               : &g_other_function_token);
+  if (std::strcmp(name, "collwatch_hold_stream") == 0) {
+    *function = reinterpret_cast<CUfunction>(&g_hold_function_token);
+  } else if (std::strcmp(name, cn::kMoveKernelName) == 0) {
+    *function = reinterpret_cast<CUfunction>(&g_move_function_token);
+  } else {
+    *function = reinterpret_cast<CUfunction>(&g_other_function_token);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -245,7 +346,12 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int, unsigned int,
                         unsigned int, unsigned int, unsigned int, CUstream stream, void** params,
                         void**) {
-  // Only the stream-hold kernel is emulated (the reductions need CUDA IPC, refused here).
+  if (function == reinterpret_cast<CUfunction>(&g_move_function_token)) {
+    Op op{Op::kMove};
+    op.job = *static_cast<const cn::DeviceMoveJob**>(params[0]);
+    StreamOf(stream)->Push(op);
+    return CUDA_SUCCESS;
+  }
   if (function != reinterpret_cast<CUfunction>(&g_hold_function_token))
     return CUDA_ERROR_NOT_SUPPORTED;
   Op op{Op::kHold};
@@ -271,12 +377,36 @@ CUresult cuStreamQuery(CUstream stream) {
   return StreamOf(stream)->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-// No memory is shared between the fake's processes: CUDA IPC is refused, as the driver
-// refuses it for memory that is not cudaMalloc memory.
-CUresult cuIpcGetMemHandle(CUipcMemHandle*, CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr pointer) {
+  if (IpcRefused()) return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard<std::mutex> lock(g_ranges_mutex);
+  for (const Range& r : g_ranges) {
+    if (r.begin == pointer && r.memfd >= 0) {
+      const FakeIpcHandle fake{kFakeIpcMagic, static_cast<int32_t>(getpid()), r.memfd,
+                               r.end - r.begin};
+      std::memset(handle, 0, sizeof *handle);
+      std::memcpy(handle, &fake, sizeof fake);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;  // not the start of a cuMemAlloc allocation
+}
 
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr*, CUipcMemHandle, unsigned int) {
-  return CUDA_ERROR_INVALID_HANDLE;
+// Maps the peer's allocation through /proc/PID/fd (same user; never unmapped, as the
+// backend never closes what it opened).
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned int) {
+  FakeIpcHandle fake;
+  std::memcpy(&fake, &handle, sizeof fake);
+  if (fake.magic != kFakeIpcMagic) return CUDA_ERROR_INVALID_HANDLE;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", fake.pid, fake.memfd);
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  void* memory = mmap(nullptr, fake.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (memory == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  *pointer = reinterpret_cast<CUdeviceptr>(memory);
+  return CUDA_SUCCESS;
 }
 
 // FAKE_CUDA_CAPTURING=1: every stream is being captured into a graph.
