@@ -38,6 +38,7 @@ bool ResolveSymbols(void* library) noexcept {
       {reinterpret_cast<void**>(&g_driver.CtxGetCurrent), "cuCtxGetCurrent"},
       {reinterpret_cast<void**>(&g_driver.CtxSetCurrent), "cuCtxSetCurrent"},
       {reinterpret_cast<void**>(&g_driver.PointerGetAttribute), "cuPointerGetAttribute"},
+      {reinterpret_cast<void**>(&g_driver.MemAlloc), "cuMemAlloc_v2"},
       {reinterpret_cast<void**>(&g_driver.MemHostAlloc), "cuMemHostAlloc"},
       {reinterpret_cast<void**>(&g_driver.MemFreeHost), "cuMemFreeHost"},
       // Not the _ptsz variants: stream 0 is the legacy default stream, as for NCCL.

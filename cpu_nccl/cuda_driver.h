@@ -28,6 +28,7 @@ struct CudaDriver {
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
   decltype(&::cuCtxSetCurrent) CtxSetCurrent;
   decltype(&::cuPointerGetAttribute) PointerGetAttribute;
+  decltype(&::cuMemAlloc) MemAlloc;
   decltype(&::cuMemHostAlloc) MemHostAlloc;
   decltype(&::cuMemFreeHost) MemFreeHost;
   decltype(&::cuMemcpyAsync) MemcpyAsync;

@@ -281,6 +281,8 @@ Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
     case IpcStage::kFirstMove: {
       if (!HoldReached(x, 1)) return Status::kBlocked;
       *moved = true;
+      Trace("  ipc transfer of comm %p: first move kernel done (job kind %u)",
+            static_cast<const void*>(comm), static_cast<unsigned>(MoveJob(x, 0).kind));
       if (x->staging == nullptr) {
         x->stage = IpcStage::kSecondMove;
         ReleaseHold(x, 1);  // its job stays kNone
@@ -307,6 +309,7 @@ Status IpcMoveData(IpcTransfer* x, ncclComm* comm, bool* moved) noexcept {
     case IpcStage::kSecondMove:
       if (!HoldReached(x, 2)) return Status::kBlocked;
       *moved = true;
+      Trace("  ipc transfer of comm %p: second move kernel done", static_cast<const void*>(comm));
       return Status::kDone;
   }
   return Status::kFailed;

@@ -254,11 +254,19 @@ ncclResult_t SetUpQueue(const CudaDriver* d, const char** message) noexcept {
   }
   std::memset(jobs, 0, sizeof(DeviceMoveJob) * kMoveJobsPerSlot * kFlagSlots);
   g_queue.jobs = static_cast<DeviceMoveJob*>(jobs);
+  r = d->MemAlloc(&g_queue.device_jobs, sizeof(DeviceMoveJob) * kMoveJobsPerSlot * kFlagSlots);
+  if (r != CUDA_SUCCESS) {
+    *message = DescribeCudaError(d, "cuMemAlloc of the move kernels' jobs", r);
+    return ncclUnhandledCudaError;
+  }
   CUmodule move_module = nullptr;
   r = d->ModuleLoadData(&move_module, kMovePtx);
   if (r == CUDA_SUCCESS) r = d->ModuleGetFunction(&g_queue.move, move_module, kMoveKernelName);
+  if (r == CUDA_SUCCESS) {
+    r = d->ModuleGetFunction(&g_queue.hold_then_fetch, move_module, kHoldThenFetchKernelName);
+  }
   if (r != CUDA_SUCCESS) {
-    *message = DescribeCudaError(d, "loading the move kernel (cuModuleLoadData)", r);
+    *message = DescribeCudaError(d, "loading the move kernels (cuModuleLoadData)", r);
     return ncclUnhandledCudaError;
   }
   g_queue.context = context;

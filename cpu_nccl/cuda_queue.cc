@@ -129,26 +129,34 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
       }
     }
     if (r != CUDA_SUCCESS) break;
-    // A CUDA IPC task (alone in its batch) gets its move kernels between hold kernels; their
-    // jobs stay kNone unless the progress thread fills them before releasing the hold.
+    // A CUDA IPC task (alone in its batch) gets its move kernels between hold kernels, each
+    // hold in front fetching the job the progress thread wrote before releasing it; the
+    // jobs stay kNone unless it did (a release by an abort moves nothing).
     const IpcTransfer* ipc = h.holds == kIpcHoldKernels ? b->tasks[0].coll.ipc : nullptr;
     for (uint32_t hold = 0; hold < h.holds && r == CUDA_SUCCESS; ++hold) {
-      if (hold > 0) {
-        DeviceMoveJob* job = &g_queue.jobs[h.slot * kMoveJobsPerSlot + (hold - 1)];
-        *job = DeviceMoveJob{};
-        void* move_params[] = {&job};
-        what = "cuLaunchKernel of the move kernel";
-        r = d->LaunchKernel(g_queue.move, IpcMoveBlocks(ipc), 1, 1, kMoveThreadsPerBlock, 1, 1, 0,
-                            h.stream, move_params, nullptr);
-        if (r != CUDA_SUCCESS) break;
-      }
       void* ready = &g_queue.flags[h.slot].ready;
       void* release = &g_queue.flags[h.slot].release;
       uint32_t token = h.token - (h.holds - 1 - hold);
-      void* params[] = {&ready, &release, &token};
       what = "cuLaunchKernel of the stream-hold kernel";
-      r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
-      if (r == CUDA_SUCCESS && hold == 0) ++launched;
+      if (hold + 1 == h.holds) {
+        void* params[] = {&ready, &release, &token};
+        r = d->LaunchKernel(g_queue.hold, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
+      } else {
+        const int index = h.slot * kMoveJobsPerSlot + static_cast<int>(hold);
+        DeviceMoveJob* job = &g_queue.jobs[index];
+        *job = DeviceMoveJob{};
+        CUdeviceptr device_job = g_queue.device_jobs + sizeof(DeviceMoveJob) * index;
+        void* params[] = {&ready, &release, &token, &job, &device_job};
+        r = d->LaunchKernel(g_queue.hold_then_fetch, 1, 1, 1, 1, 1, 1, 0, h.stream, params,
+                            nullptr);
+        if (r == CUDA_SUCCESS) {
+          void* move_params[] = {&device_job};
+          what = "cuLaunchKernel of the move kernel";
+          r = d->LaunchKernel(g_queue.move, IpcMoveBlocks(ipc), 1, 1, kMoveThreadsPerBlock, 1, 1,
+                              0, h.stream, move_params, nullptr);
+        }
+      }
+      if (hold == 0 && r == CUDA_SUCCESS) ++launched;
     }
     if (r != CUDA_SUCCESS) break;
     for (int i = 0; i < b->count && r == CUDA_SUCCESS; ++i) {

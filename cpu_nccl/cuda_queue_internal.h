@@ -72,12 +72,14 @@ struct DeviceBatch {
 struct QueueState {
   pthread_mutex_t mutex;
   const CudaDriver* driver;
-  CUfunction move;  // device_move_kernel.h
+  CUfunction move;             // device_move_kernel.h
+  CUfunction hold_then_fetch;  // likewise
   bool set_up;  // module loaded, flags allocated, progress thread started
   CUcontext context;
   CUfunction hold;
   HoldFlags* flags;
-  DeviceMoveJob* jobs;  // kMoveJobsPerSlot per flag slot, pinned and mapped
+  DeviceMoveJob* jobs;       // kMoveJobsPerSlot per flag slot, pinned and mapped
+  CUdeviceptr device_jobs;   // where the hold kernels fetch them to, likewise
   int free_slots[kFlagSlots];
   int nfree_slots;
   uint32_t next_token;
@@ -139,7 +141,7 @@ void FreeIpcTransfer(IpcTransfer* x) noexcept;
 
 // ---- Tracing and stage times (cuda_queue_trace.cc) ----
 
-// One line on stderr, "collwatch cpu_nccl[pid] ...", when tracing is on.
+// One line on stderr, "collwatch cpu_nccl[pid] <ms> ...", when tracing is on.
 void Trace(const char* format, ...) noexcept __attribute__((format(printf, 1, 2)));
 // "AllGather count 1024 dtype 7 comm 0x.. rank 0/2 stream 0x.. ipc" of a batch's tasks.
 void TraceBatch(const char* what, const DeviceBatch* b) noexcept;

@@ -22,11 +22,13 @@ double MonotonicSeconds() noexcept {
 
 }  // namespace
 
-// One line on stderr, "collwatch cpu_nccl[pid] ...", when tracing is on.
+// One line on stderr, "collwatch cpu_nccl[pid] <ms> ...", when tracing is on.
 void Trace(const char* format, ...) noexcept {
   if (!g_queue.trace) return;
   char line[512];
-  int n = std::snprintf(line, sizeof line, "collwatch cpu_nccl[%d] ", static_cast<int>(getpid()));
+  // Milliseconds on CLOCK_MONOTONIC: the same clock in every rank, so stage times compare.
+  int n = std::snprintf(line, sizeof line, "collwatch cpu_nccl[%d] %.3f ",
+                        static_cast<int>(getpid()), MonotonicSeconds() * 1e3);
   va_list args;
   va_start(args, format);
   n += std::vsnprintf(line + n, sizeof line - static_cast<size_t>(n) - 1, format, args);

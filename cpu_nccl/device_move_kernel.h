@@ -1,11 +1,13 @@
-// The CUDA mode's data-moving kernel (COLLWATCH_CPU_NCCL_IPC), as PTX text the driver
-// compiles at load time. It runs on the collective's own stream, between two hold kernels,
-// and does what its job says: nothing, copies, or a sum in rank order. The progress thread
-// writes the job into pinned host memory before it releases the hold kernel in front, so
-// the addresses (peers' buffers, known only once every rank has reached the collective)
-// need not be known at enqueue time, and no other stream is involved: the held stream
-// never waits for work queued elsewhere (a second stream may share a hardware queue with
-// work that waits for the held one, which hung an FSDP2 job).
+// The CUDA mode's data-moving kernels (COLLWATCH_CPU_NCCL_IPC), as PTX text the driver
+// compiles at load time. On the collective's own stream: a hold kernel that, once
+// released, fetches the job the progress thread has written into pinned host memory into
+// device memory, then the move kernel, which does what the job says: nothing, copies, or
+// a sum in rank order. So the addresses (peers' buffers, known only once every rank has
+// reached the collective) need not be known at enqueue time, and no other stream is
+// involved: the held stream never waits for work queued elsewhere (a second stream may
+// share a hardware queue with work that waits for the held one, which hung an FSDP2 job).
+// One thread fetches the job: host memory read by every block of the move kernel cost
+// 12-14 ms per kernel on an H100 (the reads over PCIe serialise).
 // Threading: n/a (constant data and a plain struct).
 #ifndef COLLWATCH_CPU_NCCL_DEVICE_MOVE_KERNEL_H_
 #define COLLWATCH_CPU_NCCL_DEVICE_MOVE_KERNEL_H_
@@ -25,8 +27,9 @@ enum class MoveKind : uint32_t {
   kSumBf16 = 4,  // likewise on bfloat16, summed in float and rounded once (nearest even)
 };
 
-// One job, in pinned host memory the GPU reads (12 words; the kernel copies them to
-// shared memory once per block). Copies: source k's `count` bytes go to
+// One job: written by the progress thread in pinned host memory, fetched into device
+// memory by the hold kernel in front of the move kernel (12 words; the move kernel copies
+// them to shared memory once per block). Copies: source k's `count` bytes go to
 // out + k * out_stride. Sums: `count` elements of every source summed into out.
 struct DeviceMoveJob {
   MoveKind kind;
@@ -37,19 +40,65 @@ struct DeviceMoveJob {
   uint64_t sources[kMaxMoveSources];
 };
 static_assert(sizeof(DeviceMoveJob) == 96 && offsetof(DeviceMoveJob, sources) == 32);
+static_assert(alignof(DeviceMoveJob) == 8);  // fetched in 16-byte units: keep arrays 16-aligned
 
 inline constexpr char kMoveKernelName[] = "collwatch_move";
+inline constexpr char kHoldThenFetchKernelName[] = "collwatch_hold_then_fetch";
 inline constexpr unsigned kMoveThreadsPerBlock = 256;
 inline constexpr unsigned kMaxMoveBlocks = 1024;
 
-// sm_70 and PTX 7.0 (the driver JITs it for newer GPUs). Thread 0 of each block loads the
-// job with volatile (system-scope) loads; every thread then reads it from shared memory.
+// sm_70 and PTX 7.0 (the driver JITs it for newer GPUs). collwatch_hold_then_fetch is the
+// stream-hold kernel (stream_hold_kernel.h) followed by a copy of the 96-byte job, in six
+// independent 16-byte volatile loads. In collwatch_move, thread 0 of each block loads the
+// job; every thread then reads it from shared memory.
 // A grid-stride loop per source (copies) or over the elements (sums). bf16 widens by a
 // 16-bit shift and narrows with round-to-nearest-even on the bits, NaN kept quiet.
 inline constexpr char kMovePtx[] = R"(
 .version 7.0
 .target sm_70
 .address_size 64
+
+.visible .entry collwatch_hold_then_fetch(
+    .param .u64 ready_address,
+    .param .u64 release_address,
+    .param .u32 token,
+    .param .u64 job_from,
+    .param .u64 job_to)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<20>;
+
+    ld.param.u64 %rd1, [ready_address];
+    ld.param.u64 %rd2, [release_address];
+    ld.param.u32 %r1, [token];
+    ld.param.u64 %rd3, [job_from];
+    ld.param.u64 %rd4, [job_to];
+    fence.sc.sys;
+    st.volatile.u32 [%rd1], %r1;
+WAIT:
+    ld.volatile.u32 %r2, [%rd2];
+    sub.s32 %r3, %r2, %r1;
+    setp.ge.s32 %p1, %r3, 0;
+    @%p1 bra FETCH;
+    nanosleep.u32 256;
+    bra WAIT;
+FETCH:
+    fence.sc.sys;
+    ld.volatile.global.v2.u64 {%rd5, %rd6}, [%rd3+0];
+    ld.volatile.global.v2.u64 {%rd7, %rd8}, [%rd3+16];
+    ld.volatile.global.v2.u64 {%rd9, %rd10}, [%rd3+32];
+    ld.volatile.global.v2.u64 {%rd11, %rd12}, [%rd3+48];
+    ld.volatile.global.v2.u64 {%rd13, %rd14}, [%rd3+64];
+    ld.volatile.global.v2.u64 {%rd15, %rd16}, [%rd3+80];
+    st.global.v2.u64 [%rd4+0], {%rd5, %rd6};
+    st.global.v2.u64 [%rd4+16], {%rd7, %rd8};
+    st.global.v2.u64 [%rd4+32], {%rd9, %rd10};
+    st.global.v2.u64 [%rd4+48], {%rd11, %rd12};
+    st.global.v2.u64 [%rd4+64], {%rd13, %rd14};
+    st.global.v2.u64 [%rd4+80], {%rd15, %rd16};
+    ret;
+}
 
 .visible .entry collwatch_move(
     .param .u64 job_address)

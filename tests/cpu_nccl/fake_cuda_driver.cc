@@ -3,7 +3,8 @@
 // (shared memory the fake remembers, so CUDA IPC works between processes: a handle names
 // the allocation's memfd in /proc); each stream is a thread that runs its queue in order:
 // copies, event records, the stream-hold kernel, emulated as "publish the token in *ready,
-// wait until *release reaches it", and the move kernel, which does its job on the host.
+// wait until *release reaches it" (then, for collwatch_hold_then_fetch, copy the job), and
+// the move kernel, which does its job on the host.
 // FAKE_CUDA_LAZY=1 reports lazy module loading, FAKE_CUDA_CAPTURING=1 streams under graph
 // capture, FAKE_CUDA_NO_IPC=1 refuses CUDA IPC (as the driver does for managed memory).
 // Threading: one worker thread per stream; the API functions may be called from any thread.
@@ -77,6 +78,7 @@ struct Op {
   uint32_t token = 0;
   std::atomic<int>* event_pending = nullptr;
   const cn::DeviceMoveJob* job = nullptr;
+  cn::DeviceMoveJob* job_to = nullptr;  // kHold of collwatch_hold_then_fetch: job -> job_to
 };
 
 class FakeStream {
@@ -123,6 +125,7 @@ class FakeStream {
         while (static_cast<int32_t>(op.release->load() - op.token) < 0) {
           std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
+        if (op.job_to != nullptr) *op.job_to = *op.job;
         break;
       case Op::kEvent:
         op.event_pending->fetch_sub(1);
@@ -168,6 +171,7 @@ std::atomic<int> g_hold_launches{0};
 char g_context_token;
 char g_hold_function_token;
 char g_move_function_token;
+char g_hold_then_fetch_function_token;
 char g_other_function_token;
 
 FakeStream* StreamOf(CUstream stream) {
@@ -331,6 +335,8 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
     *function = reinterpret_cast<CUfunction>(&g_hold_function_token);
   } else if (std::strcmp(name, cn::kMoveKernelName) == 0) {
     *function = reinterpret_cast<CUfunction>(&g_move_function_token);
+  } else if (std::strcmp(name, cn::kHoldThenFetchKernelName) == 0) {
+    *function = reinterpret_cast<CUfunction>(&g_hold_then_fetch_function_token);
   } else {
     *function = reinterpret_cast<CUfunction>(&g_other_function_token);
   }
@@ -352,12 +358,17 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigne
     StreamOf(stream)->Push(op);
     return CUDA_SUCCESS;
   }
-  if (function != reinterpret_cast<CUfunction>(&g_hold_function_token))
+  const bool fetch = function == reinterpret_cast<CUfunction>(&g_hold_then_fetch_function_token);
+  if (function != reinterpret_cast<CUfunction>(&g_hold_function_token) && !fetch)
     return CUDA_ERROR_NOT_SUPPORTED;
   Op op{Op::kHold};
   op.ready = *static_cast<std::atomic<uint32_t>**>(params[0]);
   op.release = *static_cast<std::atomic<uint32_t>**>(params[1]);
   op.token = *static_cast<uint32_t*>(params[2]);
+  if (fetch) {
+    op.job = *static_cast<const cn::DeviceMoveJob**>(params[3]);
+    op.job_to = reinterpret_cast<cn::DeviceMoveJob*>(*static_cast<CUdeviceptr*>(params[4]));
+  }
   StreamOf(stream)->Push(op);
   g_hold_launches.fetch_add(1);
   return CUDA_SUCCESS;
