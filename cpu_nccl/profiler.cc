@@ -1,5 +1,6 @@
 // The profiler plugin's loading (NCCL's rules for NCCL_PROFILER_PLUGIN) and the events
-// the backend emits, with NCCL's descriptor contents.
+// the backend emits, with NCCL's descriptor contents. Events are built in version 5's form
+// and handed over in the loaded version's (as NCCL 2.28 adapts them for older plugins).
 #include "cpu_nccl/profiler.h"
 
 #include <dlfcn.h>
@@ -29,7 +30,17 @@ pthread_mutex_t g_load_mutex = PTHREAD_MUTEX_INITIALIZER;
 void* g_library = nullptr;
 int g_inits = 0;  // communicators initialised and not yet finalized
 bool g_load_failed = false;  // as NCCL: a failed load is not retried
-const abi::NcclProfilerV5* g_plugin = nullptr;
+// The plugin found, whatever its interface version; init and start_event are called
+// through the version's own table (Init, Start).
+struct Plugin {
+  int version = 0;
+  const void* table = nullptr;
+  int (*stop_event)(void* handle) = nullptr;
+  int (*record_event_state)(void* handle, int state, abi::EventStateArgs* args) = nullptr;  // v4, v5
+  int (*finalize)(void* context) = nullptr;
+};
+Plugin g_found;
+const Plugin* g_plugin = nullptr;  // &g_found while loaded
 // NCCL's one process-wide mask: every init gets its address, a plugin may change it.
 int g_mask = 0;
 
@@ -62,19 +73,56 @@ void Load() noexcept {
     g_load_failed = true;
     return;
   }
-  g_plugin = static_cast<const abi::NcclProfilerV5*>(dlsym(g_library, abi::kSymbolV5));
-  if (g_plugin == nullptr) {
-    if (named) std::fprintf(stderr, "CPU NCCL backend: %s has no %s (only version 5 is supported)\n", name, abi::kSymbolV5);
+  // As NCCL: the newest version it knows first, then each older one.
+  static constexpr const char* kSymbols[] = {abi::kSymbolV1, abi::kSymbolV2, abi::kSymbolV3, abi::kSymbolV4,
+                                             abi::kSymbolV5};
+  const long newest = std::strtol(SettingValue(Setting::kCpuNcclProfilerVersion), nullptr, 10);
+  const int known = newest >= 1 && newest <= 5 ? static_cast<int>(newest) : 5;
+  g_found = Plugin{};
+  for (int version = known; version >= 1 && g_found.table == nullptr; --version) {
+    g_found.table = dlsym(g_library, kSymbols[version - 1]);
+    g_found.version = version;
+  }
+  if (g_found.table == nullptr) {
+    if (named) std::fprintf(stderr, "CPU NCCL backend: %s has no ncclProfiler_v%d..v1\n", name, known);
     dlclose(g_library);
     g_library = nullptr;
     g_load_failed = true;
+    return;
   }
+  switch (g_found.version) {
+    case 5: {
+      const auto* table = static_cast<const abi::NcclProfilerV5*>(g_found.table);
+      g_found = {5, table, table->stop_event, table->record_event_state, table->finalize};
+      break;
+    }
+    case 4: {
+      const auto* table = static_cast<const abi::NcclProfilerV4*>(g_found.table);
+      g_found = {4, table, table->stop_event, table->record_event_state, table->finalize};
+      break;
+    }
+    default: {
+      // v1..v3 share one table layout; they record no state the backend emits.
+      const auto* table = static_cast<const abi::NcclProfilerV1*>(g_found.table);
+      g_found = {g_found.version, table, table->stop_event, nullptr, table->finalize};
+      break;
+    }
+  }
+  g_plugin = &g_found;
 }
 
 int Mask() noexcept { return __atomic_load_n(&g_mask, __ATOMIC_RELAXED); }
 
+// The events the loaded version has: API events from v5, kernel channels from v3.
+bool VersionHas(uint64_t type) noexcept {
+  if (type == abi::kGroupApi || type == abi::kCollApi || type == abi::kP2pApi) return g_plugin->version >= 5;
+  if (type == abi::kKernelCh) return g_plugin->version >= 3;
+  return true;
+}
+
 // NCCL emits an event where the mask asks for it or for an event below it.
 bool Wanted(uint64_t type) noexcept {
+  if (g_plugin == nullptr || !VersionHas(type)) return false;
   constexpr uint64_t kBelowOp = abi::kProxyOp | abi::kProxyStep | abi::kKernelCh | abi::kNetPlugin;
   uint64_t with = type;
   switch (type) {
@@ -91,14 +139,133 @@ bool Wanted(uint64_t type) noexcept {
   return g_plugin != nullptr && (static_cast<uint64_t>(Mask()) & with) != 0;
 }
 
+const char* DtypeName(int dtype) noexcept {
+  return dtype >= 0 && dtype < abi::kDatatypes ? abi::kDatatypeNames[dtype] : "ncclInt8";
+}
+
+// Version 1's numbers for names: ncclDataType_t, ncclFunc_t.
+uint8_t DtypeNumber(const char* name) noexcept {
+  for (int i = 0; i < abi::kDatatypes; ++i) {
+    if (std::strcmp(name, abi::kDatatypeNames[i]) == 0) return static_cast<uint8_t>(i);
+  }
+  return 0;
+}
+uint8_t FuncNumber(const char* name) noexcept {
+  for (int i = 0; i < abi::kCollFuncs; ++i) {
+    if (std::strcmp(name, abi::kCollFuncNames[i]) == 0) return static_cast<uint8_t>(i);
+  }
+  return std::strcmp(name, "Send") == 0 ? abi::kFuncSend : abi::kFuncRecv;
+}
+
+// A version 5 Group, Coll, P2p or KernelCh descriptor in v4's form.
+abi::EventDescrV4 AsV4(const abi::EventDescr& in) noexcept {
+  abi::EventDescrV4 out{};
+  out.type = static_cast<uint8_t>(in.type);
+  out.parent = in.parent;
+  out.rank = in.rank;
+  if (in.type == abi::kColl) {
+    out.coll = {in.coll.seq_number, in.coll.func,     in.coll.send_buff, in.coll.recv_buff, in.coll.count, in.coll.root,
+                in.coll.datatype,   in.coll.channels, in.coll.warps,     in.coll.algo,      in.coll.proto};
+  } else if (in.type == abi::kP2p) {
+    out.p2p = {in.p2p.func, in.p2p.buff, in.p2p.datatype, in.p2p.count, in.p2p.peer, in.p2p.channels};
+  } else if (in.type == abi::kKernelCh) {
+    out.kernel_ch = {in.kernel_ch.channel_id, in.kernel_ch.timer};
+  }
+  return out;
+}
+
+// The same in v2's or v3's form, with the communicator's hash (v4 gives it at init).
+template <typename Descr>
+Descr AsV2OrV3(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
+  Descr out{};
+  out.type = static_cast<uint8_t>(in.type);
+  out.parent = in.parent;
+  out.rank = in.rank;
+  if (in.type == abi::kColl) {
+    out.coll.comm_hash = comm_hash;
+    out.coll.seq_number = in.coll.seq_number;
+    out.coll.func = in.coll.func;
+    out.coll.send_buff = in.coll.send_buff;
+    out.coll.recv_buff = in.coll.recv_buff;
+    out.coll.count = in.coll.count;
+    out.coll.root = in.coll.root;
+    out.coll.datatype = in.coll.datatype;
+    out.coll.max_channels = in.coll.channels;
+    out.coll.warps = in.coll.warps;
+    out.coll.algo = in.coll.algo;
+    out.coll.proto = in.coll.proto;
+  } else if (in.type == abi::kP2p) {
+    out.p2p = {nullptr, comm_hash, in.p2p.func, in.p2p.buff, in.p2p.datatype, in.p2p.count, in.p2p.peer};
+  }
+  if constexpr (requires { out.kernel_ch; }) {
+    if (in.type == abi::kKernelCh) out.kernel_ch.channel_id = in.kernel_ch.channel_id;
+  }
+  return out;
+}
+
+// And in v1's, whose function and datatype are numbers.
+abi::EventDescrV1 AsV1(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
+  abi::EventDescrV1 out{};
+  out.type = static_cast<uint8_t>(in.type);
+  out.parent = in.parent;
+  out.rank = in.rank;
+  if (in.type == abi::kColl) {
+    out.coll.comm_hash = comm_hash;
+    out.coll.seq_number = in.coll.seq_number;
+    out.coll.func = FuncNumber(in.coll.func);
+    out.coll.send_buff = in.coll.send_buff;
+    out.coll.recv_buff = in.coll.recv_buff;
+    out.coll.count = in.coll.count;
+    out.coll.root = in.coll.root;
+    out.coll.datatype = DtypeNumber(in.coll.datatype);
+    out.coll.max_channels = in.coll.channels;
+    out.coll.warps = in.coll.warps;
+  } else if (in.type == abi::kP2p) {
+    out.p2p.comm_hash = comm_hash;
+    out.p2p.func = FuncNumber(in.p2p.func);
+    out.p2p.buff = in.p2p.buff;
+    out.p2p.datatype = DtypeNumber(in.p2p.datatype);
+    out.p2p.count = in.p2p.count;
+    out.p2p.peer = in.p2p.peer;
+  }
+  return out;
+}
+
+// startEvent through the loaded version's table, the descriptor in its form.
 void* Start(ncclComm* comm, abi::EventDescr* descr) noexcept {
   void* handle = nullptr;
-  if (comm->profiler_context_set) g_plugin->start_event(comm->profiler_context, &handle, descr);
+  if (!comm->profiler_context_set) return nullptr;
+  void* context = comm->profiler_context;
+  switch (g_plugin->version) {
+    case 5:
+      static_cast<const abi::NcclProfilerV5*>(g_plugin->table)->start_event(context, &handle, descr);
+      break;
+    case 4: {
+      abi::EventDescrV4 v4 = AsV4(*descr);
+      static_cast<const abi::NcclProfilerV4*>(g_plugin->table)->start_event(context, &handle, &v4);
+      break;
+    }
+    case 3: {
+      auto v3 = AsV2OrV3<abi::EventDescrV3>(*descr, comm->key);
+      static_cast<const abi::NcclProfilerV3*>(g_plugin->table)->start_event(context, &handle, &v3);
+      break;
+    }
+    case 2: {
+      auto v2 = AsV2OrV3<abi::EventDescrV2>(*descr, comm->key);
+      static_cast<const abi::NcclProfilerV2*>(g_plugin->table)->start_event(context, &handle, &v2);
+      break;
+    }
+    default: {
+      abi::EventDescrV1 v1 = AsV1(*descr, comm->key);
+      static_cast<const abi::NcclProfilerV1*>(g_plugin->table)->start_event(context, &handle, &v1);
+      break;
+    }
+  }
   return handle;
 }
 
-const char* DtypeName(int dtype) noexcept {
-  return dtype >= 0 && dtype < abi::kDatatypes ? abi::kDatatypeNames[dtype] : "ncclInt8";
+void RecordState(void* handle, int state, abi::EventStateArgs* args) noexcept {
+  if (g_plugin->record_event_state != nullptr) g_plugin->record_event_state(handle, state, args);
 }
 
 // NCCL's function of a collective and its index in the per-communicator seqNumber
@@ -133,11 +300,20 @@ void CommReady(ncclComm* comm) noexcept {
     return;
   }
   ++g_inits;
-  const abi::NcclProfilerV5* plugin = g_plugin;
+  const Plugin plugin = *g_plugin;
   pthread_mutex_unlock(&g_load_mutex);
   void* context = nullptr;
-  // The key is equal on every rank, as NCCL's hash of the unique id is.
-  plugin->init(&context, comm->key, &g_mask, nullptr, 1, comm->nranks, comm->rank, IgnoreLog);
+  // The key is equal on every rank, as NCCL's hash of the unique id is. Each version's
+  // init: v5 (id, mask, ...), v4 (mask, name, id, ...), v1..v3 (mask only).
+  if (plugin.version == 5) {
+    static_cast<const abi::NcclProfilerV5*>(plugin.table)
+        ->init(&context, comm->key, &g_mask, nullptr, 1, comm->nranks, comm->rank, IgnoreLog);
+  } else if (plugin.version == 4) {
+    static_cast<const abi::NcclProfilerV4*>(plugin.table)
+        ->init(&context, &g_mask, nullptr, comm->key, 1, comm->nranks, comm->rank, IgnoreLog);
+  } else {
+    static_cast<const abi::NcclProfilerV1*>(plugin.table)->init(&context, &g_mask);
+  }
   comm->profiler_context = context;
   comm->profiler_context_set = true;
 }
@@ -169,7 +345,7 @@ void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept 
     group.group_api.group_depth = 1;
     t_group_api = Start(comm, &group);
     t_group_api_open = true;
-    if (t_group_api != nullptr) g_plugin->record_event_state(t_group_api, abi::kGroupStartApiStop, nullptr);
+    if (t_group_api != nullptr) RecordState(t_group_api, abi::kGroupStartApiStop, nullptr);
   }
   abi::EventDescr api{};
   api.parent = t_group_api;
@@ -188,7 +364,7 @@ void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept 
 
 void Launch(Task* tasks, int count) noexcept {
   if (g_plugin == nullptr) return;
-  if (t_group_api != nullptr) g_plugin->record_event_state(t_group_api, abi::kGroupEndApiStart, nullptr);
+  if (t_group_api != nullptr) RecordState(t_group_api, abi::kGroupEndApiStart, nullptr);
   void* group = nullptr;
   ncclComm* group_comm = nullptr;
   for (int i = 0; i < count; ++i) {
@@ -206,7 +382,8 @@ void Launch(Task* tasks, int count) noexcept {
       group_comm = comm;
     }
     abi::EventDescr op{};
-    op.parent = task.prof.api;
+    // v5: the call's API event; before it, the launch's Group event.
+    op.parent = g_plugin->version >= 5 ? task.prof.api : group;
     op.rank = comm->rank;
     if (coll && Wanted(abi::kColl)) {
       const CollState& s = task.coll;
@@ -244,7 +421,7 @@ void Launch(Task* tasks, int count) noexcept {
 }
 
 void Launched() noexcept {
-  if (t_group_api != nullptr) g_plugin->stop_event(t_group_api);
+  if (g_plugin != nullptr && t_group_api != nullptr) g_plugin->stop_event(t_group_api);
   t_group_api = nullptr;
   t_group_api_open = false;
 }
@@ -267,7 +444,7 @@ void TaskDone(Task& task) noexcept {
   if (task.prof.channel == nullptr || task.prof.channel_done) return;
   abi::EventStateArgs args{};
   args.kernel_ch.timer = WallNs();
-  g_plugin->record_event_state(task.prof.channel, abi::kKernelChStop, &args);
+  RecordState(task.prof.channel, abi::kKernelChStop, &args);  // v4, v5
   g_plugin->stop_event(task.prof.channel);
   task.prof.channel_done = true;
 }

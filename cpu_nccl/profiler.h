@@ -5,8 +5,13 @@
 // the Group, Coll and P2p events; one kernel channel per task, started when the task
 // starts moving and stopped (state 22, then stop) when it is done, on the thread that
 // progresses it. Each event only where the plugin's activation mask asks for it or for
-// an event below it, as NCCL does. Differences from NCCL: version 5 only; all-to-all,
-// gather and scatter emit nothing (NCCL turns them into sends and receives).
+// an event below it, as NCCL does. COLLWATCH_CPU_NCCL_PROFILER_VERSION=N makes it an older
+// NCCL (ring/nccl_profiler_abi.h): it takes ncclProfiler_vN or the next older one, calls
+// that version's init, and emits only that version's events in its layout: before v5 no
+// API events (a Coll or P2p event's parent is its launch's Group event), before v4 no
+// channel timers and no KernelCh stop state, before v3 no KernelCh events. Differences from
+// NCCL: all-to-all, gather and scatter emit nothing (NCCL turns them into sends and
+// receives); every task runs on one channel.
 // Threading: any thread; a task's events come from the thread that owns it.
 #ifndef COLLWATCH_CPU_NCCL_PROFILER_H_
 #define COLLWATCH_CPU_NCCL_PROFILER_H_

@@ -1,5 +1,7 @@
 // The plugin's tracks: one per call whose completion it follows, from a fixed pool; NCCL's
 // handles point into them (one handle per event level, so that stop_event knows which).
+// Versions 1 to 4 are adapted at their entry points into one internal form of a launch
+// event (LaunchEvent); what follows from it is shared by every version.
 #include "interposer/profiler_plugin.h"
 
 #include <dlfcn.h>
@@ -20,14 +22,30 @@ namespace abi = nccl_profiler;
 using ring::ApiFn;
 
 // A communicator NCCL initialised the plugin for: the identity a call seen only by the
-// plugin is recorded with (NCCL's hash of the unique id: equal on every rank).
+// plugin is recorded with (NCCL's hash of the unique id: equal on every rank). Versions 1
+// to 3 init without it: each launch event names the hash and the rank, nothing the size.
 struct PluginComm {
-  uint64_t comm_id = 0;
-  int32_t rank = -1;
-  int32_t nranks = -1;
+  uint64_t comm_id = 0;   // 0: from each event (v1..v3)
+  int32_t rank = -1;      // -1: from each event (v1..v3)
+  int32_t nranks = ring::kUnset;
   std::atomic<uint64_t> collective_seq{0};
+  int32_t peers = 0;  // entries of the tables below
   std::atomic<uint64_t>* send_seq = nullptr;  // per peer
   std::atomic<uint64_t>* recv_seq = nullptr;
+};
+// Per-peer numbering of a communicator whose size NCCL does not say (v1..v3): peers past
+// this many are recorded with sequence number 0 (unknown).
+constexpr int32_t kPeersOfUnknownSize = 1024;
+
+// A Coll or P2p event of versions 1 to 4 (NCCL launching a task), in one form.
+struct LaunchEvent {
+  ApiFn fn = ApiFn::kNone;  // kNone: nothing collwatch records
+  uint64_t comm_hash = 0;   // v1..v3 (0: the communicator's from init)
+  int32_t rank = -1;        // v1..v3
+  uint64_t count = 0;       // as NCCL gives it: all-gather and broadcast in bytes
+  int dtype = ring::kNoDtype;
+  int root_or_peer = ring::kUnset;
+  int channels = -1;  // its KernelCh events (v4); -1: the version does not say
 };
 
 struct Track;
@@ -43,6 +61,7 @@ struct Track {
   Handle op{Level::kOp, this};
   Handle channel{Level::kChannel, this};
   bool plugin_only = false;
+  bool returns_at_launch_stop = false;  // plugin only, v1..v4: its launch event's stop returns it
   PluginComm* comm = nullptr;
   PendingCall call;           // plugin only: the call it records
   CompletionRequest request;  // what its kComplete answers
@@ -96,6 +115,7 @@ Track* Allocate(uint32_t holds) noexcept {
     uint32_t free = 0;
     if (!track.holds.compare_exchange_strong(free, holds, std::memory_order_acq_rel)) continue;
     track.plugin_only = false;
+    track.returns_at_launch_stop = false;
     track.comm = nullptr;
     track.call = PendingCall{};
     track.request = CompletionRequest{};
@@ -111,14 +131,30 @@ Track* Allocate(uint32_t holds) noexcept {
 
 void Release(Track* track) noexcept { track->holds.fetch_sub(1, std::memory_order_acq_rel); }
 
+// NCCL's collectives in the order of abi::kCollFuncNames (= abi::FuncNumber).
+constexpr ApiFn kCollectiveFns[abi::kCollFuncs] = {ApiFn::kBroadcast, ApiFn::kReduce, ApiFn::kAllGather,
+                                                   ApiFn::kReduceScatter, ApiFn::kAllReduce};
+
 // "AllReduce" -> the ring's all-reduce (kNone for a name that is no collective).
 ApiFn CollectiveFn(const char* func) noexcept {
-  static constexpr ApiFn kFns[abi::kCollFuncs] = {ApiFn::kBroadcast, ApiFn::kReduce, ApiFn::kAllGather,
-                                                  ApiFn::kReduceScatter, ApiFn::kAllReduce};
   for (int i = 0; i < abi::kCollFuncs; ++i) {
-    if (func != nullptr && std::strcmp(func, abi::kCollFuncNames[i]) == 0) return kFns[i];
+    if (func != nullptr && std::strcmp(func, abi::kCollFuncNames[i]) == 0) return kCollectiveFns[i];
   }
   return ApiFn::kNone;
+}
+
+// A P2p event's "Send" or "Recv" (kNone otherwise).
+ApiFn P2pFn(const char* func) noexcept {
+  if (func == nullptr) return ApiFn::kNone;
+  if (std::strcmp(func, "Send") == 0) return ApiFn::kSend;
+  return std::strcmp(func, "Recv") == 0 ? ApiFn::kRecv : ApiFn::kNone;
+}
+
+// Version 1's numbers for the same.
+ApiFn FnOfNumber(uint8_t func) noexcept {
+  if (func < abi::kCollFuncs) return kCollectiveFns[func];
+  if (func == abi::kFuncSend) return ApiFn::kSend;
+  return func == abi::kFuncRecv ? ApiFn::kRecv : ApiFn::kNone;
 }
 
 // "ncclFloat32" -> ncclFloat32 (kNoDtype for a name NCCL 2.28 does not have).
@@ -133,6 +169,19 @@ void Complete(Track* track) noexcept {
   if (track->completed.exchange(true, std::memory_order_acq_rel)) return;
   if (!track->wrapper_tracks.load(std::memory_order_acquire)) AppendPluginCompletion(track->request, MonotonicNs());
   Release(track);  // NCCL's events are over
+}
+
+// NCCL launched the track's call on `channels` channels: complete when each has stopped.
+void ExpectChannels(Track* track, int channels) noexcept {
+  track->channels_expected.store(channels, std::memory_order_release);
+  if (channels == 0) Complete(track);  // nothing runs on a channel: done once launched
+}
+
+// A send's or receive's number: per communicator, peer and direction, from 1 (0: unknown).
+uint64_t NextP2pSeq(PluginComm* comm, ApiFn fn, int peer) noexcept {
+  std::atomic<uint64_t>* table = fn == ApiFn::kSend ? comm->send_seq : comm->recv_seq;
+  if (peer < 0 || peer >= comm->peers || table == nullptr) return 0;
+  return table[peer].fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 // The API event of a call: ties it to the wrapper's call, or records it (plugin only).
@@ -185,18 +234,73 @@ void* StartOp(const abi::EventDescr& descr) noexcept {
   if (track->plugin_only && !coll && track->fn != ApiFn::kNone) {
     PluginComm* comm = track->comm;
     const int peer = descr.p2p.peer;
-    std::atomic<uint64_t>* table = track->fn == ApiFn::kSend ? comm->send_seq : comm->recv_seq;
-    const uint64_t seq =
-        peer >= 0 && peer < comm->nranks && table != nullptr ? table[peer].fetch_add(1, std::memory_order_relaxed) + 1 : 0;
-    BeginPluginCall(&track->call, track->fn, comm->comm_id, comm->rank, comm->nranks, seq, track->count, track->dtype,
-                    peer, track->stream);
+    BeginPluginCall(&track->call, track->fn, comm->comm_id, comm->rank, comm->nranks,
+                    NextP2pSeq(comm, track->fn, peer), track->count, track->dtype, peer, track->stream);
     FinishPluginCall(&track->call);
     track->request = CompletionOf(track->call);
   }
-  const int channels = coll ? descr.coll.channels : descr.p2p.channels;
-  track->channels_expected.store(channels, std::memory_order_release);
-  if (channels == 0) Complete(track);  // nothing runs on a channel: done once launched
+  ExpectChannels(track, coll ? descr.coll.channels : descr.p2p.channels);
   return &track->op;
+}
+
+// Versions 1 to 4, with the preload: a launch event on the thread inside the wrapper of
+// an ungrouped call, of that call's function, is the call's launch (NCCL launches an
+// ungrouped call's implicit group on the calling thread; launches on other threads, such
+// as CUDA-graph replays, have no call in progress). Only v4 says how many channels will
+// end it: v1..v3 leave the completion to the wrapper's CUDA event.
+void* TieLaunchToWrapper(const LaunchEvent& launch) noexcept {
+  if (launch.channels < 0) return nullptr;
+  PendingCall* call = CallInProgress();
+  if (call == nullptr || (call->record.flags & ring::kFlagCaptured) != 0) return nullptr;
+  const auto fn = static_cast<ApiFn>(call->record.fn);
+  if (fn != launch.fn && !(fn == ApiFn::kBcast && launch.fn == ApiFn::kBroadcast)) return nullptr;
+  if (call->profiler_track != nullptr) {
+    // A second launch of the same call: its first part's channels would end it early.
+    // The wrapper's CUDA event tracks it (a completion the first part already wrote
+    // stays: the analyzer keeps the first, as for any call the plugin gave back).
+    static_cast<Track*>(call->profiler_track)->wrapper_tracks.store(true, std::memory_order_release);
+    return nullptr;
+  }
+  Track* track = Allocate(2);
+  if (track == nullptr) return nullptr;
+  track->request = CompletionOf(*call);
+  call->profiler_track = track;
+  ExpectChannels(track, launch.channels);
+  return &track->op;
+}
+
+// Versions 1 to 4: a task NCCL launches (its Coll or P2p event, started and stopped on the
+// launching thread). Alone, the plugin records it: kEnter now, kReturn at the event's
+// stop, kComplete after its channels (v4) or none, the return saying so (v1..v3).
+void* StartLaunch(PluginComm* comm, const LaunchEvent& launch) noexcept {
+  if (launch.fn == ApiFn::kNone) return nullptr;
+  if (Wrapped()) return TieLaunchToWrapper(launch);
+  if (comm == nullptr) return nullptr;
+  const bool completes = launch.channels >= 0;
+  Track* track = Allocate(completes ? 2 : 1);  // the event's stop; its channels' end
+  if (track == nullptr) return nullptr;
+  track->plugin_only = true;
+  track->returns_at_launch_stop = true;
+  track->comm = comm;
+  const uint64_t comm_id = comm->comm_id != 0 ? comm->comm_id : (launch.comm_hash == 0 ? 1 : launch.comm_hash);
+  const int32_t rank = comm->rank >= 0 ? comm->rank : launch.rank;
+  const uint64_t seq = ring::IsP2p(launch.fn) ? NextP2pSeq(comm, launch.fn, launch.root_or_peer)
+                                              : comm->collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  // No version before 5 names the stream.
+  BeginPluginCall(&track->call, launch.fn, comm_id, rank, comm->nranks, seq, launch.count, launch.dtype,
+                  launch.root_or_peer, nullptr);
+  track->request = CompletionOf(track->call);
+  if (completes) ExpectChannels(track, launch.channels);
+  return &track->op;
+}
+
+// A KernelCh event of the task behind `parent`: counted only where the task's channel
+// count is known (a count of -1 would complete it at its first channel).
+void* StartChannel(void* parent) noexcept {
+  auto* op = static_cast<Handle*>(parent);
+  if (op == nullptr || op->level != Level::kOp) return nullptr;
+  if (op->track->channels_expected.load(std::memory_order_acquire) < 0) return nullptr;
+  return &op->track->channel;
 }
 
 // NCCL unloads its profiler plugin after the last communicator's finalize, but the
@@ -210,10 +314,19 @@ void StayLoaded() noexcept {
   }
 }
 
-int Init(void** context, uint64_t comm_id, int* mask, const char*, int, int nranks, int rank,
-         abi::DebugLogger) {
+// Every version's init: `comm_id` 0 and `rank` -1 where the version does not say.
+int InitComm(void** context, int version, uint64_t comm_id, int nranks, int rank, int* mask) noexcept {
   *context = nullptr;
   StayLoaded();
+  // The events each version can give that the plugin uses: the calls (v5), their launch,
+  // and their channels' end where the launch says how many (v4, v5).
+  uint64_t wanted = abi::kColl | abi::kP2p | abi::kKernelCh;
+  if (version >= 5) wanted |= abi::kCollApi | abi::kP2pApi;
+  if (version <= 3) {
+    // With the preload, nothing here is the plugin's to record or complete: ask for nothing.
+    if (Wrapped()) return 0;
+    wanted = abi::kColl | abi::kP2p;
+  }
   if (!g_pool_ready.load(std::memory_order_acquire)) {
     static std::atomic<bool> claimed{false};
     if (!claimed.exchange(true)) {
@@ -223,18 +336,29 @@ int Init(void** context, uint64_t comm_id, int* mask, const char*, int, int nran
   }
   auto* comm = new (std::nothrow) PluginComm;
   if (comm == nullptr) return 0;
-  comm->comm_id = comm_id == 0 ? 1 : comm_id;
+  comm->comm_id = version >= 4 && comm_id == 0 ? 1 : comm_id;
   comm->rank = rank;
-  comm->nranks = nranks;
-  if (nranks > 0) {
-    comm->send_seq = new (std::nothrow) std::atomic<uint64_t>[static_cast<size_t>(nranks)]();
-    comm->recv_seq = new (std::nothrow) std::atomic<uint64_t>[static_cast<size_t>(nranks)]();
-  }
+  comm->nranks = nranks > 0 ? nranks : ring::kUnset;
+  const int32_t peers = nranks > 0 ? nranks : kPeersOfUnknownSize;
+  comm->send_seq = new (std::nothrow) std::atomic<uint64_t>[static_cast<size_t>(peers)]();
+  comm->recv_seq = new (std::nothrow) std::atomic<uint64_t>[static_cast<size_t>(peers)]();
+  comm->peers = comm->send_seq != nullptr && comm->recv_seq != nullptr ? peers : 0;
   *context = comm;
-  // The calls, their launch and their channels' end: what completion needs.
-  __atomic_or_fetch(mask, static_cast<int>(abi::kCollApi | abi::kP2pApi | abi::kColl | abi::kP2p | abi::kKernelCh),
-                    __ATOMIC_RELAXED);
+  __atomic_or_fetch(mask, static_cast<int>(wanted), __ATOMIC_RELAXED);
   return 0;
+}
+
+int InitV5(void** context, uint64_t comm_id, int* mask, const char*, int, int nranks, int rank, abi::DebugLogger) {
+  return InitComm(context, 5, comm_id, nranks, rank, mask);
+}
+
+int InitV4(void** context, int* mask, const char*, uint64_t comm_hash, int, int nranks, int rank, abi::DebugLogger) {
+  return InitComm(context, 4, comm_hash, nranks, rank, mask);
+}
+
+template <int kVersion>
+int InitWithoutComm(void** context, int* mask) {
+  return InitComm(context, kVersion, 0, ring::kUnset, -1, mask);
 }
 
 int StartEvent(void* context, void** handle, abi::EventDescr* descr) {
@@ -252,13 +376,80 @@ int StartEvent(void* context, void** handle, abi::EventDescr* descr) {
     case abi::kP2p:
       *handle = StartOp(*descr);
       break;
-    case abi::kKernelCh: {
-      auto* parent = static_cast<Handle*>(descr->parent);
-      if (parent != nullptr && parent->level == Level::kOp) *handle = &parent->track->channel;
+    case abi::kKernelCh:
+      *handle = StartChannel(descr->parent);
       break;
-    }
     default:
       break;
+  }
+  return 0;
+}
+
+// ---- Versions 1 to 4: each descriptor into a LaunchEvent --------------------------------
+
+LaunchEvent LaunchOfV4(const abi::EventDescrV4& descr) noexcept {
+  LaunchEvent launch;
+  if (descr.type == abi::kColl) {
+    launch.fn = CollectiveFn(descr.coll.func);
+    launch.count = descr.coll.count;
+    launch.dtype = DtypeOf(descr.coll.datatype);
+    launch.root_or_peer = descr.coll.root;
+    launch.channels = descr.coll.channels;
+  } else {
+    launch.fn = P2pFn(descr.p2p.func);
+    launch.count = descr.p2p.count;
+    launch.dtype = DtypeOf(descr.p2p.datatype);
+    launch.root_or_peer = descr.p2p.peer;
+    launch.channels = descr.p2p.channels;
+  }
+  return launch;
+}
+
+// v2 and v3 differ only in fields collwatch does not read.
+template <typename Descr>
+LaunchEvent LaunchOfV2OrV3(const Descr& descr) noexcept {
+  LaunchEvent launch;
+  launch.rank = descr.rank;
+  if (descr.type == abi::kColl) {
+    launch.fn = CollectiveFn(descr.coll.func);
+    launch.comm_hash = descr.coll.comm_hash;
+    launch.count = descr.coll.count;
+    launch.dtype = DtypeOf(descr.coll.datatype);
+    launch.root_or_peer = descr.coll.root;
+  } else {
+    launch.fn = P2pFn(descr.p2p.func);
+    launch.comm_hash = descr.p2p.comm_hash;
+    launch.count = descr.p2p.count;
+    launch.dtype = DtypeOf(descr.p2p.datatype);
+    launch.root_or_peer = descr.p2p.peer;
+  }
+  return launch;
+}
+
+LaunchEvent LaunchOfV1(const abi::EventDescrV1& descr) noexcept {
+  const bool coll = descr.type == abi::kColl;
+  const uint8_t dtype = coll ? descr.coll.datatype : descr.p2p.datatype;
+  LaunchEvent launch;
+  launch.rank = descr.rank;
+  launch.fn = FnOfNumber(coll ? descr.coll.func : descr.p2p.func);
+  if (coll != ring::IsCollective(launch.fn)) launch.fn = ApiFn::kNone;  // a send in a Coll event: damage
+  launch.comm_hash = coll ? descr.coll.comm_hash : descr.p2p.comm_hash;
+  launch.count = coll ? descr.coll.count : descr.p2p.count;
+  launch.dtype = dtype < abi::kDatatypes ? dtype : ring::kNoDtype;
+  launch.root_or_peer = coll ? descr.coll.root : descr.p2p.peer;
+  return launch;
+}
+
+// startEvent of versions 1 to 4: Coll and P2p events are launches; KernelCh events count
+// where the launch said how many (v4: v3's carry no count to wait for).
+template <typename Descr, LaunchEvent (*kLaunchOf)(const Descr&) noexcept>
+int StartLaunchEvent(void* context, void** handle, Descr* descr) {
+  *handle = nullptr;
+  if (descr == nullptr) return 0;
+  if (descr->type == abi::kColl || descr->type == abi::kP2p) {
+    *handle = StartLaunch(static_cast<PluginComm*>(context), kLaunchOf(*descr));
+  } else if (descr->type == abi::kKernelCh) {
+    *handle = StartChannel(descr->parent);
   }
   return 0;
 }
@@ -283,6 +474,10 @@ int StopEvent(void* handle) {
       FinishPluginCall(&track->call);
       Release(track);
     }
+  } else if (event->level == Level::kOp && track->returns_at_launch_stop) {
+    // v1..v4 alone: NCCL has launched it; its return says whether a completion will come.
+    FinishPluginCall(&track->call, track->channels_expected.load(std::memory_order_acquire) >= 0);
+    Release(track);
   } else if (event->level == Level::kChannel) {
     const int done = track->channels_done.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (done >= track->channels_expected.load(std::memory_order_acquire)) Complete(track);
@@ -290,7 +485,10 @@ int StopEvent(void* handle) {
   return 0;
 }
 
-int RecordEventState(void*, int, abi::EventStateArgs*) { return 0; }
+template <typename Args>
+int RecordEventState(void*, int, Args*) {
+  return 0;
+}
 
 int Finalize(void* context) {
   // NCCL finalizes a communicator once its work is over: no event of it comes after.
@@ -306,10 +504,12 @@ int Finalize(void* context) {
 
 bool ProfilerTrackFromWrapper(void* handle, bool enqueued) noexcept {
   auto* track = static_cast<Track*>(handle);
-  const bool launched = enqueued && track->channels_expected.load(std::memory_order_acquire) >= 0;
+  const bool launched = enqueued && track->channels_expected.load(std::memory_order_acquire) >= 0 &&
+                        !track->wrapper_tracks.load(std::memory_order_acquire);
   // Not launched within the call (failed, in progress on a non-blocking communicator,
-  // or a kind NCCL runs without launch events): the wrapper tracks it. A completion the
-  // plugin sees in that moment may also be written; the analyzer keeps the first.
+  // or a kind NCCL runs without launch events), or launched in parts (v1..v4): the
+  // wrapper tracks it. A completion the plugin sees in that moment may also be written;
+  // the analyzer keeps the first.
   if (!launched) track->wrapper_tracks.store(true, std::memory_order_release);
   Release(track);
   return launched;
@@ -317,12 +517,51 @@ bool ProfilerTrackFromWrapper(void* handle, bool enqueued) noexcept {
 
 }  // namespace collwatch
 
-// NCCL finds this with dlsym in the library NCCL_PROFILER_PLUGIN names.
+// NCCL finds these with dlsym in the library NCCL_PROFILER_PLUGIN names, the newest
+// version it knows first (ring/nccl_profiler_abi.h).
 extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler::NcclProfilerV5 ncclProfiler_v5 = {
     "collwatch",
-    collwatch::Init,
+    collwatch::InitV5,
     collwatch::StartEvent,
     collwatch::StopEvent,
-    collwatch::RecordEventState,
+    collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgs>,
+    collwatch::Finalize,
+};
+
+extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler::NcclProfilerV4 ncclProfiler_v4 = {
+    "collwatch",
+    collwatch::InitV4,
+    collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV4, collwatch::LaunchOfV4>,
+    collwatch::StopEvent,
+    collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgs>,
+    collwatch::Finalize,
+};
+
+extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler::NcclProfilerV3 ncclProfiler_v3 = {
+    "collwatch",
+    collwatch::InitWithoutComm<3>,
+    collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV3,
+                                collwatch::LaunchOfV2OrV3<collwatch::nccl_profiler::EventDescrV3>>,
+    collwatch::StopEvent,
+    collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgsV1>,
+    collwatch::Finalize,
+};
+
+extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler::NcclProfilerV2 ncclProfiler_v2 = {
+    "collwatch",
+    collwatch::InitWithoutComm<2>,
+    collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV2,
+                                collwatch::LaunchOfV2OrV3<collwatch::nccl_profiler::EventDescrV2>>,
+    collwatch::StopEvent,
+    collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgsV1>,
+    collwatch::Finalize,
+};
+
+extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler::NcclProfilerV1 ncclProfiler_v1 = {
+    "collwatch",
+    collwatch::InitWithoutComm<1>,
+    collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV1, collwatch::LaunchOfV1>,
+    collwatch::StopEvent,
+    collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgsV1>,
     collwatch::Finalize,
 };

@@ -8,6 +8,17 @@
 //   statically): the plugin writes kEnter and kReturn from the API events itself, with
 //   the communicator identity NCCL gives its init, and kComplete as above.
 // No record is ever written twice: a call has either its wrapper's kEnter or the plugin's.
+// Older NCCLs ask for older interface versions, which have no API events (a call is seen
+// only at its launch) and say less (ring/nccl_profiler_abi.h). What each one gives:
+// - v4 (NCCL 2.27): alone, kEnter and kReturn at the launch, kComplete after its
+//   channels; with the preload, an ungrouped call launched on its own thread inside its
+//   wrapper is tied to it and completed as in v5; any other call keeps its CUDA event.
+// - v3, v2, v1 (2.26, 2.24-2.25, 2.23): no channel count (v3) or no kernel events (v2,
+//   v1), so no completion: alone, kEnter and kReturn at the launch, the return flagged
+//   kFlagNoCompletion, the communicator's size unknown (kUnset: init names nothing); with
+//   the preload the plugin asks NCCL for no event at all and the wrappers do everything.
+// Alone (every version before 5), all-gathers and broadcasts carry NCCL's count in bytes
+// with datatype ncclInt8, and no stream.
 // Threading: NCCL's threads, concurrently; lock-free, no allocation per event (a fixed
 // pool of tracks; when it is exhausted, calls fall back to the CUDA events).
 #ifndef COLLWATCH_INTERPOSER_PROFILER_PLUGIN_H_
@@ -15,8 +26,13 @@
 
 #include "ring/nccl_profiler_abi.h"
 
-// What NCCL finds with dlsym(library, "ncclProfiler_v5").
+// What NCCL finds with dlsym(library, "ncclProfiler_vN"): one per interface version, so that
+// NCCL 2.23 to 2.28 each find the newest it knows.
 extern "C" const collwatch::nccl_profiler::NcclProfilerV5 ncclProfiler_v5;
+extern "C" const collwatch::nccl_profiler::NcclProfilerV4 ncclProfiler_v4;
+extern "C" const collwatch::nccl_profiler::NcclProfilerV3 ncclProfiler_v3;
+extern "C" const collwatch::nccl_profiler::NcclProfilerV2 ncclProfiler_v2;
+extern "C" const collwatch::nccl_profiler::NcclProfilerV1 ncclProfiler_v1;
 
 namespace collwatch {
 

@@ -1,9 +1,11 @@
-// NCCL's profiler plugin interface, version 5 (NCCL 2.28), declared here as NCCL defines
-// it (src/include/plugin/profiler/profiler_v5.h, which NCCL does not install): the CPU
-// NCCL backend calls a plugin through it as NCCL does, and libcollwatch.so is one.
-// A plugin exports a data object `ncclProfiler_v5` of type NcclProfilerV5; NCCL finds it
-// with dlsym in the library NCCL_PROFILER_PLUGIN names. Offsets are NCCL's (LP64),
-// checked below. Threading: NCCL calls a plugin from any of its threads, concurrently.
+// NCCL's profiler plugin interface, versions 1 to 5, declared here as NCCL defines them
+// (src/include/plugin/profiler/profiler_v*.h, which NCCL does not install): the CPU NCCL
+// backend calls a plugin through them as NCCL does, and libcollwatch.so is one.
+// A plugin exports data objects `ncclProfiler_vN`; NCCL finds them with dlsym in the
+// library NCCL_PROFILER_PLUGIN names, newest version it knows first: 2.28 asks for v5, then
+// v4, v3, v2, v1; 2.27 starts at v4, 2.26 at v3, 2.24 and 2.25 at v2, 2.23 knows only v1.
+// Offsets are NCCL's (LP64), checked below. Threading: NCCL calls a plugin from any of its
+// threads, concurrently.
 #ifndef COLLWATCH_RING_NCCL_PROFILER_ABI_H_
 #define COLLWATCH_RING_NCCL_PROFILER_ABI_H_
 
@@ -141,6 +143,263 @@ struct NcclProfilerV5 {
 
 inline constexpr char kSymbolV5[] = "ncclProfiler_v5";
 
+// ---- Versions 1 to 4 (NCCL 2.23 to 2.27) ---------------------------------------------
+// What they lack against version 5: no GroupApi, CollApi, P2pApi or KernelLaunch events
+// (a call is seen only when NCCL launches it: its Coll or P2p event, started and stopped
+// on the launching thread, parent the plan's Group event); the type is one byte. v4 has
+// v5's Coll/P2p/KernelCh contents without the API events, and an init that names the
+// communicator (in another argument order than v5's). v1 to v3 init with the context and
+// the mask only: the communicator's hash and the rank come in each Coll and P2p
+// descriptor, its size nowhere. v3 adds KernelCh events but says neither how many
+// channels a task runs on nor when (no timers); v1 and v2 have no kernel events at all.
+// v1 gives func and datatype as NCCL's enum numbers, v2 on as strings.
+
+// ncclFunc_t numbers, as v1 gives them (ncclFuncBroadcast = 0 ... ncclFuncRecv = 7).
+enum FuncNumber : uint8_t {
+  kFuncBroadcast = 0,
+  kFuncReduce = 1,
+  kFuncAllGather = 2,
+  kFuncReduceScatter = 3,
+  kFuncAllReduce = 4,
+  kFuncSendRecv = 5,
+  kFuncSend = 6,
+  kFuncRecv = 7,
+};
+
+// ncclProfilerEventDescr_v4_t.
+struct EventDescrV4 {
+  uint8_t type;
+  void* parent;
+  int rank;
+  union {
+    struct {
+      uint64_t seq_number;
+      const char* func;
+      const void* send_buff;
+      void* recv_buff;
+      size_t count;  // all-gather and broadcast: bytes (datatype "ncclInt8")
+      int root;
+      const char* datatype;
+      uint8_t channels;  // the KernelCh events the task will have
+      uint8_t warps;
+      const char* algo;
+      const char* proto;
+    } coll;
+    struct {
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t channels;
+    } p2p;
+    struct {
+      pid_t pid;
+      uint8_t channel_id;
+      int peer;
+      int steps;
+      int chunk_size;
+      int is_send;
+    } proxy_op;
+    struct {
+      int step;
+    } proxy_step;
+    struct {
+      uint8_t channel_id;
+      uint64_t timer;
+    } kernel_ch;
+    struct {
+      int64_t id;
+      void* data;
+    } net_plugin;
+  };
+};
+
+// ncclProfilerEventDescr_v3_t; v2's and v1's below differ only in their coll and p2p.
+struct EventDescrV3 {
+  uint8_t type;
+  void* parent;
+  int rank;
+  union {
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;  // NCCL's hash of the unique id: equal on every rank
+      uint64_t seq_number;
+      const char* func;
+      const void* send_buff;
+      void* recv_buff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t max_channels;  // an upper bound: a small task may run on fewer
+      uint8_t warps;
+      const char* algo;
+      const char* proto;
+    } coll;
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+    } p2p;
+    struct {
+      pid_t pid;
+      uint8_t channel_id;
+      int peer;
+      int steps;
+      int chunk_size;
+      int is_send;
+    } proxy_op;
+    struct {
+      int step;
+    } proxy_step;
+    struct {
+      uint8_t channel_id;  // no timer before v4
+    } kernel_ch;
+    struct {
+      int64_t id;
+      void* data;
+    } net_plugin;
+  };
+};
+
+// ncclProfilerEventDescr_v2_t.
+struct EventDescrV2 {
+  uint8_t type;
+  void* parent;
+  int rank;
+  union {
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;
+      uint64_t seq_number;
+      const char* func;
+      const void* send_buff;
+      void* recv_buff;
+      size_t count;
+      int root;
+      const char* datatype;
+      size_t traffic_bytes;
+      uint8_t max_channels;
+      uint8_t warps;
+      const char* algo;
+      const char* proto;
+    } coll;
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+    } p2p;
+    struct {
+      pid_t pid;
+      uint8_t channel_id;
+      int peer;
+      int steps;
+      int chunk_size;
+      int is_send;
+    } proxy_op;
+    struct {
+      int step;
+    } proxy_step;
+  };
+};
+
+// ncclProfilerEventDescr_v1_t.
+struct EventDescrV1 {
+  uint8_t type;
+  void* parent;
+  int rank;
+  union {
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;
+      uint64_t seq_number;
+      uint8_t func;  // FuncNumber
+      const void* send_buff;
+      void* recv_buff;
+      size_t count;
+      int root;
+      uint8_t datatype;  // ncclDataType_t
+      uint32_t redop;
+      size_t traffic_bytes;
+      uint8_t max_channels;
+      uint8_t warps;
+      uint8_t algo;
+      uint8_t proto;
+      int is_collnet;
+      int is_nvls;
+    } coll;
+    struct {
+      const char* comm_name;
+      uint64_t comm_hash;
+      uint8_t func;  // FuncNumber
+      void* buff;
+      uint8_t datatype;  // ncclDataType_t
+      size_t count;
+      int peer;
+    } p2p;
+    struct {
+      pid_t pid;
+      uint8_t channel_id;
+      int peer;
+      int steps;
+      int chunk_size;
+      int is_send;
+    } proxy_op;
+    struct {
+      int step;
+    } proxy_step;
+  };
+};
+
+// ncclProfilerEventStateArgs_v4_t is v5's; v1 to v3 share this one.
+union EventStateArgsV1 {
+  struct {
+    size_t trans_size;
+    int steps;
+  } proxy_op;
+  struct {
+    int appended_proxy_ops;
+  } proxy_ctrl;
+};
+
+// ncclProfiler_v4_t: v5's members, init's arguments in v4's order.
+struct NcclProfilerV4 {
+  const char* name;
+  int (*init)(void** context, int* activation_mask, const char* comm_name, uint64_t comm_hash, int nodes,
+              int nranks, int rank, DebugLogger log);
+  int (*start_event)(void* context, void** handle, EventDescrV4* descr);
+  int (*stop_event)(void* handle);
+  int (*record_event_state)(void* handle, int state, EventStateArgs* args);
+  int (*finalize)(void* context);
+};
+
+// ncclProfiler_v1_t to ncclProfiler_v3_t: init knows nothing of the communicator.
+template <typename Descr>
+struct NcclProfilerV1To3 {
+  const char* name;
+  int (*init)(void** context, int* activation_mask);
+  int (*start_event)(void* context, void** handle, Descr* descr);
+  int (*stop_event)(void* handle);
+  int (*record_event_state)(void* handle, int state, EventStateArgsV1* args);
+  int (*finalize)(void* context);
+};
+using NcclProfilerV3 = NcclProfilerV1To3<EventDescrV3>;
+using NcclProfilerV2 = NcclProfilerV1To3<EventDescrV2>;
+using NcclProfilerV1 = NcclProfilerV1To3<EventDescrV1>;
+
+inline constexpr char kSymbolV4[] = "ncclProfiler_v4";
+inline constexpr char kSymbolV3[] = "ncclProfiler_v3";
+inline constexpr char kSymbolV2[] = "ncclProfiler_v2";
+inline constexpr char kSymbolV1[] = "ncclProfiler_v1";
+
 // The strings NCCL puts in descriptors. Datatypes, by ncclDataType_t value (NCCL 2.28).
 inline constexpr const char* kDatatypeNames[] = {
     "ncclInt8",    "ncclUint8",  "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
@@ -157,6 +416,33 @@ static_assert(offsetof(EventDescr, coll.seq_number) == 24 && offsetof(EventDescr
 static_assert(offsetof(EventDescr, p2p.peer) == 56 && offsetof(EventDescr, p2p.channels) == 60);
 static_assert(offsetof(EventDescr, kernel_ch.timer) == 32);
 static_assert(sizeof(EventStateArgs) == 8 && sizeof(NcclProfilerV5) == 48);
+
+static_assert(sizeof(EventDescrV4) == 104, "ncclProfilerEventDescr_v4_t");
+static_assert(offsetof(EventDescrV4, rank) == 16 && offsetof(EventDescrV4, coll.seq_number) == 24 &&
+              offsetof(EventDescrV4, coll.count) == 56 && offsetof(EventDescrV4, coll.datatype) == 72 &&
+              offsetof(EventDescrV4, coll.channels) == 80 && offsetof(EventDescrV4, coll.proto) == 96);
+static_assert(offsetof(EventDescrV4, p2p.count) == 48 && offsetof(EventDescrV4, p2p.peer) == 56 &&
+              offsetof(EventDescrV4, p2p.channels) == 60 && offsetof(EventDescrV4, kernel_ch.timer) == 32);
+static_assert(sizeof(EventDescrV3) == 120, "ncclProfilerEventDescr_v3_t");
+static_assert(offsetof(EventDescrV3, coll.comm_hash) == 32 && offsetof(EventDescrV3, coll.func) == 48 &&
+              offsetof(EventDescrV3, coll.count) == 72 && offsetof(EventDescrV3, coll.root) == 80 &&
+              offsetof(EventDescrV3, coll.datatype) == 88 && offsetof(EventDescrV3, coll.max_channels) == 96 &&
+              offsetof(EventDescrV3, coll.proto) == 112);
+static_assert(offsetof(EventDescrV3, p2p.comm_hash) == 32 && offsetof(EventDescrV3, p2p.func) == 40 &&
+              offsetof(EventDescrV3, p2p.datatype) == 56 && offsetof(EventDescrV3, p2p.count) == 64 &&
+              offsetof(EventDescrV3, p2p.peer) == 72 && offsetof(EventDescrV3, kernel_ch.channel_id) == 24);
+static_assert(sizeof(EventDescrV2) == 128, "ncclProfilerEventDescr_v2_t");
+static_assert(offsetof(EventDescrV2, coll.datatype) == 88 && offsetof(EventDescrV2, coll.traffic_bytes) == 96 &&
+              offsetof(EventDescrV2, coll.max_channels) == 104 && offsetof(EventDescrV2, coll.proto) == 120);
+static_assert(offsetof(EventDescrV2, p2p.func) == 40 && offsetof(EventDescrV2, p2p.peer) == 72);
+static_assert(sizeof(EventDescrV1) == 120, "ncclProfilerEventDescr_v1_t");
+static_assert(offsetof(EventDescrV1, coll.func) == 48 && offsetof(EventDescrV1, coll.count) == 72 &&
+              offsetof(EventDescrV1, coll.datatype) == 84 && offsetof(EventDescrV1, coll.redop) == 88 &&
+              offsetof(EventDescrV1, coll.max_channels) == 104 && offsetof(EventDescrV1, coll.is_nvls) == 112);
+static_assert(offsetof(EventDescrV1, p2p.func) == 40 && offsetof(EventDescrV1, p2p.buff) == 48 &&
+              offsetof(EventDescrV1, p2p.datatype) == 56 && offsetof(EventDescrV1, p2p.count) == 64 &&
+              offsetof(EventDescrV1, p2p.peer) == 72);
+static_assert(sizeof(EventStateArgsV1) == 16 && sizeof(NcclProfilerV4) == 48 && sizeof(NcclProfilerV1) == 48);
 
 }  // namespace collwatch::nccl_profiler
 

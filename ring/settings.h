@@ -45,6 +45,7 @@ enum class Setting : unsigned char {
   kCpuNcclTrace,
   kCpuNcclMismatch,
   kCpuNcclOneGpu,
+  kCpuNcclProfilerVersion,
   kOriginalLocalRank,
   // Set by launchers (torchrun, Slurm) and NVTX, read by collwatch.
   kRank,
@@ -155,6 +156,10 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kCpuNcclOneGpu, "COLLWATCH_CPU_NCCL_ONE_GPU", "", "unset", "CPU NCCL backend",
      "`1` (`collwatch run --one-gpu` sets it): each rank sees `LOCAL_RANK=0`, the launcher's value kept in "
      "`COLLWATCH_ORIGINAL_LOCAL_RANK`; read once, when the library is loaded"},
+    {Setting::kCpuNcclProfilerVersion, "COLLWATCH_CPU_NCCL_PROFILER_VERSION", "5", "`5`", "CPU NCCL backend",
+     "the newest profiler plugin interface version the backend knows, as an older NCCL would (`4`: 2.27, `3`: "
+     "2.26, `2`: 2.24-2.25, `1`: 2.23): it takes the plugin's `ncclProfiler_vN` or the next older one, with that "
+     "version's init, descriptors and events (tests); read when the plugin is loaded"},
     {Setting::kOriginalLocalRank, "COLLWATCH_ORIGINAL_LOCAL_RANK", "", "unset", "CPU NCCL backend",
      "set by the backend in one-GPU mode: the `LOCAL_RANK` the launcher gave (kept if already set)"},
     {Setting::kRank, "RANK", "", "unset", "libcollwatch.so, collwatch run",

@@ -1,8 +1,10 @@
 // libcollwatch.so as NCCL's profiler plugin, on the CPU NCCL backend (which calls a
-// plugin as NCCL 2.28 does): alone (NCCL_PROFILER_PLUGIN, no LD_PRELOAD: the calls a
-// statically linked NCCL would hide) every collective and send/receive is recorded once
-// with its completion; with the preload too, no record is written twice and the calls'
-// completions come from the plugin.
+// plugin as NCCL 2.28 does, or as an older NCCL asking for interface version 1 to 4:
+// COLLWATCH_CPU_NCCL_PROFILER_VERSION), each version a test instance: alone
+// (NCCL_PROFILER_PLUGIN, no LD_PRELOAD: the calls a statically linked NCCL would hide)
+// every collective and send/receive is recorded once, with its completion where the
+// version gives one (v4, v5); with the preload too, no record is written twice and every
+// call has one completion: the plugin's where it can give it, the wrapper's otherwise.
 #include <map>
 #include <set>
 #include <string>
@@ -31,10 +33,25 @@ std::map<std::pair<uint32_t, uint64_t>, int> Completions(const RankTrace& trace)
   return count;
 }
 
-class ProfilerPluginTest : public ::testing::Test {
+// The kReturn record of each kEnter (lane, index).
+std::map<std::pair<uint32_t, uint64_t>, std::vector<ring::Record>> Returns(const RankTrace& trace) {
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<ring::Record>> returns;
+  for (const ring::Record& record : trace.OfKind(RecordKind::kReturn)) {
+    returns[{record.ref_lane, record.ref_index}].push_back(record);
+  }
+  return returns;
+}
+
+// The parameter: the profiler interface version the CPU backend asks for, as NCCL 2.28
+// (5), 2.27 (4), 2.26 (3), 2.24-2.25 (2) or 2.23 (1) does.
+class ProfilerPluginTest : public ::testing::TestWithParam<int> {
  protected:
+  int version() const { return GetParam(); }
+  // Versions that say how many channels a launch runs on, so that the plugin can see it end.
+  bool PluginCompletes() const { return version() >= 4; }
   std::map<std::string, std::string> Env(bool preload) const {
     std::map<std::string, std::string> env = {{"NCCL_PROFILER_PLUGIN", COLLWATCH_PRELOAD_PATH},
+                                              {"COLLWATCH_CPU_NCCL_PROFILER_VERSION", std::to_string(version())},
                                               {"COLLWATCH_RING_DIR", dir_.path() + "/rings"},
                                               {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
     if (preload) env["LD_PRELOAD"] = COLLWATCH_PRELOAD_LIST;
@@ -46,7 +63,7 @@ class ProfilerPluginTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) {
+TEST_P(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) {
   constexpr int kRanks = 3;
   Subprocess job(Ranks(kRanks), Env(/*preload=*/false));
   ASSERT_EQ(job.Wait(60), 0) << "the program's own result checks failed with the plugin";
@@ -62,19 +79,31 @@ TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) 
     SCOPED_TRACE("rank " + std::to_string(rank));
     EXPECT_EQ(EnterNames(trace), expected);
     const std::vector<ring::Record> enters = trace.OfKind(RecordKind::kEnter);
-    std::map<std::pair<uint32_t, uint64_t>, int> returns;
-    for (const ring::Record& record : trace.OfKind(RecordKind::kReturn)) ++returns[{record.ref_lane, record.ref_index}];
+    ASSERT_FALSE(enters.empty());
+    auto returns = Returns(trace);
     const auto completions = Completions(trace);
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
       const std::string name(OpName(static_cast<ApiFn>(item.record.fn)));
-      EXPECT_EQ((returns[{item.lane, item.index}]), 1) << name;
-      EXPECT_EQ((completions.count({item.lane, item.index})), 1u) << name;
+      const std::vector<ring::Record>& its_returns = returns[{item.lane, item.index}];
+      ASSERT_EQ(its_returns.size(), 1u) << name;
+      // v1..v3 cannot see a launch end: the return says no completion will come, which
+      // the analyzer reads as complete at return (no false stall).
+      EXPECT_EQ((completions.count({item.lane, item.index})), PluginCompletes() ? 1u : 0u) << name;
+      EXPECT_EQ((its_returns[0].flags & ring::kFlagNoCompletion) != 0, !PluginCompletes()) << name;
       EXPECT_GE(item.record.rank, 0);
+      // Before v5 NCCL names a call only at its launch, with all-gathers and broadcasts
+      // in bytes of ncclInt8 (the program all-gathers 4 float32s, broadcasts 8).
+      if (item.record.fn == static_cast<uint16_t>(ApiFn::kAllGather)) {
+        EXPECT_EQ(item.record.count, version() >= 5 ? 4u : 16u);
+        EXPECT_EQ(item.record.dtype, version() >= 5 ? 7u : 0u);
+      }
     }
-    // The world communicator: the same id on every rank, collectives numbered 1.. in order.
+    // The world communicator: the same id on every rank, collectives numbered 1.. in order;
+    // its size where NCCL gives it to the plugin (init from v4 on).
     world_ids.insert(enters[0].comm_id);
-    EXPECT_EQ(enters[0].nranks, kRanks);
+    EXPECT_NE(enters[0].comm_id, 0u);
+    EXPECT_EQ(enters[0].nranks, version() >= 4 ? kRanks : ring::kUnset);
     uint64_t seq = 0;
     for (const ring::Record& record : enters) {
       if (record.comm_id != enters[0].comm_id || !ring::IsCollective(static_cast<ApiFn>(record.fn))) continue;
@@ -87,7 +116,7 @@ TEST_F(ProfilerPluginTest, AloneItRecordsEveryCallNcclReportsWithItsCompletion) 
   EXPECT_EQ(world_ids.size(), 1u);
 }
 
-TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsComeFromThePlugin) {
+TEST_P(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndEveryCallCompletesOnce) {
   constexpr int kRanks = 2;
   Subprocess job(Ranks(kRanks), Env(/*preload=*/true));
   ASSERT_EQ(job.Wait(60), 0);
@@ -102,9 +131,11 @@ TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsC
         "comm-destroy", "comm-finalize", "comm-destroy"};
     if (rank == 0) expected.insert(expected.begin(), "get-unique-id");
     EXPECT_EQ(EnterNames(trace), expected) << "the plugin wrote no call of its own";
-    // Without CUDA the preload alone marks calls complete at return; the plugin gives the
-    // ungrouped collectives NCCL reports a completion record, one each.
+    // Without CUDA the preload alone marks calls complete at return; where the version
+    // says when a launch ends (v4, v5), the plugin gives the ungrouped collectives NCCL
+    // reports a completion record instead, one each. Either way, one completion a call.
     const auto completions = Completions(trace);
+    auto returns = Returns(trace);
     int completed = 0;
     for (const IndexedRecord& item : trace.records) {
       if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
@@ -113,12 +144,21 @@ TEST_F(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndCompletionsC
                             fn != ApiFn::kScatter && item.record.group_id == 0;
       auto found = completions.find({item.lane, item.index});
       const int count = found == completions.end() ? 0 : found->second;
-      EXPECT_EQ(count, reported ? 1 : 0) << OpName(fn) << " at " << item.index;
+      EXPECT_EQ(count, reported && PluginCompletes() ? 1 : 0) << OpName(fn) << " at " << item.index;
       completed += count;
+      if ((ring::IsCollective(fn) || ring::IsP2p(fn)) && item.record.group_id == 0) {
+        const std::vector<ring::Record>& its_returns = returns[{item.lane, item.index}];
+        ASSERT_EQ(its_returns.size(), 1u) << OpName(fn) << " at " << item.index;
+        const bool at_return = (its_returns[0].flags & ring::kFlagCompletesAtReturn) != 0;
+        EXPECT_EQ(at_return, count == 0) << OpName(fn) << " at " << item.index << ": the wrapper's completion";
+      }
     }
-    EXPECT_EQ(completed, 7);
+    EXPECT_EQ(completed, PluginCompletes() ? 7 : 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ByInterfaceVersion, ProfilerPluginTest, ::testing::Values(5, 4, 3, 2, 1),
+                         [](const ::testing::TestParamInfo<int>& param) { return "v" + std::to_string(param.param); });
 
 }  // namespace
 }  // namespace collwatch
