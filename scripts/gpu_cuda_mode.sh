@@ -6,15 +6,19 @@
 # A configuration is SHARING:IPC:RANKS: SHARING "ts" (the driver's time slices between
 # processes) or "mps" (a private MPS server: the ranks' kernels run at once), IPC 0 (host
 # staging) or 1 (COLLWATCH_CPU_NCCL_IPC=1). CUDA_MODE_FSDP lists FSDP2 jobs to run after
-# (tests/gpu/cuda_mode_fsdp2.py). Writes under $OUT.
+# (tests/gpu/cuda_mode_fsdp2.py). With 2 GPUs, the results checks also run on real NCCL,
+# a GPU per rank (CUDA_MODE_REAL_NCCL=0: not). Writes under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/tmp/collwatch-gpu}
 mkdir -p "$out"
 runs=${CUDA_MODE_RUNS:-ts:0:2 ts:0:4}
-# nccl.h 2.28 where the image has none: a carried copy under .nccl/include.
+# nccl.h 2.28 and NVIDIA's library: the torch venv's (the GPU image has no other), else a
+# carried copy under .nccl/, else the CUDA root.
+torch_nccl=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "nccl"))' 2>/dev/null)
 nccl_root=${COLLWATCH_NCCL_ROOT:-/usr/local/cuda}
+[ -z "${COLLWATCH_NCCL_ROOT:-}" ] && [ -f "$torch_nccl/include/nccl.h" ] && nccl_root=$torch_nccl
 [ -f .nccl/include/nccl.h ] && nccl_root=$PWD/.nccl
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
 generator=()
@@ -53,6 +57,16 @@ for run in $runs; do
   echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
 done
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+
+# Real NCCL against the same expectations, a GPU per rank, where there are 2 GPUs and
+# NVIDIA's library: both agree with the host's results, so with each other.
+real_nccl=$nccl_root/lib/libnccl.so.2
+if [ "${CUDA_MODE_REAL_NCCL:-1}" = 1 ] && [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && [ -f "$real_nccl" ]; then
+  echo "-- real NCCL ($real_nccl), 2 ranks on 2 GPUs" | tee -a "$out/run.log"
+  CUDA_MODE_CHECK_REAL_NCCL=1 LD_PRELOAD=$real_nccl timeout 120 "$program" 2 "$(mktemp -d)" 2>&1 |
+    tee -a "$out/run.log"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$out/run.log"
+fi
 
 have_torch=0
 python3 -c 'import torch' 2>/dev/null && have_torch=1
