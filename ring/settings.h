@@ -142,10 +142,11 @@ inline constexpr SettingInfo kSettings[] = {
      "`off` (every buffer is host memory); read at each call that may touch CUDA"},
     {Setting::kCpuNcclLibcuda, "COLLWATCH_CPU_NCCL_LIBCUDA", "libcuda.so.1", "`libcuda.so.1`",
      "CPU NCCL backend", "the CUDA driver library `on` loads"},
-    {Setting::kCpuNcclIpc, "COLLWATCH_CPU_NCCL_IPC", "0", "`0`", "CPU NCCL backend",
-     "`1` (experimental; hangs in an FSDP2 job): all-gathers and float32/bfloat16 sum reduce-scatters on CUDA "
-     "buffers move GPU to GPU through CUDA IPC (staged through host memory when a rank's buffer cannot be "
-     "shared); `0`: every CUDA buffer is staged through host memory"},
+    {Setting::kCpuNcclIpc, "COLLWATCH_CPU_NCCL_IPC", "1", "`1`", "CPU NCCL backend",
+     "`1`: all-gathers and float32/bfloat16 sum reduce-scatters on CUDA buffers, of at most 8 ranks and not "
+     "grouped with other operations, move GPU to GPU through CUDA IPC, on the collective's stream (staged "
+     "through host memory when a rank's buffer cannot be shared); `0`: every CUDA buffer is staged through "
+     "host memory"},
     {Setting::kCpuNcclTrace, "COLLWATCH_CPU_NCCL_TRACE", "0", "`0`", "CPU NCCL backend",
      "`1`: the CUDA mode logs each stream operation's enqueue, start and end (and the IPC path taken) to "
      "stderr, and operations that wait longer than 5 s, with each task's stage"},

@@ -242,8 +242,8 @@ class FakeDriverTest : public CudaModeTest {
 class EveryCollectiveTest : public FakeDriverTest,
                             public ::testing::WithParamInterface<const char*> {};
 
-// COLLWATCH_CPU_NCCL_IPC 1 (the all-gather moves GPU to GPU through the fake's IPC; the
-// int32 max reduce-scatter is staged) and 0 (the default: everything staged directly).
+// COLLWATCH_CPU_NCCL_IPC 1 (the default: the all-gather moves GPU to GPU through the fake's
+// IPC; the int32 max reduce-scatter is staged) and 0 (everything staged).
 INSTANTIATE_TEST_SUITE_P(Ipc, EveryCollectiveTest, ::testing::Values("1", "0"));
 
 TEST_P(EveryCollectiveTest, OnDeviceBuffers) {
