@@ -101,6 +101,11 @@ int main(int argc, char** argv) {
   run->add_flag("--one-gpu", run_options.one_gpu,
                 "run every rank on the one visible GPU, through the CPU NCCL backend's CUDA mode (NCCL "
                 "refuses two ranks on one GPU); LOCAL_RANK reads 0 in each rank (docs/one-gpu.md)");
+  run->add_flag("--mps", run_options.mps,
+                "with --one-gpu: start an MPS server private to the job, so the ranks' kernels share the GPU "
+                "at once, not in time slices (a small collective then takes tens of µs instead of milliseconds; needs "
+                "nvidia-cuda-mps-control)")
+      ->needs(run->get_option("--one-gpu"));
   run->add_flag("--profiler-plugin", run_options.profiler_plugin,
                 "libcollwatch.so is NCCL's profiler plugin too (NCCL_PROFILER_PLUGIN): completions from "
                 "NCCL's own events, and calls NCCL linked statically makes (docs/profiler-plugin.md)");

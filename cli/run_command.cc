@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/one_gpu_mode.h"
+#include "cli/private_mps.h"
 #include "cli/run_environment.h"
 #include "cli/run_services.h"
 #include "cli/run_supervisor.h"
@@ -77,8 +78,24 @@ int RunJobCommand(const RunOptions& options) {
     std::cerr << "collwatch run: --profiler-plugin replaces NCCL_PROFILER_PLUGIN=" << other
               << " (NCCL loads one profiler plugin)\n";
   }
+  // Last before the command: the server runs only as long as the job.
+  std::unique_ptr<PrivateMpsServer> mps;
+  if (options.mps) {
+    absl::StatusOr<std::unique_ptr<PrivateMpsServer>> started = PrivateMpsServer::Start();
+    if (!started.ok()) {
+      std::cerr << "collwatch run: " << started.status().message() << "\n";
+      return 2;
+    }
+    mps = *std::move(started);
+    for (const auto& [name, value] : mps->JobEnvironment()) inputs.one_gpu->extra[name] = value;
+    std::cerr << "collwatch run: the ranks share the GPU through a private MPS server (" << mps->folder() << ")\n";
+  }
   RunSupervisor supervisor(options, inputs.job, *std::move(rings), **services);
-  return supervisor.Run(CommandEnvironment(inputs));
+  const int status = supervisor.Run(CommandEnvironment(inputs));
+  if (mps != nullptr) {
+    if (const std::string problem = mps->Stop(); !problem.empty()) std::cerr << "collwatch run: " << problem << "\n";
+  }
+  return status;
 }
 
 }  // namespace collwatch

@@ -18,6 +18,7 @@ struct RunOptions {
   double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
   bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
   bool one_gpu = false;       // every rank on one GPU through the CPU NCCL backend (one_gpu_mode.h)
+  bool mps = false;           // with one_gpu: the ranks under a private MPS server (private_mps.h)
   bool profiler_plugin = false;  // libcollwatch.so is NCCL's profiler plugin too (NCCL_PROFILER_PLUGIN)
   double kill_grace_s = 5;    // SIGTERM, then SIGKILL after this long
   double drain_timeout_s = 30;

@@ -12,10 +12,11 @@
 #      and tests/gpu/nccl_call_cost.cc call NCCL themselves); median step time, all-reduce
 #      latency, or host time per NCCL call, per configuration.
 #   3. one-gpu (only when named): check_torch_jobs.py --one-gpu with ONE_GPU_RANKS (default
-#      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode.
+#      "2 4") ranks on the one GPU, through the CPU NCCL backend's CUDA mode (ONE_GPU_MPS=1:
+#      under a private MPS server, collwatch run --mps).
 # Everything lands under $OUT: check.txt, summary.json, overhead.txt, overhead-raw.txt,
 # one-gpu-N.txt and one-gpu-N.json, and reports.tar.gz: each checked case's report.txt and report.json.
-#   [CASES="case ..." (check and one-gpu)] [FSDP_STEPS=12] [FSDP_HIDDEN=2048] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] \
+#   [CASES="case ..." (check and one-gpu)] [FSDP_STEPS=12] [FSDP_HIDDEN=2048] [CONFIGS="collwatch collwatch-no-paths ..."] [ROUNDS=3] [WORKLOADS="trainer ddp fsdp allreduce enqueue latency"] [ONE_GPU_RANKS="2 4"] [ONE_GPU_MPS=1] \
 #     bash scripts/gpu_pytorch.sh [check] [overhead] [one-gpu]
 #   (default: check and overhead)
 set -uo pipefail
@@ -56,7 +57,9 @@ if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
   export COLLWATCH_CPU_NCCL=$PWD/build-gpu-trainer/cpu_nccl/libnccl.so.2
   for ranks in ${ONE_GPU_RANKS:-2 4}; do
     # shellcheck disable=SC2086  # CASES: case names, split on spaces
+    # shellcheck disable=SC2046  # ONE_GPU_MPS=1: collwatch run --one-gpu --mps
     python3 tests/pytorch/check_torch_jobs.py --collwatch "$collwatch" --preload "$COLLWATCH_PRELOAD" --one-gpu \
+      $([ "${ONE_GPU_MPS:-0}" = 1 ] && echo --mps) \
       --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" ${CASES:-} 2>&1 | tee "$out/one-gpu-$ranks.txt"
     cp "/tmp/collwatch-one-gpu-$ranks/summary.json" "$out/one-gpu-$ranks.json" 2>/dev/null
   done

@@ -119,6 +119,18 @@ TEST(CollwatchRunTest, OneGpuModeWithoutAGpuSaysSoBeforeTheJobStarts) {
   EXPECT_FALSE(std::filesystem::exists(marker));
 }
 
+// --mps is a part of the one-GPU mode: alone it is refused, and nothing runs.
+TEST(CollwatchRunTest, MpsWithoutOneGpuIsRefused) {
+  TempDir dir;
+  const std::string marker = dir.path() + "/ran";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--mps", "--out", dir.path() + "/out", "--", "touch", marker},
+                 testing::CollwatchRunEnv({}), "", dir.path() + "/err");
+  EXPECT_EQ(run.Wait(30), 2);
+  EXPECT_NE(ReadWhole(dir.path() + "/err").find("--mps requires --one-gpu"), std::string::npos)
+      << ReadWhole(dir.path() + "/err");
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
 // The backend, preloaded with the mode on, shows each rank LOCAL_RANK=0 and loads CUDA
 // modules eagerly; without the mode LOCAL_RANK stays.
 TEST(OneGpuViewTest, EachRankSeesLocalRankZeroAndEagerLoading) {

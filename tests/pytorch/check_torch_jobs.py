@@ -14,10 +14,11 @@ Exit 0 when every case passed, 1 when one failed, 77 (skipped) without PyTorch, 
 enough GPUs. Writes each case's logs, report and a summary under --out.
 
   python3 tests/pytorch/check_torch_jobs.py --collwatch PATH [--preload PATH] [--nproc N]
-      [--one-gpu] [--out DIR] [CASE...]
+      [--one-gpu [--mps]] [--out DIR] [CASE...]
 
 With --one-gpu every rank runs on the one visible GPU through the CPU NCCL backend's CUDA
-mode; the backend writes no NCCL log, so the comparison with NCCL's log is left out.
+mode (--mps: under a private MPS server); the backend writes no NCCL log, so the
+comparison with NCCL's log is left out.
 """
 import argparse
 import collections
@@ -218,6 +219,8 @@ def run_case(name, args, work):
     command = [args.collwatch, "run", "--no-dashboard", "--out", out_dir, "--ring-dir", ring_dir]
     if args.one_gpu:
         command.append("--one-gpu")
+        if args.mps:
+            command.append("--mps")
     if expected:
         command += ["--kill-on-hang", "--stall-after", str(STALL_AFTER_S)]
     if args.one_gpu and "features" in job_args:
@@ -310,6 +313,8 @@ def main():
                         help="ranks: GPUs to use (default: all), or with --one-gpu ranks on the one GPU (default 2)")
     parser.add_argument("--one-gpu", action="store_true",
                         help="every rank on one GPU (collwatch run --one-gpu, the CPU NCCL backend's CUDA mode)")
+    parser.add_argument("--mps", action="store_true",
+                        help="with --one-gpu: the ranks under a private MPS server (collwatch run --mps)")
     parser.add_argument("--out", help="keep every case's files here (default: a temporary folder)")
     parser.add_argument("--case-timeout", type=float, default=300)
     parser.add_argument("cases", nargs="*", help=f"default: all of {', '.join(CASES)}")

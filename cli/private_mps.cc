@@ -1,0 +1,212 @@
+// The private MPS server of `collwatch run --one-gpu --mps`: nvidia-cuda-mps-control run
+// with pipe and log folders of its own; stopped with its "quit" command, and by signal
+// where that does not end it (a server wedged by a killed client has been seen).
+#include "cli/private_mps.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace collwatch {
+namespace {
+
+constexpr char kControl[] = "nvidia-cuda-mps-control";
+constexpr char kPipeVariable[] = "CUDA_MPS_PIPE_DIRECTORY";
+constexpr char kLogVariable[] = "CUDA_MPS_LOG_DIRECTORY";
+
+double Now() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// This process's environment with `extra` set over it, as posix_spawn wants it.
+std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> entries;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (extra.count(name) == 0) entries.push_back(entry);
+  }
+  for (const auto& [name, value] : extra) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+// Runs the control program with `arguments`, `input` on its stdin, and waits up to
+// `timeout_s`: its exit status, -1 if it could not start (errno set), -2 on timeout (it is
+// then killed).
+int RunControl(const std::vector<std::string>& arguments, const std::string& input,
+               const std::map<std::string, std::string>& environment, double timeout_s) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
+  std::vector<std::string> argv_strings = {kControl};
+  argv_strings.insert(argv_strings.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings = EnvironmentWith(environment);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t child = 0;
+  const int spawned = posix_spawnp(&child, kControl, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[0]);
+  if (spawned != 0) {
+    close(pipe_fds[1]);
+    errno = spawned;
+    return -1;
+  }
+  if (!input.empty()) {
+    // A control program that exits without reading gets EPIPE here, not a signal.
+    struct sigaction ignore {}, previous {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &previous);
+    const ssize_t written = write(pipe_fds[1], input.data(), input.size());
+    (void)written;  // its exit status says what happened
+    sigaction(SIGPIPE, &previous, nullptr);
+  }
+  close(pipe_fds[1]);
+  const double deadline = Now() + timeout_s;
+  for (;;) {
+    int status = 0;
+    const pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (done < 0 && errno != EINTR) return -1;
+    if (Now() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      return -2;
+    }
+    usleep(20 * 1000);
+  }
+}
+
+// The last lines of the control daemon's log, for an error message.
+std::string LogTail(const std::string& log_folder) {
+  std::ifstream log(log_folder + "/control.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  std::string all = text.str();
+  if (all.size() > 600) all = "..." + all.substr(all.size() - 600);
+  return all.empty() ? "" : absl::StrCat(" (its log: ", all, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PrivateMpsServer>> PrivateMpsServer::Start() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp", "/collwatch-mps-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--mps: cannot make a folder for the MPS server (", pattern, "): ", std::strerror(errno)));
+  }
+  std::unique_ptr<PrivateMpsServer> server(new PrivateMpsServer(pattern));
+  if (mkdir(server->PipeFolder().c_str(), 0700) != 0 || mkdir(server->LogFolder().c_str(), 0700) != 0) {
+    const std::string why = std::strerror(errno);
+    server->Stop(0);
+    return absl::FailedPreconditionError(absl::StrCat("--mps: cannot make the MPS server's folders under ",
+                                                      server->folder_, ": ", why));
+  }
+  // -d daemonises: the program returns once the control daemon runs.
+  const int status = RunControl({"-d"}, "", server->JobEnvironment(), 30);
+  if (status == 0) return server;
+  const int error = errno;
+  std::string why;
+  if (status == -1) {
+    why = error == ENOENT ? absl::StrCat(kControl, " is not in PATH (it comes with the NVIDIA driver)")
+                          : absl::StrCat(kControl, " cannot be started: ", std::strerror(error));
+  } else if (status == -2) {
+    why = absl::StrCat(kControl, " -d did not return in 30 s");
+  } else {
+    why = absl::StrCat(kControl, " -d failed (exit status ", status, ")", LogTail(server->LogFolder()));
+  }
+  server->Stop(0);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--mps: ", why, ". Without --mps the ranks share the GPU in time slices (slower, same findings)."));
+}
+
+PrivateMpsServer::~PrivateMpsServer() { Stop(); }
+
+std::map<std::string, std::string> PrivateMpsServer::JobEnvironment() const {
+  return {{kPipeVariable, PipeFolder()}, {kLogVariable, LogFolder()}};
+}
+
+std::vector<pid_t> PrivateMpsServer::ServerProcesses() const {
+  std::vector<pid_t> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  const std::string wanted = absl::StrCat(kPipeVariable, "=", PipeFolder());
+  const uid_t me = getuid();
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || pid <= 0 || pid == getpid()) continue;
+    const std::string base = absl::StrCat("/proc/", pid);
+    struct stat info {};
+    if (stat(base.c_str(), &info) != 0 || info.st_uid != me) continue;
+    std::ifstream comm_file(base + "/comm");
+    std::string comm;
+    std::getline(comm_file, comm);
+    if (comm.rfind("nvidia-cuda-mps", 0) != 0) continue;
+    std::ifstream environ_file(base + "/environ", std::ios::binary);
+    std::string variable;
+    while (std::getline(environ_file, variable, '\0')) {
+      if (variable == wanted) {
+        found.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+std::string PrivateMpsServer::Stop(double grace_s) {
+  if (stopped_) return "";
+  stopped_ = true;
+  std::string problem;
+  if (grace_s > 0 || !ServerProcesses().empty()) {
+    const int status = RunControl({}, "quit\n", JobEnvironment(), grace_s > 0 ? grace_s : 1);
+    if (status != 0) {
+      problem = absl::StrCat("the MPS server did not take its quit command (", status == -2 ? "no answer" : "status ",
+                             status == -2 ? "" : std::to_string(status), ")");
+    }
+    const double deadline = Now() + grace_s;
+    std::vector<pid_t> left = ServerProcesses();
+    while (!left.empty() && Now() < deadline) {
+      usleep(50 * 1000);
+      left = ServerProcesses();
+    }
+    if (!left.empty()) {
+      for (pid_t pid : left) kill(pid, SIGKILL);
+      problem = absl::StrCat(problem.empty() ? "" : problem + "; ", "killed ", left.size(),
+                             " MPS process(es) that outlived its quit by ", grace_s, " s");
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(folder_, ignored);
+  return problem;
+}
+
+}  // namespace collwatch
