@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +103,22 @@ int RunControl(const std::vector<std::string>& arguments, const std::string& inp
   }
 }
 
+// Those of `pids` that still run (not ended, not a zombie) as MPS processes (a pid reused
+// since by another program is not one).
+std::vector<pid_t> StillRunning(const std::vector<pid_t>& pids) {
+  std::vector<pid_t> running;
+  for (pid_t pid : pids) {
+    std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    std::getline(stat_file, line);
+    const size_t open = line.find('(');
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 >= line.size()) continue;
+    if (line.compare(open + 1, 15, "nvidia-cuda-mps") == 0 && line[close + 2] != 'Z') running.push_back(pid);
+  }
+  return running;
+}
+
 // The last lines of the control daemon's log, for an error message.
 std::string LogTail(const std::string& log_folder) {
   std::ifstream log(log_folder + "/control.log");
@@ -153,9 +170,14 @@ std::map<std::string, std::string> PrivateMpsServer::JobEnvironment() const {
 }
 
 std::vector<pid_t> PrivateMpsServer::ServerProcesses() const {
-  std::vector<pid_t> found;
+  struct MpsProcess {
+    pid_t pid;
+    pid_t parent;
+    bool ours;  // its environment holds this pipe folder
+  };
+  std::vector<MpsProcess> candidates;
   DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
+  if (proc == nullptr) return {};
   const std::string wanted = absl::StrCat(kPipeVariable, "=", PipeFolder());
   const uid_t me = getuid();
   while (dirent* entry = readdir(proc)) {
@@ -165,20 +187,29 @@ std::vector<pid_t> PrivateMpsServer::ServerProcesses() const {
     const std::string base = absl::StrCat("/proc/", pid);
     struct stat info {};
     if (stat(base.c_str(), &info) != 0 || info.st_uid != me) continue;
-    std::ifstream comm_file(base + "/comm");
-    std::string comm;
-    std::getline(comm_file, comm);
-    if (comm.rfind("nvidia-cuda-mps", 0) != 0) continue;
+    // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+    std::ifstream stat_file(base + "/stat");
+    std::string line;
+    std::getline(stat_file, line);
+    const size_t open = line.find('(');
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 4 >= line.size()) continue;
+    if (line.compare(open + 1, 15, "nvidia-cuda-mps") != 0 || line[close + 2] == 'Z') continue;
+    const pid_t parent = static_cast<pid_t>(std::strtol(line.c_str() + close + 4, nullptr, 10));
+    bool ours = false;
     std::ifstream environ_file(base + "/environ", std::ios::binary);
     std::string variable;
-    while (std::getline(environ_file, variable, '\0')) {
-      if (variable == wanted) {
-        found.push_back(static_cast<pid_t>(pid));
-        break;
-      }
-    }
+    while (!ours && std::getline(environ_file, variable, '\0')) ours = variable == wanted;
+    candidates.push_back({static_cast<pid_t>(pid), parent, ours});
   }
   closedir(proc);
+  std::vector<pid_t> found;
+  for (const MpsProcess& p : candidates) {
+    const bool child_of_ours = std::any_of(candidates.begin(), candidates.end(), [&](const MpsProcess& q) {
+      return q.ours && q.pid == p.parent;
+    });
+    if (p.ours || child_of_ours) found.push_back(p.pid);
+  }
   return found;
 }
 
@@ -186,17 +217,19 @@ std::string PrivateMpsServer::Stop(double grace_s) {
   if (stopped_) return "";
   stopped_ = true;
   std::string problem;
-  if (grace_s > 0 || !ServerProcesses().empty()) {
+  // Taken before the quit: the server outlives its daemon's exit, and is then no child of it.
+  const std::vector<pid_t> processes = ServerProcesses();
+  if (grace_s > 0 || !processes.empty()) {
     const int status = RunControl({}, "quit\n", JobEnvironment(), grace_s > 0 ? grace_s : 1);
-    if (status != 0) {
+    if (status != 0 && !processes.empty()) {
       problem = absl::StrCat("the MPS server did not take its quit command (", status == -2 ? "no answer" : "status ",
                              status == -2 ? "" : std::to_string(status), ")");
     }
     const double deadline = Now() + grace_s;
-    std::vector<pid_t> left = ServerProcesses();
+    std::vector<pid_t> left = StillRunning(processes);
     while (!left.empty() && Now() < deadline) {
       usleep(50 * 1000);
-      left = ServerProcesses();
+      left = StillRunning(processes);
     }
     if (!left.empty()) {
       for (pid_t pid : left) kill(pid, SIGKILL);

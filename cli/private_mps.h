@@ -40,9 +40,10 @@ class PrivateMpsServer {
   explicit PrivateMpsServer(std::string folder) : folder_(std::move(folder)) {}
   std::string PipeFolder() const { return folder_ + "/pipe"; }
   std::string LogFolder() const { return folder_ + "/log"; }
-  // This server's processes (control daemon, server): this user's processes named
-  // nvidia-cuda-mps* whose environment holds this pipe folder. The job's ranks, MPS
-  // clients with the same variable, are not among them.
+  // This server's processes: this user's processes named nvidia-cuda-mps* whose
+  // environment holds this pipe folder (the control daemon), and such processes whose
+  // parent is one of those (the server it started, which need not carry the variable).
+  // The job's ranks, MPS clients with the same variable, are not among them.
   std::vector<pid_t> ServerProcesses() const;
 
   std::string folder_;

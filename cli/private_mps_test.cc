@@ -1,7 +1,8 @@
 // The private MPS server of `run --one-gpu --mps`, against a fake nvidia-cuda-mps-control
-// (a shell script first in PATH) whose "daemon" is a copy of sleep named like NVIDIA's
-// server: started on folders of its own, asked to quit after the job, killed when it does
-// not go, and every failure to start said with what to do.
+// (a shell script first in PATH) whose daemon (a script) starts a "server" (a copy of
+// sleep) without the pipe variable in its environment, both named like NVIDIA's: started
+// on folders of its own, asked to quit after the job, killed when they do not go, and
+// every failure to start said with what to do.
 #include "cli/private_mps.h"
 
 #include <signal.h>
@@ -27,14 +28,25 @@ constexpr char kFakeControl[] = R"script(#!/bin/bash
 if [ "$1" = "-d" ]; then
   if [ -n "$FAKE_MPS_FAIL_START" ]; then echo "fake: no GPU" > "$CUDA_MPS_LOG_DIRECTORY/control.log"; exit 1; fi
   echo "start $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> "$FAKE_MPS_RECORD"
-  setsid "$FAKE_MPS_DAEMON" 300 < /dev/null > /dev/null 2>&1 &
-  echo $! > "$CUDA_MPS_PIPE_DIRECTORY/daemon.pid"
+  setsid "$FAKE_MPS_DAEMON" < /dev/null > /dev/null 2>&1 &
+  while [ ! -s "$CUDA_MPS_PIPE_DIRECTORY/server.pid" ]; do sleep 0.01; done
   exit 0
 fi
 read -r command
 echo "$command" >> "$FAKE_MPS_RECORD"
-if [ "$command" = quit ] && [ -z "$FAKE_MPS_IGNORE_QUIT" ]; then kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/daemon.pid")"; fi
+if [ "$command" = quit ] && [ -z "$FAKE_MPS_IGNORE_QUIT" ]; then
+  [ -n "$FAKE_MPS_QUIT_LEAVES_SERVER" ] || kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/server.pid")"
+  kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/daemon.pid")"
+fi
 exit 0
+)script";
+
+// The control daemon: starts the server as a child without the pipe variable, then waits.
+constexpr char kFakeDaemon[] = R"script(#!/bin/bash
+echo $$ > "$CUDA_MPS_PIPE_DIRECTORY/daemon.pid"
+env -u CUDA_MPS_PIPE_DIRECTORY "$FAKE_MPS_SERVER" 300 &
+echo $! > "$CUDA_MPS_PIPE_DIRECTORY/server.pid"
+wait
 )script";
 
 std::string ReadFile(const fs::path& path) {
@@ -60,23 +72,32 @@ class PrivateMpsTest : public ::testing::Test {
     const fs::path control = dir_ / "nvidia-cuda-mps-control";
     std::ofstream(control) << kFakeControl;
     fs::permissions(control, fs::perms::owner_all);
+    const fs::path daemon = dir_ / "nvidia-cuda-mps-control-daemon";
+    std::ofstream(daemon) << kFakeDaemon;
+    fs::permissions(daemon, fs::perms::owner_all);
     fs::copy_file("/bin/sleep", dir_ / "nvidia-cuda-mps-server");
     old_path_ = getenv("PATH");
     setenv("PATH", (dir_.string() + ":" + old_path_).c_str(), 1);
     setenv("TMPDIR", dir_.c_str(), 1);
     setenv("FAKE_MPS_RECORD", (dir_ / "record").c_str(), 1);
-    setenv("FAKE_MPS_DAEMON", (dir_ / "nvidia-cuda-mps-server").c_str(), 1);
+    setenv("FAKE_MPS_DAEMON", (dir_ / "nvidia-cuda-mps-control-daemon").c_str(), 1);
+    setenv("FAKE_MPS_SERVER", (dir_ / "nvidia-cuda-mps-server").c_str(), 1);
   }
   void TearDown() override {
     setenv("PATH", old_path_.c_str(), 1);
-    for (const char* name : {"TMPDIR", "FAKE_MPS_RECORD", "FAKE_MPS_DAEMON", "FAKE_MPS_IGNORE_QUIT",
-                             "FAKE_MPS_FAIL_START"}) {
+    for (const char* name : {"TMPDIR", "FAKE_MPS_RECORD", "FAKE_MPS_DAEMON", "FAKE_MPS_SERVER",
+                             "FAKE_MPS_IGNORE_QUIT", "FAKE_MPS_QUIT_LEAVES_SERVER", "FAKE_MPS_FAIL_START"}) {
       unsetenv(name);
     }
     fs::remove_all(dir_);
   }
-  pid_t DaemonOf(const PrivateMpsServer& server) {
-    return static_cast<pid_t>(std::stol(ReadFile(fs::path(server.folder()) / "pipe" / "daemon.pid")));
+  pid_t PidIn(const PrivateMpsServer& server, const char* file) {
+    return static_cast<pid_t>(std::stol(ReadFile(fs::path(server.folder()) / "pipe" / file)));
+  }
+  pid_t DaemonOf(const PrivateMpsServer& server) { return PidIn(server, "daemon.pid"); }
+  pid_t ServerOf(const PrivateMpsServer& server) { return PidIn(server, "server.pid"); }
+  static void WaitGone(pid_t pid) {
+    for (int i = 0; i < 200 && Running(pid); ++i) usleep(10 * 1000);
   }
   // Folders the servers made under TMPDIR.
   int ServerFolders() {
@@ -100,11 +121,15 @@ TEST_F(PrivateMpsTest, StartsOnFoldersOfItsOwnAndQuitsAfterTheJob) {
   EXPECT_TRUE(fs::is_directory(pipe) && fs::is_directory(log));
   EXPECT_EQ(ReadFile(dir_ / "record"), "start " + pipe + " " + log + "\n");
   const pid_t daemon = DaemonOf(**server);
+  const pid_t mps_server = ServerOf(**server);
   EXPECT_TRUE(Running(daemon));
+  EXPECT_TRUE(Running(mps_server));
 
   EXPECT_EQ((*server)->Stop(), "");
   EXPECT_EQ(ReadFile(dir_ / "record"), "start " + pipe + " " + log + "\nquit\n");
+  WaitGone(daemon);
   EXPECT_FALSE(Running(daemon));
+  EXPECT_FALSE(Running(mps_server));
   EXPECT_FALSE(fs::exists((*server)->folder()));
   EXPECT_EQ((*server)->Stop(), "");  // once only
   EXPECT_EQ(ReadFile(dir_ / "record"), "start " + pipe + " " + log + "\nquit\n");
@@ -115,11 +140,26 @@ TEST_F(PrivateMpsTest, AServerThatOutlivesItsQuitIsKilled) {
   absl::StatusOr<std::unique_ptr<PrivateMpsServer>> server = PrivateMpsServer::Start();
   ASSERT_TRUE(server.ok()) << server.status();
   const pid_t daemon = DaemonOf(**server);
+  const pid_t mps_server = ServerOf(**server);
+  const std::string problem = (*server)->Stop(0.5);
+  EXPECT_NE(problem.find("killed 2 MPS process(es) that outlived its quit"), std::string::npos) << problem;
+  WaitGone(daemon);
+  WaitGone(mps_server);
+  EXPECT_FALSE(Running(daemon));
+  EXPECT_FALSE(Running(mps_server));
+  EXPECT_EQ(ServerFolders(), 0);
+}
+
+// The server need not carry the pipe folder in its environment, and outlives its daemon.
+TEST_F(PrivateMpsTest, AServerLeftByItsDaemonIsKilled) {
+  setenv("FAKE_MPS_QUIT_LEAVES_SERVER", "1", 1);
+  absl::StatusOr<std::unique_ptr<PrivateMpsServer>> server = PrivateMpsServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const pid_t mps_server = ServerOf(**server);
   const std::string problem = (*server)->Stop(0.5);
   EXPECT_NE(problem.find("killed 1 MPS process(es) that outlived its quit"), std::string::npos) << problem;
-  for (int i = 0; i < 100 && Running(daemon); ++i) usleep(10 * 1000);
-  EXPECT_FALSE(Running(daemon));
-  EXPECT_EQ(ServerFolders(), 0);
+  WaitGone(mps_server);
+  EXPECT_FALSE(Running(mps_server));
 }
 
 TEST_F(PrivateMpsTest, TheServerStopsWhenItsOwnerGoes) {
@@ -129,6 +169,7 @@ TEST_F(PrivateMpsTest, TheServerStopsWhenItsOwnerGoes) {
     ASSERT_TRUE(server.ok()) << server.status();
     daemon = DaemonOf(**server);
   }  // an early return of `run` after the start
+  WaitGone(daemon);
   EXPECT_FALSE(Running(daemon));
   EXPECT_EQ(ServerFolders(), 0);
 }
