@@ -41,6 +41,19 @@ std::vector<IndexedRecord> ReadRing(const std::string& dir, uint64_t comm_id) {
   return records;
 }
 
+// The sequence numbers of the sends recorded, each of which must go to `peer`.
+std::vector<uint64_t> SendSeqsTo(const std::vector<IndexedRecord>& records, int peer) {
+  std::vector<uint64_t> seqs;
+  for (const IndexedRecord& item : records) {
+    if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter) &&
+        item.record.fn == static_cast<uint16_t>(ApiFn::kSend)) {
+      EXPECT_EQ(item.record.root_or_peer, peer);
+      seqs.push_back(item.record.seq);
+    }
+  }
+  return seqs;
+}
+
 size_t Count(const std::vector<IndexedRecord>& records, RecordKind kind) {
   size_t n = 0;
   for (const IndexedRecord& item : records) n += item.record.kind == static_cast<uint16_t>(kind);
@@ -158,15 +171,7 @@ TEST(ProfilerPluginAloneTest, EventsBecomeRecordsAsNcclReportsThem) {
     plugin.start_event(context, &p2p_handle, &p2p);
   }
   records = ReadRing(dir);
-  std::vector<uint64_t> send_seqs;
-  for (const IndexedRecord& item : records) {
-    if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter) &&
-        item.record.fn == static_cast<uint16_t>(ApiFn::kSend)) {
-      EXPECT_EQ(item.record.root_or_peer, 3);
-      send_seqs.push_back(item.record.seq);
-    }
-  }
-  EXPECT_EQ(send_seqs, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(SendSeqsTo(records, 3), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(Count(records, RecordKind::kComplete), 3u);
 
   // Captured into a CUDA graph: not recorded here (replays are not followed yet).
@@ -238,15 +243,7 @@ TEST(ProfilerPluginAloneTest, Version4RecordsALaunchAndCompletesItAfterItsChanne
     plugin.stop_event(p2p_handle);
   }
   records = ReadRing(dir);
-  std::vector<uint64_t> send_seqs;
-  for (const IndexedRecord& item : records) {
-    if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter) &&
-        item.record.fn == static_cast<uint16_t>(ApiFn::kSend)) {
-      EXPECT_EQ(item.record.root_or_peer, 3);
-      send_seqs.push_back(item.record.seq);
-    }
-  }
-  EXPECT_EQ(send_seqs, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(SendSeqsTo(records, 3), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(Count(records, RecordKind::kReturn), 3u);
   EXPECT_EQ(Count(records, RecordKind::kComplete), 3u);
   EXPECT_EQ(plugin.finalize(context), 0);
