@@ -2,7 +2,9 @@
 // group), on each stream it uses: copy CUDA inputs into pinned staging, launch the hold
 // kernel (stream_hold_kernel.h), copy staged outputs back, record an event; then hand the
 // batch to the progress thread (cuda_progress.cc), which runs the host engine on the
-// staging copies and releases the streams. Also the staging, slot and event pools.
+// staging copies and releases the streams. A collective that moves GPU to GPU has hold,
+// move kernel, hold, move kernel, hold instead (cuda_ipc.cc). Also the staging, slot and
+// event pools.
 // Threading: EnqueueDeviceTasks on the calling thread; g_queue.mutex guards the pools and
 // the inbox, shared with the progress thread.
 #include "cpu_nccl/cuda_queue.h"

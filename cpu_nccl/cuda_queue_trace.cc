@@ -69,7 +69,7 @@ void ReportSlow(DeviceBatch* b) noexcept {
   if (b->stage == BatchStage::kWaitReady) {
     why = "waits for its streams to reach it, or for an earlier operation of its communicator";
   } else if (b->stage == BatchStage::kRunning) {
-    why = "waits for its peers (or its GPU copies)";
+    why = "waits for its peers (or its move kernels)";
   }
   Trace("batch %llu %s for 5 s", static_cast<unsigned long long>(b->serial), why);
   if (b->stage == BatchStage::kRunning) {
