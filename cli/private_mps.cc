@@ -50,16 +50,20 @@ std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string
   return entries;
 }
 
-// Runs the control program with `arguments`, `input` on its stdin, and waits up to
-// `timeout_s`: its exit status, -1 if it could not start (errno set), -2 on timeout (it is
-// then killed).
+// Runs the control program with `arguments`, `input` on its stdin, its output appended to
+// `output_file` (never to collwatch's: the daemon it starts would hold those open), and
+// waits up to `timeout_s`: its exit status, -1 if it could not start (errno set), -2 on
+// timeout (it is then killed).
 int RunControl(const std::vector<std::string>& arguments, const std::string& input,
-               const std::map<std::string, std::string>& environment, double timeout_s) {
+               const std::map<std::string, std::string>& environment, const std::string& output_file,
+               double timeout_s) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return -1;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<std::string> argv_strings = {kControl};
   argv_strings.insert(argv_strings.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
@@ -119,13 +123,20 @@ std::vector<pid_t> StillRunning(const std::vector<pid_t>& pids) {
   return running;
 }
 
-// The last lines of the control daemon's log, for an error message.
+constexpr char kControlOutput[] = "/collwatch-control-output.txt";
+
+// The end of the control daemon's log and of the control program's output, for an error
+// message.
 std::string LogTail(const std::string& log_folder) {
-  std::ifstream log(log_folder + "/control.log");
-  std::stringstream text;
-  text << log.rdbuf();
-  std::string all = text.str();
+  std::string all;
+  for (const char* name : {"/control.log", kControlOutput}) {
+    std::ifstream log(log_folder + name);
+    std::stringstream text;
+    text << log.rdbuf();
+    all += text.str();
+  }
   if (all.size() > 600) all = "..." + all.substr(all.size() - 600);
+  while (!all.empty() && (all.back() == '\n' || all.back() == ' ')) all.pop_back();
   return all.empty() ? "" : absl::StrCat(" (its log: ", all, ")");
 }
 
@@ -146,7 +157,7 @@ absl::StatusOr<std::unique_ptr<PrivateMpsServer>> PrivateMpsServer::Start() {
                                                       server->folder_, ": ", why));
   }
   // -d daemonises: the program returns once the control daemon runs.
-  const int status = RunControl({"-d"}, "", server->JobEnvironment(), 30);
+  const int status = RunControl({"-d"}, "", server->JobEnvironment(), server->LogFolder() + kControlOutput, 30);
   if (status == 0) return server;
   const int error = errno;
   std::string why;
@@ -220,7 +231,8 @@ std::string PrivateMpsServer::Stop(double grace_s) {
   // Taken before the quit: the server outlives its daemon's exit, and is then no child of it.
   const std::vector<pid_t> processes = ServerProcesses();
   if (grace_s > 0 || !processes.empty()) {
-    const int status = RunControl({}, "quit\n", JobEnvironment(), grace_s > 0 ? grace_s : 1);
+    const int status =
+        RunControl({}, "quit\n", JobEnvironment(), LogFolder() + kControlOutput, grace_s > 0 ? grace_s : 1);
     if (status != 0 && !processes.empty()) {
       problem = absl::StrCat("the MPS server did not take its quit command (", status == -2 ? "no answer" : "status ",
                              status == -2 ? "" : std::to_string(status), ")");

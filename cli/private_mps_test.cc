@@ -26,7 +26,9 @@ constexpr char kFakeControl[] = R"script(#!/bin/bash
 # A stand-in for nvidia-cuda-mps-control: -d starts the "daemon" and returns; otherwise
 # one command is read from stdin.
 if [ "$1" = "-d" ]; then
-  if [ -n "$FAKE_MPS_FAIL_START" ]; then echo "fake: no GPU" > "$CUDA_MPS_LOG_DIRECTORY/control.log"; exit 1; fi
+  if [ -n "$FAKE_MPS_FAIL_START" ]; then
+    echo "fake: no GPU" > "$CUDA_MPS_LOG_DIRECTORY/control.log"; echo "fake: said on stderr" >&2; exit 1
+  fi
   echo "start $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> "$FAKE_MPS_RECORD"
   setsid "$FAKE_MPS_DAEMON" < /dev/null > /dev/null 2>&1 &
   while [ ! -s "$CUDA_MPS_PIPE_DIRECTORY/server.pid" ]; do sleep 0.01; done
@@ -191,6 +193,7 @@ TEST_F(PrivateMpsTest, AFailedStartIsSaidWithTheServersLog) {
   EXPECT_NE(server.status().message().find("nvidia-cuda-mps-control -d failed (exit status 1) (its log: fake: no GPU"),
             std::string::npos)
       << server.status();
+  EXPECT_NE(server.status().message().find("fake: said on stderr)"), std::string::npos) << server.status();
   EXPECT_EQ(ServerFolders(), 0);
 }
 
