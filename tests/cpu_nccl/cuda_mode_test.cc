@@ -379,29 +379,42 @@ TEST_F(FakeDriverTest, HostCallAfterStreamCallsRunsInIssueOrder) {
   });
 }
 
+// Staged (an all-reduce) and GPU to GPU (an all-gather: its three holds are released
+// together, its move kernels with nothing to do, so its output stays as it was).
 TEST_F(FakeDriverTest, RevokeAndAbortReleaseAHeldStreamWithAnError) {
-  for (const bool revoke_first : {true, false}) {
-    SCOPED_TRACE(revoke_first ? "revoke, then abort" : "abort");
-    RunRanks(2,
-             [revoke_first](int rank, ncclComm_t comm, const FakeCuda& cuda, cudaStream_t stream) {
-               if (rank == 0) return 0;  // never joins
-               auto* buffer = cuda.Alloc<float>(256);
-               RANK_NCCL(ncclAllReduce(buffer, buffer, 256, ncclFloat32, ncclSum, comm, stream));
-               std::this_thread::sleep_for(std::chrono::milliseconds(200));
-               ncclResult_t async = ncclInternalError;
-               RANK_NCCL(ncclCommGetAsyncError(comm, &async));
-               RANK_EXPECT(async == ncclSuccess);  // waiting is no error
-               RANK_EXPECT(cuda.Pending(stream));
-               if (revoke_first) {
-                 RANK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
-                 cuda.Sync(stream);
+  for (const bool all_gather : {false, true}) {
+    for (const bool revoke_first : {true, false}) {
+      SCOPED_TRACE(std::string(all_gather ? "all-gather, " : "all-reduce, ") +
+                   (revoke_first ? "revoke, then abort" : "abort"));
+      RunRanks(2, [all_gather, revoke_first](int rank, ncclComm_t comm, const FakeCuda& cuda,
+                                             cudaStream_t stream) {
+                 if (rank == 0) return 0;  // never joins
+                 auto* buffer = cuda.Alloc<float>(256);
+                 auto* gathered = cuda.Alloc<float>(512);
+                 for (int i = 0; i < 256; ++i) buffer[i] = 1.0f;
+                 for (int i = 0; i < 512; ++i) gathered[i] = -1.0f;
+                 if (all_gather) {
+                   RANK_NCCL(ncclAllGather(buffer, gathered, 256, ncclFloat32, comm, stream));
+                 } else {
+                   RANK_NCCL(ncclAllReduce(buffer, buffer, 256, ncclFloat32, ncclSum, comm, stream));
+                 }
+                 std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                 ncclResult_t async = ncclInternalError;
                  RANK_NCCL(ncclCommGetAsyncError(comm, &async));
-                 RANK_EXPECT(async == ncclSystemError);
-               }
-               RANK_NCCL(ncclCommAbort(comm));
-               cuda.Sync(stream);  // returns: the stream goes on after the abort
-               return 0;
-             });
+                 RANK_EXPECT(async == ncclSuccess);  // waiting is no error
+                 RANK_EXPECT(cuda.Pending(stream));
+                 if (revoke_first) {
+                   RANK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+                   cuda.Sync(stream);
+                   RANK_NCCL(ncclCommGetAsyncError(comm, &async));
+                   RANK_EXPECT(async == ncclSystemError);
+                 }
+                 RANK_NCCL(ncclCommAbort(comm));
+                 cuda.Sync(stream);  // returns: the stream goes on after the abort
+                 RANK_EXPECT(gathered[0] == -1.0f && gathered[256] == -1.0f && gathered[511] == -1.0f);
+                 return 0;
+               });
+    }
   }
 }
 
