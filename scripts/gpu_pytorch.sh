@@ -63,6 +63,12 @@ if [[ " ${parts[*]} " == *" one-gpu "* ]]; then
       --nproc "$ranks" --out "/tmp/collwatch-one-gpu-$ranks" ${CASES:-} 2>&1 | tee "$out/one-gpu-$ranks.txt"
     cp "/tmp/collwatch-one-gpu-$ranks/summary.json" "$out/one-gpu-$ranks.json" 2>/dev/null
   done
+  # With --mps every case's server must be gone: what is left, 5 s after the last case.
+  if [ "${ONE_GPU_MPS:-0}" = 1 ]; then
+    sleep 5
+    { echo "MPS processes left after the cases:"; ps -eo pid,ppid,stat,comm | awk '$4 ~ /^nvidia-cuda-mp/'; } |
+      tee "$out/mps-left.txt"
+  fi
 fi
 
 [[ " ${parts[*]} " == *" overhead "* ]] || exit 0
