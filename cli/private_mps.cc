@@ -31,6 +31,9 @@ namespace {
 constexpr char kControl[] = "nvidia-cuda-mps-control";
 constexpr char kPipeVariable[] = "CUDA_MPS_PIPE_DIRECTORY";
 constexpr char kLogVariable[] = "CUDA_MPS_LOG_DIRECTORY";
+// The folder the server's folders go in, at most: leaves room under the 107 bytes of a
+// socket path for "/collwatch-mps-XXXXXX/pipe/" and MPS's own names.
+constexpr size_t kMaxParentLength = 48;
 
 double Now() {
   timespec now;
@@ -143,8 +146,11 @@ std::string LogTail(const std::string& log_folder) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PrivateMpsServer>> PrivateMpsServer::Start() {
+  // MPS's sockets live in the pipe folder, and a socket's path holds at most 107 bytes:
+  // a long TMPDIR gives way to /tmp.
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp", "/collwatch-mps-XXXXXX");
+  const bool tmp_fits = tmp != nullptr && tmp[0] != '\0' && std::strlen(tmp) <= kMaxParentLength;
+  std::string pattern = absl::StrCat(tmp_fits ? tmp : "/tmp", "/collwatch-mps-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("--mps: cannot make a folder for the MPS server (", pattern, "): ", std::strerror(errno)));

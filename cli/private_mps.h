@@ -19,8 +19,9 @@ namespace collwatch {
 
 class PrivateMpsServer {
  public:
-  // Starts `nvidia-cuda-mps-control -d` (found in PATH) on new folders under $TMPDIR or
-  // /tmp (MPS's socket paths must stay short). Errors are sentences for the user.
+  // Starts `nvidia-cuda-mps-control -d` (found in PATH) on new folders under $TMPDIR, or
+  // /tmp when that is long (MPS's socket paths must stay short). Errors are sentences for
+  // the user.
   static absl::StatusOr<std::unique_ptr<PrivateMpsServer>> Start();
 
   PrivateMpsServer(const PrivateMpsServer&) = delete;

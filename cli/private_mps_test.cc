@@ -176,6 +176,18 @@ TEST_F(PrivateMpsTest, TheServerStopsWhenItsOwnerGoes) {
   EXPECT_EQ(ServerFolders(), 0);
 }
 
+// MPS's socket paths are short: a long TMPDIR gives way to /tmp.
+TEST_F(PrivateMpsTest, ALongTmpdirGivesWayToTmp) {
+  const fs::path long_tmp = dir_ / std::string(80, 'x');
+  fs::create_directories(long_tmp);
+  setenv("TMPDIR", long_tmp.c_str(), 1);
+  absl::StatusOr<std::unique_ptr<PrivateMpsServer>> server = PrivateMpsServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->folder().rfind("/tmp/collwatch-mps-", 0), 0u) << (*server)->folder();
+  EXPECT_EQ((*server)->Stop(), "");
+  EXPECT_FALSE(fs::exists((*server)->folder()));
+}
+
 TEST_F(PrivateMpsTest, NoControlProgramIsSaidSo) {
   setenv("PATH", "/nonexistent", 1);
   absl::StatusOr<std::unique_ptr<PrivateMpsServer>> server = PrivateMpsServer::Start();

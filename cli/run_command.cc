@@ -89,6 +89,9 @@ int RunJobCommand(const RunOptions& options) {
     mps = *std::move(started);
     for (const auto& [name, value] : mps->JobEnvironment()) inputs.one_gpu->extra[name] = value;
     std::cerr << "collwatch run: the ranks share the GPU through a private MPS server (" << mps->folder() << ")\n";
+  } else if (options.one_gpu) {
+    std::cerr << "collwatch run: the ranks share the GPU in the driver's time slices, where a collective costs "
+                 "milliseconds; --mps shares it at once (docs/one-gpu.md)\n";
   }
   RunSupervisor supervisor(options, inputs.job, *std::move(rings), **services);
   const int status = supervisor.Run(CommandEnvironment(inputs));
