@@ -9,7 +9,6 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,10 +17,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ring/clocks.h"
 
 extern char** environ;
 
@@ -35,11 +36,8 @@ constexpr char kLogVariable[] = "CUDA_MPS_LOG_DIRECTORY";
 // socket path for "/collwatch-mps-XXXXXX/pipe/" and MPS's own names.
 constexpr size_t kMaxParentLength = 48;
 
-double Now() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
+// A moment `seconds` from now, on MonotonicClockNs's clock.
+uint64_t DeadlineIn(double seconds) { return MonotonicClockNs() + static_cast<uint64_t>(seconds * 1e9); }
 
 // This process's environment with `extra` set over it, as posix_spawn wants it.
 std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& extra) {
@@ -95,13 +93,13 @@ int RunControl(const std::vector<std::string>& arguments, const std::string& inp
     sigaction(SIGPIPE, &previous, nullptr);
   }
   close(pipe_fds[1]);
-  const double deadline = Now() + timeout_s;
+  const uint64_t deadline = DeadlineIn(timeout_s);
   for (;;) {
     int status = 0;
     const pid_t done = waitpid(child, &status, WNOHANG);
     if (done == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (done < 0 && errno != EINTR) return -1;
-    if (Now() > deadline) {
+    if (MonotonicClockNs() > deadline) {
       kill(child, SIGKILL);
       waitpid(child, &status, 0);
       return -2;
@@ -110,18 +108,25 @@ int RunControl(const std::vector<std::string>& arguments, const std::string& inp
   }
 }
 
-// Those of `pids` that still run (not ended, not a zombie) as MPS processes (a pid reused
-// since by another program is not one).
+// The parent of `pid` while it runs (not ended, not a zombie) as an nvidia-cuda-mps*
+// process; nullopt otherwise (a pid reused since by another program is not one).
+std::optional<pid_t> MpsProcessParent(pid_t pid) {
+  // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat_file, line);
+  const size_t open = line.find('(');
+  const size_t close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 4 >= line.size()) return std::nullopt;
+  if (line.compare(open + 1, 15, "nvidia-cuda-mps") != 0 || line[close + 2] == 'Z') return std::nullopt;
+  return static_cast<pid_t>(std::strtol(line.c_str() + close + 4, nullptr, 10));
+}
+
+// Those of `pids` that still run as MPS processes.
 std::vector<pid_t> StillRunning(const std::vector<pid_t>& pids) {
   std::vector<pid_t> running;
   for (pid_t pid : pids) {
-    std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
-    std::string line;
-    std::getline(stat_file, line);
-    const size_t open = line.find('(');
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 2 >= line.size()) continue;
-    if (line.compare(open + 1, 15, "nvidia-cuda-mps") == 0 && line[close + 2] != 'Z') running.push_back(pid);
+    if (MpsProcessParent(pid).has_value()) running.push_back(pid);
   }
   return running;
 }
@@ -204,20 +209,13 @@ std::vector<pid_t> PrivateMpsServer::ServerProcesses() const {
     const std::string base = absl::StrCat("/proc/", pid);
     struct stat info {};
     if (stat(base.c_str(), &info) != 0 || info.st_uid != me) continue;
-    // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
-    std::ifstream stat_file(base + "/stat");
-    std::string line;
-    std::getline(stat_file, line);
-    const size_t open = line.find('(');
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 >= line.size()) continue;
-    if (line.compare(open + 1, 15, "nvidia-cuda-mps") != 0 || line[close + 2] == 'Z') continue;
-    const pid_t parent = static_cast<pid_t>(std::strtol(line.c_str() + close + 4, nullptr, 10));
+    const std::optional<pid_t> parent = MpsProcessParent(static_cast<pid_t>(pid));
+    if (!parent.has_value()) continue;
     bool ours = false;
     std::ifstream environ_file(base + "/environ", std::ios::binary);
     std::string variable;
     while (!ours && std::getline(environ_file, variable, '\0')) ours = variable == wanted;
-    candidates.push_back({static_cast<pid_t>(pid), parent, ours});
+    candidates.push_back({static_cast<pid_t>(pid), *parent, ours});
   }
   closedir(proc);
   std::vector<pid_t> found;
@@ -243,9 +241,9 @@ std::string PrivateMpsServer::Stop(double grace_s) {
       problem = absl::StrCat("the MPS server did not take its quit command (", status == -2 ? "no answer" : "status ",
                              status == -2 ? "" : std::to_string(status), ")");
     }
-    const double deadline = Now() + grace_s;
+    const uint64_t deadline = DeadlineIn(grace_s);
     std::vector<pid_t> left = StillRunning(processes);
-    while (!left.empty() && Now() < deadline) {
+    while (!left.empty() && MonotonicClockNs() < deadline) {
       usleep(50 * 1000);
       left = StillRunning(processes);
     }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
 
 namespace collwatch {
 namespace {
@@ -68,9 +69,8 @@ bool Running(pid_t pid) {
 class PrivateMpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/collwatch-mps-test-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
+    ASSERT_FALSE(temp_.path().empty());
+    dir_ = temp_.path();
     const fs::path control = dir_ / "nvidia-cuda-mps-control";
     std::ofstream(control) << kFakeControl;
     fs::permissions(control, fs::perms::owner_all);
@@ -91,7 +91,6 @@ class PrivateMpsTest : public ::testing::Test {
                              "FAKE_MPS_IGNORE_QUIT", "FAKE_MPS_QUIT_LEAVES_SERVER", "FAKE_MPS_FAIL_START"}) {
       unsetenv(name);
     }
-    fs::remove_all(dir_);
   }
   pid_t PidIn(const PrivateMpsServer& server, const char* file) {
     return static_cast<pid_t>(std::stol(ReadFile(fs::path(server.folder()) / "pipe" / file)));
@@ -108,6 +107,7 @@ class PrivateMpsTest : public ::testing::Test {
     return n;
   }
 
+  testing::TempDir temp_;
   fs::path dir_;
   std::string old_path_;
 };

@@ -153,9 +153,9 @@ IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** mes
   return x;
 }
 
-void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t final_token) noexcept {
+void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t first_token) noexcept {
   x->slot = slot;
-  x->entry_token = final_token - (kIpcHoldKernels - 1);
+  x->entry_token = first_token;
 }
 
 unsigned IpcMoveBlocks(const IpcTransfer* x) noexcept {

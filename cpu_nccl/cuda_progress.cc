@@ -41,9 +41,7 @@ void ResetAfterFork() noexcept {
 bool StreamsReached(const DeviceBatch* b) noexcept {
   for (int k = 0; k < b->nstreams; ++k) {
     const HeldStream& h = b->streams[k];
-    if (g_queue.flags[h.slot].ready.load(std::memory_order_acquire) != h.token - (h.holds - 1)) {
-      return false;
-    }
+    if (g_queue.flags[h.slot].ready.load(std::memory_order_acquire) != FirstHoldToken(h)) return false;
   }
   return true;
 }

@@ -138,7 +138,7 @@ CUresult EnqueueOnStreams(const CudaDriver* d, DeviceBatch* b, const char** mess
     for (uint32_t hold = 0; hold < h.holds && r == CUDA_SUCCESS; ++hold) {
       void* ready = &g_queue.flags[h.slot].ready;
       void* release = &g_queue.flags[h.slot].release;
-      uint32_t token = h.token - (h.holds - 1 - hold);
+      uint32_t token = FirstHoldToken(h) + hold;
       what = "cuLaunchKernel of the stream-hold kernel";
       if (hold + 1 == h.holds) {
         void* params[] = {&ready, &release, &token};
@@ -267,7 +267,7 @@ ncclResult_t EnqueueDeviceTasks(const CudaDriver* d, const Task* tasks, int coun
                     : 1;
       g_queue.next_token += h.holds;
       h.token = g_queue.next_token - 1;
-      if (h.holds == kIpcHoldKernels) IpcAttachHolds(b->tasks[0].coll.ipc, h.slot, h.token);
+      if (h.holds == kIpcHoldKernels) IpcAttachHolds(b->tasks[0].coll.ipc, h.slot, FirstHoldToken(h));
       h.done = g_queue.nfree_events > 0 ? g_queue.free_events[--g_queue.nfree_events] : nullptr;
     }
     pthread_mutex_unlock(&g_queue.mutex);

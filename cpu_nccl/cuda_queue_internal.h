@@ -51,6 +51,9 @@ struct HeldStream {
   uint32_t holds;  // hold kernels on the stream: 1, or kIpcHoldKernels for a CUDA IPC task
 };
 
+// The token of the stream's first hold kernel (the k-th has this + k).
+inline uint32_t FirstHoldToken(const HeldStream& h) noexcept { return h.token - (h.holds - 1); }
+
 enum class BatchStage : uint8_t { kWaitReady, kRunning, kWaitCopies };
 
 struct DeviceBatch {
@@ -133,8 +136,8 @@ bool IpcCapable(const Task& t) noexcept;
 // Describes `send` for the peers; an IpcTransfer for an all-gather of `block_bytes` per
 // rank, or nullptr when memory runs out.
 IpcTransfer* NewIpcTransfer(const CudaDriver* d, const Task& t, const char** message) noexcept;
-// The hold flags slot and last token of the transfer's stream, once they are assigned.
-void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t final_token) noexcept;
+// The hold flags slot and first hold token of the transfer's stream, once assigned.
+void IpcAttachHolds(IpcTransfer* x, int slot, uint32_t first_token) noexcept;
 // The grid of the transfer's move kernels.
 unsigned IpcMoveBlocks(const IpcTransfer* x) noexcept;
 void FreeIpcTransfer(IpcTransfer* x) noexcept;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <strings.h>
 
 #include "cpu_nccl/comm.h"
@@ -174,9 +175,16 @@ abi::EventDescrV4 AsV4(const abi::EventDescr& in) noexcept {
   return out;
 }
 
-// The same in v2's or v3's form, with the communicator's hash (v4 gives it at init).
+// A function or datatype name where the version carries names (v2, v3), its number where
+// it carries numbers (v1).
+void SetFunc(const char** field, const char* name) noexcept { *field = name; }
+void SetFunc(uint8_t* field, const char* name) noexcept { *field = FuncNumber(name); }
+void SetDtype(const char** field, const char* name) noexcept { *field = name; }
+void SetDtype(uint8_t* field, const char* name) noexcept { *field = DtypeNumber(name); }
+
+// The same in v1's, v2's or v3's form, with the communicator's hash (v4 gives it at init).
 template <typename Descr>
-Descr AsV2OrV3(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
+Descr AsBeforeV4(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
   Descr out{};
   out.type = static_cast<uint8_t>(in.type);
   out.parent = in.parent;
@@ -184,49 +192,28 @@ Descr AsV2OrV3(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
   if (in.type == abi::kColl) {
     out.coll.comm_hash = comm_hash;
     out.coll.seq_number = in.coll.seq_number;
-    out.coll.func = in.coll.func;
+    SetFunc(&out.coll.func, in.coll.func);
     out.coll.send_buff = in.coll.send_buff;
     out.coll.recv_buff = in.coll.recv_buff;
     out.coll.count = in.coll.count;
     out.coll.root = in.coll.root;
-    out.coll.datatype = in.coll.datatype;
+    SetDtype(&out.coll.datatype, in.coll.datatype);
     out.coll.max_channels = in.coll.channels;
     out.coll.warps = in.coll.warps;
-    out.coll.algo = in.coll.algo;
-    out.coll.proto = in.coll.proto;
+    if constexpr (std::is_same_v<decltype(out.coll.algo), const char*>) {  // v1: numbers, left 0
+      out.coll.algo = in.coll.algo;
+      out.coll.proto = in.coll.proto;
+    }
   } else if (in.type == abi::kP2p) {
-    out.p2p = {nullptr, comm_hash, in.p2p.func, in.p2p.buff, in.p2p.datatype, in.p2p.count, in.p2p.peer};
+    out.p2p.comm_hash = comm_hash;
+    SetFunc(&out.p2p.func, in.p2p.func);
+    out.p2p.buff = in.p2p.buff;
+    SetDtype(&out.p2p.datatype, in.p2p.datatype);
+    out.p2p.count = in.p2p.count;
+    out.p2p.peer = in.p2p.peer;
   }
   if constexpr (requires { out.kernel_ch; }) {
     if (in.type == abi::kKernelCh) out.kernel_ch.channel_id = in.kernel_ch.channel_id;
-  }
-  return out;
-}
-
-// And in v1's, whose function and datatype are numbers.
-abi::EventDescrV1 AsV1(const abi::EventDescr& in, uint64_t comm_hash) noexcept {
-  abi::EventDescrV1 out{};
-  out.type = static_cast<uint8_t>(in.type);
-  out.parent = in.parent;
-  out.rank = in.rank;
-  if (in.type == abi::kColl) {
-    out.coll.comm_hash = comm_hash;
-    out.coll.seq_number = in.coll.seq_number;
-    out.coll.func = FuncNumber(in.coll.func);
-    out.coll.send_buff = in.coll.send_buff;
-    out.coll.recv_buff = in.coll.recv_buff;
-    out.coll.count = in.coll.count;
-    out.coll.root = in.coll.root;
-    out.coll.datatype = DtypeNumber(in.coll.datatype);
-    out.coll.max_channels = in.coll.channels;
-    out.coll.warps = in.coll.warps;
-  } else if (in.type == abi::kP2p) {
-    out.p2p.comm_hash = comm_hash;
-    out.p2p.func = FuncNumber(in.p2p.func);
-    out.p2p.buff = in.p2p.buff;
-    out.p2p.datatype = DtypeNumber(in.p2p.datatype);
-    out.p2p.count = in.p2p.count;
-    out.p2p.peer = in.p2p.peer;
   }
   return out;
 }
@@ -246,17 +233,17 @@ void* Start(ncclComm* comm, abi::EventDescr* descr) noexcept {
       break;
     }
     case 3: {
-      auto v3 = AsV2OrV3<abi::EventDescrV3>(*descr, comm->key);
+      auto v3 = AsBeforeV4<abi::EventDescrV3>(*descr, comm->key);
       static_cast<const abi::NcclProfilerV3*>(g_plugin->table)->start_event(context, &handle, &v3);
       break;
     }
     case 2: {
-      auto v2 = AsV2OrV3<abi::EventDescrV2>(*descr, comm->key);
+      auto v2 = AsBeforeV4<abi::EventDescrV2>(*descr, comm->key);
       static_cast<const abi::NcclProfilerV2*>(g_plugin->table)->start_event(context, &handle, &v2);
       break;
     }
     default: {
-      abi::EventDescrV1 v1 = AsV1(*descr, comm->key);
+      auto v1 = AsBeforeV4<abi::EventDescrV1>(*descr, comm->key);
       static_cast<const abi::NcclProfilerV1*>(g_plugin->table)->start_event(context, &handle, &v1);
       break;
     }
