@@ -12,6 +12,8 @@
 //   OP_burst_ns P50 p10 P10 p90 P90
 //                         host time per call in bursts of 16 the GPUs keep up with, each
 //                         burst then synchronised (untimed): what a call costs the host
+// Then where the timing thread ran and which threads competed (`placement`, `thread` lines);
+// COLLWATCH_BENCH_CPUS="a,b" pins rank i's (one-process: the) timing thread to the i-th CPU.
 // Usage: collwatch_nccl_two_gpu_cost per-gpu|one-process [CALLS] [REPETITIONS]
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -28,7 +30,9 @@
 
 namespace {
 
+using collwatch::gpu::PinFromEnvironment;
 using collwatch::gpu::Spread;
+using collwatch::gpu::ThreadUse;
 using collwatch::gpu::TimePerCall;
 using collwatch::gpu::TimePerCallInBursts;
 
@@ -60,6 +64,7 @@ void ReduceScatter(const Rank& rank) {
 
 void Measure(int calls, int repetitions, const std::function<void(void (*)(const Rank&))>& issue,
              const std::function<void()>& drain, bool print) {
+  const ThreadUse use;
   for (int i = 0; i < 500; ++i) issue(AllReduce);  // warm up NCCL's and the driver's first calls
   drain();
   const double all_reduce = TimePerCall(calls, repetitions, [&] { issue(AllReduce); }, drain);
@@ -72,6 +77,7 @@ void Measure(int calls, int repetitions, const std::function<void(void (*)(const
               all_reduce_burst.p90);
   std::printf("reduce_scatter_burst_ns %.1f p10 %.1f p90 %.1f\n", reduce_scatter_burst.p50, reduce_scatter_burst.p10,
               reduce_scatter_burst.p90);
+  use.Print();
 }
 
 int PerGpu(int calls, int repetitions) {
@@ -90,6 +96,7 @@ int PerGpu(int calls, int repetitions) {
   Rank rank;
   Setup(&rank, me);
   CHECK(ncclCommInitRank(&rank.comm, 2, id, me) == ncclSuccess);
+  PinFromEnvironment(me);
   Measure(
       calls, repetitions, [&](void (*op)(const Rank&)) { op(rank); },
       [&] { CHECK(cudaStreamSynchronize(rank.stream) == cudaSuccess); }, me == 0);
@@ -107,6 +114,7 @@ int OneProcess(int calls, int repetitions) {
   const int devices[2] = {0, 1};
   CHECK(ncclCommInitAll(comms, 2, devices) == ncclSuccess);
   for (int i = 0; i < 2; ++i) ranks[i].comm = comms[i];
+  PinFromEnvironment(0);
   Measure(
       calls, repetitions,
       [&](void (*op)(const Rank&)) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine with 2 GPUs (device tool), with .carry from scripts/pack_carry.sh:
+# what decides the two modes of the host time per small NCCL call (issue 19: about 14 or
+# about 21 µs per group of two, changing from one process to the next, plain included).
+# Builds tests/gpu/nccl_two_gpu_cost.cc and the preload there, then
+#   1. topology.txt: CPUs, SMT siblings, NUMA nodes, the GPUs' CPU affinity;
+#   2. UNPINNED runs of each layout, plain, unpinned, and ASLR_OFF one-process runs with
+#      address space randomisation off (setarch -R): does the mode follow the addresses?
+#   3. for each CPU in CPUS (default: every CPU), the timing thread pinned there
+#      (COLLWATCH_BENCH_CPUS), one-process, plain then with the preload: does the mode follow
+#      the CPU, and what does the preload add at a fixed placement?
+# Every run prints its figures, the timing thread's CPU and involuntary switches, and each
+# busy thread's CPU, run and wait share. Lands in $OUT: topology.txt, modes-raw.txt (every
+# run's output, tagged), modes.txt (one line per run).
+#   [UNPINNED=8] [ASLR_OFF=6] [CPUS="0 1 ..."] [CALLS=5000] bash scripts/gpu_call_modes.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu_common.sh
+out=${OUT:-/tmp/collwatch-call-modes}
+mkdir -p "$out"
+calls=${CALLS:-5000}
+build_gpu_trainer "$out/build.log" collwatch_preload collwatch_nccl_two_gpu_cost || exit 1
+preload=$PWD/build-gpu-trainer/interposer/libcollwatch.so
+program=$PWD/build-gpu-trainer/tests/gpu/collwatch_nccl_two_gpu_cost
+
+{
+  nvidia-smi -L
+  nvidia-smi topo -m
+  lscpu
+  lscpu -e
+  for cpu in /sys/devices/system/cpu/cpu[0-9]*; do
+    echo "${cpu##*/} siblings $(cat "$cpu/topology/thread_siblings_list" 2>/dev/null)" \
+      "core $(cat "$cpu/topology/core_id" 2>/dev/null) package $(cat "$cpu/topology/physical_package_id" 2>/dev/null)"
+  done
+  cat /sys/kernel/mm/transparent_hugepage/enabled /proc/sys/kernel/randomize_va_space 2>/dev/null
+} > "$out/topology.txt" 2>&1
+
+# One run: TAG [NAME=VALUE...] COMMAND...; its output lands tagged in modes-raw.txt and as one line
+# in modes.txt: tag, figures, the timing thread's CPU at start and end, its involuntary
+# switches, and the busy threads as name@cpu:run%/wait%.
+measure() {
+  local tag=$1 log
+  shift
+  log=$(env "$@" 2>&1)
+  sed "s/^/$tag /" <<<"$log" >> "$out/modes-raw.txt"
+  awk -v tag="$tag" '
+    $1 == "all_reduce_ns" { ar = $2 } $1 == "reduce_scatter_ns" { rs = $2 }
+    $1 == "all_reduce_burst_ns" { arb = $2 } $1 == "reduce_scatter_burst_ns" { rsb = $2 }
+    $1 == "placement" { cpus = $3 "->" $5; switches = $7 }
+    $1 == "thread" { busy = busy " " $3 "@" $5 ":" $7 "/" $9 }
+    END { printf "%-28s ar %7s rs %7s ar_burst %7s rs_burst %7s main_cpu %-6s invol %5s busy%s\n",
+          tag, ar, rs, arb, rsb, cpus, switches, busy }' <<<"$log" | tee -a "$out/modes.txt"
+}
+
+: > "$out/modes-raw.txt"
+: > "$out/modes.txt"
+for run in $(seq "${UNPINNED:-8}"); do
+  measure "unpinned-one-process-$run" "$program" one-process "$calls" 5
+  measure "unpinned-per-gpu-$run" "$program" per-gpu "$calls" 5
+done
+for run in $(seq "${ASLR_OFF:-6}"); do
+  measure "aslr-off-one-process-$run" setarch "$(uname -m)" -R "$program" one-process "$calls" 5
+done
+read -r -a cpus <<<"${CPUS:-$(seq -s ' ' 0 $(($(nproc) - 1)))}"
+for cpu in "${cpus[@]}"; do
+  measure "cpu$cpu-plain" COLLWATCH_BENCH_CPUS="$cpu" "$program" one-process "$calls" 5
+  measure "cpu$cpu-preload" COLLWATCH_BENCH_CPUS="$cpu" LD_PRELOAD="$preload" COLLWATCH_RING_DIR=/tmp/modes-rings \
+    "$program" one-process "$calls" 5
+  rm -rf /tmp/modes-rings
+done
