@@ -37,8 +37,22 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
     LearnTimes(comm, progress);
   }
   // Stalls after every agreement check: a divergence anywhere explains stalls elsewhere.
+  // The communicator whose stall began first goes first: a rank held there stops arriving
+  // everywhere else (a CUDA graph's replay the others never run blocks its rank's host at
+  // the next synchronisation, and the others then wait for that rank on the host calls).
+  std::vector<std::pair<int64_t, size_t>>& order = stall_order_scratch_;
+  order.clear();
   for (size_t i = 0; i < comms.size(); ++i) {
     if (comms[i].nranks <= 0) continue;
+    const std::optional<Frontier> frontier = FrontierOf(comms[i]);
+    const int64_t began = !frontier ? INT64_MAX
+                          : frontier->lagging.empty() ? frontier->last_enter_ns
+                                                      : frontier->first_enter_ns;
+    order.emplace_back(began, i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [began, i] : order) {
     CheckInit(comms[i], progress_[i], now_ns, &found);
     CheckStall(comms[i], progress_[i], now_ns, final_pass, &found);
   }

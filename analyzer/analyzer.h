@@ -116,6 +116,7 @@ class Analyzer {
   };
   std::optional<Frontier> FrontierOf(const Comm& comm) const;
   std::vector<int32_t> reporting_scratch_;  // CheckAgreement: the ranks that reported
+  std::vector<std::pair<int64_t, size_t>> stall_order_scratch_;  // Analyze: communicators by stall start
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);

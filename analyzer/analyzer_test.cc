@@ -151,6 +151,63 @@ TEST(AnalyzerTest, LateRankIsNotJoinedAfterTheThreshold) {
   EXPECT_TRUE(job.Run(30).empty()) << "reported once";
 }
 
+// Collectives replayed from CUDA graphs (the profiler plugin's kFlagReplay records) are
+// aligned among themselves, numbered apart from the host calls: replays that agree leave
+// the host order alone; a rank that stops replaying is NOT_JOINED in the replay lane; a
+// rank replaying another graph is a SIGNATURE_MISMATCH there.
+TEST(AnalyzerTest, CudaGraphReplaysAreAlignedApartFromTheHostCalls) {
+  SyntheticOp captured{ApiFn::kAllReduce, 64, 7, "", 0};
+  captured.flags = ring::kFlagCaptured;
+  const auto replays = [](JobBuilder& job, int rank, const std::vector<uint64_t>& counts, bool last_stuck) {
+    for (size_t i = 0; i < counts.size(); ++i) {
+      SyntheticOp replay{ApiFn::kAllReduce, counts[i], 7, "", 0};
+      replay.flags = ring::kFlagReplay;
+      const int64_t t = job.Now() + static_cast<int64_t>(i + 1) * kMs;
+      const bool stuck = last_stuck && i + 1 == counts.size();
+      job.job().Collective(job.process(rank), kComm, rank, 2, i + 1, replay, t, stuck ? 0 : t + kMs / 2, false);
+    }
+  };
+
+  JobBuilder agreeing(2);
+  agreeing.IssueAll({Gather("fwd/a"), captured});
+  for (int rank : {0, 1}) replays(agreeing, rank, {64, 64, 64}, false);
+  agreeing.IssueAll({Gather("fwd/b")});
+  EXPECT_TRUE(agreeing.Run(11).empty());
+  const Comm* lane = agreeing.analyzer().model().FindComm(ReplayLaneOf(kComm));
+  ASSERT_NE(lane, nullptr);
+  EXPECT_EQ(lane->nranks, 2);
+
+  // Rank 0's GPU waits in the third replay, which rank 1 never runs; rank 0's host then
+  // waits for its GPU, and rank 1 goes on to a barrier rank 0 never reaches. The replay
+  // lane's stall began first and comes first.
+  JobBuilder stopped(2);
+  stopped.IssueAll({Gather("fwd/a"), captured});
+  replays(stopped, 0, {64, 64, 64}, true);
+  replays(stopped, 1, {64, 64}, false);
+  stopped.job().Collective(stopped.process(1), kComm, 1, 2, 3, SyntheticOp{ApiFn::kAllReduce, 1, 7, "", 0},
+                           stopped.Now() + 10 * kMs, 0);
+  EXPECT_TRUE(stopped.Run(5).empty()) << "before the 10 s floor";
+  std::vector<Finding> found = stopped.Run(11);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[1].comm_id, kComm) << "rank 0 did not reach the barrier either";
+  EXPECT_EQ(found[0].kind, FindingKind::kNotJoined);
+  EXPECT_EQ(found[0].comm_id, ReplayLaneOf(kComm));
+  EXPECT_EQ(found[0].seq, 3u);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].headline + found[0].summary, HasSubstr("(CUDA graph replays)"));
+
+  JobBuilder other_graph(2);
+  other_graph.IssueAll({Gather("fwd/a"), captured});
+  replays(other_graph, 0, {64, 64}, true);
+  replays(other_graph, 1, {64, 128}, true);
+  EXPECT_TRUE(other_graph.Run(0.2).empty()) << "asynchronous ranks may still enqueue what decides it";
+  found = other_graph.Run(2);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSignatureMismatch);
+  EXPECT_EQ(found[0].comm_id, ReplayLaneOf(kComm));
+  EXPECT_EQ(found[0].seq, 2u);
+}
+
 // An all-gather completed on the rank that reported it: the other rank joined it, and only
 // its records are missing (a collector restarted mid-job that got one rank's resends). It
 // read as NOT_JOINED "after 500 s" of a finished job. A broadcast's root can finish alone.

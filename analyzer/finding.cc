@@ -52,6 +52,18 @@ std::vector<std::string> RegionsOf(std::span<const CallFacts> calls) {
   return regions;
 }
 
-std::string CommText(uint64_t comm_id) { return absl::StrFormat("comm %08x", comm_id >> 32); }
+namespace {
+// The low half of a replay lane's id (a communicator's own id has these bits by chance
+// once in 2^32, as two communicators share their first eight hex digits).
+constexpr uint64_t kReplayLaneMark = 0x5e91a7e5;
+}  // namespace
+
+uint64_t ReplayLaneOf(uint64_t comm_id) { return (comm_id & ~0xffffffffull) | kReplayLaneMark; }
+bool IsReplayLane(uint64_t comm_id) { return (comm_id & 0xffffffffull) == kReplayLaneMark; }
+
+std::string CommText(uint64_t comm_id) {
+  if (IsReplayLane(comm_id)) return absl::StrFormat("comm %08x (CUDA graph replays)", comm_id >> 32);
+  return absl::StrFormat("comm %08x", comm_id >> 32);
+}
 
 }  // namespace collwatch::analyzer

@@ -240,6 +240,12 @@ struct Finding {
 // "comm 3f2a9c01" (the first 8 hex digits).
 std::string CommText(uint64_t comm_id);
 
+// A communicator's collectives replayed from CUDA graphs (ring::kFlagReplay) are aligned
+// apart from its host calls, as a communicator of their own: its id keeps the first eight
+// hex digits (CommText names it "comm 3f2a9c01 (CUDA graph replays)") and marks the rest.
+uint64_t ReplayLaneOf(uint64_t comm_id);
+bool IsReplayLane(uint64_t comm_id);
+
 }  // namespace collwatch::analyzer
 
 #endif  // COLLWATCH_ANALYZER_FINDING_H_

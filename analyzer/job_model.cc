@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/call_sites.h"
+#include "analyzer/finding.h"
 #include "ring/hash.h"
 #include "ring/ring_names.h"
 
@@ -189,6 +190,14 @@ const Call* JobModel::Collective(const Comm& comm, int32_t rank, uint64_t seq) c
 }
 
 void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, const ring::Record& record) {
+  if ((record.flags & ring::kFlagReplay) != 0 && record.comm_id != 0 && !IsReplayLane(record.comm_id)) {
+    // Replays run when the GPU reaches them, numbered apart from the host calls: aligned
+    // in their communicator's replay lane, never mixed into its host order.
+    ring::Record replay = record;
+    replay.comm_id = ReplayLaneOf(record.comm_id);
+    AddEnter(process_id, lane, index, replay);
+    return;
+  }
   Process& process = processes_[process_id];
   Call call;
   call.enter_ns = ToRealtime(process, record.t_ns);

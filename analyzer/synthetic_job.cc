@@ -105,6 +105,7 @@ uint64_t SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t r
   record.root_or_peer = op.root_or_peer;
   record.region_id = Region(process, op.region);
   record.call_path_id = CallPathId(process, op.call_path);
+  record.flags = op.flags;
   const uint64_t index = Enter(process, record);
   if (blocking) {
     // CPU backend: the call returns when the collective is done.

@@ -25,6 +25,7 @@ struct SyntheticOp {
   int32_t redop = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
   CallPath call_path;  // the Python call path it was issued from (none when empty)
+  uint8_t flags = 0;   // its kEnter's (ring::kFlagReplay: a CUDA graph's replay)
 };
 
 class SyntheticJob {

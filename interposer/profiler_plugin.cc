@@ -29,6 +29,7 @@ struct PluginComm {
   int32_t rank = -1;      // -1: from each event (v1..v3)
   int32_t nranks = ring::kUnset;
   std::atomic<uint64_t> collective_seq{0};
+  std::atomic<uint64_t> replay_seq{0};  // its collectives replayed from CUDA graphs
   int32_t peers = 0;  // entries of the tables below
   std::atomic<uint64_t>* send_seq = nullptr;  // per peer
   std::atomic<uint64_t>* recv_seq = nullptr;
@@ -49,11 +50,28 @@ struct LaunchEvent {
 };
 
 struct Track;
-enum class Level : uint8_t { kGroupApi, kApi, kOp, kChannel };
+struct CapturedCall;
+enum class Level : uint8_t { kGroupApi, kApi, kCaptured, kOp, kChannel };
 struct Handle {
   Level level;
   Track* track;
+  CapturedCall* captured = nullptr;  // kCaptured
 };
+
+// A collective captured into a CUDA graph. At every replay of the graph NCCL names the
+// handle returned for its API event as the parent of its Coll event, from a CUDA host
+// callback (when the plan has proxy work, which asking for KernelCh events gives every
+// plan), and never says when the graph is destroyed: kept for the life of the process.
+struct CapturedCall {
+  Handle api{Level::kCaptured, nullptr, this};
+  PluginComm* comm = nullptr;
+  ring::Record identity{};  // the capture's kEnter: what each replay repeats
+};
+// Captures a process may make; past them, later captures' replays are not recorded.
+constexpr size_t kCapturedCalls = 16384;
+CapturedCall* g_captured = nullptr;
+std::atomic<size_t> g_captured_used{0};
+std::atomic<int> g_captured_state{0};  // 0: not allocated, 1: allocating, 2: ready, 3: failed
 
 struct Track {
   std::atomic<uint32_t> holds{0};  // 0: free; the wrapper and NCCL's events hold one each
@@ -184,10 +202,73 @@ uint64_t NextP2pSeq(PluginComm* comm, ApiFn fn, int peer) noexcept {
   return table[peer].fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+// A fresh entry of the grow-only pool of captured calls (nullptr: exhausted). The pool is
+// allocated at the process's first capture, off the per-call path of uncaptured calls.
+CapturedCall* AllocateCaptured() noexcept {
+  int state = g_captured_state.load(std::memory_order_acquire);
+  if (state == 0 && g_captured_state.compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+    g_captured = new (std::nothrow) CapturedCall[kCapturedCalls];
+    state = g_captured != nullptr ? 2 : 3;
+    g_captured_state.store(state, std::memory_order_release);
+  }
+  if (state != 2) return nullptr;  // failed, or another thread is allocating it right now
+  const size_t index = g_captured_used.fetch_add(1, std::memory_order_relaxed);
+  return index < kCapturedCalls ? &g_captured[index] : nullptr;
+}
+
+// The API event of a collective made while its stream is captured into a CUDA graph: its
+// handle, kept for the graph's replays. With the preload the wrapper recorded the capture
+// (only an ungrouped call, the wrapper's call in progress, can be tied to it); alone the
+// plugin records it, flagged captured, its return at once (nothing runs until a replay).
+void* Capture(PluginComm* comm, const abi::EventDescr& descr) noexcept {
+  if (comm == nullptr || descr.type != abi::kCollApi) return nullptr;  // sends and receives: not followed
+  const ApiFn fn = CollectiveFn(descr.coll_api.func);
+  if (fn == ApiFn::kNone) return nullptr;
+  ring::Record identity{};
+  if (Wrapped()) {
+    const PendingCall* call = CallInProgress();
+    if (call == nullptr || !call->recorded) return nullptr;
+    const auto wrapped_fn = static_cast<ApiFn>(call->record.fn);
+    if (wrapped_fn != fn && !(wrapped_fn == ApiFn::kBcast && fn == ApiFn::kBroadcast)) return nullptr;
+    identity = call->record;
+  } else {
+    PendingCall capture;
+    const uint64_t seq = comm->collective_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    BeginPluginCall(&capture, fn, comm->comm_id, comm->rank, comm->nranks, seq, descr.coll_api.count,
+                    DtypeOf(descr.coll_api.datatype), descr.coll_api.root, descr.coll_api.stream, ring::kFlagCaptured);
+    if (!capture.recorded) return nullptr;
+    FinishPluginCall(&capture, /*launched=*/false);
+    identity = capture.record;
+  }
+  CapturedCall* captured = AllocateCaptured();
+  if (captured == nullptr) return nullptr;
+  captured->comm = comm;
+  captured->identity = identity;
+  return &captured->api;
+}
+
+// A Coll event whose parent is a captured call: the graph holding it is replayed. Recorded
+// as the captured call again, flagged a replay, numbered among the communicator's replays,
+// returned at once (NCCL's host callback is the replay's only moment on a host thread) and
+// complete once its channels have stopped.
+void* StartReplay(CapturedCall* captured, const abi::EventDescr& descr) noexcept {
+  if (descr.type != abi::kColl) return nullptr;
+  Track* track = Allocate(1);  // its channels' end
+  if (track == nullptr) return nullptr;
+  track->plugin_only = true;
+  track->comm = captured->comm;
+  const uint64_t seq = captured->comm->replay_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  BeginPluginReplay(&track->call, captured->identity, seq);
+  FinishPluginCall(&track->call);
+  track->request = CompletionOf(track->call);
+  ExpectChannels(track, descr.coll.channels);
+  return &track->op;
+}
+
 // The API event of a call: ties it to the wrapper's call, or records it (plugin only).
 void* StartApi(PluginComm* comm, const abi::EventDescr& descr) noexcept {
   const bool coll = descr.type == abi::kCollApi;
-  if (coll ? descr.coll_api.graph_captured : descr.p2p_api.graph_captured) return nullptr;  // replays: later
+  if (coll ? descr.coll_api.graph_captured : descr.p2p_api.graph_captured) return Capture(comm, descr);
   if (Wrapped()) {
     PendingCall* call = CallInProgress();
     if (call == nullptr || call->profiler_track != nullptr) return nullptr;
@@ -228,6 +309,7 @@ void* StartApi(PluginComm* comm, const abi::EventDescr& descr) noexcept {
 
 void* StartOp(const abi::EventDescr& descr) noexcept {
   auto* parent = static_cast<Handle*>(descr.parent);
+  if (parent != nullptr && parent->level == Level::kCaptured) return StartReplay(parent->captured, descr);
   if (parent == nullptr || parent->level != Level::kApi) return nullptr;
   Track* track = parent->track;
   const bool coll = descr.type == abi::kColl;

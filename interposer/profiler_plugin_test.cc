@@ -1,7 +1,7 @@
 // The plugin alone (this test links no NCCL wrappers), driven event by event as NCCL
 // drives it: a collective's return waits for the end of its group and says whether NCCL
 // launched it; completion waits for every channel; a send is recorded with its peer; a
-// call captured into a CUDA graph is left alone. Older interface versions: v4 records a
+// collective captured into a CUDA graph is recorded at capture and at each replay. Older interface versions: v4 records a
 // launch and completes it after its channels; v1..v3 record launches without completion,
 // with the communicator their descriptors name. The process has one ring: every test
 // writes to one folder and reads the records of its own communicator.
@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -174,11 +175,100 @@ TEST(ProfilerPluginAloneTest, EventsBecomeRecordsAsNcclReportsThem) {
   EXPECT_EQ(SendSeqsTo(records, 3), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(Count(records, RecordKind::kComplete), 3u);
 
-  // Captured into a CUDA graph: not recorded here (replays are not followed yet).
-  api.coll_api.graph_captured = true;
-  plugin.start_event(context, &api_handle, &api);
-  EXPECT_EQ(api_handle, nullptr);
-  EXPECT_EQ(Count(ReadRing(dir), RecordKind::kEnter), 4u);
+  EXPECT_EQ(plugin.finalize(context), 0);
+}
+
+// A collective captured into a CUDA graph: recorded once at capture, flagged captured and
+// numbered among the host calls; each replay (NCCL's Coll event, from a host callback on
+// another thread, its parent the capture's API handle) recorded again, flagged a replay,
+// numbered among the communicator's replays, complete after its channels.
+TEST(ProfilerPluginAloneTest, ACapturedCollectiveIsRecordedAtCaptureAndAtEveryReplay) {
+  const Dir dir{0x6a6a};
+  const abi::NcclProfilerV5& plugin = Plugin();
+  int mask = 0;
+  void* context = nullptr;
+  ASSERT_EQ(plugin.init(&context, 0x6a6a, &mask, nullptr, 1, 2, 1, nullptr), 0);
+  EXPECT_NE(mask & abi::kKernelCh, 0) << "what makes NCCL report replays";
+
+  // A call as NCCL reports it: its API event inside the group of the user's call.
+  const auto issue = [&](bool captured) {
+    abi::EventDescr group{};
+    group.type = abi::kGroupApi;
+    group.group_api.graph_captured = captured;
+    void* group_handle = nullptr;
+    plugin.start_event(context, &group_handle, &group);
+    abi::EventDescr api{};
+    api.type = abi::kCollApi;
+    api.parent = group_handle;
+    api.coll_api = {"AllReduce", 32, "ncclFloat32", -1, nullptr, captured};
+    void* handle = nullptr;
+    plugin.start_event(context, &handle, &api);
+    if (handle != nullptr) plugin.stop_event(handle);
+    plugin.stop_event(group_handle);
+    return handle;
+  };
+  void* captured = issue(true);
+  ASSERT_NE(captured, nullptr) << "kept for the replays";
+  void* before_replays = issue(false);
+  ASSERT_NE(before_replays, nullptr);
+  std::vector<IndexedRecord> records = ReadRing(dir);
+  ASSERT_EQ(Count(records, RecordKind::kEnter), 2u);
+  EXPECT_NE(records[0].record.flags & ring::kFlagCaptured, 0);
+  EXPECT_EQ(records[0].record.seq, 1u) << "captured in host order";
+  EXPECT_EQ(Count(records, RecordKind::kReturn), 2u);
+
+  const auto replay = [&](int channels) {
+    abi::EventDescr coll{};
+    coll.type = abi::kColl;
+    coll.parent = captured;
+    coll.coll.func = "AllReduce";
+    coll.coll.count = 32;
+    coll.coll.datatype = "ncclFloat32";
+    coll.coll.channels = channels;
+    void* op = nullptr;
+    plugin.start_event(context, &op, &coll);
+    plugin.stop_event(op);
+    std::vector<void*> ends(static_cast<size_t>(channels));
+    abi::EventDescr channel{};
+    channel.type = abi::kKernelCh;
+    channel.parent = op;
+    for (void*& end : ends) plugin.start_event(context, &end, &channel);
+    return ends;
+  };
+  // Replays come from a thread of the CUDA driver's, not the capturing one.
+  std::vector<void*> first;
+  std::thread([&] { first = replay(2); }).join();
+  records = ReadRing(dir);
+  std::vector<ring::Record> replays;
+  for (const IndexedRecord& item : records) {
+    if (item.record.kind == static_cast<uint16_t>(RecordKind::kEnter) && (item.record.flags & ring::kFlagReplay)) {
+      replays.push_back(item.record);
+    }
+  }
+  ASSERT_EQ(replays.size(), 1u);
+  EXPECT_EQ(replays[0].fn, static_cast<uint16_t>(ApiFn::kAllReduce));
+  EXPECT_EQ(replays[0].seq, 1u) << "the first replay";
+  EXPECT_EQ(replays[0].aux0, 1u) << "of the call captured as seq 1";
+  EXPECT_EQ(replays[0].count, 32u);
+  EXPECT_EQ(replays[0].dtype, 7u);
+  EXPECT_EQ(replays[0].rank, 1);
+  EXPECT_EQ(replays[0].nranks, 2);
+  EXPECT_EQ(replays[0].flags & ring::kFlagCaptured, 0);
+  EXPECT_EQ(Count(records, RecordKind::kComplete), 0u);
+  for (void* end : first) plugin.stop_event(end);
+  EXPECT_EQ(Count(ReadRing(dir), RecordKind::kComplete), 1u);
+
+  std::thread([&] { replay(0); }).join();  // nothing on a channel: complete at once
+  records = ReadRing(dir);
+  EXPECT_EQ(Count(records, RecordKind::kComplete), 2u);
+  uint64_t last_replay = 0;
+  uint64_t last_host_seq = 0;
+  for (const IndexedRecord& item : records) {
+    if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter)) continue;
+    ((item.record.flags & ring::kFlagReplay) ? last_replay : last_host_seq) = item.record.seq;
+  }
+  EXPECT_EQ(last_replay, 2u);
+  EXPECT_EQ(last_host_seq, 2u) << "replays do not advance the host calls' numbering";
   EXPECT_EQ(plugin.finalize(context), 0);
 }
 

@@ -283,10 +283,11 @@ void AppendCompletion(const CompletionRequest& request, uint64_t observed_ns,
 PendingCall* CallInProgress() noexcept { return t_call_in_progress; }
 
 void BeginPluginCall(PendingCall* call, ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
-                     uint64_t count, int dtype, int root_or_peer, void* stream) noexcept {
+                     uint64_t count, int dtype, int root_or_peer, void* stream, uint8_t flags) noexcept {
   if (!Ready(/*may_create=*/true)) return;
   InitRecord(&call->record, fn);
   Record& record = call->record;
+  record.flags = flags;
   record.comm_id = comm_id;
   record.rank = rank;
   record.nranks = nranks;
@@ -296,6 +297,24 @@ void BeginPluginCall(PendingCall* call, ApiFn fn, uint64_t comm_id, int32_t rank
   record.root_or_peer = root_or_peer;
   record.stream = reinterpret_cast<uint64_t>(stream);
   call->stream = stream;
+  WriteEnter(call);
+}
+
+void BeginPluginReplay(PendingCall* call, const Record& captured, uint64_t replay_seq) noexcept {
+  if (!Ready(/*may_create=*/false)) return;
+  // The capture's identity, region and call path: the replay runs that code's collective.
+  Record& record = call->record;
+  record = captured;
+  record.commit = 0;
+  record.kind = static_cast<uint16_t>(RecordKind::kEnter);
+  record.flags = static_cast<uint8_t>(ring::kFlagReplay | (captured.flags & ring::kFlagUnknownComm));
+  record.seq = replay_seq;
+  record.aux0 = captured.seq;
+  record.group_id = 0;
+  record.ref_index = 0;
+  record.result = 0;
+  record.tid = ThreadId();
+  call->stream = reinterpret_cast<void*>(captured.stream);
   WriteEnter(call);
 }
 

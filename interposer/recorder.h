@@ -70,7 +70,11 @@ PendingCall* CallInProgress() noexcept;
 // no wrapper ran): its kEnter, with the identity the plugin knows. Records nothing when
 // recording is off.
 void BeginPluginCall(PendingCall* call, ring::ApiFn fn, uint64_t comm_id, int32_t rank, int32_t nranks,
-                     uint64_t seq, uint64_t count, int dtype, int root_or_peer, void* stream) noexcept;
+                     uint64_t seq, uint64_t count, int dtype, int root_or_peer, void* stream,
+                     uint8_t flags = 0) noexcept;
+// A CUDA graph's replay of the call `captured` (its kEnter at capture): the same call,
+// flagged kFlagReplay, numbered `replay_seq` among its communicator's replays.
+void BeginPluginReplay(PendingCall* call, const ring::Record& captured, uint64_t replay_seq) noexcept;
 // Its kReturn; completion comes from the plugin, unless `launched` is false (NCCL launched
 // nothing the plugin will see end: the return says no completion is tracked).
 void FinishPluginCall(PendingCall* call, bool launched = true) noexcept;

@@ -175,6 +175,10 @@ inline constexpr uint8_t kFlagUnknownComm = 1 << 2;        // communicator not s
 inline constexpr uint8_t kFlagNoCompletion = 1 << 3;       // completion not tracked (pool full)
 inline constexpr uint8_t kFlagReturnsInPlace = 1 << 4;     // kEnter: its return comes in place
 inline constexpr uint8_t kFlagReturnedWithinTick = 1 << 5;  // returned < 1 tick after enter
+// A CUDA graph's replay of a call captured earlier (seen by the profiler plugin): seq
+// numbers the communicator's replays in the order they ran, apart from its host calls;
+// aux0 is the captured call's seq.
+inline constexpr uint8_t kFlagReplay = 1 << 6;
 // Flags a return adds; a reader shows them on the kReturn only.
 inline constexpr uint8_t kReturnFlags =
     kFlagCompletesAtReturn | kFlagNoCompletion | kFlagReturnedWithinTick;

@@ -152,7 +152,8 @@ std::string FlagNames(uint8_t flags) {
                 {ring::kFlagCompletesAtReturn, "completes_at_return"},
                 {ring::kFlagUnknownComm, "unknown_comm"},
                 {ring::kFlagNoCompletion, "no_completion"},
-                {ring::kFlagReturnedWithinTick, "returned_within_tick"}};
+                {ring::kFlagReturnedWithinTick, "returned_within_tick"},
+                {ring::kFlagReplay, "replay"}};
   std::string names;
   for (const auto& flag : kFlags) {
     if ((flags & flag.bit) == 0) continue;

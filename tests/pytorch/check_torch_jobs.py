@@ -63,7 +63,13 @@ CASES = {
                              "PATH_DIVERGENCE", 2),
     "hf-vlm-divergent-path-later": (["--job", "hf-vlm", "--scenario", "divergent-path", "--diverge-from-step", "2"],
                                     "PATH_DIVERGENCE", 2),
+    # CUDA graph replays, seen through NCCL's profiler plugin (PLUGIN_CASES).
+    "graph": (["--job", "graph", "--steps", "4"], None, 1),
+    "graph-replay-skip": (["--job", "graph", "--steps", "4", "--scenario", "replay-skip"], "NOT_JOINED", 2),
 }
+# Cases run with `collwatch run --profiler-plugin` (NCCL reports a captured call's replays
+# only to a profiler plugin), and only on GPUs: the one-GPU mode refuses captured calls.
+PLUGIN_CASES = {"graph", "graph-replay-skip"}
 # Divergences in the very first step. With --one-gpu every rank's host stops for about
 # 1.7 s right after the first differing all-gather (measured on an H100: the first matmul
 # loads cuBLAS's kernels, and the CUDA mode needs eager module loading), longer than the
@@ -147,12 +153,17 @@ def ring_calls(dump_jsonl):
         completed = {(r["ref_lane"], r["ref"]) for r in records[pid] if r["kind"] == "complete"}
         group_of = {}
         pending = []
+        replays = 0
         for r in sorted(records[pid], key=lambda r: (r["t_ns"], r["lane"], r["index"])):
             if r["kind"] != "enter":
                 continue
             if r["fn"] == "group-end":
                 group_of[r["group"]] = (r["lane"], r["index"])
             if r["fn"] not in CALL_FNS:
+                continue
+            if "replay" in r["flags"]:  # NCCL logs a captured call once, at capture
+                replays += 1
+                pending.append(r)
                 continue
             comm = comms[r["comm"]]
             comm["rank"], comm["nranks"] = r["rank"], r["nranks"]
@@ -163,6 +174,7 @@ def ring_calls(dump_jsonl):
                        if (r["lane"], r["index"]) not in completed
                        and "completes_at_return" not in r["flags"]
                        and (r["group"] == 0 or group_of.get(r["group"]) not in completed)]
+        ring = dict(ring, replays=replays)
         result[pid] = (dict(comms), ring, uncompleted)
     return result
 
@@ -223,6 +235,8 @@ def run_case(name, args, work):
             command.append("--mps")
     if expected:
         command += ["--kill-on-hang", "--stall-after", str(STALL_AFTER_S)]
+    if name in PLUGIN_CASES:
+        command.append("--profiler-plugin")
     if args.one_gpu and "features" in job_args:
         job_args = job_args + ["--no-graph"]  # the CUDA mode refuses calls captured into a graph
     command += ["--", "torchrun", "--standalone", f"--nproc-per-node={args.nproc}", JOB] + job_args
@@ -272,6 +286,8 @@ def run_case(name, args, work):
                                   for c in (first.get("stacks") or {}).get("classes", [])])
             if first["kind"] == "NOT_JOINED" and not first.get("stacks"):
                 problems.append("a stall without the stacks of its ranks")
+            if name in PLUGIN_CASES and "CUDA graph replays" not in first.get("headline", ""):
+                problems.append("the first finding is not about the CUDA graph replays: " + first.get("headline", ""))
             if wall >= WATCHDOG_S:
                 problems.append(f"named after {wall:.0f} s, not before PyTorch's {WATCHDOG_S} s watchdog")
     else:
@@ -288,6 +304,12 @@ def run_case(name, args, work):
     result["recorded"] = {str(pid): sum(len(c["calls"]) for c in comms.values())
                           for pid, (comms, _, _) in sorted(rings.items())}
     result["with_call_path"] = call_path_counts(dump)
+    result["replays"] = {str(pid): ring["replays"] for pid, (_, ring, _) in sorted(rings.items())}
+    if name in PLUGIN_CASES and not expected:
+        steps = int(job_args[job_args.index("--steps") + 1])
+        for pid, (_, ring, _) in sorted(rings.items()):
+            if ring["replays"] != steps:
+                problems.append(f"pid {pid}: {ring['replays']} CUDA graph replays recorded, {steps} made")
     if not nccl:  # FSDP2 on one GPU issues no collective: nothing recorded either, checked below
         result["note"] = "NCCL logged no collective or p2p call"
     if args.one_gpu:  # the CPU backend writes no NCCL log to compare with
@@ -329,7 +351,8 @@ def main():
     if not args.one_gpu and args.nproc > gpus:
         print(f"--nproc {args.nproc}: only {gpus} GPUs (several ranks on one GPU need --one-gpu)")
         return 2
-    runnable = [n for n in names if CASES[n][2] <= args.nproc and not missing_module(n)]
+    runnable = [n for n in names if CASES[n][2] <= args.nproc and not missing_module(n)
+                and not (args.one_gpu and n in PLUGIN_CASES)]
     skipped = [n for n in names if n not in runnable]
     work = args.out or tempfile.mkdtemp(prefix="collwatch-torch-")
     os.makedirs(work, exist_ok=True)
@@ -345,6 +368,8 @@ def main():
               + (f" ({result['note']})" if "note" in result else ""), flush=True)
     for name in skipped:
         why = (f"needs Python module {missing_module(name)}" if missing_module(name)
+               else "needs a GPU per rank (the one-GPU mode refuses calls captured into a CUDA graph)"
+               if args.one_gpu and name in PLUGIN_CASES
                else f"needs {CASES[name][2]} GPUs, {args.nproc} used")
         print(f"{name}: skipped, {why}", flush=True)
     with open(os.path.join(work, "summary.json"), "w") as f:

@@ -24,6 +24,10 @@ Jobs:
              from a small config with random weights, vision tower frozen, under FSDP2
              (one unit per encoder and decoder layer); scenarios clean and divergent-path.
   allreduce  small all-reduce latency: a loop of 1-element all-reduces, each waited for.
+  graph      an all-reduce captured into a CUDA graph (as torch.compile's reduce-overhead
+             mode or a graphed decoder does) and replayed --steps times, then a barrier;
+             scenario replay-skip: the last rank replays it once less (a data-dependent
+             early stop on one rank), so the others' last replay waits for it forever.
 
 Scenarios (fsdp, fsdp1; hf-vlm: clean and divergent-path; `clean` elsewhere), each a PyTorch rendition of a bug collwatch names:
   clean                    every rank takes the same path.
@@ -67,10 +71,10 @@ import torch.nn.functional as F
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--job", required=True,
-                        choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d"])
+                        choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d", "graph"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
-                                 "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype"])
+                                 "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip"])
     parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
                         help="create the default communicator at init (device_id) or at its first collective")
     parser.add_argument("--no-graph", action="store_true",
@@ -548,6 +552,32 @@ def run_mesh2d(args, device):
 # allreduce latency
 
 
+def run_graph(args, device):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    static = torch.ones(4096, device=device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm up outside the capture
+            dist.all_reduce(static)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(static)
+    replays = args.steps - (1 if args.scenario == "replay-skip" and rank == world - 1 else 0)
+    for step in range(replays):
+        static.fill_(1.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        expect(torch.all(static == world), f"replay {step}")
+        print(f"rank {rank} replay {step} done", flush=True)
+    dist.barrier()
+    del graph
+    if rank == 0:
+        print(f"graph: {replays} replays checked", flush=True)
+
+
 def run_allreduce(args, device):
     x = torch.ones(1, device=device)
     for _ in range(50):
@@ -579,7 +609,7 @@ def main():
     args = parse_args()
     device = init(args)
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
-            "allreduce": run_allreduce, "mesh2d": run_mesh2d}
+            "allreduce": run_allreduce, "mesh2d": run_mesh2d, "graph": run_graph}
     jobs[args.job](args, device)
     if args.flight_recorder_dump:
         write_flight_recorder(args.flight_recorder_dump, dist.get_rank())
