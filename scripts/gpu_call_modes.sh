@@ -12,7 +12,9 @@
 # Every run prints its figures, the timing thread's CPU and involuntary switches, and each
 # busy thread's CPU, run and wait share. Lands in $OUT: topology.txt, modes-raw.txt (every
 # run's output, tagged), modes.txt (one line per run).
-#   [UNPINNED=8] [ASLR_OFF=6] [CPUS="0 1 ..."] [CALLS=5000] bash scripts/gpu_call_modes.sh
+# PRELOADED=1 adds a preloaded one-process run to each unpinned round; every run ends with
+# its repetitions' per-call times beside the speed of the core (modes-raw.txt `repetition`).
+#   [UNPINNED=8] [PRELOADED=1] [ASLR_OFF=6] [CPUS="0 1 ..." ("": none)] [CALLS=5000] bash scripts/gpu_call_modes.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh
@@ -57,11 +59,13 @@ measure() {
 for run in $(seq "${UNPINNED:-8}"); do
   measure "unpinned-one-process-$run" "$program" one-process "$calls" 5
   measure "unpinned-per-gpu-$run" "$program" per-gpu "$calls" 5
+  [ "${PRELOADED:-0}" = 1 ] && measure "preload-one-process-$run" LD_PRELOAD="$preload" \
+    COLLWATCH_RING_DIR=/tmp/modes-rings "$program" one-process "$calls" 5 && rm -rf /tmp/modes-rings
 done
 for run in $(seq "${ASLR_OFF:-6}"); do
   measure "aslr-off-one-process-$run" setarch "$(uname -m)" -R "$program" one-process "$calls" 5
 done
-read -r -a cpus <<<"${CPUS:-$(seq -s ' ' 0 $(($(nproc) - 1)))}"
+read -r -a cpus <<<"${CPUS-$(seq -s ' ' 0 $(($(nproc) - 1)))}"
 for cpu in "${cpus[@]}"; do
   measure "cpu$cpu-plain" COLLWATCH_BENCH_CPUS="$cpu" "$program" one-process "$calls" 5
   measure "cpu$cpu-preload" COLLWATCH_BENCH_CPUS="$cpu" LD_PRELOAD="$preload" COLLWATCH_RING_DIR=/tmp/modes-rings \

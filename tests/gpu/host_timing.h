@@ -78,6 +78,18 @@ inline Spread TimePerCallInBursts(int bursts, int burst_size, const std::functio
   return {at(0.1), at(0.5), at(0.9)};
 }
 
+// Host time in ns of a fixed chain of 1,000,000 dependent multiply-adds (about 4 million
+// cycles): how fast the core runs the calling thread right now, to set beside a per-call
+// figure measured just before (a core slowed by its clock or by a busy SMT sibling slows
+// both alike; a slower call path slows only the call).
+inline double CpuChainNs() {
+  const double start = NowNs();
+  uint64_t x = 1;
+  for (int i = 0; i < 1'000'000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  asm volatile("" : : "r"(x));
+  return NowNs() - start;
+}
+
 // Pins the calling thread to the `index`-th CPU of COLLWATCH_BENCH_CPUS ("3" or "3,11"), when
 // set: the per-call cost has two modes that change from one process to the next (issue 19),
 // and pinning tells whether the CPU a thread runs on decides them. Prints where it pinned.

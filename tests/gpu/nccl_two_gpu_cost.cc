@@ -14,6 +14,8 @@
 //                         burst then synchronised (untimed): what a call costs the host
 // Then where the timing thread ran and which threads competed (`placement`, `thread` lines);
 // COLLWATCH_BENCH_CPUS="a,b" pins rank i's (one-process: the) timing thread to the i-th CPU.
+// Last, per repetition: the all-reduce's host time per call and the time of a fixed CPU
+// chain run right after it (`repetition R all_reduce_ns X cpu_chain_ns Y`).
 // Usage: collwatch_nccl_two_gpu_cost per-gpu|one-process [CALLS] [REPETITIONS]
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -78,6 +80,11 @@ void Measure(int calls, int repetitions, const std::function<void(void (*)(const
   std::printf("reduce_scatter_burst_ns %.1f p10 %.1f p90 %.1f\n", reduce_scatter_burst.p50, reduce_scatter_burst.p10,
               reduce_scatter_burst.p90);
   use.Print();
+  // Each repetition's per-call time beside the core's speed just after it.
+  for (int r = 0; r < repetitions; ++r) {
+    const double per_call = TimePerCall(calls, 1, [&] { issue(AllReduce); }, drain);
+    std::printf("repetition %d all_reduce_ns %.1f cpu_chain_ns %.0f\n", r, per_call, collwatch::gpu::CpuChainNs());
+  }
 }
 
 int PerGpu(int calls, int repetitions) {
