@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "tests/gpu/host_timing.h"
@@ -73,6 +74,13 @@ void Measure(int calls, int repetitions, const std::function<void(void (*)(const
   const double reduce_scatter = TimePerCall(calls, repetitions, [&] { issue(ReduceScatter); }, drain);
   const Spread all_reduce_burst = TimePerCallInBursts(kBursts, kBurstSize, [&] { issue(AllReduce); }, drain);
   const Spread reduce_scatter_burst = TimePerCallInBursts(kBursts, kBurstSize, [&] { issue(ReduceScatter); }, drain);
+  // Each repetition's per-call time beside the core's speed just after it (every rank
+  // takes part: the collectives need them all).
+  std::vector<std::pair<double, double>> paired;
+  for (int r = 0; r < repetitions; ++r) {
+    const double per_call = TimePerCall(calls, 1, [&] { issue(AllReduce); }, drain);
+    paired.emplace_back(per_call, collwatch::gpu::CpuChainNs());
+  }
   if (!print) return;
   std::printf("all_reduce_ns %.1f\nreduce_scatter_ns %.1f\n", all_reduce, reduce_scatter);
   std::printf("all_reduce_burst_ns %.1f p10 %.1f p90 %.1f\n", all_reduce_burst.p50, all_reduce_burst.p10,
@@ -80,10 +88,8 @@ void Measure(int calls, int repetitions, const std::function<void(void (*)(const
   std::printf("reduce_scatter_burst_ns %.1f p10 %.1f p90 %.1f\n", reduce_scatter_burst.p50, reduce_scatter_burst.p10,
               reduce_scatter_burst.p90);
   use.Print();
-  // Each repetition's per-call time beside the core's speed just after it.
-  for (int r = 0; r < repetitions; ++r) {
-    const double per_call = TimePerCall(calls, 1, [&] { issue(AllReduce); }, drain);
-    std::printf("repetition %d all_reduce_ns %.1f cpu_chain_ns %.0f\n", r, per_call, collwatch::gpu::CpuChainNs());
+  for (size_t r = 0; r < paired.size(); ++r) {
+    std::printf("repetition %zu all_reduce_ns %.1f cpu_chain_ns %.0f\n", r, paired[r].first, paired[r].second);
   }
 }
 
