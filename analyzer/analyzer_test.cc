@@ -7,6 +7,7 @@
 
 #include "analyzer/analyzer_test_job.h"
 #include "analyzer/report.h"
+#include "analyzer/schedule.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -176,6 +177,9 @@ TEST(AnalyzerTest, CudaGraphReplaysAreAlignedApartFromTheHostCalls) {
   const Comm* lane = agreeing.analyzer().model().FindComm(ReplayLaneOf(kComm));
   ASSERT_NE(lane, nullptr);
   EXPECT_EQ(lane->nranks, 2);
+  OpTable table;
+  EXPECT_EQ(ExtractSchedule(agreeing.analyzer().model(), &table).comms.size(), 1u)
+      << "the replays stay out of the schedule of the host calls";
 
   // Rank 0's GPU waits in the third replay, which rank 1 never runs; rank 0's host then
   // waits for its GPU, and rank 1 goes on to a barrier rank 0 never reaches. The replay
@@ -195,6 +199,7 @@ TEST(AnalyzerTest, CudaGraphReplaysAreAlignedApartFromTheHostCalls) {
   EXPECT_EQ(found[0].seq, 3u);
   EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
   EXPECT_THAT(found[0].headline + found[0].summary, HasSubstr("(CUDA graph replays)"));
+  EXPECT_THAT(found[0].summary, HasSubstr("have replayed it fewer times"));
 
   JobBuilder other_graph(2);
   other_graph.IssueAll({Gather("fwd/a"), captured});

@@ -130,6 +130,7 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
       const int64_t tid = index_of[c] * kTidsPerComm + static_cast<int64_t>(lane);
       if (new_track) {
         std::string name = absl::StrFormat("comm %d (size %d) %016x", index_of[c], comm.nranks, comm.id);
+        if (IsReplayLane(comm.id)) absl::StrAppend(&name, " CUDA graph replays");
         if (lane > 0) absl::StrAppend(&name, " overlap ", lane);
         writer.Write({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
         writer.Write({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid},

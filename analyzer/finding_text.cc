@@ -319,6 +319,13 @@ Words NotJoinedWords(const Finding& f, const StallFacts& s) {
             "job, while its peers hang). Find its state: its exit status and log, or its stacks if it still "
             "runs (a rank that wrote no Flight Recorder dump was usually stopped or gone when the others timed "
             "out).";
+  } else if (IsReplayLane(f.comm_id)) {
+    cause = "These are replays of a collective captured into a CUDA graph: the late ranks have replayed it fewer "
+            "times, or replay graphs without it. A graph replayed a different number of times on some ranks (a "
+            "data-dependent early stop, an extra or a warm-up replay on one rank) leaves the others' replay "
+            "waiting on the GPU, and their hosts at the next synchronisation. Replay the graphs the same number "
+            "of times, in the same order, on every rank; the late ranks' stacks (below) show where their hosts "
+            "went instead.";
   } else if (none_started) {
     cause = "The late ranks have not started this communicator's first collective: they are still before "
             "their first forward (data loading, a checkpoint load, compilation, or a filesystem stall on that "

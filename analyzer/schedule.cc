@@ -147,7 +147,10 @@ std::vector<CommIndex> CommsInCreationOrder(const JobModel& model) {
 JobSchedule ExtractSchedule(const JobModel& model, OpTable* table, CodeLines lines) {
   JobSchedule schedule;
   const std::vector<Comm>& comms = model.comms();
-  const std::vector<CommIndex> order = CommsInCreationOrder(model);
+  std::vector<CommIndex> order = CommsInCreationOrder(model);
+  // The schedule is the order of the ranks' host calls: CUDA graph replays (seen only with
+  // the profiler plugin) run when the GPU reaches them and stay out of it.
+  std::erase_if(order, [&](CommIndex c) { return IsReplayLane(comms[c].id); });
   std::vector<int> index_of(comms.size(), 0);
   for (size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<int>(i) + 1;
   // Ops of this model by fingerprint (and call path, where lines are shown): each
