@@ -1,10 +1,11 @@
 // The plugin alone (this test links no NCCL wrappers), driven event by event as NCCL
 // drives it: a collective's return waits for the end of its group and says whether NCCL
 // launched it; completion waits for every channel; a send is recorded with its peer; a
-// collective captured into a CUDA graph is recorded at capture and at each replay. Older interface versions: v4 records a
-// launch and completes it after its channels; v1..v3 record launches without completion,
-// with the communicator their descriptors name. The process has one ring: every test
-// writes to one folder and reads the records of its own communicator.
+// collective captured into a CUDA graph is recorded at capture and at each replay. Older
+// interface versions: v4 records a launch and completes it after its channels; v1..v3
+// record launches without completion, with the communicator their descriptors name. The
+// process has one ring: every test writes to one folder and reads the records of its own
+// communicator.
 #include "interposer/profiler_plugin.h"
 
 #include <stdlib.h>
