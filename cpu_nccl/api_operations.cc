@@ -153,6 +153,13 @@ ncclResult_t EnqueueColl(OpKind kind, const void* send, void* recv, size_t count
       PrepareDeviceIo(&task, needs_send ? send : nullptr, send_blocks ? all_bytes : bytes,
                       needs_recv ? recv : nullptr, recv_blocks ? all_bytes : bytes, scalar, stream);
   if (prepared != ncclSuccess) return prepared;
+  if (Capturing()) {
+    if (InGroup() || task.dev.active) {
+      return FailEnqueue(ncclInvalidUsage, "graph emulation: grouped calls and CUDA buffers are not captured");
+    }
+    profiler::Call(&task, count, dtype, root, stream, /*captured=*/true);
+    return CaptureTask(task);
+  }
   profiler::Call(&task, count, dtype, root, stream);
   return SubmitOperation(task);
 }
@@ -163,6 +170,7 @@ ncclResult_t EnqueueP2p(TaskKind kind, const void* send, void* recv, size_t coun
   const int dtype = EnumValue(datatype);
   const ncclResult_t check = CheckCommunication(comm, dtype, peer);
   if (check != ncclSuccess) return check;
+  if (Capturing()) return FailEnqueue(ncclInvalidUsage, "graph emulation: sends and receives are not captured");
   if (count > 0 && (kind == TaskKind::kSend ? send == nullptr : recv == nullptr)) {
     return FailEnqueue(ncclInvalidArgument, "NULL buffer");
   }
@@ -322,6 +330,19 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 // NCCL 2.28's device API (nccl_device/core.h, a CUDA header): device-side communicators
 // for kernels that communicate themselves, which a host backend cannot give. PyTorch
 // imports both (symmetric memory); the arguments are opaque here.
+// CUDA graphs emulated for tests, not part of NCCL (engine.h): collectives this thread
+// issues between Begin and End are captured; Replay runs them again, in order, on a thread
+// of its own, and returns when they are done.
+extern "C" __attribute__((visibility("default"))) void collwatchCpuNcclCaptureBegin() { cn::BeginCapture(); }
+extern "C" __attribute__((visibility("default"))) void* collwatchCpuNcclCaptureEnd() { return cn::EndCapture(); }
+extern "C" __attribute__((visibility("default"))) ncclResult_t collwatchCpuNcclGraphReplay(void* graph) {
+  if (graph == nullptr) return cn::Fail(ncclInvalidArgument, "graph emulation: no graph");
+  return cn::ReplayGraph(static_cast<const cn::Graph*>(graph));
+}
+extern "C" __attribute__((visibility("default"))) void collwatchCpuNcclGraphDestroy(void* graph) {
+  cn::DestroyGraph(static_cast<cn::Graph*>(graph));
+}
+
 extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommCreate(
     ncclComm_t comm, const void* /*requirements*/, void* out_dev_comm) {
   if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");

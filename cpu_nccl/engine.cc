@@ -371,7 +371,87 @@ void ClearGroup() noexcept {
   profiler::Launched();  // the outermost group ended, launched or not
 }
 
+// The calls this thread captures (BeginCapture .. EndCapture).
+struct CaptureState {
+  bool active;
+  Task* tasks;
+  int count;
+  int capacity;
+};
+thread_local CaptureState t_capture;
+
 }  // namespace
+
+struct Graph {
+  Task* tasks;  // as captured: each replay runs a fresh copy
+  int count;
+};
+
+bool Capturing() noexcept { return t_capture.active; }
+
+void BeginCapture() noexcept {
+  DestroyGraph(EndCapture());  // a capture left open before: dropped
+  t_capture.active = true;
+}
+
+ncclResult_t CaptureTask(const Task& task) noexcept {
+  if (!Grow(reinterpret_cast<void**>(&t_capture.tasks), &t_capture.capacity, t_capture.count + 1, sizeof(Task))) {
+    return ncclSystemError;
+  }
+  RetainComm(task.comm);
+  t_capture.tasks[t_capture.count++] = task;
+  return ncclSuccess;
+}
+
+Graph* EndCapture() noexcept {
+  auto* graph = static_cast<Graph*>(std::malloc(sizeof(Graph)));
+  if (graph != nullptr) *graph = Graph{t_capture.tasks, t_capture.count};
+  if (graph == nullptr) {
+    for (int i = 0; i < t_capture.count; ++i) ReleaseComm(t_capture.tasks[i].comm);
+    std::free(t_capture.tasks);
+  }
+  t_capture = CaptureState{};
+  return graph;
+}
+
+namespace {
+
+struct Replay {
+  const Graph* graph;
+  ncclResult_t result;
+};
+
+// A replay as NCCL's host callback in the graph runs it, on a thread that is not the
+// caller's: each captured call's launch events (its Coll event's parent: the API event of
+// its capture), then the call itself.
+void* RunReplay(void* arg) noexcept {
+  auto* replay = static_cast<Replay*>(arg);
+  for (int i = 0; i < replay->graph->count && replay->result == ncclSuccess; ++i) {
+    Task task = replay->graph->tasks[i];
+    profiler::Launch(&task, 1);
+    int order = 0;
+    replay->result = RunTasks(&task, 1, &order);
+    DisposeTask(&task);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ncclResult_t ReplayGraph(const Graph* graph) noexcept {
+  Replay replay{graph, ncclSuccess};
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, RunReplay, &replay) != 0) return ncclSystemError;
+  pthread_join(thread, nullptr);
+  return replay.result;
+}
+
+void DestroyGraph(Graph* graph) noexcept {
+  if (graph == nullptr) return;
+  for (int i = 0; i < graph->count; ++i) ReleaseComm(graph->tasks[i].comm);
+  std::free(graph->tasks);
+  std::free(graph);
+}
 
 void DisposeTask(Task* task) noexcept {
   if (task->kind != TaskKind::kSplit) return;

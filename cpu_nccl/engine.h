@@ -41,6 +41,19 @@ void WaitForDeviceTasks(ncclComm* comm) noexcept;
 void SetLastError(const char* message) noexcept;
 const char* LastError() noexcept;
 
+// CUDA graphs, emulated in host mode for tests (cpu_nccl/README.md, "CUDA graphs"): while a
+// thread captures, its collectives are kept, not run; a replay runs them again, in order,
+// on a thread of its own, emitting the profiler events NCCL's host callback emits at a
+// replay. Sends and receives, grouped calls and CUDA buffers are not captured.
+struct Graph;
+bool Capturing() noexcept;
+void BeginCapture() noexcept;
+// Keeps `task` (before it ever ran) for the replays, with a reference on its communicator.
+ncclResult_t CaptureTask(const Task& task) noexcept;
+Graph* EndCapture() noexcept;  // nullptr: out of memory
+ncclResult_t ReplayGraph(const Graph* graph) noexcept;
+void DestroyGraph(Graph* graph) noexcept;
+
 // Undoes what a task owns besides its communicator reference (split buffers, unfinished
 // children). For tasks that will not run (failed or dropped) and after completion.
 void DisposeTask(Task* task) noexcept;

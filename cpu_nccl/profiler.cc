@@ -319,7 +319,7 @@ void CommFreed(ncclComm* comm) noexcept {
   pthread_mutex_unlock(&g_load_mutex);
 }
 
-void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept {
+void Call(Task* task, size_t count, int dtype, int root, void* stream, bool captured) noexcept {
   task->prof = TaskEvents{};
   ncclComm* comm = task->comm;
   if (g_plugin == nullptr || !comm->profiler_context_set) return;
@@ -338,10 +338,10 @@ void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept 
   api.parent = t_group_api;
   if (coll && Wanted(abi::kCollApi)) {
     api.type = abi::kCollApi;
-    api.coll_api = {func, count, DtypeName(dtype), root, stream, false};
+    api.coll_api = {func, count, DtypeName(dtype), root, stream, captured};
   } else if (!coll && Wanted(abi::kP2pApi)) {
     api.type = abi::kP2pApi;
-    api.p2p_api = {func, count, DtypeName(dtype), stream, false};
+    api.p2p_api = {func, count, DtypeName(dtype), stream, captured};
   } else {
     return;
   }

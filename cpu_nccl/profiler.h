@@ -11,7 +11,9 @@
 // API events (a Coll or P2p event's parent is its launch's Group event), before v4 no
 // channel timers and no KernelCh stop state, before v3 no KernelCh events. Differences from
 // NCCL: all-to-all, gather and scatter emit nothing (NCCL turns them into sends and
-// receives); every task runs on one channel.
+// receives); every task runs on one channel; CUDA graphs only as the engine emulates them
+// (engine.h: a replay emits the launch events of each captured call from a thread of its
+// own, as NCCL's host callback in the graph does).
 // Threading: any thread; a task's events come from the thread that owns it.
 #ifndef COLLWATCH_CPU_NCCL_PROFILER_H_
 #define COLLWATCH_CPU_NCCL_PROFILER_H_
@@ -39,9 +41,11 @@ void CommReady(ncclComm* comm) noexcept;
 void CommFreed(ncclComm* comm) noexcept;
 
 // A collective or send/receive call about to be submitted (calling thread): opens the
-// thread's GroupApi event if none is open, and emits the call's API event.
-void Call(Task* task, size_t count, int dtype, int root, void* stream) noexcept;
-// Tasks about to run (the implicit group of one call, or the outermost GroupEnd).
+// thread's GroupApi event if none is open, and emits the call's API event (`captured`:
+// flagged graphCaptured; its handle stays the parent of the Coll event of every replay).
+void Call(Task* task, size_t count, int dtype, int root, void* stream, bool captured = false) noexcept;
+// Tasks about to run (the implicit group of one call, the outermost GroupEnd, or a graph's
+// replay of a captured call).
 void Launch(Task* tasks, int count) noexcept;
 // After the launch: closes the thread's GroupApi event.
 void Launched() noexcept;

@@ -5,14 +5,20 @@
 // every collective and send/receive is recorded once, with its completion where the
 // version gives one (v4, v5); with the preload too, no record is written twice and every
 // call has one completion: the plugin's where it can give it, the wrapper's otherwise.
+// CUDA graph replays (v5), as the backend emulates them: recorded at each replay, and a
+// rank that replays less named by `collwatch run`.
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "ring/ring_names.h"
+#include "tests/support/read_files.h"
 #include "tests/support/ring_ranks.h"
+#include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
 namespace collwatch {
@@ -22,6 +28,8 @@ using ring::ApiFn;
 using ring::RecordKind;
 using testing::EnterNames;
 using testing::RankTrace;
+using testing::ReadFile;
+using testing::ReadJson;
 using testing::ReadRanks;
 using testing::Subprocess;
 using testing::TempDir;
@@ -158,6 +166,92 @@ TEST_P(ProfilerPluginTest, WithThePreloadEveryRecordIsWrittenOnceAndEveryCallCom
 }
 
 INSTANTIATE_TEST_SUITE_P(ByInterfaceVersion, ProfilerPluginTest, ::testing::Values(5, 4, 3, 2, 1),
+                         [](const ::testing::TestParamInfo<int>& param) { return "v" + std::to_string(param.param); });
+
+// CUDA graphs as the CPU backend emulates them for NCCL 2.28 (interface version 5: at each
+// replay, from a thread of its own, a Coll event whose parent is its capture's API event):
+// tests/programs/nccl_ranks.cc's `graph` plan captures an all-reduce of 4 floats once,
+// replays it 3 times, then all-reduces 1 float as a barrier.
+class ProfilerPluginGraphTest : public ProfilerPluginTest {
+ protected:
+  // The program's rendezvous and shared-memory folder: one per run (a second run in the
+  // same one would read the first's unique id).
+  std::string RunDir(const std::string& name) const {
+    const std::string dir = dir_.path() + "/" + name;
+    std::filesystem::create_directories(dir);
+    return dir;
+  }
+};
+
+TEST_P(ProfilerPluginGraphTest, EveryReplayIsRecordedAndCompletedAloneAndWithThePreload) {
+  for (const bool preload : {false, true}) {
+    SCOPED_TRACE(preload ? "with the preload" : "alone");
+    const std::string run = RunDir(preload ? "preload" : "alone");
+    const std::string rings = run + "/rings";
+    std::map<std::string, std::string> env = Env(preload);
+    env["COLLWATCH_RING_DIR"] = rings;
+    env["COLLWATCH_CPU_NCCL_SHM_DIR"] = run;
+    Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "2", "graph", run}, env);
+    ASSERT_EQ(job.Wait(60), 0) << "the program's own result checks failed";
+    const std::map<int, RankTrace> ranks = ReadRanks(rings, /*writers_gone=*/true);
+    ASSERT_EQ(ranks.size(), 2u);
+    for (const auto& [rank, trace] : ranks) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      const auto completions = Completions(trace);
+      std::vector<ring::Record> host_calls;
+      std::vector<ring::Record> replays;
+      for (const IndexedRecord& item : trace.records) {
+        if (item.record.kind != static_cast<uint16_t>(RecordKind::kEnter) ||
+            item.record.fn != static_cast<uint16_t>(ApiFn::kAllReduce)) {
+          continue;
+        }
+        const bool replay = (item.record.flags & ring::kFlagReplay) != 0;
+        (replay ? replays : host_calls).push_back(item.record);
+        if (replay) {
+          EXPECT_EQ((completions.count({item.lane, item.index})), 1u) << "replay " << item.record.seq;
+        }
+      }
+      // The capture (flagged captured where the plugin wrote it; the preload needs CUDA to
+      // tell), then the barrier, numbered as if no replay had run.
+      ASSERT_EQ(host_calls.size(), 2u);
+      const ring::Record& capture = host_calls[0];
+      EXPECT_EQ(capture.count, 4u);
+      EXPECT_EQ((capture.flags & ring::kFlagCaptured) != 0, !preload);
+      EXPECT_EQ(host_calls[1].count, 1u);
+      EXPECT_EQ(host_calls[1].seq, capture.seq + 1);
+      ASSERT_EQ(replays.size(), 3u);
+      for (size_t i = 0; i < replays.size(); ++i) {
+        EXPECT_EQ(replays[i].seq, i + 1);
+        EXPECT_EQ(replays[i].aux0, capture.seq) << "the capture it replays";
+        EXPECT_EQ(replays[i].comm_id, capture.comm_id);
+        EXPECT_EQ(replays[i].count, 4u);
+        EXPECT_EQ(replays[i].dtype, 7u);  // ncclFloat32
+      }
+    }
+  }
+}
+
+// The last rank replays the graph twice only and goes on to the barrier: the other's third
+// replay waits for it. `collwatch run` names that in the communicator's replay lane, the
+// late rank the one that replayed less, before the barrier it never reached.
+TEST_P(ProfilerPluginGraphTest, ARankThatReplaysAGraphLessIsNamedInTheReplayLane) {
+  const std::string out = dir_.path() + "/out";
+  const std::string log = dir_.path() + "/run.log";
+  Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--out", out, "--ring-dir", dir_.path() + "/run-rings",
+                  "--profiler-plugin", "--kill-on-hang", "--stall-after", "3", "--", COLLWATCH_NCCL_RANKS_PATH, "2",
+                  "graph-skip", dir_.path()},
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}}), "", log);
+  EXPECT_EQ(run.Wait(90), 3) << ReadFile(log);
+  const nlohmann::json report = ReadJson(out + "/report.json");
+  ASSERT_TRUE(report.is_object() && report["findings"].is_array() && !report["findings"].empty()) << ReadFile(log);
+  const nlohmann::json& first = report["findings"][0];
+  EXPECT_EQ(first["kind"], "NOT_JOINED");
+  EXPECT_NE(first["headline"].get<std::string>().find("(CUDA graph replays)"), std::string::npos) << first["headline"];
+  EXPECT_EQ(first["seq"], 3);
+  EXPECT_EQ(first["lagging_ranks"], nlohmann::json::array({1}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl228, ProfilerPluginGraphTest, ::testing::Values(5),
                          [](const ::testing::TestParamInfo<int>& param) { return "v" + std::to_string(param.param); });
 
 }  // namespace

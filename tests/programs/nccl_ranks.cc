@@ -3,6 +3,7 @@
 // over through a file. Each rank runs a plan of NCCL calls and checks every result, so
 // a preload that altered an argument fails the run. Used by the interposition tests and
 // the README's demo, on the CPU NCCL backend or real NCCL.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
@@ -264,6 +265,45 @@ void RunStoppedPlan(ncclComm_t comm) {
   CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
 }
 
+// An all-reduce captured into a (CPU NCCL backend's emulated) CUDA graph and replayed 3
+// times, each result checked, then a barrier; with `skip` the last rank replays it twice
+// only, waits 1 s (its host going on to other work) and enters the barrier, while the
+// others' third replay waits for it forever. Needs the backend's graph hooks.
+int RunGraphPlan(ncclComm_t comm, bool skip) {
+  using Begin = void (*)();
+  using End = void* (*)();
+  using Replay = ncclResult_t (*)(void*);
+  using Destroy = void (*)(void*);
+  const auto begin = reinterpret_cast<Begin>(dlsym(RTLD_DEFAULT, "collwatchCpuNcclCaptureBegin"));
+  const auto end = reinterpret_cast<End>(dlsym(RTLD_DEFAULT, "collwatchCpuNcclCaptureEnd"));
+  const auto replay = reinterpret_cast<Replay>(dlsym(RTLD_DEFAULT, "collwatchCpuNcclGraphReplay"));
+  const auto destroy = reinterpret_cast<Destroy>(dlsym(RTLD_DEFAULT, "collwatchCpuNcclGraphDestroy"));
+  if (begin == nullptr || end == nullptr || replay == nullptr || destroy == nullptr) {
+    std::fprintf(stderr, "plan graph needs the CPU NCCL backend's graph emulation\n");
+    return 2;
+  }
+  float values[4] = {0, 0, 0, 0};
+  float sums[4] = {0, 0, 0, 0};
+  begin();
+  CHECK_NCCL(ncclAllReduce(values, sums, 4, ncclFloat32, ncclSum, comm, nullptr));
+  void* graph = end();
+  Expect(graph != nullptr && sums[0] == 0.0f, "capture runs nothing");
+  const int replays = skip && g_rank == g_world - 1 ? 2 : 3;
+  for (int i = 0; i < replays; ++i) {
+    for (float& value : values) value = static_cast<float>(i + g_rank);
+    CHECK_NCCL(replay(graph));
+    const float expected = static_cast<float>(g_world * i + g_world * (g_world - 1) / 2);
+    Expect(sums[0] == expected && sums[3] == expected, "replayed all-reduce");
+  }
+  if (replays < 3) usleep(1000 * 1000);
+  float one = 1.0f, world = 0.0f;
+  CHECK_NCCL(ncclAllReduce(&one, &world, 1, ncclFloat32, ncclSum, comm, nullptr));
+  Expect(world == static_cast<float>(g_world), "barrier");
+  destroy(graph);
+  CHECK_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
 int RunRank(const std::string& plan, const std::string& dir) {
   // Rank 1 stops itself before its first NCCL call (as SIGSTOP or a debugger would stop
   // it): it has no ring; the others wait for it in communicator creation.
@@ -289,6 +329,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunStoppedPlan(comm);
   } else if (plan == "exit3" || plan == "sigkill") {
     RunFailPlan(comm, plan == "sigkill", dir);
+  } else if (plan == "graph" || plan == "graph-skip") {
+    if (const int failed = RunGraphPlan(comm, plan == "graph-skip"); failed != 0) return failed;
   } else {
     std::fprintf(stderr, "unknown plan %s\n", plan.c_str());
     return 2;
@@ -301,7 +343,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
