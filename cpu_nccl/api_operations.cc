@@ -327,9 +327,6 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return result;
 }
 
-// NCCL 2.28's device API (nccl_device/core.h, a CUDA header): device-side communicators
-// for kernels that communicate themselves, which a host backend cannot give. PyTorch
-// imports both (symmetric memory); the arguments are opaque here.
 // CUDA graphs emulated for tests, not part of NCCL (engine.h): collectives this thread
 // issues between Begin and End are captured; Replay runs them again, in order, on a thread
 // of its own, and returns when they are done.
@@ -343,6 +340,9 @@ extern "C" __attribute__((visibility("default"))) void collwatchCpuNcclGraphDest
   cn::DestroyGraph(static_cast<cn::Graph*>(graph));
 }
 
+// NCCL 2.28's device API (nccl_device/core.h, a CUDA header): device-side communicators
+// for kernels that communicate themselves, which a host backend cannot give. PyTorch
+// imports both (symmetric memory); the arguments are opaque here.
 extern "C" __attribute__((visibility("default"))) ncclResult_t ncclDevCommCreate(
     ncclComm_t comm, const void* /*requirements*/, void* out_dev_comm) {
   if (!cn::CommValid(comm)) return cn::Fail(ncclInvalidArgument, "invalid communicator");

@@ -339,8 +339,8 @@ TEST_F(CommTest, TwoJobsInOneFolderStayApart) {
   });
 }
 
-// The library exports exactly the NCCL API: each nccl* and its pnccl* alias (same
-// address), nothing of its internals.
+// The library exports the NCCL API (each nccl* and its pnccl* alias, same address) and
+// the hooks that emulate CUDA graphs for tests, nothing of its internals.
 TEST(CpuNcclExports, EveryApiNameAndItsProfilingAlias) {
   void* lib = dlopen(COLLWATCH_CPU_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
@@ -358,6 +358,9 @@ TEST(CpuNcclExports, EveryApiNameAndItsProfilingAlias) {
     void* profiling = dlsym(lib, (std::string("pnccl") + name).c_str());
     EXPECT_NE(plain, nullptr) << name;
     EXPECT_EQ(plain, profiling) << name;
+  }
+  for (const char* hook : {"CaptureBegin", "CaptureEnd", "GraphReplay", "GraphDestroy"}) {
+    EXPECT_NE(dlsym(lib, (std::string("collwatchCpuNccl") + hook).c_str()), nullptr) << hook;
   }
   EXPECT_EQ(dlsym(lib, "_ZN9collwatch8cpu_nccl11GetReduceFnEiNS0_6BaseOpE"), nullptr);
   EXPECT_EQ(dlsym(lib, "_ZN9collwatch8cpu_nccl7NewCommEiim"), nullptr);
