@@ -40,11 +40,14 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
   // The communicator whose stall began first goes first: a rank held there stops arriving
   // everywhere else (a CUDA graph's replay the others never run blocks its rank's host at
   // the next synchronisation, and the others then wait for that rank on the host calls).
+  std::vector<std::optional<Frontier>>& frontiers = stall_frontiers_scratch_;
+  frontiers.assign(comms.size(), std::nullopt);
   std::vector<std::pair<int64_t, size_t>>& order = stall_order_scratch_;
   order.clear();
   for (size_t i = 0; i < comms.size(); ++i) {
     if (comms[i].nranks <= 0) continue;
-    const std::optional<Frontier> frontier = FrontierOf(comms[i]);
+    frontiers[i] = FrontierOf(comms[i]);
+    const std::optional<Frontier>& frontier = frontiers[i];
     const int64_t began = !frontier ? INT64_MAX
                           : frontier->lagging.empty() ? frontier->last_enter_ns
                                                       : frontier->first_enter_ns;
@@ -54,7 +57,7 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [began, i] : order) {
     CheckInit(comms[i], progress_[i], now_ns, &found);
-    CheckStall(comms[i], progress_[i], now_ns, final_pass, &found);
+    CheckStall(comms[i], progress_[i], frontiers[i], now_ns, final_pass, &found);
   }
   if (options_.bounded_history) ForgetSettledHistory();
   return found;

@@ -116,13 +116,17 @@ class Analyzer {
   };
   std::optional<Frontier> FrontierOf(const Comm& comm) const;
   std::vector<int32_t> reporting_scratch_;  // CheckAgreement: the ranks that reported
-  std::vector<std::pair<int64_t, size_t>> stall_order_scratch_;  // Analyze: communicators by stall start
+  // Analyze: each communicator's frontier this pass, and the communicators in the order
+  // their stalls began (none: last).
+  std::vector<std::optional<Frontier>> stall_frontiers_scratch_;
+  std::vector<std::pair<int64_t, size_t>> stall_order_scratch_;
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);
   void LearnTimes(const Comm& comm, CommProgress& progress);
-  void CheckStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
-                  std::vector<Finding>* out);
+  // `frontier`: FrontierOf(comm), as computed this pass.
+  void CheckStall(const Comm& comm, CommProgress& progress, const std::optional<Frontier>& frontier, int64_t now_ns,
+                  bool final_pass, std::vector<Finding>* out);
   void CheckInit(const Comm& comm, CommProgress& progress, int64_t now_ns, std::vector<Finding>* out);
   void CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                 std::vector<Finding>* out);

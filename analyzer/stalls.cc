@@ -57,10 +57,9 @@ void Analyzer::DescribeRanks(const Comm& comm, const std::vector<int32_t>& ranks
   }
 }
 
-void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
-                          std::vector<Finding>* out) {
+void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::optional<Frontier>& frontier,
+                          int64_t now_ns, bool final_pass, std::vector<Finding>* out) {
   if (progress.diverged) return;
-  const std::optional<Frontier> frontier = FrontierOf(comm);
   if (!frontier || frontier->seq <= progress.stall_reported_seq) return;
   const uint64_t seq = frontier->seq;
   const std::vector<int32_t>& entered = frontier->entered;
