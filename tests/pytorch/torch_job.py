@@ -247,17 +247,7 @@ def run_features(args, device):
             print("features: every result checked (no CUDA graph)", flush=True)
         return
     # A section captured into a CUDA graph, then replayed: NCCL sees the call once, at capture.
-    static = torch.ones(8192, device=device)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # warm up outside the capture
-            dist.all_reduce(static)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        dist.all_reduce(static)
+    static, graph = captured_all_reduce(8192, device)
     for _ in range(3):
         static.fill_(1.0)
         graph.replay()
@@ -552,19 +542,26 @@ def run_mesh2d(args, device):
 # allreduce latency
 
 
-def run_graph(args, device):
-    rank, world = dist.get_rank(), dist.get_world_size()
-    static = torch.ones(4096, device=device)
+def captured_all_reduce(numel, device):
+    """A tensor of `numel` ones and a CUDA graph holding an all-reduce of it, warmed up
+    outside the capture on a side stream, as torch.cuda.graph requires."""
+    static = torch.ones(numel, device=device)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):  # warm up outside the capture
+        for _ in range(2):
             dist.all_reduce(static)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         dist.all_reduce(static)
+    return static, graph
+
+
+def run_graph(args, device):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    static, graph = captured_all_reduce(4096, device)
     replays = args.steps - (1 if args.scenario == "replay-skip" and rank == world - 1 else 0)
     for step in range(replays):
         static.fill_(1.0)
