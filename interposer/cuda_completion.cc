@@ -23,6 +23,7 @@ struct Driver {
   decltype(&::cuEventRecord) event_record;
   decltype(&::cuEventQuery) event_query;
   decltype(&::cuStreamIsCapturing) stream_is_capturing;
+  decltype(&::cuStreamGetCtx) stream_get_ctx;
   decltype(&::cuThreadExchangeStreamCaptureMode) exchange_capture_mode;
 };
 
@@ -30,6 +31,7 @@ constexpr uint32_t kMaxPools = 16;            // CUDA contexts per process
 constexpr uint32_t kEventsPerPool = 4096;     // events in flight per context
 constexpr size_t kRequestQueue = 8192;        // requests between hot path and watcher
 constexpr uint32_t kMaxPending = 16384;       // watcher-owned list
+constexpr uint32_t kKnownStreams = 8;         // streams whose pool a thread remembers
 
 enum PoolState : uint32_t { kPoolEmpty = 0, kPoolBuilding = 1, kPoolReady = 2, kPoolFailed = 3 };
 
@@ -55,10 +57,8 @@ bool Resolve(void* library, const char* name, F* out) noexcept {
   return *out != nullptr;
 }
 
-// The pool of the calling thread's current context, built on first use.
-EventPool* PoolForCurrentContext(uint32_t* pool_index) noexcept {
-  CUcontext context = nullptr;
-  if (g_driver.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+// The pool of `context`, built on first use.
+EventPool* PoolForContext(CUcontext context, uint32_t* pool_index) noexcept {
   for (uint32_t i = 0; i < kMaxPools; ++i) {
     EventPool& pool = g_pools[i];
     uint32_t state = pool.state.load(std::memory_order_acquire);
@@ -73,17 +73,62 @@ EventPool* PoolForCurrentContext(uint32_t* pool_index) noexcept {
       continue;
     }
     pool.context = context;
+    // Events belong to the context current at their creation: make the pool's current
+    // for the while, and give the thread back its own.
+    CUcontext previous = nullptr;
+    g_driver.ctx_get_current(&previous);
+    const bool switched = previous != context && g_driver.ctx_set_current(context) == CUDA_SUCCESS;
     uint32_t built = 0;
-    for (; built < kEventsPerPool; ++built) {
-      if (g_driver.event_create(&pool.events[built], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) break;
-      pool.free_events.Push(built);
+    if (previous == context || switched) {
+      for (; built < kEventsPerPool; ++built) {
+        if (g_driver.event_create(&pool.events[built], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) break;
+        pool.free_events.Push(built);
+      }
     }
+    if (switched) g_driver.ctx_set_current(previous);
     pool.state.store(built > 0 ? kPoolReady : kPoolFailed, std::memory_order_release);
     if (built == 0) return nullptr;
     *pool_index = i;
     return &pool;
   }
   return nullptr;
+}
+
+// NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: whichever context is current.
+bool IsSpecialStream(CUstream stream) noexcept { return reinterpret_cast<uintptr_t>(stream) <= 2; }
+
+struct KnownStream {
+  CUstream stream = nullptr;
+  uint32_t pool = 0;
+};
+__attribute__((tls_model("initial-exec"))) thread_local KnownStream t_known_streams[kKnownStreams];
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_next_known_stream = 0;
+
+// The pool of `stream`'s own context. An event must be recorded in its stream's context,
+// which is not always the calling thread's current one: after an ncclGroupEnd over the
+// communicators of several GPUs, one process, the current context is at most one of theirs.
+// Each thread remembers its last streams' pools (looking a stream up costs a driver call);
+// `fresh` looks again, for a remembered handle the driver refused.
+EventPool* PoolForStream(CUstream stream, bool fresh, uint32_t* pool_index) noexcept {
+  const bool special = IsSpecialStream(stream);
+  KnownStream* slot = nullptr;
+  if (!special) {
+    for (KnownStream& known : t_known_streams) {
+      if (known.stream != stream) continue;
+      if (!fresh) {
+        *pool_index = known.pool;
+        return &g_pools[known.pool];
+      }
+      slot = &known;
+    }
+  }
+  CUcontext context = nullptr;
+  if (g_driver.stream_get_ctx(stream, &context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  EventPool* pool = PoolForContext(context, pool_index);
+  if (pool == nullptr || special) return pool;
+  if (slot == nullptr) slot = &t_known_streams[t_next_known_stream++ % kKnownStreams];
+  *slot = {stream, *pool_index};
+  return pool;
 }
 
 }  // namespace
@@ -100,6 +145,7 @@ int ProbeOnce() noexcept {
       Resolve(library, "cuEventRecord", &driver.event_record) &&
       Resolve(library, "cuEventQuery", &driver.event_query) &&
       Resolve(library, "cuStreamIsCapturing", &driver.stream_is_capturing) &&
+      Resolve(library, "cuStreamGetCtx", &driver.stream_get_ctx) &&
       Resolve(library, "cuThreadExchangeStreamCaptureMode", &driver.exchange_capture_mode);
   CUcontext context = nullptr;
   // A driver without a current context (e.g. a CPU backend in a process that merely
@@ -130,19 +176,26 @@ bool IsCapturingSlow(void* stream) noexcept {
 
 Tracking TrackAfter(void* stream, CompletionRequest request) noexcept {
   if (!CudaPresent()) return Tracking::kUntracked;
-  uint32_t pool_index = 0;
-  EventPool* pool = PoolForCurrentContext(&pool_index);
-  uint32_t event = 0;
-  if (pool == nullptr || !pool->free_events.Pop(&event)) return Tracking::kUntracked;
+  const auto cu_stream = static_cast<CUstream>(stream);
   request.stream = reinterpret_cast<uint64_t>(stream);
-  request.pool = pool_index;
-  request.event = event;
-  if (g_driver.event_record(pool->events[event], static_cast<CUstream>(stream)) != CUDA_SUCCESS ||
-      !g_requests.Push(request)) {
+  // A second try looks the stream up afresh: a remembered handle may have been destroyed
+  // and reused by a stream of another context (the driver then refuses our event).
+  for (const bool fresh : {false, true}) {
+    uint32_t pool_index = 0;
+    EventPool* pool = PoolForStream(cu_stream, fresh, &pool_index);
+    uint32_t event = 0;
+    if (pool == nullptr || !pool->free_events.Pop(&event)) return Tracking::kUntracked;
+    const CUresult recorded = g_driver.event_record(pool->events[event], cu_stream);
+    if (recorded == CUDA_SUCCESS) {
+      request.pool = pool_index;
+      request.event = event;
+      if (g_requests.Push(request)) return Tracking::kTracked;
+    }
+    // An event recorded but not queued is simply recorded again by its next use.
     pool->free_events.Push(event);
-    return Tracking::kUntracked;
+    if (recorded != CUDA_ERROR_INVALID_HANDLE || IsSpecialStream(cu_stream)) break;
   }
-  return Tracking::kTracked;
+  return Tracking::kUntracked;
 }
 
 uint64_t PollCompletions(CompletionSink on_complete) noexcept {

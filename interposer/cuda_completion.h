@@ -43,8 +43,9 @@ inline bool CudaPresent() noexcept {
 bool IsCapturingSlow(void* stream) noexcept;
 inline bool IsCapturing(void* stream) noexcept { return CudaPresent() && IsCapturingSlow(stream); }
 
-// Records an event on `stream` now and queues `request` for the watcher. kUntracked when
-// CUDA is absent, the event pool or the queue is exhausted, or the driver refuses.
+// Records an event (of the stream's own context, whichever is current) on `stream` now and
+// queues `request` for the watcher. kUntracked when CUDA is absent, the event pool or the
+// queue is exhausted, or the driver refuses.
 Tracking TrackAfter(void* stream, CompletionRequest request) noexcept;
 
 // Watcher thread: moves completed events to `on_complete` (called with the request, the

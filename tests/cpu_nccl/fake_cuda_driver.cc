@@ -7,6 +7,10 @@
 // the move kernel, which does its job on the host.
 // FAKE_CUDA_LAZY=1 reports lazy module loading, FAKE_CUDA_CAPTURING=1 streams under graph
 // capture, FAKE_CUDA_NO_IPC=1 refuses CUDA IPC (as the driver does for managed memory).
+// Contexts: one primary context per device (kFakeDevices), device 0's current on every thread
+// that set none; streams and events belong to the context current at their creation,
+// and an event is refused on another context's stream, as the driver does. The SONAME is
+// libcuda.so.1, so a library that looks the driver up by that name finds this one.
 // Threading: one worker thread per stream; the API functions may be called from any thread.
 #include <cuda.h>
 #include <fcntl.h>
@@ -81,9 +85,19 @@ struct Op {
   cn::DeviceMoveJob* job_to = nullptr;  // kHold of collwatch_hold_then_fetch: job -> job_to
 };
 
+constexpr int kFakeDevices = 4;
+char g_primary_contexts[kFakeDevices];
+thread_local CUcontext t_current_context = nullptr;  // none set: device 0's
+
+CUcontext CurrentContext() {
+  return t_current_context != nullptr ? t_current_context : reinterpret_cast<CUcontext>(&g_primary_contexts[0]);
+}
+
 class FakeStream {
  public:
   FakeStream() : worker_([this] { Work(); }) { worker_.detach(); }
+
+  CUcontext context = CurrentContext();
 
   void Push(const Op& op) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -146,6 +160,7 @@ class FakeStream {
 
 struct FakeEvent {
   std::atomic<int> pending{0};
+  CUcontext context = CurrentContext();
 };
 
 struct Range {
@@ -168,7 +183,6 @@ static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
 std::mutex g_ranges_mutex;
 std::vector<Range> g_ranges;
 std::atomic<int> g_hold_launches{0};
-char g_context_token;
 char g_hold_function_token;
 char g_move_function_token;
 char g_hold_then_fetch_function_token;
@@ -177,6 +191,11 @@ char g_other_function_token;
 FakeStream* StreamOf(CUstream stream) {
   static FakeStream* legacy = new FakeStream();
   return stream == nullptr ? legacy : reinterpret_cast<FakeStream*>(stream);
+}
+
+// The NULL stream belongs to whichever context is current.
+CUcontext ContextOf(CUstream stream) {
+  return stream == nullptr ? CurrentContext() : StreamOf(stream)->context;
 }
 
 void Remember(void* memory, size_t bytes, unsigned memory_type, int memfd = -1) {
@@ -212,11 +231,20 @@ CUresult cuGetErrorString(CUresult, const char** text) {
 }
 
 CUresult cuCtxGetCurrent(CUcontext* context) {
-  *context = reinterpret_cast<CUcontext>(&g_context_token);
+  *context = CurrentContext();
   return CUDA_SUCCESS;
 }
 
-CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext context) {
+  t_current_context = context;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (device < 0 || device >= kFakeDevices) return CUDA_ERROR_INVALID_DEVICE;
+  *context = reinterpret_cast<CUcontext>(&g_primary_contexts[device]);
+  return CUDA_SUCCESS;
+}
 
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr pointer) {
   if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE &&
@@ -303,6 +331,7 @@ CUresult cuEventCreate(CUevent* event, unsigned int) {
 
 CUresult cuEventRecord(CUevent event, CUstream stream) {
   auto* fake = reinterpret_cast<FakeEvent*>(event);
+  if (fake->context != ContextOf(stream)) return CUDA_ERROR_INVALID_HANDLE;
   fake->pending.fetch_add(1);
   Op op{Op::kEvent};
   op.event_pending = &fake->pending;
@@ -428,11 +457,25 @@ CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  *context = ContextOf(stream);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  *mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  return CUDA_SUCCESS;
+}
+
 // Streams are never freed: their detached workers may still be waking up.
 CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
 
 // For the tests: stream-hold kernels launched so far in this process (one per stream and
 // stream-ordered call or group).
 int FakeCudaHoldLaunches() { return g_hold_launches.load(); }
+
+// For the tests: `stream` now belongs to `context`, as a handle the driver reused for a new
+// stream of another context after the old one was destroyed.
+void FakeCudaMoveStream(CUstream stream, CUcontext context) { StreamOf(stream)->context = context; }
 
 }  // extern "C"
