@@ -14,7 +14,15 @@
 # run's output, tagged), modes.txt (one line per run).
 # PRELOADED=1 adds a preloaded one-process run to each unpinned round; every run ends with
 # its repetitions' per-call times beside the speed of the core (modes-raw.txt `repetition`).
-#   [UNPINNED=8] [PRELOADED=1] [ASLR_OFF=6] [CPUS="0 1 ..." ("": none)] [CALLS=5000] bash scripts/gpu_call_modes.sh
+#   4. PAIRED runs of each layout with the preload and COLLWATCH_BENCH_PAIRED=1: NCCL's own
+#      entry points against the preload's, round by round in one process (paired.txt), then
+#      PAIRED_NO_COMPLETION more with COLLWATCH_COMPLETION=off (the ring alone);
+#   5. PROFILED plain one-process runs and as many preloaded ones with COLLWATCH_BENCH_PROFILE=1:
+#      where the timing thread's time goes, per shared object and place (profiles.txt).
+#   [UNPINNED=8] [PRELOADED=1] [ASLR_OFF=6] [CPUS="0 1 ..." ("": none)] [CALLS=5000]
+#   BEFORE_PRELOAD=PATH (another build of libcollwatch.so, e.g. an earlier commit's): each
+#      PAIRED round also runs it (tag paired-before-...), to compare two builds in one run.
+#   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PROFILED=0] [BEFORE_PRELOAD=PATH] bash scripts/gpu_call_modes.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh
@@ -45,6 +53,8 @@ measure() {
   shift
   log=$(env "$@" 2>&1)
   sed "s/^/$tag /" <<<"$log" >> "$out/modes-raw.txt"
+  grep '^paired ' <<<"$log" | sed "s/^/$tag /" >> "$out/paired.txt"
+  grep '^profile' <<<"$log" | sed "s/^/$tag /" >> "$out/profiles.txt"
   awk -v tag="$tag" '
     $1 == "all_reduce_ns" { ar = $2 } $1 == "reduce_scatter_ns" { rs = $2 }
     $1 == "all_reduce_burst_ns" { arb = $2 } $1 == "reduce_scatter_burst_ns" { rsb = $2 }
@@ -56,6 +66,8 @@ measure() {
 
 : > "$out/modes-raw.txt"
 : > "$out/modes.txt"
+: > "$out/paired.txt"
+: > "$out/profiles.txt"
 for run in $(seq "${UNPINNED:-8}"); do
   measure "unpinned-one-process-$run" "$program" one-process "$calls" 5
   measure "unpinned-per-gpu-$run" "$program" per-gpu "$calls" 5
@@ -71,4 +83,35 @@ for cpu in "${cpus[@]}"; do
   measure "cpu$cpu-preload" COLLWATCH_BENCH_CPUS="$cpu" LD_PRELOAD="$preload" COLLWATCH_RING_DIR=/tmp/modes-rings \
     "$program" one-process "$calls" 5
   rm -rf /tmp/modes-rings
+done
+rings=/tmp/modes-rings
+collwatch=$PWD/.carry/bin/collwatch
+export LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH"
+builds=("paired:$preload")
+[ -n "${BEFORE_PRELOAD:-}" ] && builds+=("paired-before:$BEFORE_PRELOAD")
+for run in $(seq "${PAIRED:-0}"); do
+  for layout in per-gpu one-process; do
+    for build in "${builds[@]}"; do
+      tag="${build%%:*}-$layout-$run"
+      measure "$tag" COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings \
+        "$program" "$layout" "$calls" 8
+      # Completions the preload could not track (a refused event: `dropped`), per ring.
+      "$collwatch" dump $rings 2>&1 | grep -o 'records=[0-9]* lost=[0-9]* torn=[0-9]* dropped=[0-9]*' |
+        sed "s/^/$tag ring /" >> "$out/paired.txt"
+      rm -rf $rings
+    done
+  done
+done
+for run in $(seq "${PAIRED_NO_COMPLETION:-0}"); do
+  for layout in per-gpu one-process; do
+    measure "paired-no-completion-$layout-$run" COLLWATCH_BENCH_PAIRED=1 COLLWATCH_COMPLETION=off \
+      LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" 8
+    rm -rf $rings
+  done
+done
+for run in $(seq "${PROFILED:-0}"); do
+  measure "profiled-plain-$run" COLLWATCH_BENCH_PROFILE=1 "$program" one-process "$calls" 5
+  measure "profiled-paired-$run" COLLWATCH_BENCH_PROFILE=1 COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="$preload" \
+    COLLWATCH_RING_DIR=$rings "$program" one-process "$calls" 8
+  rm -rf $rings
 done
