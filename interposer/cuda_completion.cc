@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <initializer_list>
 
 #include "interposer/bounded_queue.h"
 #include "interposer/clock.h"
