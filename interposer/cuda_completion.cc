@@ -52,6 +52,21 @@ CompletionRequest g_pending[kMaxPending];
 uint32_t g_pending_count = 0;
 bool g_watcher_relaxed = false;
 
+// A poll's search of one stream (its handle and context's pool): its entries are
+// g_order[first, first + count).
+struct StreamSearch {
+  uint64_t stream;
+  uint32_t pool;
+  uint32_t first;
+  uint32_t count;
+};
+constexpr uint32_t kMaxSearchedStreams = 64;
+constexpr uint8_t kUnsearched = 0xff;
+StreamSearch g_streams[kMaxSearchedStreams];
+uint8_t g_stream_of[kMaxPending];
+uint32_t g_order[kMaxPending];
+bool g_done[kMaxPending];
+
 template <typename F>
 bool Resolve(void* library, const char* name, F* out) noexcept {
   *out = reinterpret_cast<F>(dlsym(library, name));
@@ -212,36 +227,81 @@ uint64_t PollCompletions(CompletionSink on_complete) noexcept {
   while (g_pending_count < kMaxPending && g_requests.Pop(&request)) {
     g_pending[g_pending_count++] = request;
   }
-  // Work on one stream completes in order: query only the oldest pending event of each
-  // stream, and keep the list in arrival order.
-  constexpr uint32_t kMaxBlockedStreams = 64;
-  uint64_t blocked[kMaxBlockedStreams];
-  uint32_t blocked_count = 0;
-  CUcontext current = nullptr;
-  uint32_t kept = 0;
+  // Work on one stream completes in order: where an event is done, so is every earlier
+  // one of its stream. Each stream's pending events are searched for the last done one
+  // (the newest first: one query when the stream caught up; else a binary search), so a
+  // poll makes a few queries per stream however many calls are in flight: each query takes
+  // the driver's locks, which the job's own launches wait for. (A stream handle destroyed
+  // and reused in its context while its work is in flight would pass for one stream here;
+  // CUDA gives no way to tell them apart.)
+  uint32_t stream_count = 0;
   for (uint32_t i = 0; i < g_pending_count; ++i) {
     const CompletionRequest& pending = g_pending[i];
-    bool stream_blocked = false;
-    for (uint32_t b = 0; b < blocked_count && !stream_blocked; ++b) {
-      stream_blocked = blocked[b] == pending.stream;
+    uint32_t s = 0;
+    while (s < stream_count &&
+           (g_streams[s].stream != pending.stream || g_streams[s].pool != pending.pool)) {
+      ++s;
     }
-    bool done = false;
-    if (!stream_blocked) {
-      EventPool& pool = g_pools[pending.pool];
-      if (current != pool.context) {
-        g_driver.ctx_set_current(pool.context);
-        current = pool.context;
-      }
-      const CUresult status = g_driver.event_query(pool.events[pending.event]);
-      done = status != CUDA_ERROR_NOT_READY;  // success, or an error: either way final
-      if (done) {
-        on_complete(pending, MonotonicNs(), static_cast<int32_t>(status));
-        pool.free_events.Push(pending.event);
-      } else if (blocked_count < kMaxBlockedStreams) {
-        blocked[blocked_count++] = pending.stream;
+    if (s == stream_count && stream_count < kMaxSearchedStreams) {
+      g_streams[stream_count++] = {pending.stream, pending.pool, 0, 0};
+    }
+    g_stream_of[i] = s < stream_count ? static_cast<uint8_t>(s) : kUnsearched;
+    if (s < stream_count) ++g_streams[s].count;
+  }
+  // Each searched stream's entries, in arrival order, side by side in g_order.
+  uint32_t next = 0;
+  for (uint32_t s = 0; s < stream_count; ++s) {
+    g_streams[s].first = next;
+    next += g_streams[s].count;
+    g_streams[s].count = 0;
+  }
+  for (uint32_t i = 0; i < g_pending_count; ++i) {
+    if (g_stream_of[i] == kUnsearched) continue;
+    StreamSearch& stream = g_streams[g_stream_of[i]];
+    g_order[stream.first + stream.count++] = i;
+  }
+  CUcontext current = nullptr;
+  const auto query = [&](const CompletionRequest& pending) noexcept {
+    EventPool& pool = g_pools[pending.pool];
+    if (current != pool.context) {
+      g_driver.ctx_set_current(pool.context);
+      current = pool.context;
+    }
+    return g_driver.event_query(pool.events[pending.event]);
+  };
+  const auto complete = [&](uint32_t i, CUresult status) noexcept {
+    on_complete(g_pending[i], MonotonicNs(), static_cast<int32_t>(status));
+    g_pools[g_pending[i].pool].free_events.Push(g_pending[i].event);
+    g_done[i] = true;
+  };
+  for (uint32_t i = 0; i < g_pending_count; ++i) g_done[i] = false;
+  for (uint32_t s = 0; s < stream_count; ++s) {
+    const uint32_t* entries = &g_order[g_streams[s].first];
+    const int64_t count = g_streams[s].count;
+    // done: entries [0, lo] (lo = -1: none known); not done: [hi, count).
+    int64_t lo = -1;
+    int64_t hi = count;
+    CUresult done_status = CUDA_SUCCESS;
+    for (int64_t probe = count - 1; lo + 1 < hi; probe = lo + (hi - lo) / 2) {
+      const CUresult status = query(g_pending[entries[probe]]);
+      if (status == CUDA_ERROR_NOT_READY) {
+        hi = probe;
+      } else {  // success, or an error the device reported: either way final
+        lo = probe;
+        done_status = status;
       }
     }
-    if (!done) g_pending[kept++] = pending;
+    for (int64_t k = 0; k <= lo; ++k) complete(entries[k], done_status);
+  }
+  // Streams past kMaxSearchedStreams: each event asked on its own.
+  for (uint32_t i = 0; i < g_pending_count; ++i) {
+    if (g_stream_of[i] != kUnsearched) continue;
+    const CUresult status = query(g_pending[i]);
+    if (status != CUDA_ERROR_NOT_READY) complete(i, status);
+  }
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < g_pending_count; ++i) {
+    if (!g_done[i]) g_pending[kept++] = g_pending[i];
   }
   g_pending_count = kept;
   return kept;

@@ -18,18 +18,22 @@
 #      entry points against the preload's, round by round in one process (paired.txt), then
 #      PAIRED_NO_COMPLETION more with COLLWATCH_COMPLETION=off (the ring alone);
 #   5. PROFILED plain one-process runs and as many preloaded ones with COLLWATCH_BENCH_PROFILE=1:
-#      where the timing thread's time goes, per shared object and place (profiles.txt).
+#      where the timing thread's time goes, per shared object and place, every place in
+#      libcollwatch.so (profiles.txt; libcollwatch.nm: its symbols, to name those places);
+#   6. PRIMITIVES=1: the driver calls a tracked call is made of, each timed alone on one GPU
+#      (collwatch_nccl_call_cost ... primitives: primitives.txt).
 #   [UNPINNED=8] [PRELOADED=1] [ASLR_OFF=6] [CPUS="0 1 ..." ("": none)] [CALLS=5000]
 #   BEFORE_PRELOAD=PATH (another build of libcollwatch.so, e.g. an earlier commit's): each
 #      PAIRED round also runs it (tag paired-before-...), to compare two builds in one run.
-#   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PROFILED=0] [BEFORE_PRELOAD=PATH] bash scripts/gpu_call_modes.sh
+#   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PAIRED_ROUNDS=8] [PROFILED=0] [BEFORE_PRELOAD=PATH] [PRIMITIVES=0]
+#   bash scripts/gpu_call_modes.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh
 out=${OUT:-/tmp/collwatch-call-modes}
 mkdir -p "$out"
 calls=${CALLS:-5000}
-build_gpu_trainer "$out/build.log" collwatch_preload collwatch_nccl_two_gpu_cost || exit 1
+build_gpu_trainer "$out/build.log" collwatch_preload collwatch_nccl_two_gpu_cost collwatch_nccl_call_cost || exit 1
 preload=$PWD/build-gpu-trainer/interposer/libcollwatch.so
 program=$PWD/build-gpu-trainer/tests/gpu/collwatch_nccl_two_gpu_cost
 
@@ -94,7 +98,7 @@ for run in $(seq "${PAIRED:-0}"); do
     for build in "${builds[@]}"; do
       tag="${build%%:*}-$layout-$run"
       measure "$tag" COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings \
-        "$program" "$layout" "$calls" 8
+        "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
       # Completions the preload could not track (a refused event: `dropped`), per ring.
       "$collwatch" dump $rings 2>&1 | grep -o 'records=[0-9]* lost=[0-9]* torn=[0-9]* dropped=[0-9]*' |
         sed "s/^/$tag ring /" >> "$out/paired.txt"
@@ -105,13 +109,19 @@ done
 for run in $(seq "${PAIRED_NO_COMPLETION:-0}"); do
   for layout in per-gpu one-process; do
     measure "paired-no-completion-$layout-$run" COLLWATCH_BENCH_PAIRED=1 COLLWATCH_COMPLETION=off \
-      LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" 8
+      LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
     rm -rf $rings
   done
 done
+[ "${PROFILED:-0}" -gt 0 ] && nm -n --defined-only "$preload" > "$out/libcollwatch.nm"
 for run in $(seq "${PROFILED:-0}"); do
   measure "profiled-plain-$run" COLLWATCH_BENCH_PROFILE=1 "$program" one-process "$calls" 5
-  measure "profiled-paired-$run" COLLWATCH_BENCH_PROFILE=1 COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="$preload" \
-    COLLWATCH_RING_DIR=$rings "$program" one-process "$calls" 8
-  rm -rf $rings
+  for layout in one-process per-gpu; do
+    measure "profiled-paired-$layout-$run" COLLWATCH_BENCH_PROFILE=1 COLLWATCH_BENCH_PROFILE_OBJECT=libcollwatch.so \
+      COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" 8
+    rm -rf $rings
+  done
 done
+if [ "${PRIMITIVES:-0}" = 1 ]; then
+  build-gpu-trainer/tests/gpu/collwatch_nccl_call_cost 20000 9 primitives > "$out/primitives.txt" 2>&1
+fi

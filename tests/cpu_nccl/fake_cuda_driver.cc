@@ -183,6 +183,7 @@ static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
 std::mutex g_ranges_mutex;
 std::vector<Range> g_ranges;
 std::atomic<int> g_hold_launches{0};
+std::atomic<int> g_event_queries{0};
 char g_hold_function_token;
 char g_move_function_token;
 char g_hold_then_fetch_function_token;
@@ -340,6 +341,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
 }
 
 CUresult cuEventQuery(CUevent event) {
+  g_event_queries.fetch_add(1);
   return reinterpret_cast<FakeEvent*>(event)->pending.load() == 0 ? CUDA_SUCCESS
                                                                   : CUDA_ERROR_NOT_READY;
 }
@@ -473,6 +475,9 @@ CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
 // For the tests: stream-hold kernels launched so far in this process (one per stream and
 // stream-ordered call or group).
 int FakeCudaHoldLaunches() { return g_hold_launches.load(); }
+
+// For the tests: cuEventQuery calls so far in this process.
+int FakeCudaEventQueries() { return g_event_queries.load(); }
 
 // For the tests: `stream` now belongs to `context`, as a handle the driver reused for a new
 // stream of another context after the old one was destroyed.

@@ -24,7 +24,8 @@
 // (medians over the rounds; A is the median of each round's difference, per group of two in
 // one-process).
 // COLLWATCH_BENCH_PROFILE=1: samples where the timing thread's time goes (pc_sampler.h),
-// per phase (the all-reduce's long runs and bursts; paired: direct and interposed).
+// per phase (the all-reduce's long runs and bursts; paired: direct and interposed), with
+// every place of the shared object COLLWATCH_BENCH_PROFILE_OBJECT names (e.g. libcollwatch.so).
 // Usage: collwatch_nccl_two_gpu_cost per-gpu|one-process [CALLS] [REPETITIONS]
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -150,7 +151,7 @@ void Measure(int calls, int repetitions, const IssueFn& issue, const std::functi
   for (size_t r = 0; r < paired.size(); ++r) {
     std::printf("repetition %zu all_reduce_ns %.1f cpu_chain_ns %.0f\n", r, paired[r].first, paired[r].second);
   }
-  if (sampler) sampler->Print(kPhaseNames, 25);
+  if (sampler) sampler->Print(kPhaseNames, 25, std::getenv("COLLWATCH_BENCH_PROFILE_OBJECT"));
 }
 
 // Direct against interposed runs, round by round in alternating order (COLLWATCH_BENCH_PAIRED).
@@ -199,7 +200,7 @@ void MeasurePaired(int calls, int rounds, const IssueFn& issue, const std::funct
   if (!print) return;
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
   use.Print();
-  if (sampler) sampler->Print(kPhaseNames, 25);
+  if (sampler) sampler->Print(kPhaseNames, 25, std::getenv("COLLWATCH_BENCH_PROFILE_OBJECT"));
 }
 
 void MeasureChosen(int calls, int repetitions, const IssueFn& issue, const std::function<void()>& drain, bool print) {

@@ -65,8 +65,9 @@ class PcSampler {
   // For each named phase: "profile PHASE samples N", then "profile_object PHASE PCT OBJECT"
   // for objects with at least 1 % of its samples and "profile_place PHASE PCT OBJECT+OFFSET
   // SYMBOL" for its `places` hottest places (a symbol's start where dladdr names one, else the
-  // 256-byte block; SYMBOL is "-" where none covers the address).
-  void Print(const char* const names[kPhases], int places) {
+  // 256-byte block; SYMBOL is "-" where none covers the address), and every place of the
+  // object named `in_full` (nullptr: none).
+  void Print(const char* const names[kPhases], int places, const char* in_full) {
     Stop();
     const uint64_t count = std::min<uint64_t>(count_.load(), kMaxSamples);
     for (int phase = 1; phase < kPhases; ++phase) {
@@ -89,7 +90,9 @@ class PcSampler {
       std::vector<std::pair<uint64_t, std::string>> hottest;
       for (const auto& [place, n] : where) hottest.emplace_back(n, place);
       std::sort(hottest.rbegin(), hottest.rend());
-      for (int i = 0; i < places && i < static_cast<int>(hottest.size()); ++i) {
+      for (int i = 0; i < static_cast<int>(hottest.size()); ++i) {
+        const bool named = in_full != nullptr && hottest[i].second.rfind(std::string(in_full) + "+", 0) == 0;
+        if (i >= places && !named) continue;
         std::printf("profile_place %s %.1f %s\n", names[phase], 100.0 * hottest[i].first / total,
                     hottest[i].second.c_str());
       }

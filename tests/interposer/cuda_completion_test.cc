@@ -7,8 +7,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
+#include <vector>
 #include <thread>
 
 namespace collwatch {
@@ -18,15 +20,28 @@ struct FakeDriver {
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuModuleLoadData) module_load_data = nullptr;
+  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   void (*move_stream)(CUstream, CUcontext) = nullptr;
+  int (*event_queries)() = nullptr;
 };
 
 std::set<uint64_t> g_completed_seqs;
+std::vector<uint64_t> g_completion_order;
 int32_t g_worst_status = 0;
 
 void Collect(const CompletionRequest& request, uint64_t, int32_t cuda_status) {
   g_completed_seqs.insert(request.seq);
+  g_completion_order.push_back(request.seq);
   if (cuda_status != 0) g_worst_status = cuda_status;
+}
+
+template <typename F>
+void Find(void* library, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(library, name));
+  ASSERT_NE(*out, nullptr) << name;
 }
 
 class CudaCompletionTest : public ::testing::Test {
@@ -34,17 +49,21 @@ class CudaCompletionTest : public ::testing::Test {
   void SetUp() override {
     void* library = dlopen(COLLWATCH_FAKE_LIBCUDA, RTLD_NOW | RTLD_GLOBAL);
     ASSERT_NE(library, nullptr) << dlerror();
-    driver_.primary_ctx_retain =
-        reinterpret_cast<decltype(driver_.primary_ctx_retain)>(dlsym(library, "cuDevicePrimaryCtxRetain"));
-    driver_.ctx_set_current = reinterpret_cast<decltype(driver_.ctx_set_current)>(dlsym(library, "cuCtxSetCurrent"));
-    driver_.stream_create = reinterpret_cast<decltype(driver_.stream_create)>(dlsym(library, "cuStreamCreate"));
-    driver_.move_stream = reinterpret_cast<decltype(driver_.move_stream)>(dlsym(library, "FakeCudaMoveStream"));
-    ASSERT_TRUE(driver_.primary_ctx_retain && driver_.ctx_set_current && driver_.stream_create && driver_.move_stream);
+    Find(library, "cuDevicePrimaryCtxRetain", &driver_.primary_ctx_retain);
+    Find(library, "cuCtxSetCurrent", &driver_.ctx_set_current);
+    Find(library, "cuStreamCreate", &driver_.stream_create);
+    Find(library, "cuStreamSynchronize", &driver_.stream_synchronize);
+    Find(library, "cuModuleLoadData", &driver_.module_load_data);
+    Find(library, "cuModuleGetFunction", &driver_.module_get_function);
+    Find(library, "cuLaunchKernel", &driver_.launch_kernel);
+    Find(library, "FakeCudaMoveStream", &driver_.move_stream);
+    Find(library, "FakeCudaEventQueries", &driver_.event_queries);
     ASSERT_EQ(driver_.primary_ctx_retain(&gpu0_, 0), CUDA_SUCCESS);
     ASSERT_EQ(driver_.primary_ctx_retain(&gpu1_, 1), CUDA_SUCCESS);
     ProbeCuda();
     ASSERT_TRUE(CudaPresent()) << "the preload's probe did not find the fake driver as libcuda.so.1";
     g_completed_seqs.clear();
+    g_completion_order.clear();
     g_worst_status = 0;
   }
 
@@ -68,6 +87,18 @@ class CudaCompletionTest : public ::testing::Test {
       PollCompletions(&Collect);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+  }
+
+  // Holds `stream` (the fake's stream-hold kernel) until *release reaches 1; *ready is 1
+  // once everything enqueued before it ran.
+  void Hold(CUstream stream, std::atomic<uint32_t>* ready, std::atomic<uint32_t>* release) {
+    CUmodule module = nullptr;
+    CUfunction hold = nullptr;
+    ASSERT_EQ(driver_.module_load_data(&module, ".entry collwatch_hold_stream"), CUDA_SUCCESS);
+    ASSERT_EQ(driver_.module_get_function(&hold, module, "collwatch_hold_stream"), CUDA_SUCCESS);
+    uint32_t token = 1;
+    void* params[] = {&ready, &release, &token};
+    ASSERT_EQ(driver_.launch_kernel(hold, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr), CUDA_SUCCESS);
   }
 
   FakeDriver driver_;
@@ -102,6 +133,34 @@ TEST_F(CudaCompletionTest, AReusedStreamHandleIsFollowedToItsNewContext) {
   EXPECT_EQ(Track(stream, 3), Tracking::kTracked);
   AwaitCompletions(3);
   EXPECT_EQ(g_completed_seqs, (std::set<uint64_t>{1, 2, 3}));
+}
+
+// Events of one stream complete in order: a poll finds where the done ones end with a few
+// queries, not one per event in flight.
+TEST_F(CudaCompletionTest, APollAsksAFewEventsPerStreamHoweverManyAreInFlight) {
+  CUstream stream = StreamOn(gpu0_);
+  for (uint64_t seq = 1; seq <= 100; ++seq) ASSERT_EQ(Track(stream, seq), Tracking::kTracked);
+  std::atomic<uint32_t> ready{0};
+  std::atomic<uint32_t> release{0};
+  Hold(stream, &ready, &release);
+  for (uint64_t seq = 101; seq <= 200; ++seq) ASSERT_EQ(Track(stream, seq), Tracking::kTracked);
+  while (ready.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  int queries_before = driver_.event_queries();
+  EXPECT_EQ(PollCompletions(&Collect), 100u);  // still pending
+  EXPECT_LE(driver_.event_queries() - queries_before, 10);
+  std::vector<uint64_t> first_hundred;
+  for (uint64_t seq = 1; seq <= 100; ++seq) first_hundred.push_back(seq);
+  EXPECT_EQ(g_completion_order, first_hundred);
+
+  release.store(1);
+  ASSERT_EQ(driver_.stream_synchronize(stream), CUDA_SUCCESS);
+  queries_before = driver_.event_queries();
+  EXPECT_EQ(PollCompletions(&Collect), 0u);
+  EXPECT_EQ(driver_.event_queries() - queries_before, 1);  // the newest is done: so are all
+  EXPECT_EQ(g_completed_seqs.size(), 200u);
+  EXPECT_EQ(g_completion_order.back(), 200u);
+  EXPECT_EQ(g_worst_status, 0);
 }
 
 // The NULL stream is the current context's: never remembered as one context's.
