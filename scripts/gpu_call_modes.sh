@@ -24,7 +24,8 @@
 #      (collwatch_nccl_call_cost ... primitives: primitives.txt).
 #   [UNPINNED=8] [PRELOADED=1] [ASLR_OFF=6] [CPUS="0 1 ..." ("": none)] [CALLS=5000]
 #   BEFORE_PRELOAD=PATH (another build of libcollwatch.so, e.g. an earlier commit's): each
-#      PAIRED round also runs it (tag paired-before-...), to compare two builds in one run.
+#      PAIRED round also runs it (tag paired-before-...), to compare two builds in one run;
+#      PRELOAD=PATH replaces the build made here (two builds from one compiler compare best).
 #   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PAIRED_ROUNDS=8] [PROFILED=0] [BEFORE_PRELOAD=PATH] [PRIMITIVES=0]
 #   bash scripts/gpu_call_modes.sh
 set -uo pipefail
@@ -34,7 +35,7 @@ out=${OUT:-/tmp/collwatch-call-modes}
 mkdir -p "$out"
 calls=${CALLS:-5000}
 build_gpu_trainer "$out/build.log" collwatch_preload collwatch_nccl_two_gpu_cost collwatch_nccl_call_cost || exit 1
-preload=$PWD/build-gpu-trainer/interposer/libcollwatch.so
+preload=${PRELOAD:-$PWD/build-gpu-trainer/interposer/libcollwatch.so}
 program=$PWD/build-gpu-trainer/tests/gpu/collwatch_nccl_two_gpu_cost
 
 {
@@ -108,9 +109,11 @@ for run in $(seq "${PAIRED:-0}"); do
 done
 for run in $(seq "${PAIRED_NO_COMPLETION:-0}"); do
   for layout in per-gpu one-process; do
-    measure "paired-no-completion-$layout-$run" COLLWATCH_BENCH_PAIRED=1 COLLWATCH_COMPLETION=off \
-      LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
-    rm -rf $rings
+    for build in "${builds[@]}"; do
+      measure "${build%%:*}-no-completion-$layout-$run" COLLWATCH_BENCH_PAIRED=1 COLLWATCH_COMPLETION=off \
+        LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
+      rm -rf $rings
+    done
   done
 done
 [ "${PROFILED:-0}" -gt 0 ] && nm -n --defined-only "$preload" > "$out/libcollwatch.nm"
