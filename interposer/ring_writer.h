@@ -47,12 +47,6 @@ class RingWriter {
     std::atomic_thread_fence(std::memory_order_release);
     ring::StorePayload(slot, record);
     ring::CommitWord(slot).store(index + 1, std::memory_order_release);
-    // The next record's slot was last written a lane's length ago, long out of the cache:
-    // fetch it now, while NCCL runs the call, rather than stall the next call on it (on a
-    // GPU host, between two real NCCL calls, those misses were most of a record's cost).
-    const char* next = reinterpret_cast<const char*>(Slot(lane, index + 1));
-    __builtin_prefetch(next, 1, 3);
-    __builtin_prefetch(next + ring::kRecordBytes / 2, 1, 3);  // a record is two lines
     return index;
   }
 
