@@ -45,10 +45,14 @@ exit 0
 )script";
 
 // The control daemon: starts the server as a child without the pipe variable, then waits.
+// The server's pid is published once it runs under its name, as NVIDIA's does from the
+// start (before, the child is `env` for a moment, and no MPS process to look for).
 constexpr char kFakeDaemon[] = R"script(#!/bin/bash
 echo $$ > "$CUDA_MPS_PIPE_DIRECTORY/daemon.pid"
 env -u CUDA_MPS_PIPE_DIRECTORY "$FAKE_MPS_SERVER" 300 &
-echo $! > "$CUDA_MPS_PIPE_DIRECTORY/server.pid"
+server=$!
+until [ "$(cat /proc/$server/comm 2>/dev/null)" = nvidia-cuda-mps ]; do sleep 0.01; done
+echo $server > "$CUDA_MPS_PIPE_DIRECTORY/server.pid"
 wait
 )script";
 
