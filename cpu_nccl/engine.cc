@@ -405,8 +405,9 @@ ncclResult_t CaptureTask(const Task& task) noexcept {
 
 Graph* EndCapture() noexcept {
   auto* graph = static_cast<Graph*>(std::malloc(sizeof(Graph)));
-  if (graph != nullptr) *graph = Graph{t_capture.tasks, t_capture.count};
-  if (graph == nullptr) {
+  if (graph != nullptr) {
+    *graph = Graph{t_capture.tasks, t_capture.count};
+  } else {
     for (int i = 0; i < t_capture.count; ++i) ReleaseComm(t_capture.tasks[i].comm);
     std::free(t_capture.tasks);
   }

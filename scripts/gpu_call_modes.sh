@@ -26,14 +26,15 @@
 #   BEFORE_PRELOAD=PATH (another build of libcollwatch.so, e.g. an earlier commit's): each
 #      PAIRED round also runs it (tag paired-before-...), to compare two builds in one run;
 #      PRELOAD=PATH replaces the build made here (two builds from one compiler compare best).
-#   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PAIRED_ROUNDS=8] [PROFILED=0] [BEFORE_PRELOAD=PATH] [PRIMITIVES=0]
-#   bash scripts/gpu_call_modes.sh
+#   [PAIRED=0] [PAIRED_NO_COMPLETION=0] [PAIRED_ROUNDS=8] [PROFILED=0] [BEFORE_PRELOAD=PATH] [PRELOAD=PATH]
+#   [PRIMITIVES=0] bash scripts/gpu_call_modes.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_common.sh
 out=${OUT:-/tmp/collwatch-call-modes}
 mkdir -p "$out"
 calls=${CALLS:-5000}
+rings=/tmp/modes-rings
 build_gpu_trainer "$out/build.log" collwatch_preload collwatch_nccl_two_gpu_cost collwatch_nccl_call_cost || exit 1
 preload=${PRELOAD:-$PWD/build-gpu-trainer/interposer/libcollwatch.so}
 program=$PWD/build-gpu-trainer/tests/gpu/collwatch_nccl_two_gpu_cost
@@ -77,7 +78,7 @@ for run in $(seq "${UNPINNED:-8}"); do
   measure "unpinned-one-process-$run" "$program" one-process "$calls" 5
   measure "unpinned-per-gpu-$run" "$program" per-gpu "$calls" 5
   [ "${PRELOADED:-0}" = 1 ] && measure "preload-one-process-$run" LD_PRELOAD="$preload" \
-    COLLWATCH_RING_DIR=/tmp/modes-rings "$program" one-process "$calls" 5 && rm -rf /tmp/modes-rings
+    COLLWATCH_RING_DIR=$rings "$program" one-process "$calls" 5 && rm -rf $rings
 done
 for run in $(seq "${ASLR_OFF:-6}"); do
   measure "aslr-off-one-process-$run" setarch "$(uname -m)" -R "$program" one-process "$calls" 5
@@ -85,37 +86,35 @@ done
 read -r -a cpus <<<"${CPUS-$(seq -s ' ' 0 $(($(nproc) - 1)))}"
 for cpu in "${cpus[@]}"; do
   measure "cpu$cpu-plain" COLLWATCH_BENCH_CPUS="$cpu" "$program" one-process "$calls" 5
-  measure "cpu$cpu-preload" COLLWATCH_BENCH_CPUS="$cpu" LD_PRELOAD="$preload" COLLWATCH_RING_DIR=/tmp/modes-rings \
+  measure "cpu$cpu-preload" COLLWATCH_BENCH_CPUS="$cpu" LD_PRELOAD="$preload" COLLWATCH_RING_DIR=$rings \
     "$program" one-process "$calls" 5
-  rm -rf /tmp/modes-rings
+  rm -rf $rings
 done
-rings=/tmp/modes-rings
 collwatch=$PWD/.carry/bin/collwatch
 export LD_LIBRARY_PATH="$PWD/.carry/lib:$LD_LIBRARY_PATH"
 builds=("paired:$preload")
 [ -n "${BEFORE_PRELOAD:-}" ] && builds+=("paired-before:$BEFORE_PRELOAD")
-for run in $(seq "${PAIRED:-0}"); do
-  for layout in per-gpu one-process; do
-    for build in "${builds[@]}"; do
-      tag="${build%%:*}-$layout-$run"
-      measure "$tag" COLLWATCH_BENCH_PAIRED=1 LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings \
-        "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
-      # Completions the preload could not track (a refused event: `dropped`), per ring.
-      "$collwatch" dump $rings 2>&1 | grep -o 'records=[0-9]* lost=[0-9]* torn=[0-9]* dropped=[0-9]*' |
-        sed "s/^/$tag ring /" >> "$out/paired.txt"
-      rm -rf $rings
+# paired_runs RUNS TAG_PART [NAME=VALUE...]: RUNS rounds of paired runs of each layout and
+# build, tagged BUILD[TAG_PART]-LAYOUT-RUN, with the environment given.
+paired_runs() {
+  local runs=$1 part=$2 run layout build tag
+  shift 2
+  for run in $(seq "$runs"); do
+    for layout in per-gpu one-process; do
+      for build in "${builds[@]}"; do
+        tag="${build%%:*}$part-$layout-$run"
+        measure "$tag" COLLWATCH_BENCH_PAIRED=1 "$@" LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings \
+          "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
+        # Completions the preload could not track (a refused event: `dropped`), per ring.
+        "$collwatch" dump $rings 2>&1 | grep -o 'records=[0-9]* lost=[0-9]* torn=[0-9]* dropped=[0-9]*' |
+          sed "s/^/$tag ring /" >> "$out/paired.txt"
+        rm -rf $rings
+      done
     done
   done
-done
-for run in $(seq "${PAIRED_NO_COMPLETION:-0}"); do
-  for layout in per-gpu one-process; do
-    for build in "${builds[@]}"; do
-      measure "${build%%:*}-no-completion-$layout-$run" COLLWATCH_BENCH_PAIRED=1 COLLWATCH_COMPLETION=off \
-        LD_PRELOAD="${build#*:}" COLLWATCH_RING_DIR=$rings "$program" "$layout" "$calls" "${PAIRED_ROUNDS:-8}"
-      rm -rf $rings
-    done
-  done
-done
+}
+paired_runs "${PAIRED:-0}" ""
+paired_runs "${PAIRED_NO_COMPLETION:-0}" -no-completion COLLWATCH_COMPLETION=off
 [ "${PROFILED:-0}" -gt 0 ] && nm -n --defined-only "$preload" > "$out/libcollwatch.nm"
 for run in $(seq "${PROFILED:-0}"); do
   measure "profiled-plain-$run" COLLWATCH_BENCH_PROFILE=1 "$program" one-process "$calls" 5
