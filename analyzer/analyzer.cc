@@ -34,7 +34,8 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
     if (comm.nranks <= 0) continue;
     CheckAgreement(comm, progress, now_ns, final_pass, &found);
     CheckP2p(comm, progress, now_ns, final_pass, &found);
-    LearnTimes(comm, progress);
+    CheckResolved(comm, progress);
+    LearnTimes(comm, progress, &found);
   }
   // Stalls after every agreement check: a divergence anywhere explains stalls elsewhere.
   // The communicator whose stall began first goes first: a rank held there stops arriving
@@ -225,7 +226,7 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
   }
 }
 
-void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
+void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<Finding>* out) {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = progress.agreed_seq;
   for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
@@ -240,7 +241,14 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress) {
       last_complete = std::max(last_complete, call->complete_ns);
       bytes = CallBytes(*call);
     }
-    if (last_enter > 0) expected_.Observe(bytes, Seconds(last_complete - last_enter), Seconds(last_enter - first_enter));
+    if (last_enter == 0) continue;
+    // The join threshold as it stood while this collective waited (FrontierOf's).
+    const double join_threshold = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
+    if (Seconds(last_enter - first_enter) >= join_threshold && seq > progress.late_reported_seq &&
+        seq > progress.stall_reported_seq) {
+      ReportPastStraggler(comm, progress, seq, join_threshold, out);
+    }
+    expected_.Observe(bytes, Seconds(last_complete - last_enter), Seconds(last_enter - first_enter));
   }
   progress.timed_seq = std::max(progress.timed_seq, completed);
 }

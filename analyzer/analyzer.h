@@ -76,6 +76,14 @@ class Analyzer {
   // it was found (JobModel::AddStacks); returns the indexes into findings() whose stacks
   // changed.
   std::vector<size_t> AttachStacks();
+  // Indexes into findings() of the stalls that resolved (stragglers, reworded in place)
+  // since the last call.
+  std::vector<size_t> TakeResolved();
+  // Whether every rank `finding` (NOT_JOINED, COMM_INIT_STALL) waits for is at work as of
+  // its latest look: its process runs, its CPU time advances, and it is inside no NCCL
+  // call (a checkpoint or an evaluation on one rank). Evidence of work, not of a hang;
+  // false for any other finding, or when a look is missing or older than `now_ns` allows.
+  bool LateRanksAtWork(const Finding& finding, int64_t now_ns) const;
   // The stall threshold for a collective of `bytes` (per rank) on `comm`.
   double StallThresholdS(const Comm& comm, double bytes) const;
   // Per communicator with something in flight, its oldest collective.
@@ -87,7 +95,10 @@ class Analyzer {
     bool diverged = false;            // a divergence finding exists: stalls are its echo
     int64_t mismatch_seen_ns = 0;     // a mismatch waiting for the grace period
     uint64_t stall_reported_seq = 0;  // last seq a stall finding named
+    uint64_t late_reported_seq = 0;   // last seq a NOT_JOINED named (open or resolved)
     bool init_stall_reported = false;
+    std::optional<size_t> open_stall;       // findings_ index of a stall not resolved yet
+    std::optional<size_t> open_init_stall;  // the same for COMM_INIT_STALL
     uint64_t timed_seq = 0;           // seqs up to here fed the expected-time model
     std::vector<size_t> p2p_cursor;   // per rank: p2p calls already paired
     uint64_t forgotten_before_seq = 1;  // bounded history: collectives below are dropped
@@ -123,7 +134,16 @@ class Analyzer {
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);
-  void LearnTimes(const Comm& comm, CommProgress& progress);
+  // Feeds completed collectives to the expected-time model; one whose ranks arrived
+  // further apart than the join threshold, never reported while it waited (post-mortem,
+  // or between two online passes), is a straggler: reported, resolved (stragglers.cc).
+  void LearnTimes(const Comm& comm, CommProgress& progress, std::vector<Finding>* out);
+  void ReportPastStraggler(const Comm& comm, CommProgress& progress, uint64_t seq, double threshold_s,
+                           std::vector<Finding>* out);
+  // Resolves the communicator's open stalls whose late ranks arrived, collective completed
+  // or creation returned (stragglers.cc).
+  void CheckResolved(const Comm& comm, CommProgress& progress);
+  void Resolve(size_t index, int64_t resolved_ns);
   // `frontier`: FrontierOf(comm), as computed this pass.
   void CheckStall(const Comm& comm, CommProgress& progress, const std::optional<Frontier>& frontier, int64_t now_ns,
                   bool final_pass, std::vector<Finding>* out);
@@ -161,6 +181,7 @@ class Analyzer {
   std::vector<CommProgress> progress_;  // by CommIndex
   std::map<P2pKey, P2pSide> unpaired_p2p_;
   std::vector<Finding> findings_;
+  std::vector<size_t> resolved_;  // findings_ indexes resolved, not taken yet
   std::vector<size_t> next_forget_at_;  // by process: stored calls that start the next pass
 };
 

@@ -207,6 +207,16 @@ struct FindingStacks {
 // wire, which carries its words.
 using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
 
+// A stall that later resolved: the late ranks arrived (NOT_JOINED), the collective
+// completed (TRANSPORT_STALL), creation returned (COMM_INIT_STALL). A straggler, not a
+// hang: kept in the report, out of the verdict. Divergences and RANK_LOST never resolve.
+struct StallResolution {
+  int64_t resolved_ns = 0;      // CLOCK_REALTIME of the record that ended the wait
+  double resolved_after_s = 0;  // detection -> resolution (DESIGN.md `resolved_after_s`)
+  double lag_s = 0;             // the whole wait: first bad record -> resolution
+  bool operator==(const StallResolution&) const = default;
+};
+
 struct Finding {
   FindingKind kind = FindingKind::kPathDivergence;
   // False when the evidence fits other kinds too: `kind` is the literal reading (what the
@@ -235,6 +245,8 @@ struct Finding {
   std::vector<ProcessReport> processes;
   // Stalls: where the processes it names were, from their stacks taken at the finding.
   std::optional<FindingStacks> stacks;
+  // Set once the stall resolved (the analyzer rewords the finding then, in place).
+  std::optional<StallResolution> resolution;
 };
 
 // "comm 3f2a9c01" (the first 8 hex digits).

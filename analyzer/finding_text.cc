@@ -466,6 +466,52 @@ Words RankLostWords(const Finding& f, const StallFacts& s) {
   return w;
 }
 
+// --- Stalls that resolved ---------------------------------------------------------------------
+
+// A straggler: the wait ended and the job went on. Said as such, with how long it lasted.
+Words StragglerWords(const Finding& f, const StallFacts& s, const StallResolution& r) {
+  const std::string where = CollectiveText(f.comm_id, f.seq, s.call);
+  const std::string after = absl::StrFormat(
+      "reported %.1f s into the wait (stall threshold %.1f s), it resolved %.1f s after that, and the job went on: a "
+      "straggler, not a hang, which does not make the job unhealthy",
+      f.detect_latency_s, s.threshold_s, r.resolved_after_s);
+  const std::string advice =
+      "If the pause is expected (a checkpoint or an evaluation on one rank), the threshold for joining grows with "
+      "the longest arrival spread seen, so it is reported once; to avoid even that, set --stall-after above it, "
+      "or move the work after a collective every rank joins (docs/findings.md).";
+  Words w;
+  if (f.kind == FindingKind::kNotJoined) {
+    const std::vector<int32_t>& late = f.lagging_ranks;
+    w.labels = {"entered the collective", absl::StrFormat("arrived %.1f s late", r.lag_s)};
+    w.brief = absl::StrFormat("straggler: %s arrived %.1f s late at %s; the job went on", RanksText(late, f.comm_size),
+                              r.lag_s, where);
+    w.summary = absl::StrFormat(
+        "%s arrived at %s %.1f s after %s entered it; %s. The waiting ranks lost that time: extra work on some ranks "
+        "only (logging, evaluation or checkpointing on rank 0 without a barrier), a slow node, or a slow start. %s",
+        Capitalized(RanksText(late, f.comm_size)), where, r.lag_s, RanksText(s.entered, f.comm_size), after, advice);
+    return w;
+  }
+  if (f.kind == FindingKind::kCommInitStall) {
+    w.labels = {"waited in creation"};
+    w.brief = absl::StrFormat("straggler: creating %s took %.1f s; the job went on", CommText(f.comm_id), r.lag_s);
+    w.summary = absl::StrFormat(
+        "Creating %s took %.1f s: %s waited for %s; %s. Ranks that start late (data loading, a checkpoint load, "
+        "compilation) hold up the others' first communicator. %s",
+        CommText(f.comm_id), r.lag_s, RanksText(s.entered, f.comm_size), RanksText(f.lagging_ranks, f.comm_size),
+        after, advice);
+    return w;
+  }
+  w.labels = {"entered, completed late"};
+  w.brief = absl::StrFormat("straggler: %s completed %.1f s after every rank entered it; the job went on", where,
+                            r.lag_s);
+  w.summary = absl::StrFormat(
+      "Every rank of %s entered seq %d and it completed %.1f s later (expected about %.2f s); %s. A collective this "
+      "slow that still completes is a slow or congested link, a throttled GPU, or a rank whose process was briefly "
+      "held up.",
+      CommText(f.comm_id), f.seq, r.lag_s, s.expected_s, after);
+  return w;
+}
+
 // --- One place ------------------------------------------------------------------------------
 
 std::optional<Words> WordsOf(const Finding& f) {
@@ -486,6 +532,7 @@ std::optional<Words> WordsOf(const Finding& f) {
     }
   }
   if (const auto* s = std::get_if<StallFacts>(&f.evidence)) {
+    if (f.resolution && f.kind != FindingKind::kRankLost) return StragglerWords(f, *s, *f.resolution);
     switch (f.kind) {
       case FindingKind::kNotJoined: return NotJoinedWords(f, *s);
       case FindingKind::kTransportStall: return TransportStallWords(f, *s);

@@ -127,7 +127,8 @@ std::string MissingRanksText(const ReportInfo& info) {
 
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info) {
   std::vector<std::string> reasons;
-  if (!findings.empty()) reasons.push_back(absl::StrCat(findings.size(), findings.size() == 1 ? " finding" : " findings"));
+  const size_t hangs = UnresolvedCount(findings);
+  if (hangs > 0) reasons.push_back(absl::StrCat(hangs, hangs == 1 ? " finding" : " findings"));
   int killed = 0, exited_nonzero = 0, gone = 0;
   for (const RankEnding& rank : info.ranks) {
     if (!rank.failed) continue;
@@ -204,8 +205,13 @@ void NoteStoppedByCollwatch(ReportInfo* info) {
   }
 }
 
+size_t UnresolvedCount(const std::vector<Finding>& findings) {
+  return static_cast<size_t>(
+      std::count_if(findings.begin(), findings.end(), [](const Finding& finding) { return !finding.resolution; }));
+}
+
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
-  if (!findings.empty() || !info.data_gaps.empty() || !info.missing_ranks.empty()) return false;
+  if (UnresolvedCount(findings) > 0 || !info.data_gaps.empty() || !info.missing_ranks.empty()) return false;
   for (const RankEnding& rank : info.ranks) {
     if (rank.failed) return false;
   }
@@ -279,6 +285,10 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"call_paths", call_paths},
           {"branch_point", branch_point},
           {"detect_latency_s", finding.detect_latency_s},
+          {"resolved", finding.resolution.has_value()},
+          {"resolved_after_s",
+           finding.resolution ? nlohmann::json(finding.resolution->resolved_after_s) : nlohmann::json(nullptr)},
+          {"lag_s", finding.resolution ? nlohmann::json(finding.resolution->lag_s) : nlohmann::json(nullptr)},
           {"first_bad_time", WallClock(finding.first_bad_ns)},
           {"found_time", WallClock(finding.found_ns)},
           {"headline", finding.headline},
@@ -342,6 +352,11 @@ std::string FindingTextOf(const Finding& finding) {
   std::string text = absl::StrCat(finding.headline, "\n");
   absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
                         WallClock(finding.first_bad_ns));
+  if (finding.resolution) {
+    absl::StrAppendFormat(&text, "  resolved %.2f s after that (%s): %.2f s in all, not a hang\n",
+                          finding.resolution->resolved_after_s, WallClock(finding.resolution->resolved_ns),
+                          finding.resolution->lag_s);
+  }
   for (const RankClass& rank_class : finding.rank_classes) {
     absl::StrAppendFormat(&text, "  %-5s %-16s %s\n", rank_class.ranks.size() == 1 ? "rank" : "ranks",
                           RankListText(rank_class.ranks), rank_class.label);
@@ -440,8 +455,17 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
     if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
     return text;
   }
-  absl::StrAppendFormat(&text, "\n%d finding%s; the first is the cause, later ones may be its echoes.\n",
-                        findings.size(), findings.size() == 1 ? "" : "s");
+  const size_t hangs = UnresolvedCount(findings);
+  if (hangs == 0) {
+    absl::StrAppendFormat(&text, "\n%d finding%s, all stragglers: stalls that resolved, none a hang.\n",
+                          findings.size(), findings.size() == 1 ? "" : "s");
+  } else if (hangs < findings.size()) {
+    absl::StrAppendFormat(&text, "\n%d findings, %d of them stragglers (stalls that resolved); the first unresolved "
+                          "one is the cause, later ones may be its echoes.\n", findings.size(), findings.size() - hangs);
+  } else {
+    absl::StrAppendFormat(&text, "\n%d finding%s; the first is the cause, later ones may be its echoes.\n",
+                          findings.size(), findings.size() == 1 ? "" : "s");
+  }
   // Made printable once, with the whole report.
   for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingTextOf(findings[i]));
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(), [](const RankEnding& rank) { return rank.failed; });

@@ -63,7 +63,10 @@ std::string DataGapText(const ReportInfo& info);
 // report.json's `healthy`: no finding, no process that died, was killed or exited with a
 // status other than 0, the command exited with 0 (when known; a job collwatch stopped has
 // its finding), and the data is the whole job's (no data gap, no missing rank).
+// Resolved stalls (stragglers, Finding::resolution) are kept in the report and left out.
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
+// The findings that are not resolved stalls: the problems.
+size_t UnresolvedCount(const std::vector<Finding>& findings);
 
 nlohmann::json FindingJson(const Finding& finding);
 // A call path's frames, innermost first: [{"file", "function", "line"}, ...] (report.json,

@@ -133,7 +133,9 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
     DescribeRanks(comm, lagging, now_ns, &finding);
     finding.evidence = std::move(facts);
     progress.stall_reported_seq = seq;
+    progress.late_reported_seq = seq;
     Emit(std::move(finding), out);
+    progress.open_stall = findings_.size() - 1;
     return;
   }
 
@@ -169,6 +171,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
   finding.evidence = std::move(facts);
   progress.stall_reported_seq = seq;
   Emit(std::move(finding), out);
+  progress.open_stall = findings_.size() - 1;
 }
 
 void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_ns, std::vector<Finding>* out) {
@@ -212,6 +215,7 @@ void Analyzer::CheckInit(const Comm& comm, CommProgress& progress, int64_t now_n
   DescribeRanks(comm, missing.empty() ? waiting : missing, now_ns, &finding);
   finding.evidence = std::move(facts);
   Emit(std::move(finding), out);
+  progress.open_init_stall = findings_.size() - 1;
 }
 
 }  // namespace collwatch::analyzer

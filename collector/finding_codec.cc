@@ -79,6 +79,11 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
     item->set_ended(process.ended);
   }
   if (finding.stacks) FindingStacksToProto(*finding.stacks, out->mutable_stacks());
+  if (finding.resolution) {
+    out->set_resolved(true);
+    out->set_resolved_after_s(finding.resolution->resolved_after_s);
+    out->set_lag_s(finding.resolution->lag_s);
+  }
 }
 
 void FindingStacksToProto(const analyzer::FindingStacks& stacks, v1::FindingStacks* out) {
@@ -145,6 +150,10 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
     item.ended = process.ended();
   }
   if (finding.has_stacks()) out.stacks = FindingStacksFromProto(finding.stacks());
+  if (finding.resolved()) {
+    const int64_t resolved_ns = out.found_ns + static_cast<int64_t>(finding.resolved_after_s() * 1e9);
+    out.resolution = analyzer::StallResolution{resolved_ns, finding.resolved_after_s(), finding.lag_s()};
+  }
   return out;
 }
 

@@ -101,6 +101,8 @@ analyzer::Finding EveryFieldSet() {
       {{{0, 1, 2}, {11, 12, 13}, "python3 (main thread)", "sleeping in poll (libc.so.6) \u2190 train (train.py:88)"},
        {{3}, {14}, "python3 (main thread)", "sleeping in clock_nanosleep (libc.so.6) \u2190 late (train.py:20)"}},
       true};
+  // A stall that resolved later (a straggler): the times the wire carries.
+  finding.resolution = analyzer::StallResolution{finding.found_ns + 2'500'000'000, 2.5, 12.75};
   return finding;
 }
 
@@ -178,6 +180,7 @@ TEST(FindingProtoTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(analyzer::BranchPointText(*back.first_parted), analyzer::BranchPointText(*finding.first_parted));
   EXPECT_EQ(back.branch_point->file, finding.branch_point->file);
   EXPECT_EQ(back.stacks, finding.stacks);
+  EXPECT_EQ(back.resolution, finding.resolution);
 }
 
 // A field added to the proto's Finding (or to a message in it) that FindingToProto does

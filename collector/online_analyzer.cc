@@ -101,6 +101,8 @@ std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_p
   for (Item& item : items) FeedLocked(item);
   std::vector<analyzer::Finding> found = analyzer_.Analyze(now_ns, final_pass);
   for (const size_t index : analyzer_.AttachStacks()) updated_.insert(index);
+  // Stragglers: stalls reworded in place once their late ranks arrived.
+  for (const size_t index : analyzer_.TakeResolved()) updated_.insert(index);
   return found;
 }
 
@@ -124,6 +126,11 @@ std::vector<std::string> OnlineAnalyzer::StreamsNamedBy(const analyzer::Finding&
     }
   }
   return keys;
+}
+
+bool OnlineAnalyzer::LateRanksAtWork(const analyzer::Finding& finding, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  return analyzer_.LateRanksAtWork(finding, now_ns);
 }
 
 void OnlineAnalyzer::Freeze() {

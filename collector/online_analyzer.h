@@ -49,9 +49,12 @@ class OnlineAnalyzer {
   void Freeze();
 
   std::vector<analyzer::Finding> Findings();
-  // The findings whose stacks arrived (Analyzer::AttachStacks) in the Ticks since the
-  // last call, each with its index in Findings().
+  // The findings whose stacks arrived (Analyzer::AttachStacks) or that resolved
+  // (Analyzer::TakeResolved: stragglers) in the Ticks since the last call, each with its
+  // index in Findings().
   std::vector<std::pair<size_t, analyzer::Finding>> TakeUpdatedFindings();
+  // Analyzer::LateRanksAtWork as of the last Tick (--kill-on-hang's rule).
+  bool LateRanksAtWork(const analyzer::Finding& finding, int64_t now_ns);
   // The streams of the processes `finding` names (Analyzer::ProcessesNamedBy), by key.
   std::vector<std::string> StreamsNamedBy(const analyzer::Finding& finding);
   // The processes `finding` names that stream no ring (seen only from outside, by

@@ -7,7 +7,8 @@
 //   comms                the communicators that changed, with all their scalar fields
 //                        and only the rank entries that changed
 //   findings             the findings from WatchResponse.findings_from on: new ones, and
-//                        earlier ones that changed (their stacks came in)
+//                        earlier ones that changed (their stacks came in, or the stall
+//                        resolved: a straggler)
 //   stacks               the job's latest stacks, when they changed
 // Threading: pure functions.
 #ifndef COLLWATCH_COLLECTOR_WATCH_DELTA_H_
