@@ -18,7 +18,9 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/collector_channel.h"
 #include "ring/clocks.h"
+#include "absl/strings/str_cat.h"
 #include "ring/ring_directory.h"
+#include "ring/ring_leftovers.h"
 #include "ring/ring_reader.h"
 #include "ring/settings.h"
 
@@ -119,11 +121,29 @@ void Agent::TailLoop() {
       }
       any_live = any_live || (rank->live() && !stranded);
     }
+    RetireShippedRings(ranks);
     if (any_live) last_live = now;
     if (options_.idle_exit_s > 0 && static_cast<double>(now - last_live) / 1e9 > options_.idle_exit_s) {
       idle_expired_ = true;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(options_.poll_interval_s));
+  }
+}
+
+void Agent::RetireShippedRings(const std::vector<RankChannel*>& ranks) {
+  for (RankChannel* rank : ranks) {
+    const std::string& path = rank->identity().ring_path();
+    if (retired_.count(path) || !rank->ShippedAndEnded()) continue;
+    retired_.insert(path);
+    // The ring's RAM in /dev/shm is the node's: nothing else frees it once the job is gone.
+    const absl::Status done = options_.keep_rings ? MarkShipped(rank->ring_identity()) : RemoveRing(path);
+    if (!options_.log) continue;
+    if (!done.ok()) {
+      std::cerr << "collwatch agent: " << done.message() << "\n";
+    } else if (!options_.keep_rings) {
+      std::cerr << absl::StrCat("collwatch agent: removed the ring of ", rank->Who(), ": its process ended and all ",
+                                rank->events_read(), " records read are stored (", path, ")\n");
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/outgoing_batches.h"
@@ -39,6 +40,9 @@ struct AgentOptions {
   // > 0: a ring whose writer is gone stops counting as live (for idle_exit_s) once the
   // collector was unreachable this long; its unshipped records stay in the ring.
   double give_up_after_s = 0;
+  // Leave a ring in place once its writer ended and every record is stored, with a
+  // shipped mark beside it (`collwatch gc` removes it later); by default it is removed.
+  bool keep_rings = false;
   BatchLimits limits;
   bool log = true;                 // report rank deaths and stream errors on stderr
 };
@@ -79,6 +83,9 @@ class Agent {
   explicit Agent(AgentOptions options);
   void TailLoop();
   void Rescan();
+  // Removes (or marks, with keep_rings) the rings whose records are all stored and whose
+  // writer ended, once each; says so in the log. Tail thread.
+  void RetireShippedRings(const std::vector<RankChannel*>& ranks);
 
   AgentOptions options_;
   std::shared_ptr<void> channel_;  // the gRPC channel (type-erased to keep gRPC out of this header)
@@ -86,6 +93,7 @@ class Agent {
   std::map<std::string, std::unique_ptr<RankChannel>> ranks_;  // by ring path
   std::map<std::string, std::string> unreadable_;              // path -> last error logged
   std::set<std::string> given_up_;                             // rings given up on (logged once)
+  std::set<std::string> retired_;  // rings removed or marked shipped (tail thread only)
   std::atomic<bool> stop_{false};
   std::atomic<bool> idle_expired_{false};
   std::atomic<bool> job_stopping_{false};  // read by every RankChannel

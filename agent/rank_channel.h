@@ -25,6 +25,7 @@
 #include "process/process_sample.h"
 #include "process/rank_membership.h"
 #include "proto/collwatch.grpc.pb.h"
+#include "ring/ring_leftovers.h"
 #include "ring/ring_reader.h"
 
 namespace collwatch {
@@ -50,6 +51,16 @@ class RankChannel {
     std::lock_guard<std::mutex> lock(mutex_);
     return failed_;
   }
+  // Every record is stored and the writing process has ended (not merely exited its
+  // recording: late destructors may still write until the process is gone).
+  bool ShippedAndEnded() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return drained_ && RingWriterEnded(*reader_);
+  }
+  uint64_t events_read() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return events_read_;
+  }
   bool live() {
     std::lock_guard<std::mutex> lock(mutex_);
     return !drained_ && !failed_;
@@ -62,6 +73,7 @@ class RankChannel {
            static_cast<double>(now - last_contact_ns_) / 1e9 > seconds;
   }
   const v1::RankIdentity& identity() const { return identity_; }
+  const RingIdentity& ring_identity() const { return reader_->identity(); }  // fixed at open
   // "rank 3 (node0, pid 4242)", "ranks 0-1 (node0, pid 4242)": for log lines.
   std::string Who() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -94,6 +94,10 @@ ProcessId JobModel::ObserveProcess(const ProcessInfo& info, const ProcessSample&
   return *id;
 }
 
+void JobModel::NoteNoRing(ProcessId process, std::string why) {
+  if (process < processes_.size()) processes_[process].no_ring_why = std::move(why);
+}
+
 void JobModel::AddStacks(ProcessId process, stacks::ProcessStacks stacks, int64_t taken_ns) {
   Process& into = processes_[process];
   if (taken_ns < into.stacks_taken_ns) return;  // an older taking, arriving late

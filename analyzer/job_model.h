@@ -117,6 +117,9 @@ struct Process {
   int32_t exit_code = 0;        // that status, 0-255 (when exit_recorded)
   // Seen only from outside so far (`collwatch run`'s process tree): no ring, no calls.
   bool observed_only = false;
+  // The preload could make no ring for it, and why (its note, ring/ring_notes.h): the
+  // reason the report gives for a rank without records.
+  std::string no_ring_why;
   // It ended when collwatch stopped the hung job (ForgetDeathsAfter): not the job's doing.
   bool stopped_by_collwatch = false;
   // In arrival order (enter order per thread); a call's index never changes. Online,
@@ -171,6 +174,8 @@ class JobModel {
   void SetSample(ProcessId process, const ProcessSample& sample);
   // The status `process` passed to exit() (0-255), as its ring recorded it.
   void SetExitCode(ProcessId process, int32_t exit_code);
+  // The preload made no ring for `process`, for the reason `why` (Process::no_ring_why).
+  void NoteNoRing(ProcessId process, std::string why);
   // Everything `update` says of `process`, in the order the calls above need: region
   // names, records, status, sample, exit status. Every source (agent batches, stored
   // traces, rings) is fed through this one door.

@@ -72,6 +72,8 @@ bool EndedBadly(const JobModel& model, ProcessId process_id) {
 }
 
 std::string EndedText(const Process& process) {
+  // Without a ring its calls are unknown: the reason is what there is to say.
+  if (process.observed_only && !process.no_ring_why.empty()) return absl::StrCat("not recorded: ", process.no_ring_why);
   switch (EndOf(process)) {
     case ProcessEnd::kRunning: return "";
     case ProcessEnd::kExited:

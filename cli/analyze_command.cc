@@ -11,7 +11,7 @@ namespace collwatch {
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
   analyzer::Analyzer analyzer;
   LoadSummary summary;
-  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err)) return 2;
+  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err, options.job)) return 2;
   analyzer::AnalyzerOptions analyzer_options;
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;

@@ -269,8 +269,9 @@ void Print(const ProcessView& view, DumpFormat format, std::ostream& out) {
 
 }  // namespace
 
-absl::Status DumpTraces(const std::string& path, DumpFormat format, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<TraceSources> sources = FindTraces(path);
+absl::Status DumpTraces(const std::string& path, const std::string& job, DumpFormat format, std::ostream& out,
+                        std::ostream& err) {
+  absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
   int readable = 0;
   for (const std::string& input : sources->paths) {
@@ -292,7 +293,20 @@ absl::Status DumpTraces(const std::string& path, DumpFormat format, std::ostream
     ++readable;
     Print(*view, format, out);
   }
-  if (readable == 0) {
+  for (const NoRingNoteRead& note : sources->no_rings) {
+    if (format == DumpFormat::kJsonLines) {
+      const nlohmann::json line = {{"type", "no_ring"}, {"path", note.path},   {"host", note.host},
+                                   {"job", note.job},   {"pid", note.pid},     {"rank", note.rank},
+                                   {"local_rank", note.local_rank},            {"world_size", note.world_size},
+                                   {"needed_bytes", note.needed_bytes},        {"free_bytes", note.free_bytes},
+                                   {"why", note.why}};
+      out << line.dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
+    } else {
+      out << "== no ring: pid " << note.pid << " rank " << note.rank << " on " << note.host << " (job " << note.job
+          << "): " << note.why << "\n";
+    }
+  }
+  if (readable == 0 && sources->no_rings.empty()) {
     return absl::InvalidArgumentError(sources->kind == TraceSources::Kind::kRings ? "no readable ring"
                                                                                   : "no readable rank trace");
   }

@@ -16,7 +16,10 @@ enum class DumpFormat { kText, kJsonLines };
 // ring file or a folder of rings; a `collwatch run` output folder, a job folder or one
 // rank trace of the trace store. Inputs that cannot be read are reported on `err` and
 // skipped; the status is an error only if `path` holds no traces or none could be read.
-absl::Status DumpTraces(const std::string& path, DumpFormat format, std::ostream& out, std::ostream& err);
+// `job` picks one job where `path` holds several. A ring folder's notes of ranks that
+// made no ring are printed too ("no_ring" objects in JSON).
+absl::Status DumpTraces(const std::string& path, const std::string& job, DumpFormat format, std::ostream& out,
+                        std::ostream& err);
 
 }  // namespace collwatch
 

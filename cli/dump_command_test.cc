@@ -56,7 +56,7 @@ class RingDumpTest : public ::testing::Test {
 
 TEST_F(RingDumpTest, TextNamesEveryField) {
   std::ostringstream out, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kText, out, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kText, out, err).ok());
   const std::string text = out.str();
   EXPECT_NE(text.find("job=dumptest"), std::string::npos) << text;
   EXPECT_NE(text.find("records=2 lost=0 torn=0"), std::string::npos) << text;
@@ -69,7 +69,7 @@ TEST_F(RingDumpTest, TextNamesEveryField) {
 
 TEST_F(RingDumpTest, JsonLinesParseAndCarryTheRecord) {
   std::ostringstream out, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kJsonLines, out, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kJsonLines, out, err).ok());
   std::istringstream lines(out.str());
   std::string line;
   std::vector<nlohmann::json> objects;
@@ -90,14 +90,14 @@ TEST_F(RingDumpTest, JsonLinesParseAndCarryTheRecord) {
 
 TEST_F(RingDumpTest, ExitCodeIsShownOnceTheWriterExited) {
   std::ostringstream running, running_err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kJsonLines, running, running_err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kJsonLines, running, running_err).ok());
   EXPECT_TRUE(nlohmann::json::parse(running.str().substr(0, running.str().find('\n')))["exit_code"].is_null());
   writer_->RecordExitCode(3);
   writer_->SetState(ring::WriterState::kExited);
   std::ostringstream text, json, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kText, text, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kText, text, err).ok());
   EXPECT_NE(text.str().find("state=exited exit_code=3"), std::string::npos) << text.str();
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kJsonLines, json, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kJsonLines, json, err).ok());
   EXPECT_EQ(nlohmann::json::parse(json.str().substr(0, json.str().find('\n')))["exit_code"], 3);
 }
 
@@ -114,9 +114,9 @@ TEST_F(RingDumpTest, ProcessOfSeveralRanksShowsThem) {
     writer_->Append(RingWriter::kSharedLane, record);
   }
   std::ostringstream text, json, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kText, text, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kText, text, err).ok());
   EXPECT_NE(text.str().find(" ranks=2-3 "), std::string::npos) << text.str();
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kJsonLines, json, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kJsonLines, json, err).ok());
   std::istringstream lines(json.str());
   std::string first;
   ASSERT_TRUE(std::getline(lines, first));
@@ -136,7 +136,7 @@ TEST_F(RingDumpTest, JsonLinesStayJsonWhenANameIsNotUtf8) {
   record.region_id = 1;
   writer_->Append(RingWriter::kSharedLane, record);
   std::ostringstream out, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kJsonLines, out, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kJsonLines, out, err).ok());
   std::istringstream lines(out.str());
   std::string line;
   std::string last_region;
@@ -150,7 +150,7 @@ TEST_F(RingDumpTest, JsonLinesStayJsonWhenANameIsNotUtf8) {
 TEST_F(RingDumpTest, BadRingIsReportedAndTheOthersStillDumped) {
   std::ofstream(dir_ + "/broken.ring") << "not a ring";
   std::ostringstream out, err;
-  ASSERT_TRUE(DumpTraces(dir_, DumpFormat::kText, out, err).ok());
+  ASSERT_TRUE(DumpTraces(dir_, "", DumpFormat::kText, out, err).ok());
   EXPECT_NE(err.str().find("broken.ring"), std::string::npos);
   EXPECT_NE(out.str().find("reduce-scatter"), std::string::npos);
 }
@@ -194,8 +194,8 @@ TEST_F(RingDumpTest, TraceStoreDumpsTheRecordsOfItsRing) {
   }
 
   std::ostringstream ring_text, store_text, err;
-  ASSERT_TRUE(DumpTraces(writer_->path(), DumpFormat::kText, ring_text, err).ok()) << err.str();
-  ASSERT_TRUE(DumpTraces(store, DumpFormat::kText, store_text, err).ok()) << err.str();
+  ASSERT_TRUE(DumpTraces(writer_->path(), "", DumpFormat::kText, ring_text, err).ok()) << err.str();
+  ASSERT_TRUE(DumpTraces(store, "", DumpFormat::kText, store_text, err).ok()) << err.str();
   EXPECT_TRUE(err.str().empty()) << err.str();
   EXPECT_TRUE(store_text.str().starts_with("trace " + store + "/")) << store_text.str();
   EXPECT_NE(store_text.str().find(" job=dumptest "), std::string::npos) << store_text.str();
@@ -205,7 +205,7 @@ TEST_F(RingDumpTest, TraceStoreDumpsTheRecordsOfItsRing) {
   EXPECT_EQ(RecordLines(store_text.str()), RecordLines(ring_text.str()));
 
   std::ostringstream json;
-  ASSERT_TRUE(DumpTraces(store, DumpFormat::kJsonLines, json, err).ok());
+  ASSERT_TRUE(DumpTraces(store, "", DumpFormat::kJsonLines, json, err).ok());
   std::istringstream lines(json.str());
   std::vector<nlohmann::json> objects;
   for (std::string line; std::getline(lines, line);) objects.push_back(nlohmann::json::parse(line));
@@ -223,17 +223,17 @@ TEST_F(RingDumpTest, DamagedRankTraceIsReportedAndNothingElseToDumpIsAnError) {
   std::filesystem::create_directories(trace);
   std::ofstream(trace + "/trace.cwlog") << "not a trace";
   std::ostringstream out, err;
-  EXPECT_FALSE(DumpTraces(dir_ + "/store", DumpFormat::kText, out, err).ok());
+  EXPECT_FALSE(DumpTraces(dir_ + "/store", "", DumpFormat::kText, out, err).ok());
   EXPECT_NE(err.str().find("trace.cwlog"), std::string::npos) << err.str();
   EXPECT_TRUE(out.str().empty());
 }
 
 TEST_F(RingDumpTest, UnusablePathsAreErrors) {
   std::ostringstream out, err;
-  EXPECT_FALSE(DumpTraces(dir_ + "/missing", DumpFormat::kText, out, err).ok());
+  EXPECT_FALSE(DumpTraces(dir_ + "/missing", "", DumpFormat::kText, out, err).ok());
   const std::string empty = dir_ + "/empty";
   std::filesystem::create_directory(empty);
-  EXPECT_FALSE(DumpTraces(empty, DumpFormat::kText, out, err).ok());
+  EXPECT_FALSE(DumpTraces(empty, "", DumpFormat::kText, out, err).ok());
 }
 
 }  // namespace

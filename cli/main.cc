@@ -9,6 +9,7 @@
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
+#include "cli/gc_command.h"
 #include "cli/import_command.h"
 #include "cli/option_checks.h"
 #include "cli/run_command.h"
@@ -16,6 +17,7 @@
 #include "cli/stacks_command.h"
 #include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
+#include "ring/settings.h"
 
 int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write fails with EFBIG, which collwatch reports
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
   const CLI::Validator kWaitSeconds = NumberFrom(0, 1e6);
   app.require_subcommand(1);
 
-  std::string dump_path;
+  std::string dump_path, dump_job;
   bool dump_json = false;
   CLI::App* dump = app.add_subcommand("dump", "print the records of rings or of a trace store, in the "
                                               "words analyze uses");
@@ -37,6 +39,13 @@ int main(int argc, char** argv) {
       ->required();
   dump->add_flag("--json", dump_json, "JSON lines: per process one 'ring' or 'trace' object, then its "
                                       "'record' objects");
+  dump->add_option("--job", dump_job, "the job to dump, where the folder holds several");
+
+  collwatch::GcOptions gc_options;
+  CLI::App* gc = app.add_subcommand("gc", "remove the rings whose process ended and whose records were shipped "
+                                          "(all ended ones with --force); print what was kept and why");
+  gc->add_option("dir", gc_options.dir, "ring folder (default COLLWATCH_RING_DIR or /dev/shm/collwatch-$UID)");
+  gc->add_flag("--force", gc_options.force, "also rings whose records nothing says were shipped");
 
   bool env_markdown = false;
   CLI::App* env = app.add_subcommand("env", "every environment variable collwatch reads, with the value in "
@@ -83,6 +92,9 @@ int main(int argc, char** argv) {
                     "with --idle-exit: a ring whose writer ended stops keeping the agent up once the collector "
                     "was unreachable this many seconds (its records stay in the ring; 0: never)")
       ->check(kWaitSeconds);
+  agent->add_flag("--keep-rings", agent_options.keep_rings,
+                  "leave shipped rings of ended processes in place, marked for collwatch gc (default: remove "
+                  "them; COLLWATCH_KEEP_RINGS=1 does the same)");
 
   collwatch::RunOptions run_options;
   std::string run_token_file, run_ca_file;
@@ -141,6 +153,7 @@ int main(int argc, char** argv) {
   analyze->add_option("dir", analyze_options.path, "collwatch run --out folder, a job or rank trace folder, "
                                                    "a ring folder or a ring file")->required();
   analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
+  analyze->add_option("--job", analyze_options.job, "the job to analyse, where the folder holds several");
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
                       "stall threshold floor in seconds (default: run.json's, else 30)")
       ->check(kStallSeconds);
@@ -198,11 +211,13 @@ int main(int argc, char** argv) {
 
   if (dump->parsed()) {
     const auto format = dump_json ? collwatch::DumpFormat::kJsonLines : collwatch::DumpFormat::kText;
-    const absl::Status status = collwatch::DumpTraces(dump_path, format, std::cout, std::cerr);
+    const absl::Status status = collwatch::DumpTraces(dump_path, dump_job, format, std::cout, std::cerr);
     if (!status.ok()) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
       return 1;
     }
+  } else if (gc->parsed()) {
+    return collwatch::RunGcCommand(gc_options, std::cout, std::cerr);
   } else if (env->parsed()) {
     if (env_markdown) {
       std::cout << collwatch::SettingsMarkdownTable();
@@ -226,6 +241,8 @@ int main(int argc, char** argv) {
       std::cerr << "collwatch agent: " << read.message() << "\n";
       return 2;
     }
+    agent_options.keep_rings =
+        agent_options.keep_rings || std::string(collwatch::SettingValue(collwatch::Setting::kKeepRings)) == "1";
     return collwatch::RunAgentCommand(agent_options);
   } else if (analyze->parsed()) {
     return collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr);

@@ -46,6 +46,9 @@ absl::StatusOr<std::unique_ptr<RunServices>> RunServices::Start(const RunOptions
   agent_options.job = job;
   agent_options.token = services->token_;
   agent_options.tls_ca_pem = options.tls_ca_pem;
+  // `collwatch run` removes its own ring folder once drained; one the user named keeps its
+  // rings, marked shipped for `collwatch gc`.
+  agent_options.keep_rings = true;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(agent_options);
   if (!agent.ok()) return absl::Status(agent.status().code(), absl::StrCat("agent: ", agent.status().message()));
   services->agent_ = *std::move(agent);

@@ -147,9 +147,68 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
   return absl::OkStatus();
 }
 
+// "a (2 rings), b (1 ring)"
+std::string JobsText(const std::map<std::string, int>& rings_by_job) {
+  std::string text;
+  for (const auto& [job, rings] : rings_by_job) {
+    absl::StrAppend(&text, text.empty() ? "" : ", ", job, " (", rings, rings == 1 ? " ring)" : " rings)");
+  }
+  return text;
+}
+
+// The rings (and notes of rings not made) of one job in a ring folder. Rings of several
+// jobs are never read as one job: without `job`, that is an error naming them.
+absl::StatusOr<TraceSources> RingsOfJob(const std::string& path, std::vector<std::string> rings,
+                                        const std::string& job) {
+  TraceSources sources;
+  sources.kind = TraceSources::Kind::kRings;
+  std::map<std::string, int> rings_by_job;
+  std::vector<std::pair<std::string, std::string>> job_of_ring;  // unreadable rings: job ""
+  for (std::string& ring : rings) {
+    absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(ring);
+    const std::string ring_job = reader.ok() ? (*reader)->identity().job : "";
+    if (reader.ok()) ++rings_by_job[ring_job];
+    job_of_ring.emplace_back(std::move(ring), ring_job);
+  }
+  std::vector<NoRingNoteRead> notes = ListNoRingNotes(path);
+  for (const NoRingNoteRead& note : notes) rings_by_job.try_emplace(note.job, 0);
+  if (job.empty() && rings_by_job.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " holds rings of several jobs: ", JobsText(rings_by_job),
+                                                   "; pick one with --job"));
+  }
+  if (!job.empty() && !rings_by_job.count(job)) {
+    return absl::NotFoundError(absl::StrCat(path, " holds no ring of job ", job, " (it holds ",
+                                            rings_by_job.empty() ? "none readable" : JobsText(rings_by_job), ")"));
+  }
+  // A ring that cannot be read is the one job's (it is warned about), or of none picked.
+  for (auto& [ring, ring_job] : job_of_ring) {
+    if (ring_job == job || (job.empty() || ring_job.empty())) sources.paths.push_back(std::move(ring));
+  }
+  for (NoRingNoteRead& note : notes) {
+    if (job.empty() || note.job == job) sources.no_rings.push_back(std::move(note));
+  }
+  return sources;
+}
+
+// A rank the preload made no ring for: a process of the job seen only through its note,
+// with the reason the report gives for it.
+void AddNoRingNote(const NoRingNoteRead& note, JobModel* model, LoadSummary* summary) {
+  ProcessInfo info;
+  info.host = note.host;
+  info.pid = note.pid;
+  info.global_rank = note.rank;
+  info.world_size = note.world_size;
+  const analyzer::ProcessId process = model->ObserveProcess(info, ProcessSample{});
+  model->NoteNoRing(process, note.why);
+  const std::string who = note.rank >= 0 ? absl::StrCat("rank ", note.rank, " (", note.host, ", pid ", note.pid, ")")
+                                         : absl::StrCat("pid ", note.pid, " (", note.host, ")");
+  summary->warnings.push_back(absl::StrCat(who, " was not recorded: ", note.why));
+  if (summary->job.empty()) summary->job = note.job;
+}
+
 }  // namespace
 
-absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
+absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::string& job) {
   std::error_code error;
   const fs::path root(path);
   if (!fs::exists(root, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file or folder"));
@@ -184,6 +243,9 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(root, error)) {
     if (entry.is_directory(error) && !RankTracesIn(entry.path()).empty()) job_dirs.push_back(entry.path());
   }
+  if (!job.empty()) {
+    std::erase_if(job_dirs, [&](const fs::path& dir) { return dir.filename().string() != job; });
+  }
   if (job_dirs.size() == 1) {
     sources.paths = RankTracesIn(job_dirs[0]);
     return sources;
@@ -191,20 +253,17 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path) {
   if (job_dirs.size() > 1) {
     std::string names;
     for (const fs::path& dir : job_dirs) absl::StrAppend(&names, names.empty() ? "" : ", ", dir.filename().string());
-    return absl::InvalidArgumentError(absl::StrCat(path, " holds several jobs (", names, "): name one of their folders"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds several jobs (", names, "): pick one with --job, or name its folder"));
   }
   absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(path);
-  if (rings.ok() && !rings->empty()) {
-    sources.kind = TraceSources::Kind::kRings;
-    sources.paths = *std::move(rings);
-    return sources;
-  }
+  if (rings.ok() && (!rings->empty() || !ListNoRingNotes(path).empty())) return RingsOfJob(path, *std::move(rings), job);
   return absl::NotFoundError(absl::StrCat(path, ": no collwatch traces here (expected run.json, rank trace "
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));
 }
 
-absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary) {
-  absl::StatusOr<TraceSources> sources = FindTraces(path);
+absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {
+  absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
   if (const std::optional<RunRecord>& run = sources->run) {
     summary->job = run->job;
@@ -214,7 +273,10 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   }
   if (sources->kind == TraceSources::Kind::kRings) {
     summary->source = "rings";
-    const absl::Status loaded = LoadAll(sources->paths, LoadRing, model, summary);
+    absl::Status loaded = LoadAll(sources->paths, LoadRing, model, summary);
+    for (const NoRingNoteRead& note : sources->no_rings) AddNoRingNote(note, model, summary);
+    // Ranks that could make no ring are something to report, even when none could.
+    if (sources->paths.empty() && !sources->no_rings.empty()) loaded = absl::OkStatus();
     SecondLook(model);
     return loaded;
   }
@@ -237,8 +299,8 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
 }
 
 bool LoadTracesForCommand(const std::string& command, const std::string& path, JobModel* model, LoadSummary* summary,
-                          std::ostream& err) {
-  const absl::Status status = LoadTraces(path, model, summary);
+                          std::ostream& err, const std::string& job) {
+  const absl::Status status = LoadTraces(path, model, summary, job);
   for (const std::string& warning : summary->warnings) {
     err << "collwatch " << command << ": warning: " << warning << "\n";
   }

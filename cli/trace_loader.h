@@ -16,6 +16,7 @@
 #include "analyzer/job_model.h"
 #include "cli/run_record.h"
 #include "flight_recorder/import_record.h"
+#include "ring/ring_leftovers.h"
 
 namespace collwatch {
 
@@ -48,23 +49,29 @@ struct TraceSources {
   bool paths_from_run = false;     // `paths` are the traces of run.json's job
   // A `collwatch import --flight-recorder` folder's flight_recorder.json, when there is one.
   std::optional<flight_recorder::ImportRecord> import;
+  // A ring folder's notes of the job's ranks that made no ring (ring/ring_notes.h).
+  std::vector<NoRingNoteRead> no_rings;
 };
 
 // The traces `path` holds: a folder with run.json (collwatch run --out) or with
 // flight_recorder.json (collwatch import --flight-recorder), a folder of rank
 // traces (DIR/<job>), an output folder of one job, one rank trace folder, a folder of
-// *.ring files, or a ring file. NOT_FOUND when it holds none of these.
-absl::StatusOr<TraceSources> FindTraces(const std::string& path);
+// *.ring files, or a ring file. NOT_FOUND when it holds none of these. `job` picks one
+// job where the path holds several (job folders of an output folder, rings of several
+// jobs in a ring folder); without it such a path is INVALID_ARGUMENT naming the jobs, never
+// read as one job.
+absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::string& job = "");
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
 // file. NOT_FOUND when the path holds none of these.
-absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary);
+absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary,
+                        const std::string& job = "");
 
 // LoadTraces for the commands: the loader's warnings, records it could not place and
 // any error go to `err` as "collwatch COMMAND: ...". False when nothing could be read.
 bool LoadTracesForCommand(const std::string& command, const std::string& path, analyzer::JobModel* model,
-                          LoadSummary* summary, std::ostream& err);
+                          LoadSummary* summary, std::ostream& err, const std::string& job = "");
 
 }  // namespace collwatch
 

@@ -36,6 +36,7 @@ Config LoadConfig() noexcept {
     unsigned long long records = 0;
     if (WholeNumberIn(value, kMinRingRecords, kMaxRingRecords, &records)) {
       config.ring_records = RoundUpToPowerOfTwo(records);
+      config.ring_records_set = true;
     } else {
       std::fprintf(stderr, "collwatch: COLLWATCH_RING_RECORDS=%s is not a whole number from %llu to %llu; using %llu\n",
                    value, kMinRingRecords, kMaxRingRecords, static_cast<unsigned long long>(config.ring_records));

@@ -18,6 +18,7 @@ struct Config {
   bool tsc_clock = true;  // COLLWATCH_CLOCK=auto
   bool verbose = false;
   uint64_t ring_records = 1u << 15;  // per lane
+  bool ring_records_set = false;     // COLLWATCH_RING_RECORDS given: the ring is not sized to the free space
   uint32_t ring_lanes = 4;
   char ring_dir[256] = {};
   char job[ring::kJobBytes] = {};

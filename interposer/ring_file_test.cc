@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "interposer/ring_test_support.h"
 #include "interposer/ring_writer.h"
+#include "ring/ring_leftovers.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_reader.h"
 
@@ -221,7 +222,59 @@ TEST_F(RingFolderSafetyTest, RingOverTheFileSizeLimitIsNotCreated) {
   std::unique_ptr<RingWriter> writer = RingWriter::Create(ConfigWith(1u << 15));
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &previous), 0);
   EXPECT_EQ(writer, nullptr);
-  EXPECT_TRUE(std::filesystem::is_empty(Rings()));
+  EXPECT_TRUE(ListRingFiles(Rings())->empty());
+  // The note the report reads instead: who had no ring, and why.
+  const std::vector<NoRingNoteRead> notes = ListNoRingNotes(Rings());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].pid, getpid());
+  EXPECT_NE(notes[0].why.find("ulimit -f"), std::string::npos) << notes[0].why;
+}
+
+}  // namespace
+}  // namespace collwatch
+
+// Ring sizing from the folder's free space (SizeRing).
+namespace collwatch {
+namespace {
+
+TEST(RingSizeTest, PlentyOfSpaceKeepsTheDefault) {
+  const Config config;
+  const RingGeometry geometry = SizeRing(config, 64ull << 30);
+  EXPECT_TRUE(geometry.fits);
+  EXPECT_EQ(geometry.lane_capacity, config.ring_records);
+  EXPECT_EQ(geometry.string_capacity, ring::kDefaultStringCapacity);
+  EXPECT_EQ(geometry.bytes, ring::RingFileBytes(config.ring_lanes, config.ring_records, ring::kDefaultStringCapacity,
+                                                ring::kDefaultCallPathCapacity));
+}
+
+TEST(RingSizeTest, LittleSpaceShrinksTheRingToAShareOfItDownToTheFloor) {
+  const Config config;
+  const uint64_t free_bytes = 30ull << 20;  // a 30 MiB /dev/shm: 4 default rings would not fit
+  const RingGeometry geometry = SizeRing(config, free_bytes);
+  EXPECT_TRUE(geometry.fits);
+  EXPECT_LE(geometry.bytes, free_bytes / kFreeSpaceShare);
+  EXPECT_GE(geometry.lane_capacity, kFloorLaneRecords);
+  EXPECT_EQ(geometry.lane_capacity & (geometry.lane_capacity - 1), 0u) << "a power of two";
+
+  // Under the floor's share, the floor itself while it fits.
+  const RingGeometry floor = SizeRing(config, 2ull << 20);
+  EXPECT_TRUE(floor.fits);
+  EXPECT_EQ(floor.lane_capacity, kFloorLaneRecords);
+  EXPECT_EQ(floor.bytes, floor.floor_bytes);
+
+  const RingGeometry none = SizeRing(config, floor.floor_bytes - 1);
+  EXPECT_FALSE(none.fits);
+  EXPECT_EQ(none.floor_bytes, floor.floor_bytes);
+}
+
+TEST(RingSizeTest, RecordsTheUserSetAreKept) {
+  Config config;
+  config.ring_records = 1u << 14;
+  config.ring_records_set = true;
+  const RingGeometry geometry = SizeRing(config, 30ull << 20);
+  EXPECT_EQ(geometry.lane_capacity, 1u << 14);
+  EXPECT_EQ(geometry.string_capacity, ring::kDefaultStringCapacity);
+  EXPECT_FALSE(SizeRing(config, 1u << 20).fits);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 
 #include "ring/clocks.h"
 #include "ring/ring_directory.h"
+#include "ring/ring_notes.h"
 #include "ring/settings.h"
 
 namespace collwatch {
@@ -38,7 +40,68 @@ void Warn(const char* what, const char* path, const char* why) noexcept {
                what, path, why);
 }
 
+double MiB(uint64_t bytes) noexcept { return static_cast<double>(bytes) / (1 << 20); }
+
+// Free bytes of the file system of the folder `dir_fd` (unknown: as good as unlimited).
+uint64_t FreeBytes(int dir_fd) noexcept {
+  struct statvfs info{};
+  if (fstatvfs(dir_fd, &info) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(info.f_bavail) * info.f_frsize;
+}
+
+// The preload's one word to the readers about a rank that has no ring (ring_notes.h).
+void LeaveNoRingNote(int dir_fd, const char* name, const char* host, const char* job, uint64_t needed,
+                     uint64_t free_bytes, const char* why) noexcept {
+  ring::NoRingNote note;
+  note.pid = static_cast<int32_t>(getpid());
+  note.rank = RankSetting(Setting::kRank);
+  note.local_rank = RankSetting(Setting::kLocalRank);
+  note.world_size = RankSetting(Setting::kWorldSize);
+  note.needed_bytes = needed;
+  note.free_bytes = free_bytes;
+  note.host = host;
+  note.job = job;
+  note.why = why;
+  ring::WriteNoRingNote(dir_fd, name, note);
+}
+
+constexpr char kRaiseShm[] =
+    "raise the container's shm size (docker --shm-size, a Kubernetes emptyDir with medium: Memory) or free it "
+    "(collwatch gc)";
+
 }  // namespace
+
+RingGeometry SizeRing(const Config& config, uint64_t free_bytes) noexcept {
+  RingGeometry geometry;
+  geometry.lane_capacity = config.ring_records;
+  geometry.string_capacity = ring::kDefaultStringCapacity;
+  geometry.call_path_capacity = ring::kDefaultCallPathCapacity;
+  auto bytes = [&config](const RingGeometry& g) {
+    return ring::RingFileBytes(config.ring_lanes, g.lane_capacity, g.string_capacity, g.call_path_capacity);
+  };
+  geometry.floor_bytes = bytes(geometry);
+  if (!config.ring_records_set) {
+    const uint64_t budget = free_bytes / kFreeSpaceShare;
+    auto halve = [](uint64_t* value, uint64_t floor) {
+      if (*value > floor) *value = *value / 2 < floor ? floor : *value / 2;
+    };
+    while (bytes(geometry) > budget && (geometry.lane_capacity > kFloorLaneRecords ||
+                                        geometry.string_capacity > kFloorStrings ||
+                                        geometry.call_path_capacity > kFloorCallPaths)) {
+      halve(&geometry.lane_capacity, kFloorLaneRecords);
+      halve(&geometry.string_capacity, kFloorStrings);
+      halve(&geometry.call_path_capacity, kFloorCallPaths);
+    }
+    RingGeometry floor = geometry;
+    floor.lane_capacity = config.ring_records < kFloorLaneRecords ? config.ring_records : kFloorLaneRecords;
+    floor.string_capacity = kFloorStrings;
+    floor.call_path_capacity = kFloorCallPaths;
+    geometry.floor_bytes = bytes(floor);
+  }
+  geometry.bytes = bytes(geometry);
+  geometry.fits = geometry.bytes <= free_bytes;
+  return geometry;
+}
 
 RingWriter::~RingWriter() {
   if (header_ != nullptr) munmap(header_, header_->file_bytes);
@@ -67,8 +130,22 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
     return nullptr;
   }
   const char* name = std::strrchr(writer->path_, '/') + 1;
-  const uint64_t bytes = ring::RingFileBytes(config.ring_lanes, config.ring_records, ring::kDefaultStringCapacity,
-                                             ring::kDefaultCallPathCapacity);
+  // A file of the same name is a stale ring of a dead process with our pid: replace it
+  // (and its space counts as free). Relative to the checked folder, never through a symlink.
+  unlinkat(dir.fd, name, 0);
+  const uint64_t free_bytes = FreeBytes(dir.fd);
+  const RingGeometry geometry = SizeRing(config, free_bytes);
+  const uint64_t bytes = geometry.bytes;
+  if (!geometry.fits) {
+    char why[512];
+    std::snprintf(why, sizeof why, "no ring: %s has %.1f MiB free, a ring needs at least %.1f MiB; %s",
+                  config.ring_dir, MiB(free_bytes), MiB(config.ring_records_set ? bytes : geometry.floor_bytes),
+                  config.ring_records_set ? "lower COLLWATCH_RING_RECORDS, or raise the free space" : kRaiseShm);
+    Warn("cannot create ring", writer->path_, why);
+    LeaveNoRingNote(dir.fd, name, host, config.job, geometry.floor_bytes, free_bytes, why);
+    close(dir.fd);
+    return nullptr;
+  }
   // Past the file size limit (ulimit -f) the kernel answers SIGXFSZ, which kills the job.
   rlimit file_limit{};
   if (getrlimit(RLIMIT_FSIZE, &file_limit) == 0 && file_limit.rlim_cur != RLIM_INFINITY &&
@@ -78,13 +155,11 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
                   static_cast<unsigned long long>(bytes),
                   static_cast<unsigned long long>(file_limit.rlim_cur));
     Warn("cannot create ring", writer->path_, why);
+    LeaveNoRingNote(dir.fd, name, host, config.job, bytes, free_bytes, why);
     close(dir.fd);
     return nullptr;
   }
 
-  // A file of the same name is a stale ring of a dead process with our pid: replace it.
-  // Relative to the checked folder, never through a symlink.
-  unlinkat(dir.fd, name, 0);
   const int fd = openat(dir.fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     Warn("cannot create ring", writer->path_, std::strerror(errno));
@@ -101,9 +176,19 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   if (map == MAP_FAILED) {
     Warn("cannot reserve ring", writer->path_, std::strerror(map_error));
     unlinkat(dir.fd, name, 0);
+    if (map_error == ENOSPC) {
+      // Other ranks' rings took the space between the look and the reservation.
+      char why[512];
+      std::snprintf(why, sizeof why, "no ring: %s filled up while this rank reserved its %.1f MiB ring (%.1f MiB had "
+                    "been free); %s", config.ring_dir, MiB(bytes), MiB(free_bytes), kRaiseShm);
+      LeaveNoRingNote(dir.fd, name, host, config.job, bytes, free_bytes, why);
+    }
     close(dir.fd);
     return nullptr;
   }
+  // A note of an earlier process with our pid would name a reason that is not ours.
+  char note_name[320];
+  if (ring::SideFileName(name, ring::kNoRingSuffix, note_name, sizeof note_name)) unlinkat(dir.fd, note_name, 0);
   close(dir.fd);
 
   auto* base = static_cast<char*>(map);
@@ -114,14 +199,14 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->string_slot_bytes = ring::kStringSlotBytes;
   header->lane_count = config.ring_lanes;
   header->lane_header_bytes = ring::kLaneHeaderBytes;
-  header->lane_capacity = config.ring_records;
-  header->lane_bytes = ring::LaneBytes(config.ring_records);
-  header->string_capacity = ring::kDefaultStringCapacity;
+  header->lane_capacity = geometry.lane_capacity;
+  header->lane_bytes = ring::LaneBytes(geometry.lane_capacity);
+  header->string_capacity = geometry.string_capacity;
   header->strings_offset = ring::kHeaderBytes;
   header->call_path_slot_bytes = ring::kCallPathSlotBytes;
-  header->call_path_capacity = ring::kDefaultCallPathCapacity;
-  header->call_paths_offset = header->strings_offset + ring::kDefaultStringCapacity * ring::kStringSlotBytes;
-  header->lanes_offset = header->call_paths_offset + ring::kDefaultCallPathCapacity * ring::kCallPathSlotBytes;
+  header->call_path_capacity = geometry.call_path_capacity;
+  header->call_paths_offset = header->strings_offset + geometry.string_capacity * ring::kStringSlotBytes;
+  header->lanes_offset = header->call_paths_offset + geometry.call_path_capacity * ring::kCallPathSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
   header->rank = RankSetting(Setting::kRank);
@@ -141,7 +226,7 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   writer->lanes_ = base + header->lanes_offset;
   writer->lane_bytes_ = header->lane_bytes;
   writer->lane_count_ = header->lane_count;
-  writer->index_mask_ = config.ring_records - 1;
+  writer->index_mask_ = geometry.lane_capacity - 1;
   return writer;
 }
 

@@ -13,12 +13,37 @@
 
 namespace collwatch {
 
+// How big a ring is made: the default, or smaller where the ring folder's file system
+// (RAM, on /dev/shm) has little free, down to a floor that still holds enough history to
+// show where ranks part.
+struct RingGeometry {
+  uint64_t lane_capacity = 0;       // records per lane, a power of two
+  uint64_t string_capacity = 0;
+  uint64_t call_path_capacity = 0;
+  uint64_t bytes = 0;               // the file (ring::RingFileBytes)
+  uint64_t floor_bytes = 0;         // the smallest ring it would make
+  bool fits = false;                // bytes <= the free space
+};
+// Records per lane, names and call paths below which a ring is not shrunk.
+inline constexpr uint64_t kFloorLaneRecords = 1024;
+inline constexpr uint64_t kFloorStrings = 1024;
+inline constexpr uint64_t kFloorCallPaths = 256;
+// A ring takes at most this share of what is free: the node's other ranks need theirs.
+inline constexpr uint64_t kFreeSpaceShare = 4;
+
+// The ring `config` asks for, halved (lanes, names, call paths alike) while it is over
+// free_bytes / kFreeSpaceShare and above the floor. COLLWATCH_RING_RECORDS, when set,
+// is taken as it is.
+RingGeometry SizeRing(const Config& config, uint64_t free_bytes) noexcept;
+
 class RingWriter {
  public:
-  // Creates (or replaces a stale) ring file for this process and maps it. Returns
-  // nullptr and writes one line on stderr when the folder is not private to this user
-  // (ring_directory.h), is unwritable, the disk is full, the ring would pass the file
-  // size limit or mapping fails: the caller then stops recording. The interposer keeps
+  // Creates (or replaces a stale) ring file for this process, sized by SizeRing to the
+  // folder's free space, and maps it. Returns nullptr and writes one line on stderr when
+  // the folder is not private to this user (ring_directory.h), is unwritable, the disk is
+  // full, the ring would pass the file size limit or mapping fails: the caller then stops
+  // recording. Where the folder could take the ring but for its size, a note says why
+  // (ring/ring_notes.h), for the report. The interposer keeps
   // its writer for the life of the process (release()).
   static std::unique_ptr<RingWriter> Create(const Config& config) noexcept;
   ~RingWriter();

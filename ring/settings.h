@@ -36,6 +36,7 @@ enum class Setting : unsigned char {
   // The `collwatch` command.
   kPreload,
   kCpuNcclLibrary,
+  kKeepRings,
   // The CPU NCCL backend (libnccl.so.2 of cpu_nccl/).
   kCpuNcclShmDir,
   kCpuNcclSpin,
@@ -90,7 +91,10 @@ inline constexpr SettingInfo kSettings[] = {
      "symlink, closed to others, in a parent others cannot swap it in; else one warning and nothing is "
      "recorded (docs/security.md). `collwatch agent` ships the rings of this folder by default"},
     {Setting::kRingRecords, "COLLWATCH_RING_RECORDS", "32768", "`32768`", "libcollwatch.so",
-     "records per lane (128 bytes each), rounded up to a power of two, 64 ... 1 Mi"},
+     "records per lane (128 bytes each), rounded up to a power of two, 64 ... 1 Mi. Unset: 32768, halved (with "
+     "the ring's name and call path tables) while a ring would take more than a quarter of the ring folder's free "
+     "space, down to 1024 (about 0.9 MiB a ring); where even that does not fit, the rank has no ring and a "
+     "`.noring` note there gives the reason to `analyze`"},
     {Setting::kRingLanes, "COLLWATCH_RING_LANES", "4", "`4`", "libcollwatch.so",
      "lanes per ring, 2 ... 64: lane 0 is shared, each further lane belongs to one thread that calls NCCL "
      "(the watcher thread takes one on GPUs)"},
@@ -133,6 +137,9 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kCpuNcclLibrary, "COLLWATCH_CPU_NCCL", "",
      "beside the `collwatch` binary (`../cpu_nccl/`, `../lib/collwatch-cpu-nccl/`)", "collwatch run --one-gpu",
      "the CPU NCCL backend's `libnccl.so.2` that `--one-gpu` puts under the job"},
+    {Setting::kKeepRings, "COLLWATCH_KEEP_RINGS", "0", "`0`", "collwatch agent",
+     "`1`: the agent leaves a ring in place once its process ended and every record is stored, beside a "
+     "`.shipped` mark (`collwatch gc` removes it later), as `--keep-rings` does; `0`: it removes the ring"},
     {Setting::kCpuNcclShmDir, "COLLWATCH_CPU_NCCL_SHM_DIR", "/dev/shm", "`/dev/shm`", "CPU NCCL backend",
      "folder of the per-communicator shared-memory files (use a tmpfs); read when a communicator is created"},
     {Setting::kCpuNcclSpin, "COLLWATCH_CPU_NCCL_SPIN", "64", "`64`", "CPU NCCL backend",
