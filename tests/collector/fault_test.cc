@@ -40,7 +40,7 @@ class FaultTest : public ::testing::Test {
   }
   std::unique_ptr<Subprocess> StartAgent() {
     return std::make_unique<Subprocess>(
-        std::vector<std::string>{COLLWATCH_CLI_PATH, "agent", "--collector", address_, "--ring-dir", Rings(), "--job",
+        std::vector<std::string>{COLLWATCH_CLI_PATH, "agent", "--keep-rings", "--collector", address_, "--ring-dir", Rings(), "--job",
                                  kJob},
         std::map<std::string, std::string>{});
   }
@@ -148,6 +148,7 @@ TEST_F(FaultTest, PreloadStartsOneAgentPerNodeAndJob) {
                   {"COLLWATCH_RING_DIR", Rings()},
                   {"COLLWATCH_JOB_ID", kJob},
                   {"COLLWATCH_COLLECTOR", address_},
+                  {"COLLWATCH_KEEP_RINGS", "1"},  // compared with the store below
                   {"COLLWATCH_AGENT", COLLWATCH_CLI_PATH},
                   {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}});
   ASSERT_EQ(job.Wait(60), 0);
@@ -175,7 +176,7 @@ TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
   auto job = StartJob("all", 0);
   ASSERT_EQ(job->Wait(60), 0);
   auto agent_for = [&](const std::vector<std::string>& extra, const std::string& log) {
-    std::vector<std::string> argv{COLLWATCH_CLI_PATH, "agent", "--collector", address_, "--ring-dir", Rings(),
+    std::vector<std::string> argv{COLLWATCH_CLI_PATH, "agent", "--keep-rings", "--collector", address_, "--ring-dir", Rings(),
                                   "--job", kJob, "--idle-exit", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", log);

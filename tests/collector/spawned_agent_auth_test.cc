@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -73,8 +74,10 @@ class SpawnedAgentAuthTest : public ::testing::Test {
                                               {"COLLWATCH_JOB_ID", kJob},
                                               {"COLLWATCH_COLLECTOR", address_},
                                               {"COLLWATCH_AGENT", COLLWATCH_CLI_PATH},
-                                              {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}};
-    env.insert(extra.begin(), extra.end());
+                                              {"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()},
+                                              // Kept, to be compared with the store byte for byte.
+                                              {"COLLWATCH_KEEP_RINGS", "1"}};
+    for (const auto& [name, value] : extra) env[name] = value;
     Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "4", "all", dir_.path()}, env);
     return job.Wait(60);
   }
@@ -129,6 +132,31 @@ TEST_F(SpawnedAgentAuthTest, WithoutTheTokenNothingIsStoredAndTheAgentSaysWhy) {
   EXPECT_NE(log.find("the collector refused"), std::string::npos) << log;
   EXPECT_NE(log.find("token"), std::string::npos) << log;
   EXPECT_TRUE(ListRankTraces(Out(), kJob).empty());
+}
+
+// Outside `collwatch run` nothing else frees /dev/shm: the agent removes each ring once its
+// process ended and the collector acknowledged every record, and not before. The collector
+// comes up only after the job, so the rings are still whole when copied for the check.
+TEST_F(SpawnedAgentAuthTest, RingsOfEndedWritersAreRemovedOnceStored) {
+  ASSERT_EQ(RunJob({{"COLLWATCH_TOKEN_FILE", TokenFile()}, {"COLLWATCH_KEEP_RINGS", "0"}}), 0);
+  Sleep(1.0);  // the agent tries, and backs off
+  const std::string copies = dir_.path() + "/copies";
+  std::filesystem::create_directory(copies);
+  const absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(Rings());
+  ASSERT_TRUE(rings.ok());
+  ASSERT_EQ(rings->size(), 4u) << "no record is acknowledged yet: every ring stays";
+  for (const std::string& ring : *rings) {
+    std::filesystem::copy_file(ring, copies + "/" + std::filesystem::path(ring).filename().string());
+  }
+  auto collector = StartCollector(/*tls=*/false);
+  for (double waited = 0; waited < 30 && !ListRingFiles(Rings())->empty(); waited += 0.2) Sleep(0.2);
+  EXPECT_TRUE(ListRingFiles(Rings())->empty()) << AgentLog();
+  const testing::TraceComparison comparison = testing::CompareTracesWithRings(copies, Out(), kJob);
+  EXPECT_EQ(comparison.rings, 4);
+  EXPECT_EQ(comparison.traces, 4);
+  EXPECT_EQ(comparison.mismatch, "");
+  EXPECT_EQ(comparison.stored_records, comparison.ring_records);
+  EXPECT_NE(AgentLog().find("removed the ring of"), std::string::npos) << AgentLog();
 }
 
 }  // namespace
