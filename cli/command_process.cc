@@ -21,7 +21,7 @@ extern char** environ;
 namespace collwatch {
 
 pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& environment,
-                   int output_fd) {
+                   int output_fd, CommandTerminal terminal) {
   // Everything the child needs is made before the fork: after it, in a process with other
   // threads (gRPC's), only async-signal-safe calls. (setenv there deadlocked on an
   // allocator lock another thread held at the fork, seen under ASan.)
@@ -47,6 +47,12 @@ pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::
     return child;
   }
   setpgid(0, 0);
+  if (terminal == CommandTerminal::kForeground) {
+    // The parent sets it too (whichever comes first); only then may a stop come.
+    tcsetpgrp(STDIN_FILENO, getpid());
+    signal(SIGTTOU, SIG_DFL);
+    signal(SIGTTIN, SIG_DFL);
+  }
   // collwatch blocks the stop signals to take them itself; the command gets them back.
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   // collwatch ignores SIGXFSZ (a file-size limit is a write error to it); an ignored

@@ -13,13 +13,23 @@
 
 namespace collwatch {
 
+// How the command stands to the terminal on standard input.
+enum class CommandTerminal {
+  // SIGTTOU and SIGTTIN as this process has them (`collwatch run` ignores them).
+  kAsCollwatch,
+  // Its group becomes the terminal's foreground group, set from the child as well before
+  // the exec (its first read or write finds it there), with SIGTTOU and SIGTTIN back to
+  // default, as a shell's foreground job. This process must ignore SIGTTOU.
+  kForeground,
+};
+
 // Starts `command` (argv[0] looked up in PATH) as the leader of a new process group, with
 // `environment` set over this process's, default SIGINT/SIGTERM handling and, when
 // `output_fd` >= 0, stdout and stderr going there and stdin from /dev/null. Returns the
 // child's pid (also its group id), or -1 with errno set when fork failed. A command that
 // cannot be executed says why on stderr and exits 127, as a shell does.
 pid_t StartCommand(const std::vector<std::string>& command, const std::map<std::string, std::string>& environment,
-                   int output_fd);
+                   int output_fd, CommandTerminal terminal = CommandTerminal::kAsCollwatch);
 
 // The exit status a shell shows for a waitpid status: the exit code, or 128 + the signal
 // that ended the process.

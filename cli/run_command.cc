@@ -23,6 +23,9 @@
 namespace collwatch {
 
 int RunJobCommand(const RunOptions& options) {
+  // First of all: from the background (`collwatch run ... &`, `timeout` without
+  // --foreground) any line on the terminal could stop collwatch (stty tostop).
+  IgnoreTerminalStops();
   if (options.command.empty()) {
     std::cerr << "collwatch run: no command given (collwatch run [options] -- CMD ...)\n";
     return 2;

@@ -4,7 +4,6 @@
 // Threading: see run_supervisor.h.
 #include "cli/run_supervisor.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,8 +52,17 @@ int RunSupervisor::Run(const std::map<std::string, std::string>& environment) {
 }
 
 bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environment) {
-  // The dashboard needs the terminal to itself: the job's output goes to a log.
-  show_dashboard_ = options_.dashboard && isatty(STDIN_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;
+  // The dashboard needs the terminal to itself: the job's output goes to a log. Only in the
+  // terminal's foreground: from the background (`collwatch run ... &`, or under `timeout`)
+  // the terminal would stop it, or it would draw over the shell.
+  const bool foreground = InTerminalForeground(STDIN_FILENO);
+  show_dashboard_ = options_.dashboard && foreground && isatty(STDOUT_FILENO) != 0;
+  // The job has its own process group (to stop it whole); in the terminal's foreground it
+  // becomes the foreground group, as a shell would make it, so it may read the terminal
+  // (pdb) and gets Ctrl-C itself. Anywhere else it keeps collwatch's ignored SIGTTOU and
+  // SIGTTIN: a job stopped by the terminal in a group no shell knows would stay stopped,
+  // and collwatch would wait on it for ever.
+  terminal_job_ = !show_dashboard_ && foreground;
   int job_log_fd = -1;
   if (show_dashboard_) {
     job_log_fd = OpenJobLog(job_log_);
@@ -63,20 +71,15 @@ bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environme
       return false;
     }
   }
-  command_ = StartCommand(options_.command, environment, job_log_fd);
+  command_ = StartCommand(options_.command, environment, job_log_fd,
+                          terminal_job_ ? CommandTerminal::kForeground : CommandTerminal::kAsCollwatch);
   if (job_log_fd >= 0) close(job_log_fd);
   if (command_ < 0) {
     std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
     return false;
   }
-  // The job has its own process group (to stop it whole); on a terminal it becomes the
-  // foreground group, as a shell would make it, so it may read the terminal (pdb) and
-  // gets Ctrl-C itself.
-  terminal_job_ = !show_dashboard_ && isatty(STDIN_FILENO) != 0 && tcgetpgrp(STDIN_FILENO) == getpgrp();
-  if (terminal_job_) {
-    signal(SIGTTOU, SIG_IGN);  // we keep writing status lines from the background
-    tcsetpgrp(STDIN_FILENO, command_);
-  }
+  // Status lines go on from the background: SIGTTOU is ignored (RunJobCommand).
+  if (terminal_job_) tcsetpgrp(STDIN_FILENO, command_);
   job_processes_ = std::make_unique<JobProcessTree>(command_);
   return true;
 }
@@ -110,6 +113,11 @@ void RunSupervisor::WatchJob() {
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
     ForwardStopSignal(command_, dashboard_ != nullptr ? 0 : 0.1);
     // Each finding the moment it appears (on the dashboard while it is up).
+    if (dashboard_ != nullptr && !InTerminalForeground(STDIN_FILENO)) {
+      CloseDashboard();  // put in the background (Ctrl-Z, bg): it would draw over the shell
+      std::cerr << "collwatch run: in the background now: dashboard closed; the job goes on (its output: "
+                << job_log_ << ")\n";
+    }
     const std::vector<analyzer::Finding> findings = CurrentFindings();
     TakeStacksOfUnstreamedProcesses(findings);
     if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);

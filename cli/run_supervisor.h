@@ -40,8 +40,9 @@ class RunSupervisor {
   int Run(const std::map<std::string, std::string>& environment);
 
  private:
-  // Starts the command (its output to job.log under the dashboard) and, on a terminal
-  // without the dashboard, makes it the foreground process group. False: said why.
+  // Starts the command (its output to job.log under the dashboard) and, when collwatch is
+  // in the terminal's foreground without the dashboard, makes it the foreground process
+  // group. False: said why.
   bool StartJob(const std::map<std::string, std::string>& environment);
   // The loop while the command runs; returns once it ended or was stopped.
   void WatchJob();

@@ -1,11 +1,12 @@
 // Blocks SIGINT/SIGTERM and waits for them synchronously: no signal handler runs, so the
 // commands react to a stop in their main loop, where it is safe to shut threads down.
-// Threading: see stop_signals.h.
+// The terminal's stops are ignored outright. Threading: see stop_signals.h.
 #include "cli/stop_signals.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 namespace collwatch {
 
@@ -35,5 +36,12 @@ int ForwardStopSignal(pid_t process_group, double seconds) {
   if (signal != 0) kill(-process_group, signal);
   return signal;
 }
+
+void IgnoreTerminalStops() {
+  signal(SIGTTOU, SIG_IGN);
+  signal(SIGTTIN, SIG_IGN);
+}
+
+bool InTerminalForeground(int fd) { return isatty(fd) != 0 && tcgetpgrp(fd) == getpgrp(); }
 
 }  // namespace collwatch

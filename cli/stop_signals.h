@@ -1,6 +1,7 @@
 // SIGINT and SIGTERM for the long-running commands: blocked in the main thread before any
 // other thread starts, so every thread inherits the block and gRPC's never take them; the
-// main thread then takes them with sigtimedwait. Threading: call from the main thread.
+// main thread then takes them with sigtimedwait. And the terminal's job-control stops,
+// which `collwatch run` ignores. Threading: call from the main thread.
 #ifndef COLLWATCH_CLI_STOP_SIGNALS_H_
 #define COLLWATCH_CLI_STOP_SIGNALS_H_
 
@@ -22,6 +23,16 @@ int WaitForStopSignal(double seconds);
 // `process_group` (Ctrl-C or a scheduler's SIGTERM is for the job, which collwatch then
 // waits out). Returns the signal forwarded, or 0 when none came.
 int ForwardStopSignal(pid_t process_group, double seconds);
+
+// Ignores SIGTTOU (writing to the terminal from the background under `stty tostop`, or
+// changing its modes from the background) and SIGTTIN (reading it from the background)
+// in the whole process: the write or mode change then goes through and a read fails
+// (EIO). A supervisor stopped by its terminal leaves its job unwatched, and no shell
+// knows the job's own process group to resume it.
+void IgnoreTerminalStops();
+
+// Whether `fd` is a terminal whose foreground process group is this process's.
+bool InTerminalForeground(int fd);
 
 }  // namespace collwatch
 

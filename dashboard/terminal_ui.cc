@@ -56,6 +56,12 @@ std::unique_ptr<TerminalScreen> TerminalScreen::Open(bool plain, std::string* er
     *error = "standard input and output must be a terminal";
     return nullptr;
   }
+  // From the background the terminal would stop us at the first mode change (SIGTTOU).
+  if (tcgetpgrp(STDIN_FILENO) != getpgrp()) {
+    *error = "not in the terminal's foreground (started with &, or under timeout without --foreground?): "
+             "the dashboard needs the terminal; run it in the foreground";
+    return nullptr;
+  }
   std::setlocale(LC_ALL, "");
   if (newterm(nullptr, stdout, stdin) == nullptr) {
     *error = "cannot drive this terminal (is TERM set?)";

@@ -16,7 +16,8 @@ namespace collwatch::dashboard {
 
 class TerminalScreen {
  public:
-  // Takes over the terminal; nullptr (and *error) when standard output is not one.
+  // Takes over the terminal; nullptr (and *error) when standard input or output is not
+  // one, or this process is not in its foreground group.
   // `plain`: no colours even where the terminal has them.
   static std::unique_ptr<TerminalScreen> Open(bool plain, std::string* error);
   ~TerminalScreen();  // gives the terminal back as it was
