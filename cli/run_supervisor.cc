@@ -33,6 +33,12 @@ constexpr uint64_t kProcessWalkIntervalNs = 500'000'000;
 // How long --kill-on-hang waits for a stall's stacks before stopping the job.
 constexpr uint64_t kStacksWaitNs = 5'000'000'000;
 constexpr size_t kJobLogTailLines = 10;
+// --kill-on-hang leaves a job alone while the ranks its stalls wait for are at work, up to
+// this many times the stall floor of waiting (300 s at the default 30 s: half of PyTorch's
+// 10-minute watchdog), and stops it once they have not been seen at work for kAtWorkGraceNs
+// (a look between two bursts of work may find the CPU still).
+constexpr double kAtWorkCapMultiple = 10;
+constexpr uint64_t kAtWorkGraceNs = 1'500'000'000;
 
 }  // namespace
 
@@ -106,6 +112,11 @@ void RunSupervisor::WatchJob() {
       exit_code_ = *ended;
       return;
     }
+    if (dashboard_ != nullptr && !InTerminalForeground(STDIN_FILENO)) {
+      CloseDashboard();  // put in the background (Ctrl-Z, bg): it would draw over the shell
+      std::cerr << "collwatch run: in the background now: dashboard closed; the job goes on (its output: "
+                << job_log_ << ")\n";
+    }
     if (dashboard_ != nullptr && !dashboard_->Refresh(*watcher_, services_.address(), 0.1)) {
       CloseDashboard();
       std::cerr << "collwatch run: dashboard closed; the job goes on (its output: " << job_log_ << ")\n";
@@ -113,16 +124,11 @@ void RunSupervisor::WatchJob() {
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
     ForwardStopSignal(command_, dashboard_ != nullptr ? 0 : 0.1);
     // Each finding the moment it appears (on the dashboard while it is up).
-    if (dashboard_ != nullptr && !InTerminalForeground(STDIN_FILENO)) {
-      CloseDashboard();  // put in the background (Ctrl-Z, bg): it would draw over the shell
-      std::cerr << "collwatch run: in the background now: dashboard closed; the job goes on (its output: "
-                << job_log_ << ")\n";
-    }
     const std::vector<analyzer::Finding> findings = CurrentFindings();
     TakeStacksOfUnstreamedProcesses(findings);
     if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);
     const uint64_t now_ns = MonotonicClockNs();
-    if (options_.kill_on_hang && !findings.empty()) {
+    if (options_.kill_on_hang && analyzer::UnresolvedCount(findings) > 0 && !HoldForWork(findings)) {
       // A stall's stacks are taken from the live processes: stop the job once they are in
       // (or have not come for kStacksWaitNs).
       if (first_finding_ns_ == 0) first_finding_ns_ = now_ns;
@@ -146,6 +152,31 @@ void RunSupervisor::WatchJob() {
       last_print_ns = now_ns;
     }
   }
+}
+
+bool RunSupervisor::HoldForWork(const std::vector<analyzer::Finding>& findings) {
+  if (embedded_ == nullptr) return false;  // only the embedded collector's model can tell
+  OnlineAnalyzer& online = embedded_->service().online_analyzer();
+  const auto now = static_cast<int64_t>(RealtimeNs());
+  bool at_work = true;
+  int64_t waits_since = now;
+  for (const analyzer::Finding& finding : findings) {
+    if (finding.resolution) continue;
+    waits_since = std::min(waits_since, finding.first_bad_ns);
+    at_work = at_work && online.LateRanksAtWork(finding, now);
+  }
+  const uint64_t now_mono = MonotonicClockNs();
+  if (at_work) last_at_work_ns_ = now_mono;
+  const double floor_s = options_.stall_after_s > 0 ? options_.stall_after_s : analyzer::AnalyzerOptions{}.stall_after_s;
+  const double cap_s = kAtWorkCapMultiple * floor_s;
+  const bool hold = last_at_work_ns_ != 0 && now_mono - last_at_work_ns_ < kAtWorkGraceNs &&
+                    static_cast<double>(now - waits_since) / 1e9 < cap_s;
+  if (hold && !said_at_work_) {
+    said_at_work_ = true;
+    std::cerr << "collwatch run: --kill-on-hang: the late ranks are at work (running outside NCCL, CPU busy): "
+              << "not stopping the job while they are, up to " << cap_s << " s of waiting\n";
+  }
+  return hold;
 }
 
 void RunSupervisor::StopHungJob(const std::vector<analyzer::Finding>& findings) {

@@ -46,6 +46,10 @@ class RunSupervisor {
   bool StartJob(const std::map<std::string, std::string>& environment);
   // The loop while the command runs; returns once it ended or was stopped.
   void WatchJob();
+  // --kill-on-hang's rule for a pause no history can tell from a hang (a first checkpoint
+  // on rank 0): true while every rank the unresolved stalls wait for is at work
+  // (Analyzer::LateRanksAtWork), up to a cap; docs/findings.md.
+  bool HoldForWork(const std::vector<analyzer::Finding>& findings);
   void StopHungJob(const std::vector<analyzer::Finding>& findings);
   // Drains, writes run.json and the report; returns the exit status.
   int Finish();
@@ -86,6 +90,8 @@ class RunSupervisor {
   std::set<size_t> stacks_shown_;   // findings whose stacks were shown
   size_t stacks_looked_for_ = 0;    // findings whose unstreamed processes' stacks were taken
   uint64_t first_finding_ns_ = 0;   // monotonic, when --kill-on-hang saw the first finding
+  uint64_t last_at_work_ns_ = 0;    // monotonic, when HoldForWork last saw the late ranks at work
+  bool said_at_work_ = false;
   bool stopped_hung_job_ = false;
   int64_t stopped_at_ns_ = 0;
   std::vector<analyzer::Finding> findings_at_stop_;  // later ones would be the stop's echo

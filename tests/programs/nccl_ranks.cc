@@ -167,6 +167,31 @@ void RunLatePlan(ncclComm_t comm) {
   Expect(sum == static_cast<float>(g_world), "late all-reduce");
 }
 
+// One rank reaches the second all-reduce 8 s after the others, as a checkpoint on it
+// would: sleeping ("straggler": rank 1) or computing ("busy-pause": rank 0, its CPU
+// advancing outside NCCL). The job then finishes well.
+void RunPausePlan(ncclComm_t comm, int late_rank, bool busy) {
+  constexpr double kPauseS = 8;
+  float value = 1.0f, sum = 0.0f;
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  if (g_rank == late_rank) {
+    timespec start{}, now{};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile double work = 0;
+    do {
+      if (busy) {
+        for (int i = 0; i < 100000; ++i) work = work + 1e-9 * i;
+      } else {
+        usleep(100000);
+      }
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9 < kPauseS);
+  }
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  Expect(sum == static_cast<float>(g_world), "all-reduce after the pause");
+  CHECK_NCCL(ncclCommDestroy(comm));
+}
+
 // All-reduces for COLLWATCH_TEST_LOOP_MS milliseconds (default 3000), 1 ms apart: a job
 // that runs long enough for the collector and agent fault tests to kill things under it.
 void RunLoopPlan(ncclComm_t comm) {
@@ -317,6 +342,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunSkipPlan(comm);
   } else if (plan == "late") {
     RunLatePlan(comm);
+  } else if (plan == "straggler" || plan == "busy-pause") {
+    RunPausePlan(comm, plan == "straggler" ? 1 : 0, plan == "busy-pause");
   } else if (plan == "fork") {
     RunForkPlan(comm);
   } else if (plan == "lifecycle") {
@@ -343,7 +370,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
