@@ -37,6 +37,10 @@ int RunJobCommand(const RunOptions& options) {
     std::cerr << "collwatch run: " << preload.status().message() << "\n";
     return 2;
   }
+  if (const absl::Status plugin = CheckProfilerPluginFree(options.profiler_plugin, inputs.preload); !plugin.ok()) {
+    std::cerr << "collwatch run: " << plugin.message() << "\n";
+    return 2;
+  }
   if (options.one_gpu) {
     // Checked before anything starts: a job put on a GPU it cannot have fails late and unclearly.
     absl::StatusOr<OneGpuEnvironment> one_gpu = PrepareOneGpuMode();
@@ -77,9 +81,11 @@ int RunJobCommand(const RunOptions& options) {
   }
   if (const char* existing = SettingIfSet(Setting::kLdPreload)) inputs.inherited_ld_preload = existing;
   inputs.profiler_plugin = options.profiler_plugin;
-  if (const char* other = SettingIfSet(Setting::kNcclProfilerPlugin); other != nullptr && options.profiler_plugin) {
-    std::cerr << "collwatch run: --profiler-plugin replaces NCCL_PROFILER_PLUGIN=" << other
-              << " (NCCL loads one profiler plugin)\n";
+  if (const char* tool = SettingIfSet(Setting::kNvtxInjectionPath);
+      tool != nullptr && SettingIfSet(Setting::kNvtxChain) == nullptr && tool != inputs.preload) {
+    inputs.inherited_nvtx_injection = tool;
+    std::cerr << "collwatch run: NVTX_INJECTION64_PATH=" << tool
+              << " still sees the job's NVTX ranges: libcollwatch.so hands them on (COLLWATCH_NVTX_CHAIN)\n";
   }
   // Last before the command: the server runs only as long as the job.
   std::unique_ptr<PrivateMpsServer> mps;

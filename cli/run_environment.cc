@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "cli/files_beside.h"
@@ -96,5 +98,25 @@ std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentIn
   if (inputs.profiler_plugin) environment[SettingInfoOf(Setting::kNcclProfilerPlugin).name] = inputs.preload;
   return environment;
 }
+absl::Status CheckProfilerPluginFree(bool profiler_plugin, const std::string& preload) {
+  const char* other = SettingIfSet(Setting::kNcclProfilerPlugin);
+  if (!profiler_plugin || other == nullptr) return absl::OkStatus();
+  std::error_code ignored;
+  if (other == preload || std::filesystem::equivalent(other, preload, ignored) ||
+      std::filesystem::path(other).filename() == std::filesystem::path(preload).filename()) {
+    return absl::OkStatus();  // libcollwatch.so already
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--profiler-plugin makes libcollwatch.so NCCL's profiler plugin, but NCCL_PROFILER_PLUGIN=", other,
+      " names another one, and NCCL loads only one: unset NCCL_PROFILER_PLUGIN to record NCCL's profiler events "
+      "with collwatch, or run without --profiler-plugin to keep ",
+      other, " (collwatch then records through the preload alone; docs/profiler-plugin.md)"));
+}
+
 
 }  // namespace collwatch
+  // NVTX loads one injection library: ours, which loads the other one (a path naming the
+  // preload by another spelling is caught there, when both load as one library).
+  if (!inputs.inherited_nvtx_injection.empty() && inputs.inherited_nvtx_injection != inputs.preload) {
+    environment[SettingInfoOf(Setting::kNvtxChain).name] = inputs.inherited_nvtx_injection;
+  }

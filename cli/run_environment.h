@@ -45,6 +45,11 @@ struct RingFolder {
 absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir);
 
 // What the command's environment gets from a run.
+// With --profiler-plugin (`profiler_plugin`), an NCCL_PROFILER_PLUGIN naming a plugin other
+// than `preload` (libcollwatch.so) is an error naming both and the choice: NCCL loads one
+// profiler plugin, and collwatch does not forward NCCL's profiler calls to another.
+absl::Status CheckProfilerPluginFree(bool profiler_plugin, const std::string& preload);
+
 struct CommandEnvironmentInputs {
   std::string preload;                       // libcollwatch.so
   std::optional<OneGpuEnvironment> one_gpu;  // set with --one-gpu
@@ -56,10 +61,15 @@ struct CommandEnvironmentInputs {
 
 // The variables set for the command: LD_PRELOAD (what was preloaded already, then the
 // preload, then with --one-gpu the CPU NCCL backend), NVTX_INJECTION64_PATH (the preload
-// is also the NVTX injection library), COLLWATCH_RING_DIR, COLLWATCH_JOB_ID, with
+// is also the NVTX injection library; another one found there moves to
+// COLLWATCH_NVTX_CHAIN, which the preload hands NVTX on to), COLLWATCH_RING_DIR,
+// COLLWATCH_JOB_ID, with
 // --profiler-plugin NCCL_PROFILER_PLUGIN (the preload is NCCL's profiler plugin too), and
 // the one-GPU mode's own switches.
 std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentInputs& inputs);
+  // NVTX_INJECTION64_PATH as collwatch run found it (Nsight Systems sets it), when
+  // COLLWATCH_NVTX_CHAIN is not set already.
+  std::string inherited_nvtx_injection;
 
 }  // namespace collwatch
 

@@ -29,6 +29,14 @@
 // NCCL 2.28). They are never user code anyway. Interleaved pops of
 // different domains (push A:x, push y, pop A, pop) pop our merged stack in LIFO order:
 // the region is briefly "x" instead of "y" until the stack unwinds.
+//
+// Chaining. Another tool's injection library (Nsight Systems') named by
+// COLLWATCH_NVTX_CHAIN is initialised first for each instance, with the same export
+// table; it fills the slots it wants. For the slots we take too we keep what it put
+// there and our callbacks call it on. The handles the application then holds are the
+// tool's (we return what its DomainCreate and RegisterString return), so calls we do not
+// take reach it with its own handles; we find our domain records and string ids from its
+// handles. A tool that takes pushes but not DomainCreate would get our domain handles.
 #define NVTX_NO_IMPL  // only the types: no NVTX instance of our own in this library
 #include <nvtx3/nvToolsExt.h>
 
@@ -38,8 +46,10 @@
 #include <cstdint>
 #include <cstring>
 #include <cwchar>
+#include <initializer_list>
 
 #include "interposer/config.h"
+#include "interposer/nvtx_chain.h"
 #include "interposer/regions.h"
 #include "ring/hash.h"
 #include "ring/ring_format.h"
@@ -61,6 +71,7 @@ struct DomainRecord {
   uint32_t prefix_length;
   uint64_t seed;                // Hash64 of the full domain name
   bool ignored;                 // NCCL's own domain: its ranges are not regions
+  nvtxDomainHandle_t chained;   // the chained tool's handle for it (chaining only)
   char prefix[kDomainPrefixBytes];
 };
 
@@ -69,9 +80,38 @@ constexpr char kNcclDomain[] = "NCCL";
 DomainRecord g_domains[kMaxDomains];
 std::atomic<uint32_t> g_domain_count{0};
 
+// What the chained tool put in the slots we also take (nullptr: nothing), by callback id.
+// Set by each instance's initialisation (a tool installs the same functions in all),
+// before that instance's calls can reach our callbacks.
+std::atomic<NvtxFunctionPointer> g_next_core[NVTX_CBID_CORE_SIZE];
+std::atomic<NvtxFunctionPointer> g_next_core2[NVTX_CBID_CORE2_SIZE];
+
+template <typename Function>
+Function Next(const std::atomic<NvtxFunctionPointer>* table, unsigned int id) noexcept {
+  return reinterpret_cast<Function>(table[id].load(std::memory_order_acquire));
+}
+
+// The application holds the tool's domain and string handles.
+bool ToolDomains() noexcept {
+  return g_next_core2[NVTX_CBID_CORE2_DomainCreateA].load(std::memory_order_acquire) != nullptr ||
+         g_next_core2[NVTX_CBID_CORE2_DomainCreateW].load(std::memory_order_acquire) != nullptr;
+}
+bool ToolStrings() noexcept {
+  return g_next_core2[NVTX_CBID_CORE2_DomainRegisterStringA].load(std::memory_order_acquire) != nullptr ||
+         g_next_core2[NVTX_CBID_CORE2_DomainRegisterStringW].load(std::memory_order_acquire) != nullptr;
+}
+
 // Maps a handle back to its record; NULL, foreign or unfinished handles mean the
 // default domain.
 const DomainRecord* FindDomain(nvtxDomainHandle_t handle) noexcept {
+  if (handle != nullptr && ToolDomains()) {
+    const uint32_t count = g_domain_count.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < count && i < kMaxDomains; ++i) {
+      const DomainRecord& domain = g_domains[i];
+      if (domain.ready.load(std::memory_order_acquire) != 0 && domain.chained == handle) return &domain;
+    }
+    return nullptr;
+  }
   const auto address = reinterpret_cast<uintptr_t>(handle);
   const auto first = reinterpret_cast<uintptr_t>(&g_domains[0]);
   if (address < first || address >= first + sizeof(g_domains) ||
@@ -82,14 +122,16 @@ const DomainRecord* FindDomain(nvtxDomainHandle_t handle) noexcept {
   return domain->ready.load(std::memory_order_acquire) != 0 ? domain : nullptr;
 }
 
-nvtxDomainHandle_t CreateDomain(const char* name, size_t length, uint64_t seed) noexcept {
+// `chained`: the tool's handle for the name (chaining only); one record per handle.
+nvtxDomainHandle_t CreateDomain(const char* name, size_t length, uint64_t seed,
+                                nvtxDomainHandle_t chained) noexcept {
   if (length == 0) return nullptr;
   // Same name again (another NVTX instance, or a second create): same record. Two
   // racing creates of one name may both add a record; both intern identical names.
   const uint32_t count = g_domain_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count && i < kMaxDomains; ++i) {
     DomainRecord& domain = g_domains[i];
-    if (domain.ready.load(std::memory_order_acquire) != 0 && domain.seed == seed) {
+    if (domain.ready.load(std::memory_order_acquire) != 0 && domain.seed == seed && domain.chained == chained) {
       return reinterpret_cast<nvtxDomainHandle_t>(&domain);
     }
   }
@@ -106,6 +148,7 @@ nvtxDomainHandle_t CreateDomain(const char* name, size_t length, uint64_t seed) 
   domain.prefix_length = static_cast<uint32_t>(kept + 1);
   domain.seed = seed;
   domain.ignored = length == sizeof kNcclDomain - 1 && std::memcmp(name, kNcclDomain, length) == 0;
+  domain.chained = chained;
   domain.ready.store(1, std::memory_order_release);
   return reinterpret_cast<nvtxDomainHandle_t>(&domain);
 }
@@ -209,6 +252,7 @@ nvtxStringHandle_t HandleOf(uint32_t id) noexcept {
 }
 
 uint32_t IdOf(nvtxStringHandle_t handle) noexcept {
+  if (ToolStrings()) return ChainedStringId(handle);
   const auto value = reinterpret_cast<uintptr_t>(handle);
   return value <= ring::kDefaultStringCapacity ? static_cast<uint32_t>(value) : 0;
 }
@@ -249,43 +293,85 @@ int Pop() noexcept {
   return Level(depth);
 }
 
-int RangePushA(const char* message) noexcept { return Push(InternAscii(nullptr, message)); }
-int RangePushW(const wchar_t* message) noexcept { return Push(InternWide(nullptr, message)); }
+// The chained tool's callback of slot `id`, when it took that slot; our value is returned.
+#define COLLWATCH_CALL_NEXT(table, id, type, ...) \
+  if (const auto next = Next<type>(table, id)) next(__VA_ARGS__)
+
+int RangePushA(const char* message) noexcept {
+  COLLWATCH_CALL_NEXT(g_next_core, NVTX_CBID_CORE_RangePushA, nvtxRangePushA_impl_fntype, message);
+  return Push(InternAscii(nullptr, message));
+}
+int RangePushW(const wchar_t* message) noexcept {
+  COLLWATCH_CALL_NEXT(g_next_core, NVTX_CBID_CORE_RangePushW, nvtxRangePushW_impl_fntype, message);
+  return Push(InternWide(nullptr, message));
+}
 int RangePushEx(const nvtxEventAttributes_t* attributes) noexcept {
+  COLLWATCH_CALL_NEXT(g_next_core, NVTX_CBID_CORE_RangePushEx, nvtxRangePushEx_impl_fntype, attributes);
   return Push(InternAttributes(nullptr, attributes));
 }
-int RangePop() noexcept { return Pop(); }
+int RangePop() noexcept {
+  COLLWATCH_CALL_NEXT(g_next_core, NVTX_CBID_CORE_RangePop, nvtxRangePop_impl_fntype);
+  return Pop();
+}
 
 int DomainRangePushEx(nvtxDomainHandle_t handle,
                       const nvtxEventAttributes_t* attributes) noexcept {
+  // NCCL's own ranges too: they are no regions of ours, but the tool wants them.
+  COLLWATCH_CALL_NEXT(g_next_core2, NVTX_CBID_CORE2_DomainRangePushEx, nvtxDomainRangePushEx_impl_fntype, handle,
+                      attributes);
   const DomainRecord* domain = FindDomain(handle);
   if (domain != nullptr && domain->ignored) return Level(RegionDepth() + 1);
   return Push(InternAttributes(domain, attributes));
 }
 int DomainRangePop(nvtxDomainHandle_t handle) noexcept {
+  COLLWATCH_CALL_NEXT(g_next_core2, NVTX_CBID_CORE2_DomainRangePop, nvtxDomainRangePop_impl_fntype, handle);
   const DomainRecord* domain = FindDomain(handle);
   if (domain != nullptr && domain->ignored) return Level(RegionDepth());
   return Pop();
 }
 
+// With a tool that registers strings, the application gets the tool's handle and we map
+// it to our id (a tool that takes RegisterStringA takes W too in practice; one that did
+// not would get our handle for W).
+nvtxStringHandle_t ChainString(nvtxStringHandle_t tool_handle, bool tool_took, uint32_t id) noexcept {
+  if (tool_took) {
+    NoteChainedString(tool_handle, id);
+    return tool_handle;
+  }
+  if (ToolStrings()) NoteChainedString(HandleOf(id), id);
+  return HandleOf(id);
+}
+
 nvtxStringHandle_t DomainRegisterStringA(nvtxDomainHandle_t domain, const char* text) noexcept {
-  return HandleOf(InternAscii(FindDomain(domain), text));
+  const uint32_t id = InternAscii(FindDomain(domain), text);
+  const auto next = Next<nvtxDomainRegisterStringA_impl_fntype>(g_next_core2, NVTX_CBID_CORE2_DomainRegisterStringA);
+  return ChainString(next != nullptr ? next(domain, text) : nullptr, next != nullptr, id);
 }
 nvtxStringHandle_t DomainRegisterStringW(nvtxDomainHandle_t domain,
                                          const wchar_t* text) noexcept {
-  return HandleOf(InternWide(FindDomain(domain), text));
+  const uint32_t id = InternWide(FindDomain(domain), text);
+  const auto next = Next<nvtxDomainRegisterStringW_impl_fntype>(g_next_core2, NVTX_CBID_CORE2_DomainRegisterStringW);
+  return ChainString(next != nullptr ? next(domain, text) : nullptr, next != nullptr, id);
 }
 
+// With a tool that creates domains, the application gets the tool's handle; our record
+// remembers it.
 nvtxDomainHandle_t DomainCreateA(const char* name) noexcept {
   if (name == nullptr) return nullptr;
+  const auto next = Next<nvtxDomainCreateA_impl_fntype>(g_next_core2, NVTX_CBID_CORE2_DomainCreateA);
+  const nvtxDomainHandle_t tool_handle = next != nullptr ? next(name) : nullptr;
   const size_t length = std::strlen(name);
-  return CreateDomain(name, length, Hash64(name, length));
+  const nvtxDomainHandle_t ours = CreateDomain(name, length, Hash64(name, length), tool_handle);
+  return ToolDomains() ? tool_handle : ours;
 }
 nvtxDomainHandle_t DomainCreateW(const wchar_t* name) noexcept {
   if (name == nullptr) return nullptr;
+  const auto next = Next<nvtxDomainCreateW_impl_fntype>(g_next_core2, NVTX_CBID_CORE2_DomainCreateW);
+  const nvtxDomainHandle_t tool_handle = next != nullptr ? next(name) : nullptr;
   Utf8Name utf8;
   ToUtf8(name, &utf8);
-  return CreateDomain(utf8.text, utf8.length, utf8.hash);
+  const nvtxDomainHandle_t ours = CreateDomain(utf8.text, utf8.length, utf8.hash, tool_handle);
+  return ToolDomains() ? tool_handle : ours;
 }
 
 // Points slot `id` of an instance's module table at `function`, if the instance has it.
@@ -297,28 +383,99 @@ void Attach(NvtxFunctionTable table, unsigned int size, unsigned int id,
   }
 }
 
-int Initialize(NvtxGetExportTableFunc_t get_export_table) noexcept {
-  if (get_export_table == nullptr || !NvtxRegionsWanted()) return 0;  // declined: NVTX calls become no-ops
+struct ModuleTables {
+  NvtxFunctionTable core = nullptr;
+  unsigned int core_size = 0;
+  NvtxFunctionTable core2 = nullptr;
+  unsigned int core2_size = 0;
+};
+
+bool FindModuleTables(NvtxGetExportTableFunc_t get_export_table, ModuleTables* tables) noexcept {
   const auto* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
       callbacks->GetModuleFunctionTable == nullptr) {
-    return 0;
+    return false;
   }
-  NvtxFunctionTable core = nullptr;
-  unsigned int core_size = 0;
-  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &core_size) == 0 ||
-      core == nullptr) {
-    return 0;  // nothing we could attach to
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &tables->core, &tables->core_size) == 0 ||
+      tables->core == nullptr) {
+    return false;  // nothing we could attach to
   }
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &tables->core2, &tables->core2_size) == 0) {
+    tables->core2 = nullptr;
+  }
+  return true;
+}
+
+// Slot values of one module table, to see what the chained tool changed.
+template <unsigned int kSize>
+struct Slots {
+  NvtxFunctionPointer value[kSize] = {};
+
+  void Read(NvtxFunctionTable table, unsigned int size) noexcept {
+    for (unsigned int id = 0; id < kSize && table != nullptr && id < size; ++id) {
+      if (table[id] != nullptr) value[id] = *table[id];
+    }
+  }
+  // Keeps, for each of `ids`, what the tool put in its slot in g_next (when it did).
+  void KeepChanged(NvtxFunctionTable table, unsigned int size, std::initializer_list<unsigned int> ids,
+                   std::atomic<NvtxFunctionPointer>* next) const noexcept {
+    for (const unsigned int id : ids) {
+      if (table == nullptr || id >= size || id >= kSize || table[id] == nullptr) continue;
+      if (*table[id] != value[id]) next[id].store(*table[id], std::memory_order_release);
+    }
+  }
+  void Restore(NvtxFunctionTable table, unsigned int size) const noexcept {
+    for (unsigned int id = 0; id < kSize && table != nullptr && id < size; ++id) {
+      if (table[id] != nullptr) *table[id] = value[id];
+    }
+  }
+};
+
+// Initialises the chained tool for this instance and keeps its callbacks of the slots
+// we take too. A tool that declines gets its slots back as they were.
+void InitializeChained(NvtxInitializer chained, NvtxGetExportTableFunc_t get_export_table,
+                       const ModuleTables& tables) noexcept {
+  Slots<NVTX_CBID_CORE_SIZE> core;
+  Slots<NVTX_CBID_CORE2_SIZE> core2;
+  core.Read(tables.core, tables.core_size);
+  core2.Read(tables.core2, tables.core2_size);
+  if (chained(get_export_table) == 0) {
+    core.Restore(tables.core, tables.core_size);
+    core2.Restore(tables.core2, tables.core2_size);
+    return;
+  }
+  core.KeepChanged(tables.core, tables.core_size,
+                   {NVTX_CBID_CORE_RangePushA, NVTX_CBID_CORE_RangePushW, NVTX_CBID_CORE_RangePushEx,
+                    NVTX_CBID_CORE_RangePop},
+                   g_next_core);
+  core2.KeepChanged(tables.core2, tables.core2_size,
+                    {NVTX_CBID_CORE2_DomainRangePushEx, NVTX_CBID_CORE2_DomainRangePop,
+                     NVTX_CBID_CORE2_DomainRegisterStringA, NVTX_CBID_CORE2_DomainRegisterStringW,
+                     NVTX_CBID_CORE2_DomainCreateA, NVTX_CBID_CORE2_DomainCreateW},
+                    g_next_core2);
+}
+
+// `own`: our exported initializer, so that a chain naming libcollwatch.so is not followed.
+int Initialize(NvtxGetExportTableFunc_t get_export_table, NvtxInitializer own) noexcept {
+  if (get_export_table == nullptr) return 0;
+  const NvtxInitializer chained = ChainedNvtxInitializer(own);
+  ModuleTables tables;
+  if (!NvtxRegionsWanted() || !FindModuleTables(get_export_table, &tables)) {
+    // Declined (NVTX calls become no-ops), unless the chained tool wants them.
+    return chained != nullptr ? chained(get_export_table) : 0;
+  }
+  if (chained != nullptr) InitializeChained(chained, get_export_table, tables);
+  const NvtxFunctionTable core = tables.core;
+  const unsigned int core_size = tables.core_size;
   Attach(core, core_size, NVTX_CBID_CORE_RangePushA, &RangePushA);
   Attach(core, core_size, NVTX_CBID_CORE_RangePushW, &RangePushW);
   Attach(core, core_size, NVTX_CBID_CORE_RangePushEx, &RangePushEx);
   Attach(core, core_size, NVTX_CBID_CORE_RangePop, &RangePop);
 
-  NvtxFunctionTable core2 = nullptr;
-  unsigned int core2_size = 0;
-  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_size) != 0) {
+  const NvtxFunctionTable core2 = tables.core2;
+  const unsigned int core2_size = tables.core2_size;
+  if (core2 != nullptr) {
     Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, &DomainRangePushEx);
     Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, &DomainRangePop);
     Attach(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, &DomainRegisterStringA);
@@ -342,10 +499,10 @@ int Initialize(NvtxGetExportTableFunc_t get_export_table) noexcept {
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t get_export_table) noexcept {
-  return collwatch::Initialize(get_export_table);
+  return collwatch::Initialize(get_export_table, &InitializeInjectionNvtx2);
 }
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2Preinject(
     NvtxGetExportTableFunc_t get_export_table) noexcept {
-  return collwatch::Initialize(get_export_table);
+  return collwatch::Initialize(get_export_table, &InitializeInjectionNvtx2);
 }

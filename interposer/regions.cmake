@@ -7,7 +7,8 @@ find_package(Threads REQUIRED)
 
 set(COLLWATCH_REGIONS_SOURCES
   ${COLLWATCH_REGIONS_DIR}/regions.cc
-  ${COLLWATCH_REGIONS_DIR}/nvtx_injection.cc)
+  ${COLLWATCH_REGIONS_DIR}/nvtx_injection.cc
+  ${COLLWATCH_REGIONS_DIR}/nvtx_chain.cc)
 
 add_library(collwatch_regions_obj OBJECT ${COLLWATCH_REGIONS_SOURCES})
 target_include_directories(collwatch_regions_obj PUBLIC ${COLLWATCH_REGIONS_ROOT})

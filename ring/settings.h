@@ -27,6 +27,7 @@ enum class Setting : unsigned char {
   kCompletion,
   kClock,
   kNvtx,
+  kNvtxChain,
   kPythonFrames,
   kVerbose,
   kCollector,
@@ -75,6 +76,7 @@ struct SettingInfo {
   const char* name;
   // What the reader uses when the variable is unset or empty; "" where there is none or
   // it is computed (`default_text` says how).
+  kTestNvtxLog,
   const char* default_value;
   const char* default_text;  // the default as the docs show it
   const char* read_by;
@@ -124,6 +126,11 @@ inline constexpr SettingInfo kSettings[] = {
      "(it holds `flock` on `<ring dir>/agent.<job>.lock`, which also names its pid; its output goes to "
      "`agent.<job>.log` there)"},
     {Setting::kAgent, "COLLWATCH_AGENT", "", "beside `libcollwatch.so`, else `../cli/collwatch`, `../bin/collwatch`",
+    {Setting::kNvtxChain, "COLLWATCH_NVTX_CHAIN", "", "unset", "libcollwatch.so, collwatch run",
+     "another NVTX injection library (Nsight Systems') that sees the ranges too: libcollwatch.so, as the "
+     "injection library, loads it and initialises it first for each NVTX instance, and its own callbacks "
+     "call the tool's. `collwatch run` moves an `NVTX_INJECTION64_PATH` naming another library here; one that "
+     "cannot be loaded is said once on stderr per process (docs/environment.md, Living beside Nsight Systems)"},
      "libcollwatch.so", "the `collwatch` binary started as the agent"},
     {Setting::kTokenFile, "COLLWATCH_TOKEN_FILE", "", "unset", "libcollwatch.so",
      "file holding the collector's token: the agent started for `COLLWATCH_COLLECTOR` gets `--token-file` "
@@ -186,7 +193,8 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kMasterPort, "MASTER_PORT", "", "unset", "collwatch-trainer",
      "the rendezvous port of a trainer started by torchrun; needed when `WORLD_SIZE` > 1 without `--nproc`"},
     {Setting::kNvtxInjectionPath, "NVTX_INJECTION64_PATH", "", "unset", "NVTX",
-     "must name `libcollwatch.so` for records to carry NVTX regions (`collwatch run` sets it)"},
+     "must name `libcollwatch.so` for records to carry NVTX regions (`collwatch run` sets it, and moves another "
+     "library found there, such as Nsight Systems', to `COLLWATCH_NVTX_CHAIN`)"},
     {Setting::kLdPreload, "LD_PRELOAD", "", "unset", "collwatch run",
      "kept for the command `collwatch run` starts, after `libcollwatch.so`"},
     {Setting::kNcclProfilerPlugin, "NCCL_PROFILER_PLUGIN", "", "unset", "NCCL, CPU NCCL backend",
@@ -239,6 +247,8 @@ inline const char* SettingValue(Setting setting) noexcept {
 }
 
 // The ring folder: COLLWATCH_RING_DIR, else /dev/shm/collwatch-<uid>. The one place both
+    {Setting::kTestNvtxLog, "COLLWATCH_TEST_NVTX_LOG", "", "unset", "tests/programs",
+     "file where the test NVTX tool (`nvtx_counting_tool`) appends each range it sees"},
 // the writer (interposer) and the readers (agent, run) take it from.
 inline void RingDirSetting(char* out, size_t size) noexcept {
   if (const char* dir = SettingIfSet(Setting::kRingDir)) {
