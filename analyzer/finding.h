@@ -203,6 +203,16 @@ struct FindingStacks {
   bool operator==(const FindingStacks&) const = default;
 };
 
+// A rank's stream the collector refused because it came as another job (a collector
+// serves one job).
+struct RefusedStream {
+  std::string job;  // the job id the stream gave
+  std::string host;
+  int32_t pid = 0;
+  int32_t rank = -1;  // its RANK, -1 unknown
+  bool operator==(const RefusedStream&) const = default;
+};
+
 // What a finding's words are made from, by kind. None: a finding read back from the
 // wire, which carries its words.
 using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
@@ -247,6 +257,8 @@ struct Finding {
   std::optional<FindingStacks> stacks;
   // Set once the stall resolved (the analyzer rewords the finding then, in place).
   std::optional<StallResolution> resolution;
+  // Ranks it names whose streams the collector refused: it cannot tell what they did.
+  std::vector<RefusedStream> refused_streams;
 };
 
 // "comm 3f2a9c01" (the first 8 hex digits).

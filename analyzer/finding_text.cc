@@ -514,6 +514,20 @@ Words StragglerWords(const Finding& f, const StallFacts& s, const StallResolutio
 
 // --- One place ------------------------------------------------------------------------------
 
+// The ranks a finding names whose streams were refused: the finding may rest on a gap.
+std::string RefusedStreamsText(const Finding& f) {
+  std::vector<std::string> streams;
+  for (const RefusedStream& stream : f.refused_streams) {
+    streams.push_back(absl::StrCat(stream.rank >= 0 ? absl::StrCat("rank ", stream.rank) : std::string("a process"),
+                                   " (host ", stream.host, ", pid ", stream.pid, ", job '", stream.job, "')"));
+  }
+  return absl::StrCat("But the collector refused the records of ", absl::StrJoin(streams, ", "),
+                      ": they came as another job, so what this says of ",
+                      f.refused_streams.size() == 1 ? "that rank" : "those ranks",
+                      " may only mean that its records never arrived. Give every node the same job id "
+                      "(COLLWATCH_JOB_ID, or the launcher's: docs/multi-node.md).");
+}
+
 std::optional<Words> WordsOf(const Finding& f) {
   if (const auto* d = std::get_if<DivergenceFacts>(&f.evidence)) {
     switch (f.kind) {
@@ -552,6 +566,7 @@ void WriteWords(Finding* finding) {
   finding->headline = absl::StrCat(std::string(FindingKindName(finding->kind)), words->joint, words->brief);
   finding->brief = std::move(words->brief);
   finding->summary = std::move(words->summary);
+  if (!finding->refused_streams.empty()) absl::StrAppend(&finding->summary, " ", RefusedStreamsText(*finding));
   for (size_t i = 0; i < finding->rank_classes.size() && i < words->labels.size(); ++i) {
     finding->rank_classes[i].label = std::move(words->labels[i]);
   }

@@ -79,16 +79,29 @@ TEST(EnvCommand, RingFolderAndJobNameComeFromTheTable) {
 
   unsetenv("COLLWATCH_JOB_ID");
   unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("SLURM_STEP_ID");
+  char job[64];
   setenv("SLURM_JOB_ID", "slurm-7", 1);
-  EXPECT_STREQ(JobIdSetting(), "slurm-7");
+  EXPECT_STREQ(JobIdSetting(job, sizeof job), "SLURM_JOB_ID");
+  EXPECT_STREQ(job, "slurm-7");
+  setenv("SLURM_STEP_ID", "2", 1);
+  JobIdSetting(job, sizeof job);
+  EXPECT_STREQ(job, "slurm-7.2") << "each srun step is a job of its own";
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  JobIdSetting(job, sizeof job);
+  EXPECT_STREQ(job, "slurm-7.2") << "torchrun's default run id names no job";
   setenv("TORCHELASTIC_RUN_ID", "elastic-3", 1);
-  EXPECT_STREQ(JobIdSetting(), "elastic-3");
+  JobIdSetting(job, sizeof job);
+  EXPECT_STREQ(job, "elastic-3");
   setenv("COLLWATCH_JOB_ID", "mine", 1);
-  EXPECT_STREQ(JobIdSetting(), "mine");
+  JobIdSetting(job, sizeof job);
+  EXPECT_STREQ(job, "mine");
   unsetenv("COLLWATCH_JOB_ID");
   unsetenv("TORCHELASTIC_RUN_ID");
   unsetenv("SLURM_JOB_ID");
-  EXPECT_STREQ(JobIdSetting(), "local");
+  unsetenv("SLURM_STEP_ID");
+  EXPECT_EQ(JobIdSetting(job, sizeof job), nullptr);
+  EXPECT_STREQ(job, "local");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "analyzer/liveness.h"
+#include "ring/settings.h"
 
 namespace collwatch {
 namespace {
@@ -45,24 +46,47 @@ std::map<pid_t, pid_t> ParentsOfAll() {
   return parents;
 }
 
-// "NAME=value" among the NUL-separated entries of an environment block: the value, or -1.
-int32_t EnvironmentInt(const std::string& block, const char* name) {
-  const std::string prefix = std::string(name) + "=";
+// "NAME=value" among the NUL-separated entries of an environment block: the value, or
+// nullptr (the pointer lives as long as `block`).
+const char* EnvironmentValue(const std::string& block, const char* name) {
+  const size_t name_length = std::strlen(name);
   size_t start = 0;
   while (start < block.size()) {
     size_t end = block.find('\0', start);
     if (end == std::string::npos) end = block.size();
-    if (block.compare(start, prefix.size(), prefix) == 0) {
-      const std::string value = block.substr(start + prefix.size(), end - start - prefix.size());
-      char* rest = nullptr;
-      const long parsed = std::strtol(value.c_str(), &rest, 10);
-      // As the ring writer reads RANK: a plain non-negative number.
-      if (!value.empty() && *rest == '\0' && parsed >= 0 && parsed < (1L << 30)) return static_cast<int32_t>(parsed);
-      return -1;
+    if (end - start > name_length && block.compare(start, name_length, name) == 0 && block[start + name_length] == '=') {
+      return block.c_str() + start + name_length + 1;
     }
     start = end + 1;
   }
-  return -1;
+  return nullptr;
+}
+
+// As the ring writer reads a rank variable: a plain non-negative number, else -1.
+int32_t RankNumber(const char* value) {
+  if (value == nullptr || *value == '\0') return -1;
+  char* rest = nullptr;
+  const long parsed = std::strtol(value, &rest, 10);
+  return *rest == '\0' && parsed >= 0 && parsed < (1L << 30) ? static_cast<int32_t>(parsed) : -1;
+}
+
+// A launcher that starts the ranks itself (srun then torchrun): its own SLURM_PROCID or
+// PMI_RANK is its node's task number, not a rank. Read from its command line.
+bool IsRankLauncher(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  const std::string line((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (size_t start = 0; start < line.size();) {
+    size_t end = line.find('\0', start);
+    if (end == std::string::npos) end = line.size();
+    const std::string argument = line.substr(start, end - start);
+    const std::string name = argument.substr(argument.rfind('/') == std::string::npos ? 0 : argument.rfind('/') + 1);
+    if (name == "torchrun" || name == "deepspeed" || name == "accelerate" || argument == "torch.distributed.run" ||
+        argument == "torch.distributed.launch") {
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
 }
 
 }  // namespace
@@ -78,8 +102,20 @@ const JobProcessTree::RankEnvironment& JobProcessTree::EnvironmentOf(pid_t pid) 
   ++environment.reads;
   std::ifstream file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
   const std::string block((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  environment.rank = EnvironmentInt(block, "RANK");
-  environment.world_size = EnvironmentInt(block, "WORLD_SIZE");
+  const LauncherRankVariables* launcher =
+      LauncherOf([&block](const char* name) { return EnvironmentValue(block, name); });
+  if (launcher == nullptr) return environment;
+  if (launcher != &kLauncherRankVariables[0]) {
+    // srun's and MPI's variables are collwatch run's own too: a process read before its
+    // exec would pass for a rank. Believed from the second read on.
+    if (environment.reads < 2) return environment;
+    if (IsRankLauncher(pid)) {
+      environment.reads = kReadsBeforeBelieved;  // a launcher stays one
+      return environment;
+    }
+  }
+  environment.rank = RankNumber(EnvironmentValue(block, SettingInfoOf(launcher->rank).name));
+  environment.world_size = RankNumber(EnvironmentValue(block, SettingInfoOf(launcher->world_size).name));
   return environment;
 }
 

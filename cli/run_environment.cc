@@ -33,21 +33,47 @@ std::string SanitizedJobId(std::string_view requested) {
   return safe;
 }
 
-absl::StatusOr<std::string> DefaultJobId() {
-  if (const char* job = SettingIfSet(Setting::kJobId)) {
-    if (job[0] == '.') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(SettingInfoOf(Setting::kJobId).name, "='", job,
-                       "' is not a job id: give letters, digits, '-', '_' and '.', not '.' first"));
+namespace {
+
+// torchrun's --rdzv-id (or --rdzv_id), given as "--rdzv-id=X" or "--rdzv-id X": the job id
+// every node's torchrun shares. Its workers get it as TORCHELASTIC_RUN_ID, which a `collwatch
+// run` wrapping torchrun cannot see.
+std::string RendezvousIdOf(const std::vector<std::string>& command) {
+  for (size_t i = 0; i < command.size(); ++i) {
+    for (const std::string_view option : {"--rdzv-id", "--rdzv_id"}) {
+      const std::string_view argument = command[i];
+      if (argument == option && i + 1 < command.size()) return command[i + 1];
+      if (argument.size() > option.size() && argument.substr(0, option.size()) == option &&
+          argument[option.size()] == '=') {
+        return std::string(argument.substr(option.size() + 1));
+      }
     }
-    return SanitizedJobId(job);
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<RunJobId> ChooseJobId(const std::vector<std::string>& command) {
+  char launcher_id[ring::kJobBytes * 4];
+  const char* variable = JobIdSetting(launcher_id, sizeof launcher_id);
+  RunJobId job{.id = variable != nullptr ? launcher_id : RendezvousIdOf(command),
+               .source = variable != nullptr ? variable : "--rdzv-id"};
+  if (variable == nullptr && job.id == "none") job.id.clear();  // torchrun's default names no job
+  if (!job.id.empty()) {
+    if (job.id[0] == '.') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          job.source, "='", job.id, "' is not a job id: give letters, digits, '-', '_' and '.', not '.' first"));
+    }
+    job.id = SanitizedJobId(job.id);
+    return job;
   }
   const time_t now = time(nullptr);
   tm local{};
   localtime_r(&now, &local);
   char stamp[32];
   strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  return absl::StrCat("run-", stamp, "-", getpid());
+  return RunJobId{.id = absl::StrCat("run-", stamp, "-", getpid()), .source = RunJobId::kOwn};
 }
 
 absl::Status CheckRecorderSettings() {
@@ -70,6 +96,21 @@ absl::Status CheckRecorderSettings() {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckProfilerPluginFree(bool profiler_plugin, const std::string& preload) {
+  const char* other = SettingIfSet(Setting::kNcclProfilerPlugin);
+  if (!profiler_plugin || other == nullptr) return absl::OkStatus();
+  std::error_code ignored;
+  if (other == preload || std::filesystem::equivalent(other, preload, ignored) ||
+      std::filesystem::path(other).filename() == std::filesystem::path(preload).filename()) {
+    return absl::OkStatus();  // libcollwatch.so already
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--profiler-plugin makes libcollwatch.so NCCL's profiler plugin, but NCCL_PROFILER_PLUGIN=", other,
+      " names another one, and NCCL loads only one: unset NCCL_PROFILER_PLUGIN to record NCCL's profiler events "
+      "with collwatch, or run without --profiler-plugin to keep ",
+      other, " (collwatch then records through the preload alone; docs/profiler-plugin.md)"));
 }
 
 absl::StatusOr<RingFolder> RingFolderForRun(const std::string& requested, const std::string& out_dir) {
@@ -96,27 +137,12 @@ std::map<std::string, std::string> CommandEnvironment(const CommandEnvironmentIn
                       {SettingInfoOf(Setting::kRingDir).name, inputs.ring_dir},
                       {SettingInfoOf(Setting::kJobId).name, inputs.job}});
   if (inputs.profiler_plugin) environment[SettingInfoOf(Setting::kNcclProfilerPlugin).name] = inputs.preload;
-  return environment;
-}
-absl::Status CheckProfilerPluginFree(bool profiler_plugin, const std::string& preload) {
-  const char* other = SettingIfSet(Setting::kNcclProfilerPlugin);
-  if (!profiler_plugin || other == nullptr) return absl::OkStatus();
-  std::error_code ignored;
-  if (other == preload || std::filesystem::equivalent(other, preload, ignored) ||
-      std::filesystem::path(other).filename() == std::filesystem::path(preload).filename()) {
-    return absl::OkStatus();  // libcollwatch.so already
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--profiler-plugin makes libcollwatch.so NCCL's profiler plugin, but NCCL_PROFILER_PLUGIN=", other,
-      " names another one, and NCCL loads only one: unset NCCL_PROFILER_PLUGIN to record NCCL's profiler events "
-      "with collwatch, or run without --profiler-plugin to keep ",
-      other, " (collwatch then records through the preload alone; docs/profiler-plugin.md)"));
-}
-
-
-}  // namespace collwatch
   // NVTX loads one injection library: ours, which loads the other one (a path naming the
   // preload by another spelling is caught there, when both load as one library).
   if (!inputs.inherited_nvtx_injection.empty() && inputs.inherited_nvtx_injection != inputs.preload) {
     environment[SettingInfoOf(Setting::kNvtxChain).name] = inputs.inherited_nvtx_injection;
   }
+  return environment;
+}
+
+}  // namespace collwatch

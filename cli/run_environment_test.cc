@@ -77,14 +77,52 @@ TEST(SanitizedJobId, KeepsTheInterposersAlphabetAndLength) {
   EXPECT_EQ(SanitizedJobId(".hidden"), "_hidden");
 }
 
-TEST(DefaultJobId, TheVariableSanitizedElseATimeStampAndThisPid) {
+// The launchers' job variables, cleared for each case and put back after.
+class ChooseJobIdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kNames) unsetenv(name);
+  }
+  void TearDown() override {
+    for (const char* name : kNames) unsetenv(name);
+  }
+  static constexpr const char* kNames[] = {"COLLWATCH_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                                           "SLURM_STEP_ID"};
+};
+
+TEST_F(ChooseJobIdTest, TheVariableSanitizedElseATimeStampAndThisPid) {
   setenv("COLLWATCH_JOB_ID", "nightly run/3", 1);
-  EXPECT_EQ(DefaultJobId().value_or(""), "nightly_run_3");
+  EXPECT_EQ(ChooseJobId({"python"})->id, "nightly_run_3");
+  EXPECT_FALSE(ChooseJobId({"python"})->own());
   setenv("COLLWATCH_JOB_ID", "", 1);  // empty: as if unset
   const std::regex stamped("run-[0-9]{8}-[0-9]{6}-" + std::to_string(getpid()));
-  EXPECT_TRUE(std::regex_match(DefaultJobId().value_or(""), stamped));
+  EXPECT_TRUE(std::regex_match(ChooseJobId({"python"})->id, stamped));
   unsetenv("COLLWATCH_JOB_ID");
-  EXPECT_TRUE(std::regex_match(DefaultJobId().value_or(""), stamped));
+  EXPECT_TRUE(std::regex_match(ChooseJobId({"python"})->id, stamped));
+  EXPECT_TRUE(ChooseJobId({"python"})->own());
+}
+
+// Every node of a wrapped multi-node run must reach the same id without being told twice.
+TEST_F(ChooseJobIdTest, TheLaunchersIdsComeBeforeThisRunsOwn) {
+  setenv("SLURM_JOB_ID", "4711", 1);
+  setenv("SLURM_STEP_ID", "0", 1);
+  EXPECT_EQ(ChooseJobId({"python", "train.py"})->id, "4711.0");
+  EXPECT_EQ(ChooseJobId({"python", "train.py"})->source, "SLURM_JOB_ID");
+  setenv("TORCHELASTIC_RUN_ID", "elastic-9", 1);
+  EXPECT_EQ(ChooseJobId({"python"})->id, "elastic-9");
+  setenv("COLLWATCH_JOB_ID", "mine", 1);
+  EXPECT_EQ(ChooseJobId({"python"})->id, "mine");
+}
+
+TEST_F(ChooseJobIdTest, ATorchrunCommandsRendezvousIdNamesTheJob) {
+  EXPECT_EQ(ChooseJobId({"torchrun", "--nnodes=2", "--rdzv-id=exp42", "train.py"})->id, "exp42");
+  EXPECT_EQ(ChooseJobId({"torchrun", "--rdzv_id", "exp43", "train.py"})->id, "exp43");
+  EXPECT_EQ(ChooseJobId({"python", "-m", "torch.distributed.run", "--rdzv-id", "e/44", "t.py"})->id, "e_44");
+  EXPECT_EQ(ChooseJobId({"torchrun", "--rdzv-id", "exp43", "train.py"})->source, "--rdzv-id");
+  EXPECT_TRUE(ChooseJobId({"torchrun", "--rdzv-id=none", "train.py"})->own()) << "torchrun's default";
+  EXPECT_TRUE(ChooseJobId({"torchrun", "--rdzv-id"})->own()) << "no value";
+  setenv("SLURM_JOB_ID", "4711", 1);
+  EXPECT_EQ(ChooseJobId({"torchrun", "--rdzv-id=exp42", "train.py"})->id, "4711") << "the scheduler's first";
 }
 
 TEST(CheckRecorderSettings, ValuesThePreloadWouldIgnoreOrThatTurnItOffAreErrors) {
@@ -116,10 +154,10 @@ TEST(CheckRecorderSettings, ValuesThePreloadWouldIgnoreOrThatTurnItOffAreErrors)
   }
 }
 
-TEST(DefaultJobId, ADotFirstIsAnErrorNamingTheVariable) {
+TEST_F(ChooseJobIdTest, ADotFirstIsAnErrorNamingTheVariable) {
   for (const char* id : {".", "..", ".x"}) {
     setenv("COLLWATCH_JOB_ID", id, 1);
-    const absl::StatusOr<std::string> job = DefaultJobId();
+    const absl::StatusOr<RunJobId> job = ChooseJobId({"python"});
     ASSERT_FALSE(job.ok()) << id;
     EXPECT_NE(job.status().message().find(std::string("COLLWATCH_JOB_ID='") + id + "' is not a job id"),
               std::string::npos)

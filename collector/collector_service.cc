@@ -337,13 +337,22 @@ absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& c
 absl::StatusOr<std::shared_ptr<RankTraceWriter>> CollectorService::Hello(const v1::RankIdentity& identity,
                                                                          v1::StreamEventsResponse* answer) {
   if (absl::Status valid = CheckHelloIdentity(identity, kMaxStreamLanes); !valid.ok()) return valid;
+  std::string served;
   {
     std::lock_guard<std::mutex> lock(job_mutex_);
     if (job_.empty()) job_ = identity.job();  // the first job to say hello is the one served
-    if (identity.job() != job_) {
-      return absl::PermissionDeniedError(absl::StrCat("events of job '", identity.job(),
-                                                      "' refused: this collector serves job '", job_, "'"));
-    }
+    served = job_;
+  }
+  if (identity.job() != served) {
+    // The served job's findings and report say so: what they say of this rank may only
+    // mean that its records never came in.
+    const analyzer::RefusedStream refused{
+        .job = identity.job(), .host = identity.host(), .pid = identity.pid(), .rank = identity.rank()};
+    online_analyzer_.NoteRefusedStream(refused);
+    live_state_.StreamRefused(refused);
+    return absl::PermissionDeniedError(absl::StrCat("events of job '", identity.job(),
+                                                    "' refused: this collector serves job '", served,
+                                                    "' (give every node the same COLLWATCH_JOB_ID)"));
   }
   absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = store_.Writer(identity);
   if (!writer.ok()) return writer.status();

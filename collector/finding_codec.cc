@@ -33,6 +33,17 @@ analyzer::BranchPoint BranchPointFromProto(const v1::BranchPoint& point) {
 
 }  // namespace
 
+void RefusedStreamToProto(const analyzer::RefusedStream& stream, v1::RefusedStream* out) {
+  out->set_job(stream.job);
+  out->set_host(stream.host);
+  out->set_pid(stream.pid);
+  out->set_rank(stream.rank);
+}
+
+analyzer::RefusedStream RefusedStreamFromProto(const v1::RefusedStream& stream) {
+  return {.job = stream.job(), .host = stream.host(), .pid = stream.pid(), .rank = stream.rank()};
+}
+
 void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
   out->set_kind(static_cast<v1::FindingKind>(static_cast<int>(finding.kind)));
   out->set_comm_id(finding.comm_id);
@@ -65,6 +76,9 @@ void FindingToProto(const analyzer::Finding& finding, v1::Finding* out) {
     item->set_inferred(path.inferred);
   }
   if (finding.branch_point) BranchPointToProto(*finding.branch_point, out->mutable_branch_point());
+  for (const analyzer::RefusedStream& stream : finding.refused_streams) {
+    RefusedStreamToProto(stream, out->add_refused_streams());
+  }
   if (finding.first_parted) BranchPointToProto(*finding.first_parted, out->mutable_first_parted());
   for (const analyzer::ProcessReport& process : finding.processes) {
     v1::ProcessReport* item = out->add_processes();
@@ -136,6 +150,9 @@ analyzer::Finding FindingFromProto(const v1::Finding& finding) {
     out.call_paths.push_back({{path.ranks().begin(), path.ranks().end()}, CallPathFromWire(path.path()), path.inferred()});
   }
   if (finding.has_branch_point()) out.branch_point = BranchPointFromProto(finding.branch_point());
+  for (const v1::RefusedStream& stream : finding.refused_streams()) {
+    out.refused_streams.push_back(RefusedStreamFromProto(stream));
+  }
   if (finding.has_first_parted()) out.first_parted = BranchPointFromProto(finding.first_parted());
   for (const v1::ProcessReport& process : finding.processes()) {
     analyzer::ProcessReport& item = out.processes.emplace_back();

@@ -12,6 +12,8 @@ namespace collwatch {
 
 // Text the wire cannot carry (bytes that are not UTF-8) is made safe (WireText).
 void FindingToProto(const analyzer::Finding& finding, v1::Finding* out);
+void RefusedStreamToProto(const analyzer::RefusedStream& stream, v1::RefusedStream* out);
+analyzer::RefusedStream RefusedStreamFromProto(const v1::RefusedStream& stream);
 analyzer::Finding FindingFromProto(const v1::Finding& finding);
 // A finding's stacks (and the job's, in ClusterState.stacks).
 void FindingStacksToProto(const analyzer::FindingStacks& stacks, v1::FindingStacks* out);

@@ -8,6 +8,7 @@
 #include "analyzer/process_ranks.h"
 #include "analyzer/stack_classes.h"
 #include "collector/finding_codec.h"
+#include "collector/online_analyzer.h"
 #include "ring/clocks.h"
 #include "ring/ring_format.h"
 #include "store/event_codec.h"
@@ -41,6 +42,15 @@ void LiveState::StreamClosed(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = processes_.find(key);
   if (found != processes_.end()) found->second.status.set_connected(false);
+}
+
+void LiveState::StreamRefused(const analyzer::RefusedStream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const v1::RefusedStream& known : refused_) {
+    if (known.host() == stream.host && known.pid() == stream.pid && known.job() == stream.job) return;
+  }
+  if (refused_.size() >= OnlineAnalyzer::kMaxRefusedStreams) return;
+  RefusedStreamToProto(stream, &refused_.emplace_back());
 }
 
 void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored) {
@@ -230,6 +240,7 @@ v1::ClusterState LiveState::Snapshot(const std::string& job) {
   v1::ClusterState state;
   state.set_job(job);
   if (stacks_.taken_ns() != 0) *state.mutable_stacks() = stacks_;
+  for (const v1::RefusedStream& stream : refused_) *state.add_refused_streams() = stream;
   const std::map<std::string, std::vector<int32_t>> ranks = RanksByProcess();
   for (const auto& [key, process] : processes_) {
     *state.add_ranks() = process.identity;

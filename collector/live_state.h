@@ -37,6 +37,8 @@ class LiveState {
   // A stream said hello (`key` names its process).
   void StreamOpened(const std::string& key, const v1::RankIdentity& identity);
   void StreamClosed(const std::string& key);
+  // A stream refused as another job's (at most OnlineAnalyzer::kMaxRefusedStreams kept).
+  void StreamRefused(const analyzer::RefusedStream& stream);
   // An accepted batch; `stored` of its events were new.
   void BatchAccepted(const std::string& key, const v1::StreamEventsRequest& batch, uint64_t stored);
   // The streams open now, by key (whom `collwatch top` asks for stacks).
@@ -100,6 +102,7 @@ class LiveState {
   std::vector<v1::Finding> findings_;
   std::map<uint64_t, analyzer::InflightCollective> inflight_;  // by comm id
   v1::FindingStacks stacks_;  // every process's latest stacks, merged (taken_ns 0: none)
+  std::vector<v1::RefusedStream> refused_;  // oldest first
 };
 
 }  // namespace collwatch

@@ -3,7 +3,10 @@
 #include "collector/online_analyzer.h"
 
 #include <algorithm>
+#include <set>
+#include <variant>
 
+#include "analyzer/finding_text.h"
 #include "store/event_codec.h"
 
 namespace collwatch {
@@ -109,7 +112,9 @@ std::vector<analyzer::Finding> OnlineAnalyzer::Tick(int64_t now_ns, bool final_p
 std::vector<std::pair<size_t, analyzer::Finding>> OnlineAnalyzer::TakeUpdatedFindings() {
   std::lock_guard<std::mutex> lock(model_mutex_);
   std::vector<std::pair<size_t, analyzer::Finding>> updated;
-  for (const size_t index : updated_) updated.emplace_back(index, analyzer_.findings()[index]);
+  for (const size_t index : updated_) {
+    updated.emplace_back(index, WithRefusedStreamsLocked(analyzer_.findings()[index]));
+  }
   updated_.clear();
   return updated;
 }
@@ -145,7 +150,35 @@ std::vector<analyzer::InflightCollective> OnlineAnalyzer::Inflight() {
 
 std::vector<analyzer::Finding> OnlineAnalyzer::Findings() {
   std::lock_guard<std::mutex> lock(model_mutex_);
-  return analyzer_.findings();
+  std::vector<analyzer::Finding> findings = analyzer_.findings();
+  for (analyzer::Finding& finding : findings) finding = WithRefusedStreamsLocked(std::move(finding));
+  return findings;
+}
+
+void OnlineAnalyzer::NoteRefusedStream(const analyzer::RefusedStream& stream) {
+  std::lock_guard<std::mutex> lock(model_mutex_);
+  if (refused_.size() >= kMaxRefusedStreams ||
+      std::find(refused_.begin(), refused_.end(), stream) != refused_.end()) {
+    return;
+  }
+  refused_.push_back(stream);
+}
+
+analyzer::Finding OnlineAnalyzer::WithRefusedStreamsLocked(analyzer::Finding finding) const {
+  if (refused_.empty()) return finding;
+  // A refused rank left no record here: it can only be one a stall waits for. Its job
+  // rank is matched against the ranks the finding names (equal on the world
+  // communicator); a stream with no rank may be any of them.
+  const auto* stall = std::get_if<analyzer::StallFacts>(&finding.evidence);
+  if (stall == nullptr) return finding;
+  std::set<int32_t> named(finding.lagging_ranks.begin(), finding.lagging_ranks.end());
+  for (const analyzer::StalledRank& rank : stall->ranks) named.insert(rank.place.global.begin(), rank.place.global.end());
+  finding.refused_streams.clear();
+  for (const analyzer::RefusedStream& stream : refused_) {
+    if (stream.rank < 0 || named.count(stream.rank) != 0) finding.refused_streams.push_back(stream);
+  }
+  if (!finding.refused_streams.empty()) analyzer::WriteWords(&finding);
+  return finding;
 }
 
 uint64_t OnlineAnalyzer::dropped_records() {
@@ -159,6 +192,7 @@ analyzer::ReportInfo OnlineAnalyzer::Info(const std::string& job) {
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer_.model());
   info.job = job;
   info.online = true;
+  info.refused_streams = refused_;
   if (dropped > 0) {
     info.data_gaps.push_back(std::to_string(dropped) + " records arrived faster than the online analysis could take "
                          "them and were not analysed (they are in the trace store: run collwatch analyze)");

@@ -66,6 +66,10 @@ class OnlineAnalyzer {
   std::vector<analyzer::InflightCollective> Inflight();
   analyzer::ReportInfo Info(const std::string& job);
   uint64_t dropped_records();
+  // A stream the collector refused because it came as another job: the findings that
+  // name its rank say so, and the report counts it as a gap (at most kMaxRefusedStreams).
+  void NoteRefusedStream(const analyzer::RefusedStream& stream);
+  static constexpr size_t kMaxRefusedStreams = 64;
 
  private:
   // One batch's worth of work for the model, or one observation of a process.
@@ -82,6 +86,8 @@ class OnlineAnalyzer {
     analyzer::ProcessId process = 0;
   };
   void FeedLocked(Item& item);
+  // `finding` with the refused streams of the ranks it names, its words made again.
+  analyzer::Finding WithRefusedStreamsLocked(analyzer::Finding finding) const;
   // Queues `item` (whose stream key or observed process says whose) with its stacks.
   void QueueStacks(Item item, stacks::ProcessStacks stacks, int64_t taken_ns);
   static analyzer::AnalyzerOptions Bounded(analyzer::AnalyzerOptions options) {
@@ -101,6 +107,7 @@ class OnlineAnalyzer {
   std::mutex model_mutex_;
   analyzer::Analyzer analyzer_;
   bool frozen_ = false;
+  std::vector<analyzer::RefusedStream> refused_;
   std::set<size_t> updated_;  // indexes of findings whose stacks changed, not taken yet
 };
 

@@ -83,6 +83,10 @@ v1::WatchResponse MakeWatchDelta(const v1::ClusterState& previous, const v1::Clu
   response.set_findings_from(static_cast<uint32_t>(from));
   for (int i = from; i < current.findings_size(); ++i) *delta.add_findings() = current.findings(i);
   if (!MessageDifferencer::Equals(previous.stacks(), current.stacks())) *delta.mutable_stacks() = current.stacks();
+  // The refused streams only grow: all of them when one was added.
+  if (current.refused_streams_size() != previous.refused_streams_size()) {
+    *delta.mutable_refused_streams() = current.refused_streams();
+  }
   return response;
 }
 
@@ -132,6 +136,7 @@ void ApplyWatchResponse(const v1::WatchResponse& response, v1::ClusterState* sta
     for (const v1::Finding& finding : update.findings()) *state->add_findings() = finding;
   }
   if (update.has_stacks()) *state->mutable_stacks() = update.stacks();
+  if (update.refused_streams_size() > 0) *state->mutable_refused_streams() = update.refused_streams();
 }
 
 }  // namespace collwatch

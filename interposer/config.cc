@@ -56,7 +56,9 @@ Config LoadConfig() noexcept {
   if (const char* value = SettingIfSet(Setting::kAgent)) CopyString(config.agent_path, sizeof config.agent_path, value);
   if (const char* value = SettingIfSet(Setting::kTokenFile)) CopyString(config.token_file, sizeof config.token_file, value);
   if (const char* value = SettingIfSet(Setting::kTlsCa)) CopyString(config.tls_ca, sizeof config.tls_ca, value);
-  SafeJobName(JobIdSetting(), config.job, sizeof config.job);
+  char job[sizeof config.job];
+  JobIdSetting(job, sizeof job);
+  SafeJobName(job, config.job, sizeof config.job);
   if (config.verbose) {
     for (const SettingInfo& info : kSettings) {
       if (std::strstr(info.read_by, "libcollwatch.so") == nullptr) continue;

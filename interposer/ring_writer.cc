@@ -26,8 +26,9 @@ namespace collwatch {
 namespace {
 
 // A launcher's rank variable, or kUnset when unset or not a plain non-negative number.
-int32_t RankSetting(Setting setting) noexcept {
-  const char* value = SettingIfSet(setting);
+int32_t RankSetting(const LauncherRankVariables* launcher, Setting LauncherRankVariables::*which) noexcept {
+  if (launcher == nullptr) return ring::kUnset;
+  const char* value = SettingIfSet(launcher->*which);
   if (value == nullptr) return ring::kUnset;
   char* end = nullptr;
   long parsed = std::strtol(value, &end, 10);
@@ -52,11 +53,12 @@ uint64_t FreeBytes(int dir_fd) noexcept {
 // The preload's one word to the readers about a rank that has no ring (ring_notes.h).
 void LeaveNoRingNote(int dir_fd, const char* name, const char* host, const char* job, uint64_t needed,
                      uint64_t free_bytes, const char* why) noexcept {
+  const LauncherRankVariables* launcher = LauncherOf([](const char* variable) { return std::getenv(variable); });
   ring::NoRingNote note;
   note.pid = static_cast<int32_t>(getpid());
-  note.rank = RankSetting(Setting::kRank);
-  note.local_rank = RankSetting(Setting::kLocalRank);
-  note.world_size = RankSetting(Setting::kWorldSize);
+  note.rank = RankSetting(launcher, &LauncherRankVariables::rank);
+  note.local_rank = RankSetting(launcher, &LauncherRankVariables::local_rank);
+  note.world_size = RankSetting(launcher, &LauncherRankVariables::world_size);
   note.needed_bytes = needed;
   note.free_bytes = free_bytes;
   note.host = host;
@@ -209,9 +211,10 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->lanes_offset = header->call_paths_offset + geometry.call_path_capacity * ring::kCallPathSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
-  header->rank = RankSetting(Setting::kRank);
-  header->local_rank = RankSetting(Setting::kLocalRank);
-  header->world_size = RankSetting(Setting::kWorldSize);
+  const LauncherRankVariables* launcher = LauncherOf([](const char* name) { return std::getenv(name); });
+  header->rank = RankSetting(launcher, &LauncherRankVariables::rank);
+  header->local_rank = RankSetting(launcher, &LauncherRankVariables::local_rank);
+  header->world_size = RankSetting(launcher, &LauncherRankVariables::world_size);
   header->start_realtime_ns = ClockNs(CLOCK_REALTIME);
   header->start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   std::memcpy(header->host, host, sizeof header->host);

@@ -55,6 +55,16 @@ enum class Setting : unsigned char {
   kWorldSize,
   kTorchelasticRunId,
   kSlurmJobId,
+  kSlurmStepId,
+  kSlurmProcid,
+  kSlurmLocalid,
+  kSlurmNtasks,
+  kOmpiRank,
+  kOmpiLocalRank,
+  kOmpiSize,
+  kPmiRank,
+  kMpiLocalRankId,
+  kPmiSize,
   kMasterAddr,
   kMasterPort,
   kNvtxInjectionPath,
@@ -66,6 +76,7 @@ enum class Setting : unsigned char {
   kTestProcess,
   kTestStepMs,
   kTestLoopMs,
+  kTestNvtxLog,
   kNeverHurtsBaseline,
   kScreenshotDir,
   kUpdateGolden,
@@ -76,7 +87,6 @@ struct SettingInfo {
   const char* name;
   // What the reader uses when the variable is unset or empty; "" where there is none or
   // it is computed (`default_text` says how).
-  kTestNvtxLog,
   const char* default_value;
   const char* default_text;  // the default as the docs show it
   const char* read_by;
@@ -100,10 +110,12 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kRingLanes, "COLLWATCH_RING_LANES", "4", "`4`", "libcollwatch.so",
      "lanes per ring, 2 ... 64: lane 0 is shared, each further lane belongs to one thread that calls NCCL "
      "(the watcher thread takes one on GPUs)"},
-    {Setting::kJobId, "COLLWATCH_JOB_ID", "", "`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`, else `local`",
-     "libcollwatch.so, collwatch run",
+    {Setting::kJobId, "COLLWATCH_JOB_ID", "",
+     "`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`.`SLURM_STEP_ID`, else `local`", "libcollwatch.so, collwatch run",
      "job name in ring file names (characters other than letters, digits, `-`, `_`, `.` become `_`). "
-     "`collwatch run` keeps it if set, else sets `run-<time>-<pid>`"},
+     "`collwatch run` keeps it if set, else takes the launcher's (`TORCHELASTIC_RUN_ID`, Slurm's job and step, "
+     "a torchrun command's `--rdzv-id`), else sets `run-<time>-<pid>`: every node of a job wrapped in its own "
+     "`collwatch run` must get the same one"},
     {Setting::kCompletion, "COLLWATCH_COMPLETION", "auto", "`auto`", "libcollwatch.so",
      "`auto`: track GPU completion with CUDA events where a CUDA driver is loaded; `off`: never"},
     {Setting::kClock, "COLLWATCH_CLOCK", "auto", "`auto`", "libcollwatch.so",
@@ -114,6 +126,11 @@ inline constexpr SettingInfo kSettings[] = {
      "`off`: ignore NVTX ranges: the preload declines NVTX's injection request (read when NVTX asks, at the "
      "program's first NVTX call), so records carry no region and the program's NVTX calls are no-ops. The "
      "tests run labelled programs as unlabelled ones with it"},
+    {Setting::kNvtxChain, "COLLWATCH_NVTX_CHAIN", "", "unset", "libcollwatch.so, collwatch run",
+     "another NVTX injection library (Nsight Systems') that sees the ranges too: libcollwatch.so, as the "
+     "injection library, loads it and initialises it first for each NVTX instance, and its own callbacks "
+     "call the tool's. `collwatch run` moves an `NVTX_INJECTION64_PATH` naming another library here; one that "
+     "cannot be loaded is said once on stderr per process (docs/environment.md, Living beside Nsight Systems)"},
     {Setting::kPythonFrames, "COLLWATCH_PYTHON_FRAMES", "on", "`on`", "libcollwatch.so",
      "`off`: never read the calling thread's Python stack (CPython 3.10-3.13) at NCCL calls, so records "
      "carry no Python call path; `pretend-unsupported` (tests): treat the interpreter as a version whose "
@@ -126,11 +143,6 @@ inline constexpr SettingInfo kSettings[] = {
      "(it holds `flock` on `<ring dir>/agent.<job>.lock`, which also names its pid; its output goes to "
      "`agent.<job>.log` there)"},
     {Setting::kAgent, "COLLWATCH_AGENT", "", "beside `libcollwatch.so`, else `../cli/collwatch`, `../bin/collwatch`",
-    {Setting::kNvtxChain, "COLLWATCH_NVTX_CHAIN", "", "unset", "libcollwatch.so, collwatch run",
-     "another NVTX injection library (Nsight Systems') that sees the ranges too: libcollwatch.so, as the "
-     "injection library, loads it and initialises it first for each NVTX instance, and its own callbacks "
-     "call the tool's. `collwatch run` moves an `NVTX_INJECTION64_PATH` naming another library here; one that "
-     "cannot be loaded is said once on stderr per process (docs/environment.md, Living beside Nsight Systems)"},
      "libcollwatch.so", "the `collwatch` binary started as the agent"},
     {Setting::kTokenFile, "COLLWATCH_TOKEN_FILE", "", "unset", "libcollwatch.so",
      "file holding the collector's token: the agent started for `COLLWATCH_COLLECTOR` gets `--token-file` "
@@ -179,15 +191,40 @@ inline constexpr SettingInfo kSettings[] = {
      "set by the backend in one-GPU mode: the `LOCAL_RANK` the launcher gave (kept if already set)"},
     {Setting::kRank, "RANK", "", "unset", "libcollwatch.so, collwatch run",
      "the process's global rank: copied into its ring's header; `collwatch run` reads it from its command's "
-     "processes (`/proc/PID/environ`) to find the ranks, including those that have not called NCCL yet"},
+     "processes (`/proc/PID/environ`) to find the ranks, including those that have not called NCCL yet. "
+     "Unset: `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, then `PMI_RANK` (with that launcher's local rank and "
+     "size)"},
     {Setting::kLocalRank, "LOCAL_RANK", "", "unset", "libcollwatch.so, CPU NCCL backend",
      "the rank on its node: copied into the ring's header; the one-GPU view moves it aside"},
     {Setting::kWorldSize, "WORLD_SIZE", "", "unset", "libcollwatch.so, collwatch run",
      "the job's rank count: copied into the ring's header; read by `collwatch run` like `RANK`"},
-    {Setting::kTorchelasticRunId, "TORCHELASTIC_RUN_ID", "", "unset", "libcollwatch.so",
-     "torchrun's job id: the job name when `COLLWATCH_JOB_ID` is unset"},
-    {Setting::kSlurmJobId, "SLURM_JOB_ID", "", "unset", "libcollwatch.so",
-     "Slurm's job id: the job name when neither `COLLWATCH_JOB_ID` nor `TORCHELASTIC_RUN_ID` is set"},
+    {Setting::kTorchelasticRunId, "TORCHELASTIC_RUN_ID", "", "unset", "libcollwatch.so, collwatch run",
+     "torchrun's job id (`--rdzv-id`): the job name when `COLLWATCH_JOB_ID` is unset (torchrun's `none` "
+     "does not count)"},
+    {Setting::kSlurmJobId, "SLURM_JOB_ID", "", "unset", "libcollwatch.so, collwatch run",
+     "Slurm's job id: with `SLURM_STEP_ID`, the job name (`<job>.<step>`) when neither `COLLWATCH_JOB_ID` nor "
+     "`TORCHELASTIC_RUN_ID` is set"},
+    {Setting::kSlurmStepId, "SLURM_STEP_ID", "", "unset", "libcollwatch.so, collwatch run",
+     "Slurm's step within its job: part of the job name after `SLURM_JOB_ID`"},
+    {Setting::kSlurmProcid, "SLURM_PROCID", "", "unset", "libcollwatch.so, collwatch run",
+     "the task's rank under `srun`: the rank when `RANK` is unset"},
+    {Setting::kSlurmLocalid, "SLURM_LOCALID", "", "unset", "libcollwatch.so",
+     "the task's rank on its node under `srun` (with `SLURM_PROCID`)"},
+    {Setting::kSlurmNtasks, "SLURM_NTASKS", "", "unset", "libcollwatch.so, collwatch run",
+     "the task count under `srun`: the world size (with `SLURM_PROCID`)"},
+    {Setting::kOmpiRank, "OMPI_COMM_WORLD_RANK", "", "unset", "libcollwatch.so, collwatch run",
+     "the rank under Open MPI's `mpirun`, when neither `RANK` nor `SLURM_PROCID` is set"},
+    {Setting::kOmpiLocalRank, "OMPI_COMM_WORLD_LOCAL_RANK", "", "unset", "libcollwatch.so",
+     "the rank on its node under Open MPI's `mpirun` (with `OMPI_COMM_WORLD_RANK`)"},
+    {Setting::kOmpiSize, "OMPI_COMM_WORLD_SIZE", "", "unset", "libcollwatch.so, collwatch run",
+     "the world size under Open MPI's `mpirun` (with `OMPI_COMM_WORLD_RANK`)"},
+    {Setting::kPmiRank, "PMI_RANK", "", "unset", "libcollwatch.so, collwatch run",
+     "the rank under a PMI launcher (MPICH's and Intel MPI's `mpirun`, `srun --mpi=pmi2`), when no variable "
+     "above is set"},
+    {Setting::kMpiLocalRankId, "MPI_LOCALRANKID", "", "unset", "libcollwatch.so",
+     "the rank on its node under MPICH's and Intel MPI's `mpirun` (with `PMI_RANK`)"},
+    {Setting::kPmiSize, "PMI_SIZE", "", "unset", "libcollwatch.so, collwatch run",
+     "the world size under a PMI launcher (with `PMI_RANK`)"},
     {Setting::kMasterAddr, "MASTER_ADDR", "", "unset", "collwatch-trainer",
      "the rendezvous host of a trainer started by torchrun (with `MASTER_PORT`)"},
     {Setting::kMasterPort, "MASTER_PORT", "", "unset", "collwatch-trainer",
@@ -210,6 +247,8 @@ inline constexpr SettingInfo kSettings[] = {
      "milliseconds between the steps of `nccl_multirank`"},
     {Setting::kTestLoopMs, "COLLWATCH_TEST_LOOP_MS", "3000", "`3000`", "tests/programs",
      "how long `nccl_ranks`'s all-reduce loop runs, in milliseconds"},
+    {Setting::kTestNvtxLog, "COLLWATCH_TEST_NVTX_LOG", "", "unset", "tests/programs",
+     "file where the test NVTX tool (`nvtx_counting_tool`) appends each range it sees"},
     {Setting::kNeverHurtsBaseline, "COLLWATCH_NEVER_HURTS_BASELINE", "", "unset", "tests",
      "folder where the never-hurts tests keep the job's unrecorded results (set by CMake)"},
     {Setting::kScreenshotDir, "COLLWATCH_SCREENSHOT_DIR", "", "unset", "tests",
@@ -247,8 +286,6 @@ inline const char* SettingValue(Setting setting) noexcept {
 }
 
 // The ring folder: COLLWATCH_RING_DIR, else /dev/shm/collwatch-<uid>. The one place both
-    {Setting::kTestNvtxLog, "COLLWATCH_TEST_NVTX_LOG", "", "unset", "tests/programs",
-     "file where the test NVTX tool (`nvtx_counting_tool`) appends each range it sees"},
 // the writer (interposer) and the readers (agent, run) take it from.
 inline void RingDirSetting(char* out, size_t size) noexcept {
   if (const char* dir = SettingIfSet(Setting::kRingDir)) {
@@ -258,13 +295,51 @@ inline void RingDirSetting(char* out, size_t size) noexcept {
   }
 }
 
-// The job's name as launchers give it: COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID,
-// else "local" (raw: SafeJobName makes it a ring file name's part).
-inline const char* JobIdSetting() noexcept {
-  for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId, Setting::kSlurmJobId}) {
-    if (const char* value = SettingIfSet(setting)) return value;
+// The job's name as launchers give it, raw (SafeJobName makes it a ring file name's part):
+// COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID (torchrun's default "none" names no job),
+// SLURM_JOB_ID with ".SLURM_STEP_ID" when set. Returns the name of the variable taken;
+// nullptr, and "local", when none is set.
+inline const char* JobIdSetting(char* out, size_t size) noexcept {
+  for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId}) {
+    const char* value = SettingIfSet(setting);
+    if (value != nullptr && (setting == Setting::kJobId || std::strcmp(value, "none") != 0)) {
+      std::snprintf(out, size, "%s", value);
+      return SettingInfoOf(setting).name;
+    }
   }
-  return "local";
+  if (const char* slurm_job = SettingIfSet(Setting::kSlurmJobId)) {
+    const char* step = SettingIfSet(Setting::kSlurmStepId);
+    std::snprintf(out, size, "%s%s%s", slurm_job, step != nullptr ? "." : "", step != nullptr ? step : "");
+    return SettingInfoOf(Setting::kSlurmJobId).name;
+  }
+  std::snprintf(out, size, "local");
+  return nullptr;
+}
+
+// Where launchers put a process's rank, its rank on its node and the job's size, in the
+// order they are believed: torchrun's (and any launcher that sets RANK), srun's, Open
+// MPI's, PMI's (MPICH, Intel MPI). A process takes all three from the first launcher
+// whose rank it has: srun then torchrun sets both, and torchrun's are the workers'.
+struct LauncherRankVariables {
+  const char* launcher;
+  Setting rank, local_rank, world_size;
+};
+inline constexpr LauncherRankVariables kLauncherRankVariables[] = {
+    {"torchrun", Setting::kRank, Setting::kLocalRank, Setting::kWorldSize},
+    {"srun", Setting::kSlurmProcid, Setting::kSlurmLocalid, Setting::kSlurmNtasks},
+    {"Open MPI", Setting::kOmpiRank, Setting::kOmpiLocalRank, Setting::kOmpiSize},
+    {"PMI", Setting::kPmiRank, Setting::kMpiLocalRankId, Setting::kPmiSize},
+};
+
+// The launcher variables whose rank `lookup(name)` (a const char*, nullptr when unset)
+// finds set and not empty; nullptr when none is.
+template <typename Lookup>
+const LauncherRankVariables* LauncherOf(Lookup lookup) noexcept {
+  for (const LauncherRankVariables& launcher : kLauncherRankVariables) {
+    const char* rank = lookup(SettingInfoOf(launcher.rank).name);
+    if (rank != nullptr && rank[0] != '\0') return &launcher;
+  }
+  return nullptr;
 }
 
 // The ring's size settings: their bounds, and their values read the one way the preload

@@ -376,8 +376,13 @@ int main(int argc, char** argv) {
   const int nproc = std::atoi(argv[1]);
   const std::string plan = argv[2];
   const std::string dir = argv[3];
-  g_rank = EnvInt(collwatch::Setting::kRank, -1);
-  g_world = EnvInt(collwatch::Setting::kWorldSize, nproc);
+  // As the preload reads them: RANK, else srun's, Open MPI's or PMI's variables.
+  g_world = nproc;
+  if (const collwatch::LauncherRankVariables* launcher =
+          collwatch::LauncherOf([](const char* name) { return std::getenv(name); })) {
+    g_rank = EnvInt(launcher->rank, -1);
+    g_world = EnvInt(launcher->world_size, nproc);
+  }
   if (g_rank < 0) return collwatch::programs::LaunchRanks(nproc, argv);
   return RunRank(plan, dir);
 }
