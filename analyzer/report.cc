@@ -118,12 +118,35 @@ std::string RankEndingLines(const std::vector<RankEnding>& ranks) {
   return text;
 }
 
+// "the collector refused the streams of 1 process that came as job 'run-2' (rank 1 on
+// host b, pid 7): it serves job 'run-1'; ..."
+std::string RefusedStreamsGapText(const ReportInfo& info) {
+  std::vector<std::string> streams;
+  for (const RefusedStream& stream : info.refused_streams) {
+    streams.push_back(absl::StrCat(stream.rank >= 0 ? absl::StrCat("rank ", stream.rank, " on host ") : "host ",
+                                   stream.host, ", pid ", stream.pid, ", job '", stream.job, "'"));
+  }
+  return absl::StrCat("the collector refused the streams of ", info.refused_streams.size(),
+                      info.refused_streams.size() == 1 ? " process" : " processes", " that came as another job (",
+                      absl::StrJoin(streams, "; "), "): it serves job '", info.job,
+                      "'; give every node the same job id (COLLWATCH_JOB_ID, or the launcher's: docs/multi-node.md)");
+}
+
+// Nothing was recorded: no verdict can rest on that.
+bool NothingRecorded(const ReportInfo& info) { return info.calls_counted && info.calls == 0; }
+constexpr const char* kNothingRecordedText =
+    "no NCCL call was recorded, so nothing was checked: if the job uses NCCL, the preload did not reach it "
+    "(a container, sudo or env -i that drops LD_PRELOAD, NCCL linked statically: try --profiler-plugin; "
+    "docs/quickstart.md)";
+
 // "2 ranks were killed or crashed; the command exited with status 1"
 // "rank 3 of world size 4 left no trace".
 std::string MissingRanksText(const ReportInfo& info) {
   return absl::StrCat(info.missing_ranks.size() == 1 ? "rank " : "ranks ", RankListText(info.missing_ranks),
                       " of world size ", info.world_size, " left no trace");
 }
+
+}  // namespace
 
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info) {
   std::vector<std::string> reasons;
@@ -149,16 +172,17 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
     reasons.push_back(absl::StrCat("the command exited with status ", *info.command_exit_status));
   }
   if (const std::string incomplete = DataGapText(info); !incomplete.empty()) reasons.push_back(incomplete);
+  if (NothingRecorded(info)) reasons.push_back(kNothingRecordedText);
   std::string text;
   for (size_t i = 0; i < reasons.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : "; ", reasons[i]);
   return text;
 }
 
-}  // namespace
 
 std::string DataGapText(const ReportInfo& info) {
   std::vector<std::string> gaps;
   if (!info.missing_ranks.empty()) gaps.push_back(MissingRanksText(info));
+  if (!info.refused_streams.empty()) gaps.push_back(RefusedStreamsGapText(info));
   gaps.insert(gaps.end(), info.data_gaps.begin(), info.data_gaps.end());
   if (gaps.empty()) return "";
   return absl::StrCat("the data is incomplete, and the missing part may hold the problem: ", absl::StrJoin(gaps, "; "));
@@ -211,7 +235,10 @@ size_t UnresolvedCount(const std::vector<Finding>& findings) {
 }
 
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
-  if (UnresolvedCount(findings) > 0 || !info.data_gaps.empty() || !info.missing_ranks.empty()) return false;
+  if (UnresolvedCount(findings) > 0 || !info.data_gaps.empty() || !info.missing_ranks.empty() ||
+      !info.refused_streams.empty() || NothingRecorded(info)) {
+    return false;
+  }
   for (const RankEnding& rank : info.ranks) {
     if (rank.failed) return false;
   }
@@ -225,6 +252,18 @@ nlohmann::json CallFramesJson(const CallPath& path) {
   }
   return frames;
 }
+
+namespace {
+
+nlohmann::json RefusedStreamsJson(const std::vector<RefusedStream>& streams) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const RefusedStream& stream : streams) {
+    list.push_back({{"job", stream.job}, {"host", stream.host}, {"pid", stream.pid}, {"rank", stream.rank}});
+  }
+  return list;
+}
+
+}  // namespace
 
 nlohmann::json FindingJson(const Finding& finding) {
   nlohmann::json classes = nlohmann::json::array();
@@ -295,6 +334,7 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"summary", finding.summary},
           {"context", context},
           {"processes", processes},
+          {"refused_streams", RefusedStreamsJson(finding.refused_streams)},
           {"stacks", stacks}};
 }
 
@@ -324,7 +364,8 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
           {"communicators", info.communicators},
           {"calls", info.calls},
           {"lost_records", info.lost_records},
-          {"complete", info.data_gaps.empty() && info.missing_ranks.empty()},
+          {"complete", info.data_gaps.empty() && info.missing_ranks.empty() && info.refused_streams.empty()},
+          {"refused_streams", RefusedStreamsJson(info.refused_streams)},
           {"data_gaps", info.data_gaps},
           {"missing_ranks", info.missing_ranks},
           {"notes", info.notes}};

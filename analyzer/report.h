@@ -52,6 +52,11 @@ struct ReportInfo {
   std::vector<RankEnding> ranks;  // one per process, by global rank
   std::optional<int> command_exit_status;  // the job's command (collwatch run), when known
   bool stopped_by_collwatch = false;       // collwatch run --kill-on-hang stopped the job
+  // False where `calls` is not known here (`collwatch run` with an external collector).
+  // Known and 0: nothing was checked, which is never healthy.
+  bool calls_counted = true;
+  // Streams the collector refused as another job's: data of this job that never came in.
+  std::vector<RefusedStream> refused_streams;
 };
 ReportInfo DescribeJob(const JobModel& model);
 // `collwatch run --kill-on-hang` stopped the job (the model was frozen then): the
@@ -62,9 +67,12 @@ void NoteStoppedByCollwatch(ReportInfo* info);
 std::string DataGapText(const ReportInfo& info);
 // report.json's `healthy`: no finding, no process that died, was killed or exited with a
 // status other than 0, the command exited with 0 (when known; a job collwatch stopped has
-// its finding), and the data is the whole job's (no data gap, no missing rank).
+// its finding), the data is the whole job's (no data gap, no missing rank, no refused
+// stream), and at least one NCCL call was recorded (where counted).
 // Resolved stalls (stragglers, Finding::resolution) are kept in the report and left out.
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
+// Why not, in words: "1 finding; 2 ranks were killed or crashed; ..." ("" when healthy).
+std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info);
 // The findings that are not resolved stalls: the problems.
 size_t UnresolvedCount(const std::vector<Finding>& findings);
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
+#include "cli/exit_codes.h"
 #include "cli/trace_loader.h"
 
 namespace collwatch {
@@ -11,7 +12,7 @@ namespace collwatch {
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
   analyzer::Analyzer analyzer;
   LoadSummary summary;
-  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err, options.job)) return 2;
+  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err, options.job)) return kExitBadInput;
   analyzer::AnalyzerOptions analyzer_options;
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;
@@ -52,7 +53,7 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   } else {
     out << analyzer::ReportText(findings, info);
   }
-  return analyzer::Healthy(findings, info) ? 0 : 1;
+  return analyzer::Healthy(findings, info) ? kExitOk : kExitFindings;
 }
 
 }  // namespace collwatch

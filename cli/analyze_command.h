@@ -11,8 +11,8 @@ namespace collwatch {
 struct AnalyzeOptions {
   std::string path;
   bool json = false;
-  std::string job;  // the job to analyse where the path holds several (trace_loader.h FindTraces)
   double stall_after_s = 0;  // 0: run.json's value, else the analyzer's default
+  std::string job;  // the job to analyse where the path holds several (trace_loader.h FindTraces)
 };
 
 // Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings or

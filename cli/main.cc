@@ -9,6 +9,7 @@
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
+#include "cli/exit_codes.h"
 #include "cli/gc_command.h"
 #include "cli/import_command.h"
 #include "cli/option_checks.h"
@@ -109,7 +110,11 @@ int main(int argc, char** argv) {
                   "large ops from this job's own timings; default 30)")
       ->check(kStallSeconds);
   run->add_flag("--kill-on-hang", run_options.kill_on_hang,
-                "at the first finding, write the report and stop the job (exit 3)");
+                "at the first finding, write the report and stop the job (exit 124)");
+  run->add_flag("--fail-on-findings", run_options.fail_on_findings,
+                "exit 123 when the command exited 0 but the run is not healthy (a finding, a rank that failed, "
+                "no NCCL call recorded, data missing): real NCCL often completes mismatched collectives on garbage "
+                "without hanging");
   run->add_flag("--one-gpu", run_options.one_gpu,
                 "run every rank on the one visible GPU, through the CPU NCCL backend's CUDA mode (NCCL "
                 "refuses two ranks on one GPU); LOCAL_RANK reads 0 in each rank (docs/one-gpu.md)");
@@ -202,11 +207,22 @@ int main(int argc, char** argv) {
       ->required();
   import->add_option("--job", import_options.job, "job name for the traces (default: flight-recorder)");
 
+  // Every command's --help ends with its exit statuses (cli/exit_codes.h).
+  for (CLI::App* command : app.get_subcommands({})) command->footer(collwatch::kAnalysisExitHelp);
+  for (CLI::App* command : {dump, gc, env, export_command, import, baseline, stacks, top}) {
+    command->footer(collwatch::kToolExitHelp);
+  }
+  collector->footer("Exit status: 0 stopped by a signal with every record stored, 1 records lost, 2 bad usage or "
+                    "it could not start.");
+  agent->footer("Exit status: 0 every ring shipped, 1 some were not (their records stay in the rings), 2 bad usage "
+                "or it could not start.");
+  run->footer(collwatch::kRunExitHelp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help exits 0; a usage error is bad input: 2.
-    return app.exit(e) == 0 ? 0 : 2;
+    // --help exits 0; a usage error is bad input: 2, and collwatch run's own failure for run.
+    if (app.exit(e) == 0) return collwatch::kExitOk;
+    return run->parsed() ? collwatch::kExitRunFailed : collwatch::kExitBadInput;
   }
 
   if (dump->parsed()) {
@@ -214,7 +230,7 @@ int main(int argc, char** argv) {
     const absl::Status status = collwatch::DumpTraces(dump_path, dump_job, format, std::cout, std::cerr);
     if (!status.ok()) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
-      return 1;
+      return collwatch::kExitBadInput;
     }
   } else if (gc->parsed()) {
     return collwatch::RunGcCommand(gc_options, std::cout, std::cerr);
@@ -251,7 +267,7 @@ int main(int argc, char** argv) {
                                                               {run_ca_file, &run_options.tls_ca_pem}});
         !read.ok()) {
       std::cerr << "collwatch run: " << read.message() << "\n";
-      return 2;
+      return collwatch::kExitRunFailed;
     }
     run_options.dashboard = !run_no_dashboard;
     return collwatch::RunJobCommand(run_options);

@@ -28,46 +28,54 @@ int RunJobCommand(const RunOptions& options) {
   IgnoreTerminalStops();
   if (options.command.empty()) {
     std::cerr << "collwatch run: no command given (collwatch run [options] -- CMD ...)\n";
-    return 2;
+    return kExitRunFailed;
   }
   CommandEnvironmentInputs inputs;
   if (absl::StatusOr<std::string> preload = FindPreload(); preload.ok()) {
     inputs.preload = *std::move(preload);
   } else {
     std::cerr << "collwatch run: " << preload.status().message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
   if (const absl::Status plugin = CheckProfilerPluginFree(options.profiler_plugin, inputs.preload); !plugin.ok()) {
     std::cerr << "collwatch run: " << plugin.message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
   if (options.one_gpu) {
     // Checked before anything starts: a job put on a GPU it cannot have fails late and unclearly.
     absl::StatusOr<OneGpuEnvironment> one_gpu = PrepareOneGpuMode();
     if (!one_gpu.ok()) {
       std::cerr << "collwatch run: " << one_gpu.status().message() << "\n";
-      return 2;
+      return kExitRunFailed;
     }
     inputs.one_gpu = *std::move(one_gpu);
   }
   if (absl::Status settings = CheckRecorderSettings(); !settings.ok()) {
     std::cerr << "collwatch run: " << settings.message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
-  absl::StatusOr<std::string> job = DefaultJobId();
+  absl::StatusOr<RunJobId> job = ChooseJobId(options.command);
   if (!job.ok()) {
     std::cerr << "collwatch run: " << job.status().message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
-  inputs.job = *std::move(job);
+  if (job->own() && !options.collector.empty()) {
+    // The wrapped multi-node form: each node's own id would be another job to the collector.
+    std::cerr << "collwatch run: the job id " << job->id
+              << " is this run's own; other nodes wrapped in their own collwatch run get others, and the "
+                 "collector serves the first job that connects: export the same COLLWATCH_JOB_ID on every node "
+                 "(Slurm's job and step, TORCHELASTIC_RUN_ID and a torchrun command's --rdzv-id are taken when "
+                 "set)\n";
+  }
+  inputs.job = job->id;
   if (absl::Status folder = PrepareOutputFolder(options.out_dir); !folder.ok()) {
     std::cerr << "collwatch run: --out " << folder.message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
   absl::StatusOr<RingFolder> rings = RingFolderForRun(options.ring_dir, options.out_dir);
   if (!rings.ok()) {
     std::cerr << "collwatch run: " << rings.status().message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
   inputs.ring_dir = rings->path;
 
@@ -77,7 +85,7 @@ int RunJobCommand(const RunOptions& options) {
   absl::StatusOr<std::unique_ptr<RunServices>> services = RunServices::Start(options, inputs.job, inputs.ring_dir);
   if (!services.ok()) {
     std::cerr << "collwatch run: " << services.status().message() << "\n";
-    return 2;
+    return kExitRunFailed;
   }
   if (const char* existing = SettingIfSet(Setting::kLdPreload)) inputs.inherited_ld_preload = existing;
   inputs.profiler_plugin = options.profiler_plugin;
@@ -93,7 +101,7 @@ int RunJobCommand(const RunOptions& options) {
     absl::StatusOr<std::unique_ptr<PrivateMpsServer>> started = PrivateMpsServer::Start();
     if (!started.ok()) {
       std::cerr << "collwatch run: " << started.status().message() << "\n";
-      return 2;
+      return kExitRunFailed;
     }
     mps = *std::move(started);
     for (const auto& [name, value] : mps->JobEnvironment()) inputs.one_gpu->extra[name] = value;

@@ -11,7 +11,8 @@
 namespace collwatch {
 
 // Runs CMD under collwatch and returns CMD's exit status (128 + signal if a signal ended
-// it), kExitStoppedHungJob after --kill-on-hang stopped it, 2 when the run could not start.
+// it), or its own outcomes (cli/exit_codes.h: not healthy with --fail-on-findings, a hung
+// job stopped, the run could not start).
 int RunJobCommand(const RunOptions& options);
 
 }  // namespace collwatch

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <iterator>
 #include <string>
 
 #include "cli/stop_signals.h"
@@ -61,9 +62,29 @@ class RunCommandTest : public ::testing::Test {
   RunOptions options_;
 };
 
-TEST_F(RunCommandTest, NoCommandIsBadInput) {
+TEST_F(RunCommandTest, NoCommandIsCollwatchsOwnFailure) {
   options_.command.clear();
-  EXPECT_EQ(RunJobCommand(options_), 2);
+  EXPECT_EQ(RunJobCommand(options_), kExitRunFailed) << "not 2, which a job's argument parser exits with";
+}
+
+// A run that recorded no NCCL call checked nothing: never "healthy", whatever the command did.
+TEST_F(RunCommandTest, NoNcclCallRecordedIsNotHealthy) {
+  EXPECT_EQ(Run("exit 0"), 0) << "the job's own status without --fail-on-findings";
+  std::ifstream file(out_ / "report.json");
+  const nlohmann::json report = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["healthy"], false);
+  EXPECT_EQ(report["calls"], 0);
+  std::ifstream text_file(out_ / "report.txt");
+  const std::string text((std::istreambuf_iterator<char>(text_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("no NCCL call was recorded, so nothing was checked"), std::string::npos) << text;
+  EXPECT_EQ(text.find("No findings"), std::string::npos) << text;
+}
+
+TEST_F(RunCommandTest, FailOnFindingsTurnsAnUnhealthyZeroIntoItsOwnStatus) {
+  options_.fail_on_findings = true;
+  EXPECT_EQ(Run("exit 0"), kExitRunNotHealthy) << "nothing recorded is not healthy";
+  EXPECT_EQ(Run("exit 5"), 5) << "a failing job keeps its own status";
 }
 
 TEST_F(RunCommandTest, ExitStatusOfTheCommandAndTheFilesOfTheRun) {

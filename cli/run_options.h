@@ -1,10 +1,12 @@
-// What `collwatch run` is asked to do (its flags, parsed by main.cc) and the exit status it
-// returns when it stopped a hung job. Threading: plain data.
+// What `collwatch run` is asked to do (its flags, parsed by main.cc); its exit statuses are
+// in cli/exit_codes.h. Threading: plain data.
 #ifndef COLLWATCH_CLI_RUN_OPTIONS_H_
 #define COLLWATCH_CLI_RUN_OPTIONS_H_
 
 #include <string>
 #include <vector>
+
+#include "cli/exit_codes.h"
 
 namespace collwatch {
 
@@ -17,6 +19,7 @@ struct RunOptions {
   std::string tls_ca_pem;  // root certificates of an external TLS collector
   double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
   bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
+  bool fail_on_findings = false;  // exit kExitRunNotHealthy when the command exited 0 but the run is not healthy
   bool one_gpu = false;       // every rank on one GPU through the CPU NCCL backend (one_gpu_mode.h)
   bool mps = false;           // with one_gpu: the ranks under a private MPS server (private_mps.h)
   bool profiler_plugin = false;  // libcollwatch.so is NCCL's profiler plugin too (NCCL_PROFILER_PLUGIN)
@@ -28,8 +31,6 @@ struct RunOptions {
   bool dashboard = true;
 };
 
-// `collwatch run`'s exit status when it stopped a hung job (--kill-on-hang).
-inline constexpr int kExitStoppedHungJob = 3;
 
 }  // namespace collwatch
 

@@ -21,6 +21,7 @@
 #include "cli/run_record.h"
 #include "cli/run_status_line.h"
 #include "cli/stop_signals.h"
+#include "collector/finding_codec.h"
 #include "process/process_sample.h"
 #include "ring/clocks.h"
 #include "stacks/process_stacks.h"
@@ -52,7 +53,7 @@ RunSupervisor::RunSupervisor(const RunOptions& options, std::string job, RingFol
       job_log_(absl::StrCat(options.out_dir, "/job.log")) {}
 
 int RunSupervisor::Run(const std::map<std::string, std::string>& environment) {
-  if (!StartJob(environment)) return 2;
+  if (!StartJob(environment)) return kExitRunFailed;
   WatchJob();
   return Finish();
 }
@@ -263,11 +264,10 @@ int RunSupervisor::Finish() {
     data_gaps.push_back(absl::StrCat("not every ring's records are in the trace store (", why, "): the rings stay in ",
                                      rings_.path));
   }
-  const bool healthy = WriteReport(findings, data_gaps);
-  std::string verdict = findings.empty() ? "no findings" : absl::StrCat(findings.size(), " finding(s)");
-  if (findings.empty() && !healthy) {
-    verdict = "no findings, but the job is not healthy (the report says why)";
-  }
+  std::string why_not_healthy;
+  const bool healthy = WriteReport(findings, data_gaps, &why_not_healthy);
+  const std::string verdict = healthy ? (findings.empty() ? "healthy, no findings" : "healthy (stragglers only)")
+                                      : absl::StrCat("not healthy: ", why_not_healthy);
   std::cerr << "collwatch run: " << verdict << "; report in " << options_.out_dir << "/report.txt\n";
   watcher_.reset();
   if (embedded_ != nullptr) embedded_->Shutdown();
@@ -282,6 +282,11 @@ int RunSupervisor::Finish() {
   if (stopped_hung_job_) {
     std::cerr << "collwatch run: the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob << "\n";
     return kExitStoppedHungJob;
+  }
+  if (options_.fail_on_findings && exit_code_ == 0 && !healthy) {
+    std::cerr << "collwatch run: the command exited with 0 but the run is not healthy (--fail-on-findings): exit "
+              << kExitRunNotHealthy << "\n";
+    return kExitRunNotHealthy;
   }
   return exit_code_;
 }
@@ -335,9 +340,17 @@ void RunSupervisor::ObserveJobProcesses() {
 }
 
 bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
-                                const std::vector<std::string>& data_gaps) {
+                                const std::vector<std::string>& data_gaps, std::string* why_not_healthy) {
   analyzer::ReportInfo info;
-  if (embedded_ != nullptr) info = embedded_->service().online_analyzer().Info(job_);
+  if (embedded_ != nullptr) {
+    info = embedded_->service().online_analyzer().Info(job_);
+  } else {
+    info.calls_counted = false;  // the external collector counts them
+    const ClusterView view = watcher_->View();
+    for (const v1::RefusedStream& stream : view.state.refused_streams()) {
+      info.refused_streams.push_back(RefusedStreamFromProto(stream));
+    }
+  }
   info.job = job_;
   info.online = true;
   info.source = embedded_ != nullptr ? options_.out_dir : absl::StrCat("collector ", services_.address());
@@ -348,6 +361,7 @@ bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
   if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {
     std::cerr << "collwatch run: " << error << "\n";
   }
+  if (why_not_healthy != nullptr) *why_not_healthy = analyzer::WhyNotHealthy(findings, info);
   return analyzer::Healthy(findings, info);
 }
 

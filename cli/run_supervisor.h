@@ -34,9 +34,8 @@ class RunSupervisor {
   RunSupervisor& operator=(const RunSupervisor&) = delete;
 
   // Starts the command with `environment` set over collwatch's own, supervises it to its
-  // end and finishes the run. Returns `collwatch run`'s exit status: the command's (128 +
-  // signal when one ended it), kExitStoppedHungJob when collwatch stopped it, 2 when it
-  // could not be started.
+  // end and finishes the run. Returns `collwatch run`'s exit status (cli/exit_codes.h): the
+  // command's (128 + signal when one ended it), or collwatch's own outcome.
   int Run(const std::map<std::string, std::string>& environment);
 
  private:
@@ -66,8 +65,10 @@ class RunSupervisor {
   void CloseDashboard() { dashboard_.reset(); }
   // Writes report.txt and report.json; returns whether the job is healthy (no finding, no
   // rank that died or failed, the command's exit status 0 once known, the data whole).
-  // `data_gaps`: what the trace store lacks of the rings (analyzer::ReportInfo).
-  bool WriteReport(const std::vector<analyzer::Finding>& findings, const std::vector<std::string>& data_gaps = {});
+  // `data_gaps`: what the trace store lacks of the rings (analyzer::ReportInfo); sets
+  // `why_not_healthy` (the reasons in words, "" when healthy) when given.
+  bool WriteReport(const std::vector<analyzer::Finding>& findings, const std::vector<std::string>& data_gaps = {},
+                   std::string* why_not_healthy = nullptr);
 
   const RunOptions& options_;
   const std::string job_;

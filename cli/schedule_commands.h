@@ -8,14 +8,15 @@
 #include <ostream>
 #include <string>
 
+#include "cli/exit_codes.h"
+
 namespace collwatch {
 
-// Exit statuses of the schedule commands.
-inline constexpr int kExitSame = 0;      // identical / matches the baseline / written
-inline constexpr int kExitChanged = 1;   // the schedules differ
-// Unreadable folder or baseline, unwritable file, or data that is not the whole run's
-// (a rank without a trace, a trace skipped or damaged) where the answer would be "same".
-inline constexpr int kExitBadInput = 2;
+// Exit statuses of the schedule commands (cli/exit_codes.h). kExitBadInput: unreadable
+// folder or baseline, unwritable file, or data that is not the whole run's (a rank
+// without a trace, a trace skipped or damaged) where the answer would be "same".
+inline constexpr int kExitSame = kExitOk;          // identical / matches the baseline / written
+inline constexpr int kExitChanged = kExitFindings;  // the schedules differ
 
 struct DiffCommandOptions {
   std::string dir_a;

@@ -1,7 +1,7 @@
 // The analyzer end to end: the bundled trainer on 4 CPU ranks under `collwatch run
 // --kill-on-hang`. Each failing scenario really hangs and is named (kind, rank classes,
 // regions) within 2 s of its first bad collective (a stall: within its threshold), the
-// job is stopped with exit 3 and report.json says why; `collwatch analyze` finds the same
+// job is stopped with exit 124 and report.json says why; `collwatch analyze` finds the same
 // post-mortem, from the trace store and from rings alone; clean runs and both fixes give
 // no finding at all. The same scenarios without labels (COLLWATCH_NVTX=off) are named from
 // the call sequences alone, or, where nothing can decide, with both readings.
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/read_files.h"
@@ -78,7 +79,7 @@ bool Contains(const nlohmann::json& list, const std::string& item) {
 
 // The first finding of a hung run, online and post-mortem alike.
 const nlohmann::json& ExpectHungAndNamed(const Outcome& outcome, const std::string& kind) {
-  EXPECT_EQ(outcome.exit_code, 3) << "collwatch run should stop the hung job";
+  EXPECT_EQ(outcome.exit_code, kExitStoppedHungJob) << "collwatch run should stop the hung job";
   EXPECT_TRUE(outcome.report.is_object()) << "no report.json";
   static const nlohmann::json kEmpty = nlohmann::json::object();
   if (!outcome.report.is_object() || outcome.report["findings"].empty()) return kEmpty;
@@ -112,7 +113,7 @@ TEST(FindingsEndToEndTest, ImageTextIsAPathDivergenceOfImageAndTextRanks) {
 TEST(FindingsEndToEndTest, ImageTextFromRingsAlone) {
   TempDir dir;
   const Outcome outcome = RunScenario(dir, "image-text");
-  ASSERT_EQ(outcome.exit_code, 3);
+  ASSERT_EQ(outcome.exit_code, kExitStoppedHungJob);
   Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", outcome.ring_dir}, testing::CollwatchRunEnv({}),
                      dir.path() + "/rings.json");
   EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
@@ -290,7 +291,7 @@ TEST(FindingsEndToEndTest, ExternalCollectorsFindingsStopTheJob) {
                   "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16", "--vocab", "32",
                   "--batch", "2"},
                  testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
-  EXPECT_EQ(run.Wait(120), 3);
+  EXPECT_EQ(run.Wait(120), kExitStoppedHungJob);
   const nlohmann::json report = ReadJson(dir.path() + "/out/report.json");
   ASSERT_TRUE(report.is_object());
   ASSERT_FALSE(report["findings"].empty());

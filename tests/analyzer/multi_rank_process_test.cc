@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/read_files.h"
@@ -97,7 +98,7 @@ TEST(MultiRankProcessTest, CleanRunCountsFourRanksInTwoProcessesAndHasNoFinding)
 TEST(MultiRankProcessTest, DivergingRankInsideAProcessIsNamed) {
   TempDir dir;
   const Outcome outcome = RunTwoByTwo(dir, "diverge");
-  EXPECT_EQ(outcome.exit_code, 3) << "collwatch run should stop the hung job\n" << outcome.log;
+  EXPECT_EQ(outcome.exit_code, kExitStoppedHungJob) << "collwatch run should stop the hung job\n" << outcome.log;
   ExpectFourRanksInTwoProcesses(outcome.report, "online");
   ExpectFourRanksInTwoProcesses(outcome.analyzed, "post-mortem");
   ASSERT_TRUE(outcome.report.is_object());

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/read_files.h"
@@ -115,7 +116,7 @@ TEST(PythonCallPathsEndToEndTest, TheReportNamesTheBranchPointAndEachClassesCall
   if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir);
-  EXPECT_EQ(run.exit_code, 3) << "collwatch run should stop the hung job\n" << run.output;
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << "collwatch run should stop the hung job\n" << run.output;
   ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
   ExpectTheBranchPoint(run.report["findings"][0]);
   ASSERT_TRUE(run.analyzed.is_object() && !run.analyzed["findings"].empty()) << "post-mortem";
@@ -193,7 +194,7 @@ TEST(PythonCallPathsEndToEndTest, ALateRanksStacksNameTheFunctionAndLineItSleeps
   if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir, {}, "late");
-  EXPECT_EQ(run.exit_code, 3) << run.output;
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << run.output;
   for (const nlohmann::json& report : {run.report, run.analyzed}) {
     ASSERT_TRUE(report.is_object() && !report["findings"].empty()) << run.output;
     const nlohmann::json& finding = report["findings"][0];
@@ -225,7 +226,7 @@ TEST(PythonCallPathsEndToEndTest, ARankWithNoRingYetHasItsStacksTakenByCollwatch
   if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir, {}, "late-init");
-  EXPECT_EQ(run.exit_code, 3) << run.output;
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << run.output;
   ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
   const nlohmann::json& finding = run.report["findings"][0];
   ASSERT_EQ(finding["kind"], "COMM_INIT_STALL") << finding.dump(2);
@@ -250,7 +251,7 @@ TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRun
   if (std::string(COLLWATCH_PYTHON3).empty()) GTEST_SKIP() << "no python3 on the path";
   TempDir dir;
   const JobRun run = RunRanks(dir, {{"COLLWATCH_PYTHON_FRAMES", "pretend-unsupported"}});
-  EXPECT_EQ(run.exit_code, 3) << "the job ran into its divergence all the same\n" << run.output;
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << "the job ran into its divergence all the same\n" << run.output;
   ASSERT_TRUE(run.report.is_object() && !run.report["findings"].empty()) << run.output;
   const nlohmann::json& finding = run.report["findings"][0];
   EXPECT_TRUE(finding["call_paths"].empty()) << finding.dump(2);

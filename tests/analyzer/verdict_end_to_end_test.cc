@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/read_files.h"
@@ -148,7 +149,7 @@ std::string StateOfRank(const nlohmann::json& finding, int rank) {
 TEST(VerdictEndToEndTest, ARankStoppedMidTrainingIsNamedStopped) {
   TempDir dir;
   const RunOutcome run = RunRanks(dir, 2, "stopped", {"--kill-on-hang", "--stall-after", "2"});
-  EXPECT_EQ(run.exit_code, 3) << "stopped as a hung job";
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << "stopped as a hung job";
   ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
   EXPECT_EQ(run.report["healthy"], false);
   ASSERT_EQ(run.report["findings"].size(), 1u) << run.text;
@@ -171,7 +172,7 @@ TEST(VerdictEndToEndTest, ARankStoppedMidTrainingIsNamedStopped) {
 TEST(VerdictEndToEndTest, ARankStoppedBeforeItsFirstNcclCallIsOneOfTheRanks) {
   TempDir dir;
   const RunOutcome run = RunRanks(dir, 2, "stopped-before-init", {"--kill-on-hang", "--stall-after", "2"});
-  EXPECT_EQ(run.exit_code, 3) << "stopped as a hung job";
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << "stopped as a hung job";
   ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
   EXPECT_EQ(run.report["healthy"], false);
   EXPECT_EQ(run.report["stopped_by_collwatch"], true);

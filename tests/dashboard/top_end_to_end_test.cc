@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
@@ -110,7 +111,7 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
   EXPECT_TRUE(Has(screen, "ranks 0,2 in fwd/vision.patch, ranks 1,3 in fwd/embed")) << screen;
   for (int rank : {0, 2}) EXPECT_TRUE(Has(RankLine(screen, rank), "diverged: class 1/2 at seq 1")) << screen;
   for (int rank : {1, 3}) EXPECT_TRUE(Has(RankLine(screen, rank), "diverged: class 2/2 at seq 1")) << screen;
-  EXPECT_EQ(run.Wait(60), 3) << "collwatch run should have stopped the hung job";
+  EXPECT_EQ(run.Wait(60), kExitStoppedHungJob) << "collwatch run should have stopped the hung job";
 
   terminal.Keys("Enter");
   // The view's title may be drawn before its words (seen under TSan): wait for both.

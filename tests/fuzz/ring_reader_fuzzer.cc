@@ -104,8 +104,8 @@ void ReadEveryWay(const RingReader& reader) {
 void ReadAsEveryCommand(const std::string& path) {
   std::ostringstream out;
   std::ostringstream err;
-  (void)DumpTraces(path, DumpFormat::kText, out, err);
-  (void)DumpTraces(path, DumpFormat::kJsonLines, out, err);
+  (void)DumpTraces(path, "", DumpFormat::kText, out, err);
+  (void)DumpTraces(path, "", DumpFormat::kJsonLines, out, err);
   for (bool json : {false, true}) {
     AnalyzeOptions options;
     options.path = path;

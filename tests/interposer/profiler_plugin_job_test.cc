@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ring/ring_names.h"
@@ -241,7 +242,7 @@ TEST_P(ProfilerPluginGraphTest, ARankThatReplaysAGraphLessIsNamedInTheReplayLane
                   "--profiler-plugin", "--kill-on-hang", "--stall-after", "3", "--", COLLWATCH_NCCL_RANKS_PATH, "2",
                   "graph-skip", dir_.path()},
                  testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir_.path()}}), "", log);
-  EXPECT_EQ(run.Wait(90), 3) << ReadFile(log);
+  EXPECT_EQ(run.Wait(90), kExitStoppedHungJob) << ReadFile(log);
   const nlohmann::json report = ReadJson(out + "/report.json");
   ASSERT_TRUE(report.is_object() && report["findings"].is_array() && !report["findings"].empty()) << ReadFile(log);
   const nlohmann::json& first = report["findings"][0];

@@ -7,7 +7,7 @@ rings are compared with, process by process: each communicator's calls (op, coun
 in NCCL's log appear in exactly one ring communicator with the same calls in the same
 order, the same rank and the same size, and nothing else is recorded. Every recorded call
 that was not captured into a CUDA graph must have completed (clean runs). Clean runs must
-end with exit 0 and no finding; each failing scenario must be stopped by collwatch (exit 3)
+end with exit 0 and no finding; each failing scenario must be stopped by collwatch (exit 124)
 with the expected finding kind first, long before PyTorch's watchdog (600 s).
 
 Exit 0 when every case passed, 1 when one failed, 77 (skipped) without PyTorch, CUDA or
@@ -263,8 +263,8 @@ def run_case(name, args, work):
     if wall >= args.case_timeout:
         problems.append(f"still running after {args.case_timeout:.0f} s: stopped")
     if expected:
-        if code != 3:
-            problems.append(f"exit {code}, expected 3 (collwatch stopped the hung job)")
+        if code != 124:
+            problems.append(f"exit {code}, expected 124 (collwatch stopped the hung job)")
         undecided_reading = (args.one_gpu and name in FIRST_STEP_DIVERGENCES and findings
                              and findings[0].get("decided") is False
                              and expected in findings[0].get("other_readings", []))

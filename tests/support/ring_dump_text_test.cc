@@ -140,7 +140,7 @@ TEST_F(RingDumpTextRoundTrip, ReadsBackWhatTheRingReaderGives) {
   writer_->SetState(ring::WriterState::kExited);
 
   std::ostringstream text, errors;
-  ASSERT_TRUE(DumpTraces(writer_->path(), DumpFormat::kText, text, errors).ok()) << errors.str();
+  ASSERT_TRUE(DumpTraces(writer_->path(), /*job=*/"", DumpFormat::kText, text, errors).ok()) << errors.str();
   absl::StatusOr<DumpedJob> job = ParseRingDumpText(text.str(), DumpRegions::kKeep);
   ASSERT_TRUE(job.ok()) << job.status() << "\n" << text.str();
   ASSERT_EQ(job->rings.size(), 1u);
@@ -183,7 +183,7 @@ TEST_F(RingDumpTextRoundTrip, DropsEveryRegionOnRequest) {
   gather.region_id = InternRegion(embed.data(), embed.size());
   writer_->Append(RingWriter::kSharedLane, gather);
   std::ostringstream text, errors;
-  ASSERT_TRUE(DumpTraces(writer_->path(), DumpFormat::kText, text, errors).ok());
+  ASSERT_TRUE(DumpTraces(writer_->path(), /*job=*/"", DumpFormat::kText, text, errors).ok());
 
   absl::StatusOr<DumpedJob> kept = ParseRingDumpText(text.str(), DumpRegions::kKeep);
   absl::StatusOr<DumpedJob> dropped = ParseRingDumpText(text.str(), DumpRegions::kDrop);
