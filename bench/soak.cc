@@ -259,7 +259,9 @@ class Soak {
     return std::make_unique<Subprocess>(
         std::vector<std::string>{"/bin/sh", "-c",
                                  absl::StrCat("exec '", COLLWATCH_CLI_PATH, "' agent --collector ", address_,
-                                              " --ring-dir '", RingDir(node), "' --job ", kJob, " >> '", log, "' 2>&1")},
+                                              " --ring-dir '", RingDir(node), "' --job ", kJob,
+                                              // The rings stay to be compared with the store.
+                                              " --keep-rings >> '", log, "' 2>&1")},
         std::map<std::string, std::string>{});
   }
 

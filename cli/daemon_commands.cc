@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/exit_codes.h"
 #include "cli/stop_signals.h"
 
 namespace collwatch {
@@ -16,7 +17,7 @@ int RunCollectorCommand(const CollectorOptions& options) {
   absl::StatusOr<std::unique_ptr<CollectorServer>> server = CollectorServer::Start(options);
   if (!server.ok()) {
     std::cerr << "collwatch collector: " << server.status().message() << "\n";
-    return 1;
+    return kExitBadInput;
   }
   std::cerr << "collwatch collector: listening on " << (*server)->address() << ", traces in " << options.out_dir
             << (options.fsync ? " (fdatasync before each ack)" : "") << "\n";
@@ -37,7 +38,7 @@ int RunAgentCommand(const AgentOptions& options) {
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(options);
   if (!agent.ok()) {
     std::cerr << "collwatch agent: " << agent.status().message() << "\n";
-    return 1;
+    return kExitBadInput;
   }
   const std::string ring_dir = options.ring_dir.empty() ? DefaultRingDir() : options.ring_dir;
   std::cerr << "collwatch agent: shipping rings of " << ring_dir << " to " << options.collector << "\n";

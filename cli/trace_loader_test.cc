@@ -425,7 +425,7 @@ TEST_F(TraceLoaderTest, AFolderOfSeveralJobsAsksForOne) {
   const absl::Status status = LoadTraces(root_ + "/out", &model, &summary);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), AllOf(HasSubstr(" holds several jobs ("), HasSubstr("jobA"), HasSubstr("jobB"),
-                                      HasSubstr("): name one of their folders")));
+                                      HasSubstr("): pick one with --job, or name its folder")));
 }
 
 // FindTraces, which `analyze` and `dump` share: each form of path gives its traces, sorted.

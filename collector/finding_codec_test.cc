@@ -103,6 +103,8 @@ analyzer::Finding EveryFieldSet() {
       true};
   // A stall that resolved later (a straggler): the times the wire carries.
   finding.resolution = analyzer::StallResolution{finding.found_ns + 2'500'000'000, 2.5, 12.75};
+  // The rank it waits for streamed as another job, refused by the collector.
+  finding.refused_streams = {{.job = "run-other", .host = "node-b", .pid = 4242, .rank = 3}};
   return finding;
 }
 
@@ -181,6 +183,7 @@ TEST(FindingProtoTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(back.branch_point->file, finding.branch_point->file);
   EXPECT_EQ(back.stacks, finding.stacks);
   EXPECT_EQ(back.resolution, finding.resolution);
+  EXPECT_EQ(back.refused_streams, finding.refused_streams);
 }
 
 // A field added to the proto's Finding (or to a message in it) that FindingToProto does

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/read_files.h"
@@ -85,7 +86,9 @@ TEST(BadInputTest, NumericOptionsOutOfRangeAreRefusedNamingTheRange) {
   };
   for (const auto& [args, words] : cases) {
     const Outcome outcome = Collwatch(dir, args);
-    EXPECT_EQ(outcome.exit_code, 2) << args[0] << " " << args[1] << " " << args[2];
+    // collwatch run's own failure never reads like its job's exit status.
+    EXPECT_EQ(outcome.exit_code, args[0] == "run" ? kExitRunFailed : kExitBadInput)
+        << args[0] << " " << args[1] << " " << args[2];
     EXPECT_THAT(outcome.err, HasSubstr(words));
   }
 }
@@ -113,13 +116,13 @@ TEST(BadInputTest, ACollectorThatCannotListenSaysWhy) {
   };
   for (const auto& [listen, words] : cases) {
     const Outcome outcome = Collwatch(dir, {"collector", "--listen", listen, "--out", dir.path() + "/second"});
-    EXPECT_EQ(outcome.exit_code, 1) << listen;
+    EXPECT_EQ(outcome.exit_code, kExitBadInput) << listen;
     EXPECT_THAT(outcome.err, HasSubstr("collwatch collector: cannot listen on")) << listen;
     EXPECT_THAT(outcome.err, HasSubstr(words)) << listen;
   }
   // The same store folder, another port: one writer per store.
   const Outcome same_store = Collwatch(dir, {"collector", "--listen", "127.0.0.1:0", "--out", dir.path() + "/first"});
-  EXPECT_EQ(same_store.exit_code, 1);
+  EXPECT_EQ(same_store.exit_code, kExitBadInput);
   EXPECT_THAT(same_store.err, HasSubstr("another collector (pid " + std::to_string(first.pid()) + ") writes there"));
 }
 
@@ -141,7 +144,7 @@ TEST(BadInputTest, SettingsThatWouldMakeTheRunPointlessStopItBeforeTheCommand) {
   for (const auto& [variable, value, words] : cases) {
     const Outcome outcome = Collwatch(dir, {"run", "--no-dashboard", "--out", dir.path() + "/out", "--", "touch", marker},
                                       {{variable, value}});
-    EXPECT_EQ(outcome.exit_code, 2) << variable << "=" << value;
+    EXPECT_EQ(outcome.exit_code, kExitRunFailed) << variable << "=" << value;
     EXPECT_THAT(outcome.err, HasSubstr(words));
     EXPECT_FALSE(std::filesystem::exists(marker)) << "the command must not run";
   }
@@ -160,7 +163,7 @@ TEST(BadInputTest, AnOutFolderOthersCanWriteIsRefused) {
   }
   const std::string marker = dir.path() + "/command-ran";
   const Outcome outcome = Collwatch(dir, {"run", "--no-dashboard", "--out", out, "--", "touch", marker});
-  EXPECT_EQ(outcome.exit_code, 2);
+  EXPECT_EQ(outcome.exit_code, kExitRunFailed);
   EXPECT_THAT(outcome.err, HasSubstr("group or others may write in it (mode 0777)"));
   EXPECT_FALSE(std::filesystem::exists(marker));
   EXPECT_EQ(ReadFile(dir.path() + "/victim"), "precious");

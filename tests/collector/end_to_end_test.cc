@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/exit_codes.h"
 #include "collector/collector_service.h"
 #include "gtest/gtest.h"
 #include "proto/collwatch.grpc.pb.h"
@@ -96,7 +97,7 @@ TEST(CollwatchRunTest, OneGpuModeWithoutItsBackendSaysSoAndRunsNothing) {
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--one-gpu", "--out", dir.path() + "/out", "--", "touch", marker},
                  testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL", dir.path() + "/no-libnccl.so.2"}}), "",
                  dir.path() + "/err");
-  EXPECT_EQ(run.Wait(30), 2);
+  EXPECT_EQ(run.Wait(30), kExitRunFailed);
   EXPECT_NE(ReadWhole(dir.path() + "/err").find("--one-gpu: COLLWATCH_CPU_NCCL=" + dir.path() + "/no-libnccl.so.2 cannot be read"),
             std::string::npos)
       << ReadWhole(dir.path() + "/err");
@@ -112,7 +113,7 @@ TEST(CollwatchRunTest, OneGpuModeWithoutAGpuSaysSoBeforeTheJobStarts) {
   const std::string marker = dir.path() + "/ran";
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--one-gpu", "--out", dir.path() + "/out", "--", "touch", marker},
                  testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL", COLLWATCH_CPU_NCCL_PATH}}), "", dir.path() + "/err");
-  EXPECT_EQ(run.Wait(30), 2);
+  EXPECT_EQ(run.Wait(30), kExitRunFailed);
   const std::string err = ReadWhole(dir.path() + "/err");
   EXPECT_NE(err.find("--one-gpu runs every rank on one GPU, and there is no CUDA driver on this machine"), std::string::npos) << err;
   EXPECT_NE(err.find("leave --one-gpu off"), std::string::npos) << err;
@@ -125,7 +126,7 @@ TEST(CollwatchRunTest, MpsWithoutOneGpuIsRefused) {
   const std::string marker = dir.path() + "/ran";
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--mps", "--out", dir.path() + "/out", "--", "touch", marker},
                  testing::CollwatchRunEnv({}), "", dir.path() + "/err");
-  EXPECT_EQ(run.Wait(30), 2);
+  EXPECT_EQ(run.Wait(30), kExitRunFailed);
   EXPECT_NE(ReadWhole(dir.path() + "/err").find("--mps requires --one-gpu"), std::string::npos)
       << ReadWhole(dir.path() + "/err");
   EXPECT_FALSE(std::filesystem::exists(marker));
