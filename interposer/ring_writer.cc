@@ -17,6 +17,7 @@
 #include <ctime>
 #include <new>
 
+#include "interposer/ring_claim.h"
 #include "ring/clocks.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_notes.h"
@@ -122,8 +123,9 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   for (char* c = host_in_name; *c != '\0'; ++c) {
     if (*c == '/') *c = '_';
   }
-  std::snprintf(writer->path_, sizeof writer->path_, "%s/%s.%s.%d.ring", config.ring_dir,
-                config.job, host_in_name, static_cast<int>(pid));
+  char name[320];
+  std::snprintf(name, sizeof name, "%s.%s.%d%s", config.job, host_in_name, static_cast<int>(pid), ring::kRingSuffix);
+  std::snprintf(writer->path_, sizeof writer->path_, "%s/%s", config.ring_dir, name);
   const RingDirCheck dir = OpenPrivateRingDir(config.ring_dir, /*create=*/true);
   if (dir.verdict != RingDirVerdict::kPrivate) {
     char why[256];
@@ -131,10 +133,13 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
     Warn("cannot use ring folder", config.ring_dir, why);
     return nullptr;
   }
-  const char* name = std::strrchr(writer->path_, '/') + 1;
-  // A file of the same name is a stale ring of a dead process with our pid: replace it
-  // (and its space counts as free). Relative to the checked folder, never through a symlink.
-  unlinkat(dir.fd, name, 0);
+  // A file of the same name is another process's ring (a reused pid, a container's): never
+  // removed, kept aside or left alone (ring_claim.h). Relative to the checked folder.
+  if (ClaimRingName(dir.fd, config.ring_dir, host, pid, name, sizeof name) == RingNameClaim::kNoName) {
+    close(dir.fd);
+    return nullptr;
+  }
+  std::snprintf(writer->path_, sizeof writer->path_, "%s/%s", config.ring_dir, name);
   const uint64_t free_bytes = FreeBytes(dir.fd);
   const RingGeometry geometry = SizeRing(config, free_bytes);
   const uint64_t bytes = geometry.bytes;

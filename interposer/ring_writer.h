@@ -38,8 +38,8 @@ RingGeometry SizeRing(const Config& config, uint64_t free_bytes) noexcept;
 
 class RingWriter {
  public:
-  // Creates (or replaces a stale) ring file for this process, sized by SizeRing to the
-  // folder's free space, and maps it. Returns nullptr and writes one line on stderr when
+  // Creates the ring file for this process (never over another process's: ring_claim.h),
+  // sized by SizeRing to the folder's free space, and maps it. Returns nullptr and writes one line on stderr when
   // the folder is not private to this user (ring_directory.h), is unwritable, the disk is
   // full, the ring would pass the file size limit or mapping fails: the caller then stops
   // recording. Where the folder could take the ring but for its size, a note says why

@@ -20,6 +20,12 @@ namespace collwatch::ring {
 //                               folder's file system too full, the file size limit, ...):
 //                               "key value" lines (kNoRingNoteKeys), `why` last, in words
 //                               a user can act on. Readers report the rank with it.
+//   <job>.<host>.<pid>.kept-<start ns>.ring   a ring another process left at a new
+//                               process's name (a reused pid), moved aside by the new
+//                               process once its writer ended; a ring like any other to
+//                               every reader (interposer/ring_claim.h). A ring that may
+//                               still be written is never moved: the new one takes
+//                               <job>.<host>.<pid>.<now ns>.ring instead.
 //   <job>.<host>.<pid>.shipped  written by an agent that keeps shipped rings (--keep-rings):
 //                               "pid start_realtime_ns" of the ring whose every record the
 //                               collector acknowledged; `collwatch gc` removes a ring whose
