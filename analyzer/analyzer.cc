@@ -203,10 +203,13 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
       if (reference == nullptr) {
         reference = call;
       } else if (const Fingerprint a = FingerprintOf(*call), b = FingerprintOf(*reference); !(a == b)) {
-        // A region not known (history cut before its unit's forward call) is no evidence.
+        // A region not known (history cut before its unit's forward call, or its name
+        // damaged) is no evidence: it matches any region.
         const bool region_unknown = call->region_unknown || reference->region_unknown;
         if (!(region_unknown && a.SameSignature(b))) mismatch = true;
       }
+      // The first known region is what the others' regions are compared with.
+      if (reference->region_unknown && !call->region_unknown) reference = call;
     }
     if (mismatch) {
       if (progress.mismatch_seen_ns == 0) progress.mismatch_seen_ns = now_ns;

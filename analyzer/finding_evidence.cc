@@ -26,6 +26,7 @@ CallFacts FactsOf(const JobModel& model, const Call& call) {
   facts.redop = call.redop;
   facts.root_or_peer = call.root_or_peer;
   if (call.region != 0) facts.region = std::string(model.RegionName(call.region));
+  if (call.region_damaged) facts.region = std::string(kDamagedRegionText);
   if (call.call_path != 0) facts.call_path = model.call_path(call.call_path);
   facts.call_path_inferred = call.call_path_inferred;
   return facts;

@@ -222,6 +222,22 @@ std::string PathFix(const std::vector<std::string>& regions) {
          "or make the branch decision collectively (rank 0 decides and broadcasts it).";
 }
 
+std::string DamagedLabelsText(const Process& process) {
+  if (process.damaged_labels == 0) return "";
+  const ProcessInfo& info = process.info;
+  const std::string who = info.global_rank >= 0
+                              ? absl::StrCat("rank ", info.global_rank, " (", info.host, ", pid ", info.pid, ")")
+                              : absl::StrCat("pid ", info.pid, " (", info.host, ")");
+  const std::string first =
+      process.first_damaged_seq == 0
+          ? ""
+          : absl::StrCat("; the first at ", CommText(process.first_damaged_comm), " #", process.first_damaged_seq);
+  const bool one = process.damaged_labels == 1;
+  return absl::StrCat(who, ": ", process.damaged_labels, one ? " call names" : " calls name",
+                      " an NVTX region or a call path that could not be read (damaged or lost", first, "): ",
+                      one ? "its region is" : "their regions are", " unknown and the comparison skipped them");
+}
+
 std::string SizeMismatchFix(double ratio) {
   return absl::StrFormat(
       "the ranks communicate tensors of different sizes (byte ratio %.2f): a different model configuration, "

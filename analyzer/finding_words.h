@@ -24,6 +24,12 @@ std::string RanksVerb(const std::vector<int32_t>& ranks, std::string_view verb);
 // `text` opening a sentence: its first letter a capital ("ranks 0,2" -> "Ranks 0,2").
 std::string Capitalized(std::string text);
 
+// What a process's damaged labels (Process::damaged_labels) take from the comparison, as
+// a data gap: "rank 1 (node0, pid 5001): 3 calls name an NVTX region or a call path that
+// could not be read (damaged or lost; the first at comm ... #4): their regions are unknown
+// and the comparison skipped them". "" when none.
+std::string DamagedLabelsText(const Process& process);
+
 // "all-gather 1.5 MiB (393216 x float32) in fwd/vision.block0"
 std::string DescribeCall(const CallFacts& call);
 std::string DescribeCall(const JobModel& model, const Call& call);

@@ -140,10 +140,18 @@ void JobModel::AddCallPath(ProcessId process, uint32_t writer_id, const CallPath
   processes_[process].call_paths[writer_id] = InternCallPath(path);
 }
 
-void JobModel::AttributeCallPath(Process& process, const ring::Record& record, Call& call) {
+void JobModel::AttributeCallPath(Process& process, const ring::Record& record, Call& call, bool* damaged) {
+  bool path_damaged = false;
   if (record.call_path_id != 0) {
     auto path = process.call_paths.find(record.call_path_id);
-    call.call_path = path == process.call_paths.end() ? 0 : path->second;
+    path_damaged = path == process.call_paths.end();
+    call.call_path = path_damaged ? 0 : path->second;
+  }
+  if (path_damaged) {
+    // Without an NVTX range the call path names the code: not known, so neither is that.
+    *damaged = true;
+    if (call.region == 0) call.region_damaged = true;
+    return;  // nor can it stand for its unit, or borrow its unit's path
   }
   if (ring::IsCollective(call.fn) && record.comm_id != 0) {
     // A unit's all-gather from the user's code names its later calls made where no user
@@ -162,8 +170,9 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
       }
     }
   }
-  // Without an NVTX range, the code the call came from stands for its region.
-  if (call.region == 0) call.region = call_path_regions_[call.call_path];
+  // Without an NVTX range, the code the call came from stands for its region (not for a
+  // range whose name is damaged: that region stays unknown).
+  if (call.region == 0 && !call.region_damaged) call.region = call_path_regions_[call.call_path];
 }
 
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
@@ -215,11 +224,24 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   call.fn = static_cast<ApiFn>(record.fn);
   call.dtype = record.dtype;
   call.flags = record.flags;
+  // An id that names no region or call path of the process is damage (or a name lost
+  // before it was stored): the region is unknown, counted, and matched as anything.
+  bool damaged = false;
   if (record.region_id != 0) {
     auto region = process.regions.find(record.region_id);
-    call.region = region == process.regions.end() ? 0 : region->second;
+    damaged = region == process.regions.end();
+    call.region = damaged ? 0 : region->second;
+    call.region_damaged = damaged;
   }
-  AttributeCallPath(process, record, call);
+  AttributeCallPath(process, record, call, &damaged);
+  call.region_unknown = call.region_damaged;
+  if (damaged) {
+    ++process.damaged_labels;
+    if (process.first_damaged_seq == 0 && ring::IsCollective(call.fn) && record.seq != 0) {
+      process.first_damaged_comm = record.comm_id;
+      process.first_damaged_seq = record.seq;
+    }
+  }
   const auto call_index = static_cast<uint32_t>(process.calls.size());
   const bool placed_in_comm = record.comm_id != 0 && record.rank >= 0 && record.nranks > 0 &&
                               record.rank < record.nranks && record.nranks <= kMaxRanks &&
@@ -244,9 +266,10 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
         if (rank.first_seq == 0 || record.seq < rank.first_seq) rank.first_seq = record.seq;
         // Its unit's forward all-gather is not in this rank's history: the region is
         // unknown, where a full history would have named it (AttributeCallPath).
-        call.region_unknown = call.region == 0 && !call.call_path_inferred && rank.first_seq > 1 &&
-                              (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter) &&
-                              !process.unit_paths.count(HashCombine(record.comm_id, record.count));
+        call.region_unknown = call.region_damaged ||
+                              (call.region == 0 && !call.call_path_inferred && rank.first_seq > 1 &&
+                               (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter) &&
+                               !process.unit_paths.count(HashCombine(record.comm_id, record.count)));
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
         rank.collectives[record.seq - 1] = call_index;
         rank.progress.Entered(record.seq);

@@ -37,6 +37,8 @@ inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number t
 // many before it (JobModel::AddEnter).
 inline constexpr uint64_t kLateHistoryMargin = 1 << 16;
 inline constexpr size_t kMaxUnitPaths = 1 << 14;      // units whose call path a process keeps
+// How a region whose name (or naming call path) is damaged reads wherever a region is named.
+inline constexpr std::string_view kDamagedRegionText = "an unknown region (its name is damaged)";
 
 // One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
 struct Call {
@@ -53,6 +55,10 @@ struct Call {
   // No user frame of its own, and its unit's forward all-gather lies before the rank's
   // kept history (a cut Flight Recorder dump): its code region is not known, not "none".
   bool region_unknown = false;
+  // Its NVTX region's name, or (without a range) the call path that names its code, could
+  // not be read: a name or call path damaged or lost (a store frame failing its checksum,
+  // a ring slot no writer left so). Unknown, never "no region"; region_unknown is set too.
+  bool region_damaged = false;
   ProcessId process = 0;
   int32_t rank = ring::kUnset;
   int32_t root_or_peer = ring::kUnset;
@@ -112,6 +118,11 @@ struct Process {
   int64_t heartbeat_ns = 0;   // latest heartbeat, realtime
   int64_t last_record_ns = 0; // latest record time, realtime
   uint64_t lost_records = 0;  // overwritten in the ring, torn, or dropped
+  // Calls whose region id or call path id names nothing this process's names and call
+  // paths hold (damaged or lost), and the first such collective (0: none was one).
+  uint64_t damaged_labels = 0;
+  uint64_t first_damaged_comm = 0;
+  uint64_t first_damaged_seq = 0;
   ProcessSample sample;         // the latest look at it from its node (sampled_ns 0: none)
   bool exit_recorded = false;   // its ring recorded the status it passed to exit()
   int32_t exit_code = 0;        // that status, 0-255 (when exit_recorded)
@@ -220,7 +231,8 @@ class JobModel {
  private:
   CommIndex CommFor(uint64_t comm_id, int32_t nranks);
   // The call path of `call` (a collective of `record`), its own or its unit's.
-  void AttributeCallPath(Process& process, const ring::Record& record, Call& call);
+  // `damaged`: set when its call path id names none of the process's call paths.
+  void AttributeCallPath(Process& process, const ring::Record& record, Call& call, bool* damaged);
   void AddEnter(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record);
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);

@@ -212,6 +212,12 @@ ReportInfo DescribeJob(const JobModel& model) {
   }
   info.missing_ranks = MissingJobRanks(model);
   if (!info.missing_ranks.empty()) info.world_size = JobWorldSize(model);
+  // Region names and call paths that could not be read: a gap in what was compared.
+  for (size_t i = 0; i < model.process_count(); ++i) {
+    if (std::string gap = DamagedLabelsText(model.process(static_cast<ProcessId>(i))); !gap.empty()) {
+      info.data_gaps.push_back(std::move(gap));
+    }
+  }
   // By RANK, those without one last.
   std::sort(info.ranks.begin(), info.ranks.end(), [](const RankEnding& a, const RankEnding& b) {
     return std::make_tuple(a.global_rank < 0, a.global_rank, a.host, a.pid) <

@@ -59,7 +59,20 @@ ScheduleOp OpOfCall(const JobModel& model, const Call& call, CodeLines lines) {
   op.region = lines == CodeLines::kShown && region_is_code
                   ? CodeRegionName(model.call_path(call.call_path), CodeLines::kShown)
                   : std::string(model.RegionName(call.region));
+  op.region_damaged = call.region_damaged;
   return op;
+}
+
+// Another rank's call at `seq` of `comm` that is the same collective as `call` and whose
+// region was read: what `call`'s damaged region most likely was (nullptr: none).
+const Call* LabelledPeer(const JobModel& model, const Comm& comm, uint64_t seq, const Call& call) {
+  for (int32_t rank = 0; rank < static_cast<int32_t>(comm.ranks.size()); ++rank) {
+    const Call* peer = model.Collective(comm, rank, seq);
+    if (peer != nullptr && !peer->region_damaged && FingerprintOf(*peer).SameSignature(FingerprintOf(call))) {
+      return peer;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -71,7 +84,7 @@ std::string FormatScheduleOp(const ScheduleOp& op) {
   std::string line = absl::StrCat(Av(OpName(op.fn)), " ", op.count, " ", DtypeName(op.dtype));
   if (op.redop != ring::kUnset) absl::StrAppend(&line, " ", RedOpName(op.redop));
   if (op.root != ring::kUnset) absl::StrAppend(&line, " root=", op.root);
-  absl::StrAppend(&line, " ", QuoteRegion(op.region));
+  absl::StrAppend(&line, " ", op.region_damaged ? "(region-damaged)" : QuoteRegion(op.region));
   return line;
 }
 
@@ -82,10 +95,21 @@ absl::StatusOr<ScheduleOp> ParseScheduleOp(std::string_view line) {
 }
 
 uint32_t OpTable::Intern(ScheduleOp op) {
-  if (ignore_regions_) op.region.clear();
+  if (ignore_regions_) {
+    op.region.clear();
+    op.region_damaged = false;
+  }
   auto [it, inserted] = ids_.try_emplace(FormatScheduleOp(op), static_cast<uint32_t>(ops_.size()));
   if (inserted) ops_.push_back(std::move(op));
   return it->second;
+}
+
+bool OpTable::Matches(uint32_t a, uint32_t b) const {
+  if (a == b) return true;
+  const ScheduleOp& x = ops_[a];
+  const ScheduleOp& y = ops_[b];
+  if (!x.region_damaged && !y.region_damaged) return false;
+  return x.fn == y.fn && x.count == y.count && x.dtype == y.dtype && x.redop == y.redop && x.root == y.root;
 }
 
 // ---- Schedules --------------------------------------------------------------------------
@@ -182,13 +206,23 @@ JobSchedule ExtractSchedule(const JobModel& model, OpTable* table, CodeLines lin
       }
       std::vector<uint32_t> ops;
       ops.reserve(rank.collectives.stored());
+      uint64_t seq = rank.collectives.first();
       for (const uint32_t index : rank.collectives) {
+        ++seq;
         if (index == kNoCall) {
           ops.push_back(not_reported);
           continue;
         }
-        const Call& call = model.call(rank.process, index);
-        const OpKey key{FingerprintOf(call), lines == CodeLines::kShown ? call.call_path : 0};
+        const Call* labelled = &model.call(rank.process, index);
+        // A region that could not be read is taken from a rank that read it at the same
+        // place, so that damage alone forms no rank class of its own; else it stays unknown.
+        if (labelled->region_damaged) {
+          if (const Call* peer = LabelledPeer(model, comm, seq, *labelled)) labelled = peer;
+        }
+        const Call& call = *labelled;
+        Fingerprint fingerprint = FingerprintOf(call);
+        if (call.region_damaged) fingerprint.region = UINT32_MAX;  // no interned region's id
+        const OpKey key{fingerprint, lines == CodeLines::kShown ? call.call_path : 0};
         auto it = ids.find(key);
         if (it == ids.end()) it = ids.emplace(key, table->Intern(OpOfCall(model, call, lines))).first;
         ops.push_back(it->second);

@@ -30,12 +30,17 @@ struct ScheduleOp {
   int32_t redop = ring::kUnset;
   int32_t root = ring::kUnset;
   std::string region;  // innermost NVTX range ("" when none)
+  // Its region could not be read (Call::region_damaged) and no other rank's call at its
+  // place says it: unknown, matching an op of any region (OpTable::Matches). Never in a
+  // baseline (no baseline is made of damaged data).
+  bool region_damaged = false;
   bool operator==(const ScheduleOp&) const = default;
 };
 
 // One baseline line: `all-gather 1056 float32 "fwd/embed"`,
 // `reduce-scatter 264 float32 avg "bwd/mtp.head0"`, `broadcast 1 int32 root=0 -` (no
-// region), `?` (not reported). The only rendering of an op the schedule tools print.
+// region), `?` (not reported); `all-gather 1056 float32 (region-damaged)` in hunks only.
+// The only rendering of an op the schedule tools print.
 std::string FormatScheduleOp(const ScheduleOp& op);
 // The inverse of FormatScheduleOp; the error says what is wrong with `line`.
 absl::StatusOr<ScheduleOp> ParseScheduleOp(std::string_view line);
@@ -48,6 +53,9 @@ class OpTable {
   explicit OpTable(bool ignore_regions = false) : ignore_regions_(ignore_regions) {}
   uint32_t Intern(ScheduleOp op);
   const ScheduleOp& op(uint32_t id) const { return ops_[id]; }
+  // Whether two ops are the same collective as far as the data can tell: equal, or equal
+  // but for the region where one's region is damaged (unknown matches any region).
+  bool Matches(uint32_t a, uint32_t b) const;
   std::string Line(uint32_t id) const { return FormatScheduleOp(ops_[id]); }
   size_t size() const { return ops_.size(); }
 

@@ -19,11 +19,13 @@ namespace {
 
 using schedule_internal::Av;
 
-// The first position where `expected` and `actual` differ; nullopt when equal.
-std::optional<uint64_t> FirstDifferingPosition(const StepExpansion& expected, const std::vector<uint32_t>& actual) {
+// The first position where `expected` and `actual` differ (OpTable::Matches: a damaged
+// region is no difference); nullopt when equal.
+std::optional<uint64_t> FirstDifferingPosition(const StepExpansion& expected, const std::vector<uint32_t>& actual,
+                                               const OpTable& table) {
   const uint64_t common = std::min<uint64_t>(expected.size(), actual.size());
   for (uint64_t i = 0; i < common; ++i) {
-    if (expected.At(i) != actual[i]) return i;
+    if (!table.Matches(expected.At(i), actual[i])) return i;
   }
   if (expected.size() == actual.size()) return std::nullopt;
   return common;
@@ -59,7 +61,7 @@ std::string CheckClass(const BaselineSection& section, const std::vector<uint32_
     std::vector<uint64_t> counts;
     for (size_t i = 0; i < segments.size(); ++i) counts.push_back(step_segment == i ? steps : 1);
     StepExpansion expansion(segments, std::move(counts));
-    const std::optional<uint64_t> first = FirstDifferingPosition(expansion, actual);
+    const std::optional<uint64_t> first = FirstDifferingPosition(expansion, actual, table);
     if (!first) return "";
     // The furthest match wins; at a tie, the length nearer the run's (a dropped collective
     // is then shown as such, not as a missing step).

@@ -71,9 +71,11 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
         if (ranks.empty()) continue;
         const std::vector<uint32_t>& ops_a = class_a.ops;
         const std::vector<uint32_t>& ops_b = class_b.ops;
-        if (ops_a == ops_b) continue;
+        // A damaged region matches any (OpTable::Matches): damage alone is no difference.
+        const auto same = [&table](uint32_t x, uint32_t y) { return table.Matches(x, y); };
+        const auto mismatch = std::mismatch(ops_a.begin(), ops_a.end(), ops_b.begin(), ops_b.end(), same);
+        if (mismatch.first == ops_a.end() && mismatch.second == ops_b.end()) continue;
         diff.identical = false;
-        const auto mismatch = std::mismatch(ops_a.begin(), ops_a.end(), ops_b.begin(), ops_b.end());
         const auto first = static_cast<uint64_t>(mismatch.first - ops_a.begin());
         HunkSides sides;
         sides.context = HunkContextBefore(ops_a, first);

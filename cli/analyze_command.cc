@@ -34,7 +34,9 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer.model());
   info.job = summary.job;
   info.source = options.path + " (" + summary.source + ")";
-  info.data_gaps = summary.warnings;  // inputs skipped or damaged, records lost before shipped
+  // Inputs skipped or damaged, records lost before shipped; then the model's own
+  // (DescribeJob: labels that could not be read).
+  info.data_gaps.insert(info.data_gaps.begin(), summary.warnings.begin(), summary.warnings.end());
   info.notes = summary.notes;
   // Cut histories: a divergence found where the ranks' kept entries begin to overlap may
   // have begun before, among entries some ranks no longer held.

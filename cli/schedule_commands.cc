@@ -24,7 +24,7 @@ using analyzer::OpTable;
 // What `model`'s data lacks of the job's (analyzer::DataGapText), "" when it is whole.
 std::string DataGaps(const JobModel& model, const LoadSummary& summary) {
   analyzer::ReportInfo info = analyzer::DescribeJob(model);
-  info.data_gaps = summary.warnings;
+  info.data_gaps.insert(info.data_gaps.begin(), summary.warnings.begin(), summary.warnings.end());
   return analyzer::DataGapText(info);
 }
 

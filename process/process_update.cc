@@ -21,7 +21,11 @@ ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, u
   std::set<uint32_t> paths;
   for (const IndexedRecord& item : batch.records) {
     const uint32_t region = item.record.region_id;
-    if (region != 0 && named.insert(region).second) update.regions.emplace_back(region, reader.Name(region));
+    // A name the ring cannot give (damaged, never written) is left out: the model then
+    // knows the region as unknown, never as "no region" (JobModel::AddEnter).
+    if (region != 0 && named.insert(region).second) {
+      if (std::optional<std::string> name = reader.ReadName(region)) update.regions.emplace_back(region, *name);
+    }
     const uint32_t path_id = item.record.call_path_id;
     if (path_id != 0 && paths.insert(path_id).second) {
       if (std::optional<CallPath> path = reader.ReadCallPath(path_id)) update.call_paths.emplace_back(path_id, *path);

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
+#include "ring/hash.h"
 
 namespace collwatch {
 namespace {
@@ -307,23 +308,39 @@ ReadBatch RingReader::ReadAll(bool writer_gone) const {
   return all;
 }
 
-std::string RingReader::Name(uint32_t id) const {
-  if (id == 0 || id > header_->string_capacity) return "";
+std::string RingReader::Name(uint32_t id) const { return ReadName(id).value_or(""); }
+
+std::optional<std::string> RingReader::ReadName(uint32_t id) const {
+  if (id == 0 || id > header_->string_capacity) return std::nullopt;
   const ring::StringSlot& slot = strings_[id - 1];
-  if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return "";
-  return std::string(slot.text, std::min<size_t>(slot.length, ring::kMaxStringBytes));
+  if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return std::nullopt;
+  const uint32_t length = slot.length;
+  if (length > ring::kMaxStringBytes) return std::nullopt;  // no writer stores more than a slot holds
+  std::string name(slot.text, length);
+  // A name short of where the writer cuts is whole: its hash must match. Past it, the
+  // name may have been cut (the hash is the whole name's) and cannot be checked.
+  if (length < ring::kMaxStringBytes - 3 && Hash64(name.data(), name.size()) != slot.hash) return std::nullopt;
+  return name;
 }
 
 std::optional<CallPath> RingReader::ReadCallPath(uint32_t id) const {
   if (id == 0 || id > header_->call_path_capacity) return std::nullopt;
   const ring::CallPathSlot& slot = call_paths_[id - 1];
   if (slot.state.load(std::memory_order_acquire) != ring::kStringReady) return std::nullopt;
-  if (slot.frame_count == 0 || slot.frame_count > ring::kMaxCallPathFrames) return std::nullopt;
+  if (slot.frame_count > ring::kMaxCallPathFrames) return std::nullopt;
   CallPath path;
   path.truncated = (slot.flags & ring::kCallPathTruncated) != 0;
+  // A frame's name id 0 is a name the writer could not intern (its table full): unknown
+  // but no damage. Any other id must name a readable string.
+  const auto name = [this](uint32_t name_id) -> std::optional<std::string> {
+    return name_id == 0 ? std::optional<std::string>("") : ReadName(name_id);
+  };
   for (uint16_t i = 0; i < slot.frame_count; ++i) {
     const ring::CallPathFrame& frame = slot.frames[i];
-    path.frames.push_back({Name(frame.file_id), Name(frame.function_id), frame.line});
+    std::optional<std::string> file = name(frame.file_id);
+    std::optional<std::string> function = name(frame.function_id);
+    if (!file || !function) return std::nullopt;
+    path.frames.push_back({*std::move(file), *std::move(function), frame.line});
   }
   return path;
 }

@@ -92,9 +92,17 @@ class RingReader {
   ReadBatch ReadAll(bool writer_gone) const;
 
   // A name of the ring's string table by id: an NVTX region, a call path's file or
-  // function ("" when unknown or not yet written).
+  // function ("" when it cannot be read: see ReadName).
   std::string Name(uint32_t id) const;
-  // A call path by id (nullopt when unknown, not yet written or damaged).
+  // The name behind `id` (nonzero), or nullopt when no write of the ring left one there:
+  // an id past the table, a slot not ready (never written, or its writer died in it), a
+  // length beyond the slot, or text that does not hash to the slot's hash. A name the
+  // writer cut to fit (kMaxStringBytes, less up to 3 bytes of a split UTF-8 sequence) is
+  // hashed whole, so its text cannot be checked: a damaged text there goes unnoticed.
+  std::optional<std::string> ReadName(uint32_t id) const;
+  // A call path by id (nullopt when unknown, not yet written or damaged: more frames than
+  // a slot holds, or a frame naming a file or function ReadName cannot read). A path of
+  // no frames (none could be described) is an empty path.
   std::optional<CallPath> ReadCallPath(uint32_t id) const;
 
  private:
