@@ -12,6 +12,7 @@
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/schedule.h"
+#include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch::analyzer {
@@ -27,7 +28,7 @@ class EventWriter {
  public:
   explicit EventWriter(std::ostream& out) : out_(out) {}
   void Write(const json& event) {
-    out_ << (first_ ? "\n" : ",\n") << event.dump(-1, ' ', false, json::error_handler_t::replace);
+    out_ << (first_ ? "\n" : ",\n") << SafeJsonText(event);
     first_ = false;
   }
 
@@ -80,10 +81,9 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
   auto micros = [origin](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
 
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
-      << json{{"producer", "collwatch export --chrome"},
-              {"time_origin_realtime_ns", origin},
-              {"trace_end_realtime_ns", trace_end}}
-             .dump()
+      << SafeJsonText({{"producer", "collwatch export --chrome"},
+                       {"time_origin_realtime_ns", origin},
+                       {"trace_end_realtime_ns", trace_end}})
       << ",\"traceEvents\":[";
   EventWriter writer(out);
 

@@ -13,6 +13,7 @@
 #include "analyzer/finding_words.h"
 #include "analyzer/process_ranks.h"
 #include "files/safe_files.h"
+#include "files/safe_text.h"
 
 namespace collwatch::analyzer {
 
@@ -379,22 +380,6 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
 
 namespace {
 
-// Text for a terminal or a file: control characters (from damaged region names, say)
-// shown as \xNN, never written raw; line ends and tabs kept.
-std::string Printable(std::string text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
 std::string FindingTextOf(const Finding& finding) {
   std::string text = absl::StrCat(finding.headline, "\n");
   absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
@@ -464,10 +449,12 @@ std::string FindingTextOf(const Finding& finding) {
 
 }  // namespace
 
-std::string FindingText(const Finding& finding) { return Printable(FindingTextOf(finding)); }
+// Text for a terminal or a file: control characters (from damaged region names, say) shown
+// as \xNN, never written raw; line ends and tabs kept.
+std::string FindingText(const Finding& finding) { return TerminalText(FindingTextOf(finding), LineEnds::kKeep); }
 
 std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info) {
-  return ReportJson(findings, info).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return SafeJsonText(ReportJson(findings, info), 2);
 }
 
 namespace {
@@ -523,7 +510,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
 }  // namespace
 
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info) {
-  return Printable(ReportTextOf(findings, info));
+  return TerminalText(ReportTextOf(findings, info), LineEnds::kKeep);
 }
 
 bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,

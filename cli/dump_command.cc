@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
 #include "cli/trace_loader.h"
+#include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 #include "process/process_info.h"
 #include "process/rank_membership.h"
@@ -25,10 +26,6 @@ namespace {
 using ring::ApiFn;
 using ring::RecordKind;
 
-// Ring strings (host, job, region names) may be any bytes: shown as U+FFFD where not UTF-8,
-// which JSON requires.
-constexpr auto kReplaceBadUtf8 = nlohmann::json::error_handler_t::replace;
-
 // One record of either source, with what the layout needs beside it.
 struct RecordView {
   uint32_t lane = 0;
@@ -41,7 +38,8 @@ struct RecordView {
 std::string CallPathText(const CallPath& path) {
   std::string text;
   for (const CallFrame& frame : path.frames) {
-    absl::StrAppend(&text, text.empty() ? "" : " < ", frame.function, " (", frame.file, ":", frame.line, ")");
+    absl::StrAppend(&text, text.empty() ? "" : " < ", TerminalText(frame.function), " (", TerminalText(frame.file), ":",
+                    frame.line, ")");
   }
   if (path.truncated) absl::StrAppend(&text, " < ...");
   return text;
@@ -220,8 +218,8 @@ constexpr char kRecordFormat[] = "  %10s %12.3f %-8s %-23s %016x %7s %6d %10d %-
 
 void PrintText(const ProcessView& view, std::ostream& out) {
   out << absl::StrFormat("%s %s\n  host=%s job=%s pid=%d rank=%d ranks=%s local_rank=%d world_size=%d state=%s%s%s\n",
-                         view.type, view.path, view.host, view.job, view.pid, view.rank,
-                         view.ranks.empty() ? std::string("-") : RankListText(view.ranks), view.local_rank,
+                         view.type, TerminalText(view.path), TerminalText(view.host), TerminalText(view.job), view.pid,
+                         view.rank, view.ranks.empty() ? std::string("-") : RankListText(view.ranks), view.local_rank,
                          view.world_size, view.state, view.exit_code ? absl::StrCat(" exit_code=", *view.exit_code) : "",
                          view.writer_gone ? " (writer gone)" : "");
   if (view.type == "ring") {
@@ -246,7 +244,7 @@ void PrintText(const ProcessView& view, std::ostream& out) {
                            RecordKindName(static_cast<RecordKind>(r.kind)), OpName(static_cast<ApiFn>(r.fn)),
                            r.comm_id, rank, r.seq, r.count, DtypeName(r.dtype), RedOpName(r.redop),
                            r.root_or_peer == ring::kUnset ? std::string("-") : absl::StrCat(r.root_or_peer),
-                           r.group_id, item.region.substr(0, 28), extra);
+                           r.group_id, TerminalText(item.region.substr(0, 28)), extra);
   }
   for (const auto& [id, path] : view.call_paths) out << "  call path " << id << ": " << CallPathText(path) << "\n";
 }
@@ -256,14 +254,13 @@ void Print(const ProcessView& view, DumpFormat format, std::ostream& out) {
     PrintText(view, out);
     return;
   }
-  out << ProcessJson(view).dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
-  for (const RecordView& item : view.records) {
-    out << RecordJson(view, item).dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
-  }
+  // Ring strings (host, job, region names) may be any bytes: SafeJsonText keeps JSON UTF-8.
+  out << SafeJsonText(ProcessJson(view)) << "\n";
+  for (const RecordView& item : view.records) out << SafeJsonText(RecordJson(view, item)) << "\n";
   for (const auto& [id, path] : view.call_paths) {
     const nlohmann::json line = {{"type", "call_path"}, {"ring_pid", view.pid}, {"id", id},
                                  {"frames", analyzer::CallFramesJson(path)}, {"truncated", path.truncated}};
-    out << line.dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
+    out << SafeJsonText(line) << "\n";
   }
 }
 
@@ -287,7 +284,8 @@ absl::Status DumpTraces(const std::string& path, const std::string& job, DumpFor
       view = RankTraceView(input);
     }
     if (!view.ok()) {
-      err << "collwatch dump: " << view.status().message() << "\n";  // the message names the input
+      // The message names the input, whose path may hold any bytes.
+      err << "collwatch dump: " << TerminalText(std::string(view.status().message())) << "\n";
       continue;
     }
     ++readable;
@@ -300,10 +298,10 @@ absl::Status DumpTraces(const std::string& path, const std::string& job, DumpFor
                                    {"local_rank", note.local_rank},            {"world_size", note.world_size},
                                    {"needed_bytes", note.needed_bytes},        {"free_bytes", note.free_bytes},
                                    {"why", note.why}};
-      out << line.dump(-1, ' ', false, kReplaceBadUtf8) << "\n";
+      out << SafeJsonText(line) << "\n";
     } else {
-      out << "== no ring: pid " << note.pid << " rank " << note.rank << " on " << note.host << " (job " << note.job
-          << "): " << note.why << "\n";
+      out << "== no ring: pid " << note.pid << " rank " << note.rank << " on " << TerminalText(note.host) << " (job "
+          << TerminalText(note.job) << "): " << TerminalText(note.why) << "\n";
     }
   }
   if (readable == 0 && sources->no_rings.empty()) {

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/analyze_command.h"
+#include "cli/command_output.h"
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   // and survives (the rings stay), instead of SIGXFSZ killing it without a word.
   signal(SIGXFSZ, SIG_IGN);
   using collwatch::NumberFrom;
+  using collwatch::SecretKind;
   CLI::App app{"collwatch: catches collective-ordering bugs and hangs in NCCL jobs"};
   // A stall threshold of a millisecond to 11 days; waits of zero ("never") to 11 days.
   const CLI::Validator kStallSeconds = NumberFrom(0.001, 1e6);
@@ -230,28 +232,34 @@ int main(int argc, char** argv) {
     const absl::Status status = collwatch::DumpTraces(dump_path, dump_job, format, std::cout, std::cerr);
     if (!status.ok()) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
-      return collwatch::kExitBadInput;
+      return finish("dump", collwatch::kExitBadInput);
     }
+  // A command that writes to standard output ends here: a write that failed is an error.
+  const auto finish = [](const char* command, int status) {
+    return collwatch::FinishStandardOutput(command, status, std::cout, std::cerr);
+  };
   } else if (gc->parsed()) {
-    return collwatch::RunGcCommand(gc_options, std::cout, std::cerr);
+    return finish("gc", collwatch::RunGcCommand(gc_options, std::cout, std::cerr));
   } else if (env->parsed()) {
     if (env_markdown) {
       std::cout << collwatch::SettingsMarkdownTable();
     } else {
       collwatch::PrintSettings(std::cout);
+    return finish("dump", collwatch::kExitOk);
     }
   } else if (collector->parsed()) {
-    if (const absl::Status read = collwatch::ReadSecretFiles({{token_file, &collector_options.token},
+    if (const absl::Status read = collwatch::ReadSecretFiles({{token_file, &collector_options.token, SecretKind::kToken},
                                                               {tls_cert_file, &collector_options.tls_cert_pem},
                                                               {tls_key_file, &collector_options.tls_key_pem}});
         !read.ok()) {
       std::cerr << "collwatch collector: " << read.message() << "\n";
       return 2;
+    return finish("env", collwatch::kExitOk);
     }
     collector_options.analyze = !no_analyze;
     return collwatch::RunCollectorCommand(collector_options);
   } else if (agent->parsed()) {
-    if (const absl::Status read = collwatch::ReadSecretFiles({{agent_token_file, &agent_options.token},
+    if (const absl::Status read = collwatch::ReadSecretFiles({{agent_token_file, &agent_options.token, SecretKind::kToken},
                                                               {agent_ca_file, &agent_options.tls_ca_pem}});
         !read.ok()) {
       std::cerr << "collwatch agent: " << read.message() << "\n";
@@ -261,9 +269,9 @@ int main(int argc, char** argv) {
         agent_options.keep_rings || std::string(collwatch::SettingValue(collwatch::Setting::kKeepRings)) == "1";
     return collwatch::RunAgentCommand(agent_options);
   } else if (analyze->parsed()) {
-    return collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr);
+    return finish("analyze", collwatch::RunAnalyzeCommand(analyze_options, std::cout, std::cerr));
   } else if (run->parsed()) {
-    if (const absl::Status read = collwatch::ReadSecretFiles({{run_token_file, &run_options.token},
+    if (const absl::Status read = collwatch::ReadSecretFiles({{run_token_file, &run_options.token, SecretKind::kToken},
                                                               {run_ca_file, &run_options.tls_ca_pem}});
         !read.ok()) {
       std::cerr << "collwatch run: " << read.message() << "\n";
@@ -272,7 +280,7 @@ int main(int argc, char** argv) {
     run_options.dashboard = !run_no_dashboard;
     return collwatch::RunJobCommand(run_options);
   } else if (top->parsed()) {
-    if (const absl::Status read = collwatch::ReadSecretFiles({{top_token_file, &top_options.watch.token},
+    if (const absl::Status read = collwatch::ReadSecretFiles({{top_token_file, &top_options.watch.token, SecretKind::kToken},
                                                               {top_ca_file, &top_options.watch.tls_ca_pem}});
         !read.ok()) {
       std::cerr << "collwatch top: " << read.message() << "\n";
@@ -280,17 +288,17 @@ int main(int argc, char** argv) {
     }
     return collwatch::dashboard::RunTop(top_options);
   } else if (stacks->parsed()) {
-    return collwatch::RunStacksCommand(stacks_options, std::cout, std::cerr);
+    return finish("stacks", collwatch::RunStacksCommand(stacks_options, std::cout, std::cerr));
   } else if (diff->parsed()) {
-    return collwatch::RunDiffCommand(diff_options, std::cout, std::cerr);
+    return finish("diff", collwatch::RunDiffCommand(diff_options, std::cout, std::cerr));
   } else if (baseline->parsed()) {
-    return collwatch::RunBaselineCommand(baseline_options, std::cout, std::cerr);
+    return finish("baseline", collwatch::RunBaselineCommand(baseline_options, std::cout, std::cerr));
   } else if (check->parsed()) {
-    return collwatch::RunCheckCommand(check_options, std::cout, std::cerr);
+    return finish("check", collwatch::RunCheckCommand(check_options, std::cout, std::cerr));
   } else if (import->parsed()) {
-    return collwatch::RunImportCommand(import_options, std::cout, std::cerr);
+    return finish("import", collwatch::RunImportCommand(import_options, std::cout, std::cerr));
   } else if (export_command->parsed()) {
-    return collwatch::RunExportChromeCommand(export_dir, export_file, std::cout, std::cerr);
+    return finish("export", collwatch::RunExportChromeCommand(export_dir, export_file, std::cout, std::cerr));
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
 #include "process/process_info.h"
+#include "files/safe_text.h"
 #include "process/process_sample.h"
 
 namespace collwatch {
@@ -128,7 +129,7 @@ std::optional<RunRecord> ReadRunRecord(const std::string& out_dir) {
 }
 
 absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record) {
-  return WriteFileReplacing(absl::StrCat(out_dir, "/run.json"), RunRecordJson(record).dump(2) + "\n");
+  return WriteFileReplacing(absl::StrCat(out_dir, "/run.json"), SafeJsonText(RunRecordJson(record), 2) + "\n");
 }
 
 }  // namespace collwatch

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
+#include "files/safe_text.h"
 
 namespace collwatch {
 
@@ -24,10 +25,27 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   return contents;
 }
 
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  constexpr uint64_t kMaxTokenBytes = 64 << 10;
+  absl::StatusOr<std::string> read = ReadRegularFile(path, kMaxTokenBytes);
+  if (!read.ok()) return read.status();
+  std::string token = *std::move(read);
+  // `echo` and editors end the line; one line end is the file's, not the token's.
+  if (!token.empty() && token.back() == '\n') token.pop_back();
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  // gRPC aborts the process on a metadata value with a control character in it.
+  if (const std::string problem = MetadataValueProblem(token); !problem.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the token ", problem, ": give one line of printable ASCII without spaces"));
+  }
+  return token;
+}
+
 absl::Status ReadSecretFiles(std::initializer_list<SecretFileToRead> files) {
   for (const SecretFileToRead& file : files) {
     if (file.path.empty()) continue;
-    absl::StatusOr<std::string> contents = ReadSecretFile(file.path);
+    absl::StatusOr<std::string> contents =
+        file.kind == SecretKind::kToken ? ReadTokenFile(file.path) : ReadSecretFile(file.path);
     if (!contents.ok()) return contents.status();
     *file.contents = *std::move(contents);
   }

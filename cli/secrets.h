@@ -16,10 +16,20 @@ namespace collwatch {
 // be read or holds nothing.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
+// The token in `path`: its one line (a single trailing line end dropped), which must be a
+// valid gRPC metadata value of printable ASCII without whitespace. Every command that takes
+// --token-file reads it here, so each refuses a bad one alike, at load, with the same words
+// ("PATH: the token holds a line break (byte 4): ..."), before gRPC ever sees it.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// What a secret file holds: a token (checked as above) or PEM text (certificates, keys).
+enum class SecretKind { kPem, kToken };
+
 // One secret file a command was given and where its contents go.
 struct SecretFileToRead {
   const std::string& path;  // empty: not given, nothing to read
   std::string* contents;
+  SecretKind kind = SecretKind::kPem;
 };
 
 // Reads each given file in order; the first error stops the reading.

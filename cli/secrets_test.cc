@@ -64,6 +64,30 @@ TEST_F(SecretsTest, MissingOrEmptyFileIsAnErrorNamingIt) {
   EXPECT_EQ(empty.status().message(), Path("empty") + ": is empty");
 }
 
+// A token is one gRPC metadata value: one trailing line end is the file's; a line break
+// inside, whitespace, a control byte or nothing at all is refused, naming the file.
+TEST_F(SecretsTest, ATokenMustBeOneLineOfPrintableAscii) {
+  Write(Path("token"), "s3cret-0f\n");
+  EXPECT_EQ(ReadTokenFile(Path("token")).value(), "s3cret-0f");
+  Write(Path("crlf"), "s3cret\r\n");
+  EXPECT_EQ(ReadTokenFile(Path("crlf")).value(), "s3cret");
+  const struct {
+    std::string contents, problem;
+  } bad[] = {
+      {"abc\ndef\n", "holds a line break (byte 4)"}, {"  \n", "is only whitespace"},
+      {"abc\n\n", "holds a line break (byte 4)"},  {"a b", "holds whitespace (byte 2)"},
+      {"\n", "is empty"},                          {"ab\x1b", "holds byte 0x1b (byte 3), not printable ASCII"},
+  };
+  for (const auto& [contents, problem] : bad) {
+    Write(Path("bad"), contents);
+    EXPECT_EQ(ReadTokenFile(Path("bad")).status().message(),
+              Path("bad") + ": the token " + problem + ": give one line of printable ASCII without spaces");
+  }
+  std::string token = "unset";
+  EXPECT_FALSE(ReadSecretFiles({{Path("bad"), &token, SecretKind::kToken}}).ok());
+  EXPECT_EQ(token, "unset");
+}
+
 TEST_F(SecretsTest, ReadSecretFilesSkipsThoseNotGivenAndStopsAtTheFirstError) {
   Write(Path("token"), "t\n");
   Write(Path("ca"), "c\n");

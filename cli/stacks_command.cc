@@ -10,6 +10,7 @@
 #include "analyzer/call_sites.h"
 #include "analyzer/stack_classes.h"
 #include "cli/job_processes.h"
+#include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
 #include "stacks/process_stacks.h"
@@ -85,7 +86,7 @@ int RunStacksCommand(const StacksCommandOptions& options, std::ostream& out, std
                                      {"problems", process.stacks.problems},
                                      {"threads", std::move(threads)}});
     }
-    out << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    out << SafeJsonText(report, 2) << "\n";
     return complete ? 0 : 1;
   }
 

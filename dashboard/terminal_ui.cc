@@ -9,6 +9,7 @@
 #include <clocale>
 #include <iostream>
 
+#include "files/safe_text.h"
 #include "ring/clocks.h"
 
 namespace collwatch::dashboard {
@@ -98,7 +99,8 @@ void TerminalScreen::Draw(const std::vector<Line>& lines) {
     move(static_cast<int>(row), 0);
     for (const Span& span : lines[row]) {
       attrset(Attributes(span.style, colour_));
-      addstr(span.text.c_str());  // past the right edge ncurses stops; the model clips anyway
+      // Names from rings (regions, hosts, jobs) may hold control bytes: a span is drawn escaped.
+      addstr(TerminalText(span.text).c_str());  // past the right edge ncurses stops; the model clips anyway
     }
   }
   attrset(A_NORMAL);

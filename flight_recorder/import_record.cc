@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
+#include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch::flight_recorder {
@@ -48,7 +49,7 @@ absl::Status WriteImportRecord(const std::string& out_dir, const ImportRecord& r
                                   {"comm_id", absl::StrCat(absl::Hex(group.comm_id, absl::kZeroPad16))},
                                   {"compared_from_seq", group.compared_from_seq}});
   }
-  return WriteFileReplacing((std::filesystem::path(out_dir) / kImportRecordName).string(), json.dump(2) + "\n");
+  return WriteFileReplacing((std::filesystem::path(out_dir) / kImportRecordName).string(), SafeJsonText(json, 2) + "\n");
 }
 
 std::optional<ImportRecord> ReadImportRecord(const std::string& out_dir) {
