@@ -20,9 +20,11 @@ namespace {
 // ---- Intern table ---------------------------------------------------------------
 //
 // kCapacity StringSlots in one anonymous mapping, created on first use. Open
-// addressing: a name with hash h probes slots h, h+1, ... (mod kCapacity), at most
-// kMaxProbes of them, so a lookup or insert costs a bounded amount of work even when
-// the table is (nearly) full; a name that finds no free slot in its window is dropped.
+// addressing: a name with hash h probes slots h, h+1, ... (mod kRegionSmallWindow), then
+// h, h+1, ... (mod kCapacity, past the small window), at most kMaxProbes of each, so a
+// lookup or insert costs a bounded amount of work even when the table is (nearly) full;
+// a name that finds no free slot in its windows is dropped. The small window first: a ring sized down for a small
+// /dev/shm has only the first slots, and a slot's index is the name's id in the records.
 // A slot moves Empty -> Writing (CAS, by the thread that claims it) -> Ready (store,
 // same thread) and is never rewritten: a Ready slot is immutable, so readers need no
 // further synchronisation after their acquire load of `state`.
@@ -42,7 +44,8 @@ constexpr uint64_t kWaitNs = 10 * 1000 * 1000;  // 10 ms
 constexpr uint32_t kAbandoned = ring::kStringAbandoned;
 static_assert((kCapacity & kMask) == 0, "capacity must be a power of two");
 static_assert(kCapacity <= UINT32_MAX, "ids are 32-bit");
-static_assert(kMaxProbes <= kCapacity, "probe window within the table");
+static_assert(kMaxProbes <= kRegionSmallWindow && kRegionSmallWindow <= kCapacity, "probe windows within the table");
+static_assert((kRegionSmallWindow & (kRegionSmallWindow - 1)) == 0, "a power of two");
 static_assert(kAbandoned != ring::kStringEmpty && kAbandoned != ring::kStringWriting &&
                   kAbandoned != ring::kStringReady,
               "private state must not collide with the ring's");
@@ -180,8 +183,13 @@ uint32_t InternRegionHashed(const char* text, size_t length, uint64_t hash) noex
     return 0;
   }
   const size_t stored = StoredLength(text, length);
-  for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
-    const uint64_t index = (hash + probe) & kMask;
+  for (uint32_t probe = 0; probe < 2 * kMaxProbes; ++probe) {
+    uint64_t index = (hash + probe) & (kRegionSmallWindow - 1);
+    if (probe >= kMaxProbes) {
+      // Past the small window, which is full around h: never back into it.
+      index = (hash + probe - kMaxProbes) & kMask;
+      if (index < kRegionSmallWindow) index += kRegionSmallWindow;
+    }
     ring::StringSlot& slot = table[index];
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ring::kStringEmpty) {

@@ -17,6 +17,10 @@ namespace collwatch {
 // is full (counted in RegionsDropped()); lookups probe a bounded window, so the first
 // names can be refused from about 80 % load, while later ones still fill the rest.
 uint32_t InternRegion(const char* name, size_t length) noexcept;
+// A name's slot (its id - 1) is sought among the first kRegionSmallWindow slots before the
+// whole table: while a process has fewer names than about that many, every id fits a ring
+// sized down to its floor (ring_writer.h kFloorStrings), which carries no slot beyond it.
+inline constexpr uint64_t kRegionSmallWindow = 1024;
 
 // The same for a name that is not one contiguous string (the NVTX injection's
 // "<domain>:<message>" and wide-character names): `hash` identifies the full name and

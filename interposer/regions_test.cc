@@ -95,6 +95,29 @@ TEST(InternRegion, HashedVariantMatchesPlain) {
   EXPECT_NE(InternRegionHashed(name.data(), name.size(), 12345), Intern(name));
 }
 
+// A ring sized down for a small /dev/shm has kRegionSmallWindow name slots: a process with
+// a few hundred names (the usual) still has each carried into it, none dropped.
+TEST(InternRegion, AFewHundredNamesFitARingAtTheFloor) {
+  std::vector<std::pair<uint32_t, std::string>> names;
+  for (int i = 0; i < 400; ++i) {
+    const std::string name = "floor/layer." + std::to_string(i);
+    const uint32_t id = Intern(name);
+    ASSERT_GE(id, 1u) << name;
+    EXPECT_LE(id, kRegionSmallWindow) << name << ": a ring at the floor has no slot for it";
+    names.emplace_back(id, name);
+  }
+  std::vector<ring::StringSlot> slots(kRegionSmallWindow);
+  const uint64_t dropped = RegionsDropped();
+  MirrorRegionsInto(slots.data(), slots.size());
+  for (const auto& [id, name] : names) {
+    const ring::StringSlot& slot = slots[id - 1];
+    ASSERT_EQ(slot.state.load(), ring::kStringReady) << name;
+    EXPECT_EQ(std::string(slot.text, slot.length), name);
+  }
+  EXPECT_EQ(RegionsDropped(), dropped);
+  MirrorRegionsInto(nullptr, 0);
+}
+
 TEST(InternRegionDeathTest, FullTableReturnsZeroAndCounts) {
   // In a child process: filling the table would break every later test.
   EXPECT_EXIT(

@@ -18,6 +18,7 @@
 #include <new>
 
 #include "interposer/ring_claim.h"
+#include "interposer/regions.h"
 #include "ring/clocks.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_notes.h"
@@ -67,6 +68,9 @@ void LeaveNoRingNote(int dir_fd, const char* name, const char* host, const char*
   note.why = why;
   ring::WriteNoRingNote(dir_fd, name, note);
 }
+
+// A region's id is its name table slot: the smallest ring must hold the slots most names get.
+static_assert(kFloorStrings >= kRegionSmallWindow, "a ring at the floor must carry the names' first window");
 
 constexpr char kRaiseShm[] =
     "raise the container's shm size (docker --shm-size, a Kubernetes emptyDir with medium: Memory) or free it "
