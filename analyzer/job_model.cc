@@ -9,6 +9,7 @@
 #include "analyzer/call_sites.h"
 #include "analyzer/finding.h"
 #include "ring/hash.h"
+#include "ring/ring_leftovers.h"
 #include "ring/ring_names.h"
 
 namespace collwatch::analyzer {
@@ -94,8 +95,15 @@ ProcessId JobModel::ObserveProcess(const ProcessInfo& info, const ProcessSample&
   return *id;
 }
 
-void JobModel::NoteNoRing(ProcessId process, std::string why) {
-  if (process < processes_.size()) processes_[process].no_ring_why = std::move(why);
+ProcessId JobModel::NoteNoRing(const NoRingNoteRead& note) {
+  ProcessInfo info;
+  info.host = note.host;
+  info.pid = note.pid;
+  info.global_rank = note.rank;
+  info.world_size = note.world_size;
+  const ProcessId process = ObserveProcess(info, ProcessSample{});
+  processes_[process].no_ring_why = note.why;
+  return process;
 }
 
 void JobModel::AddStacks(ProcessId process, stacks::ProcessStacks stacks, int64_t taken_ns) {

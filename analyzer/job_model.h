@@ -24,6 +24,10 @@
 #include "ring/ring_names.h"  // the words of a Call's op, dtype and reduce op
 #include "stacks/process_stacks.h"
 
+namespace collwatch {
+struct NoRingNoteRead;  // ring/ring_leftovers.h
+}  // namespace collwatch
+
 namespace collwatch::analyzer {
 
 using ProcessId = uint32_t;
@@ -185,8 +189,10 @@ class JobModel {
   void SetSample(ProcessId process, const ProcessSample& sample);
   // The status `process` passed to exit() (0-255), as its ring recorded it.
   void SetExitCode(ProcessId process, int32_t exit_code);
-  // The preload made no ring for `process`, for the reason `why` (Process::no_ring_why).
-  void NoteNoRing(ProcessId process, std::string why);
+  // The preload made no ring for the process `note` names (ring/ring_notes.h): that
+  // process, as ObserveProcess would see it, with the note's reason (Process::no_ring_why).
+  // Post-mortem (ring folders) and online (`collwatch run`) alike come through here.
+  ProcessId NoteNoRing(const NoRingNoteRead& note);
   // Everything `update` says of `process`, in the order the calls above need: region
   // names, records, status, sample, exit status. Every source (agent batches, stored
   // traces, rings) is fed through this one door.

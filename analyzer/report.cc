@@ -140,11 +140,42 @@ constexpr const char* kNothingRecordedText =
     "(a container, sudo or env -i that drops LD_PRELOAD, NCCL linked statically: try --profiler-plugin; "
     "docs/quickstart.md)";
 
-// "2 ranks were killed or crashed; the command exited with status 1"
-// "rank 3 of world size 4 left no trace".
+// The ranks the preload made no ring for (RankEnding::not_recorded).
+std::vector<const RankEnding*> NotRecordedRanks(const ReportInfo& info) {
+  std::vector<const RankEnding*> ranks;
+  for (const RankEnding& rank : info.ranks) {
+    if (!rank.not_recorded.empty()) ranks.push_back(&rank);
+  }
+  return ranks;
+}
+
+// "ranks 1-3 were not recorded (no ring: /dev/shm/... has 0.5 MiB free, ...)": each
+// reason once. "" when every rank had a ring.
+std::string NotRecordedText(const ReportInfo& info) {
+  const std::vector<const RankEnding*> ranks = NotRecordedRanks(info);
+  if (ranks.empty()) return "";
+  std::vector<std::string> whys;
+  for (const RankEnding* rank : ranks) {
+    if (std::find(whys.begin(), whys.end(), rank->not_recorded) == whys.end()) whys.push_back(rank->not_recorded);
+  }
+  return absl::StrCat(RanksOrPids(ranks), ranks.size() == 1 ? " was" : " were", " not recorded (",
+                      absl::StrJoin(whys, "; "), ")");
+}
+
+// "rank 3 of world size 4 left no trace": those without a reason (NotRecordedText's are
+// said there), "" when none.
 std::string MissingRanksText(const ReportInfo& info) {
-  return absl::StrCat(info.missing_ranks.size() == 1 ? "rank " : "ranks ", RankListText(info.missing_ranks),
-                      " of world size ", info.world_size, " left no trace");
+  std::vector<int32_t> unexplained;
+  const std::vector<const RankEnding*> not_recorded = NotRecordedRanks(info);
+  for (const int32_t missing : info.missing_ranks) {
+    if (std::none_of(not_recorded.begin(), not_recorded.end(),
+                     [missing](const RankEnding* rank) { return rank->global_rank == missing; })) {
+      unexplained.push_back(missing);
+    }
+  }
+  if (unexplained.empty()) return "";
+  return absl::StrCat(unexplained.size() == 1 ? "rank " : "ranks ", RankListText(unexplained), " of world size ",
+                      info.world_size, " left no trace");
 }
 
 }  // namespace
@@ -155,7 +186,8 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
   if (hangs > 0) reasons.push_back(absl::StrCat(hangs, hangs == 1 ? " finding" : " findings"));
   int killed = 0, exited_nonzero = 0, gone = 0;
   for (const RankEnding& rank : info.ranks) {
-    if (!rank.failed) continue;
+    // Gone or not, a rank without a ring is a gap of the data, said with its reason there.
+    if (!rank.failed || !rank.not_recorded.empty()) continue;
     if (rank.end == ProcessEnd::kKilledOrCrashed) ++killed;
     if (rank.end == ProcessEnd::kExited) ++exited_nonzero;
     if (rank.end == ProcessEnd::kGone) ++gone;
@@ -182,7 +214,8 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
 
 std::string DataGapText(const ReportInfo& info) {
   std::vector<std::string> gaps;
-  if (!info.missing_ranks.empty()) gaps.push_back(MissingRanksText(info));
+  if (const std::string missing = MissingRanksText(info); !missing.empty()) gaps.push_back(missing);
+  if (const std::string not_recorded = NotRecordedText(info); !not_recorded.empty()) gaps.push_back(not_recorded);
   if (!info.refused_streams.empty()) gaps.push_back(RefusedStreamsGapText(info));
   gaps.insert(gaps.end(), info.data_gaps.begin(), info.data_gaps.end());
   if (gaps.empty()) return "";
@@ -207,6 +240,7 @@ ReportInfo DescribeJob(const JobModel& model) {
     rank.end = EndOf(process);
     rank.ended_text = EndedText(process);
     rank.failed = EndedBadly(model, id);
+    if (process.observed_only) rank.not_recorded = process.no_ring_why;
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
     if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
     info.ranks.push_back(std::move(rank));
@@ -232,7 +266,7 @@ void NoteStoppedByCollwatch(ReportInfo* info) {
   for (RankEnding& rank : info->ranks) {
     if (rank.end != ProcessEnd::kRunning) continue;
     rank.end = ProcessEnd::kStoppedByCollwatch;
-    rank.ended_text = std::string(ProcessEndName(rank.end));
+    if (rank.not_recorded.empty()) rank.ended_text = std::string(ProcessEndName(rank.end));
   }
 }
 
@@ -247,7 +281,7 @@ bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
     return false;
   }
   for (const RankEnding& rank : info.ranks) {
-    if (rank.failed) return false;
+    if (rank.failed || !rank.not_recorded.empty()) return false;
   }
   return !info.command_exit_status || *info.command_exit_status == 0 || info.stopped_by_collwatch;
 }
@@ -355,7 +389,8 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
                      {"host", rank.host},
                      {"ended", ProcessEndName(rank.end)},
                      {"exit_code", rank.exit_code ? nlohmann::json(*rank.exit_code) : nlohmann::json(nullptr)},
-                     {"last_call", rank.last_call ? nlohmann::json(*rank.last_call) : nlohmann::json(nullptr)}});
+                     {"last_call", rank.last_call ? nlohmann::json(*rank.last_call) : nlohmann::json(nullptr)},
+                     {"not_recorded", rank.not_recorded.empty() ? nlohmann::json(nullptr) : nlohmann::json(rank.not_recorded)}});
   }
   return {{"findings", list},
           {"healthy", Healthy(findings, info)},
@@ -371,7 +406,7 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
           {"communicators", info.communicators},
           {"calls", info.calls},
           {"lost_records", info.lost_records},
-          {"complete", info.data_gaps.empty() && info.missing_ranks.empty() && info.refused_streams.empty()},
+          {"complete", DataGapText(info).empty()},
           {"refused_streams", RefusedStreamsJson(info.refused_streams)},
           {"data_gaps", info.data_gaps},
           {"missing_ranks", info.missing_ranks},
@@ -475,7 +510,12 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
                           info.lost_records);
   }
   for (const std::string& note : info.notes) absl::StrAppend(&text, "note: ", note, "\n");
-  if (!info.missing_ranks.empty()) absl::StrAppend(&text, "warning: ", MissingRanksText(info), "\n");
+  if (const std::string missing = MissingRanksText(info); !missing.empty()) {
+    absl::StrAppend(&text, "warning: ", missing, "\n");
+  }
+  if (const std::string not_recorded = NotRecordedText(info); !not_recorded.empty()) {
+    absl::StrAppend(&text, "warning: ", not_recorded, "\n");
+  }
   for (const std::string& gap : info.data_gaps) absl::StrAppend(&text, "warning: ", gap, "\n");
   const bool healthy = Healthy(findings, info);
   if (findings.empty()) {
@@ -502,7 +542,8 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
   }
   // Made printable once, with the whole report.
   for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingTextOf(findings[i]));
-  const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(), [](const RankEnding& rank) { return rank.failed; });
+  const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(),
+                                      [](const RankEnding& rank) { return rank.failed || !rank.not_recorded.empty(); });
   if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
   return text;
 }

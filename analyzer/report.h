@@ -29,6 +29,9 @@ struct RankEnding {
   bool failed = false;                 // EndedBadly: died, was killed, exited non-zero
   std::optional<int32_t> exit_code;    // the status it passed to exit(), when recorded
   std::optional<std::string> last_call;  // its last NCCL call, when any is known
+  // Why the preload made no ring for it (its .noring note), "" when it had one or none
+  // is known: its calls were never checked, so no verdict is healthy with it.
+  std::string not_recorded;
 };
 
 // What the report covers, beside the findings.
@@ -63,7 +66,9 @@ ReportInfo DescribeJob(const JobModel& model);
 // processes still running at that moment ended by its hand, not the job's.
 void NoteStoppedByCollwatch(ReportInfo* info);
 // What the data lacks, in words: "the data is incomplete, and the missing part may hold
-// the problem: rank 3 of world size 4 left no trace; ..." ("" when it is whole).
+// the problem: rank 3 of world size 4 left no trace; ..." ("" when it is whole). A rank
+// the preload made no ring for is named with its reason ("rank 2 (pid 7) was not
+// recorded (no ring: ...)"), not as one that left no trace.
 std::string DataGapText(const ReportInfo& info);
 // report.json's `healthy`: no finding, no process that died, was killed or exited with a
 // status other than 0, the command exited with 0 (when known; a job collwatch stopped has

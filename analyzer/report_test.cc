@@ -1,10 +1,12 @@
 // report.json and report.txt: a finding's `processes`, and the verdict (`healthy`,
 // `ranks`) of jobs whose ranks exited non-zero, were killed, were stopped by collwatch,
-// or whose command failed; report.json of names that are not UTF-8.
+// whose command failed, or that made no ring; report.json of names that are not UTF-8.
 #include "analyzer/report.h"
 
+#include "absl/strings/str_cat.h"
 #include "analyzer/synthetic_job.h"
 #include "gtest/gtest.h"
+#include "ring/ring_leftovers.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -152,6 +154,59 @@ TEST(ReportVerdictTest, IncompleteDataIsNeverHealthy) {
                       "skipped: checksum mismatch in frame 3"),
             std::string::npos)
       << text;
+}
+
+// A rank the preload made no ring for (its .noring note): its reason, never "gone without
+// ever calling NCCL", whether the note is read post-mortem (no look at the process) or by
+// `collwatch run`, which also saw the process gone through /proc.
+TEST(ReportVerdictTest, RanksWithoutRingsAreNotRecordedForTheirNotesReason) {
+  const std::string why = "no ring: /dev/shm/collwatch-0 has 0.2 MiB free, a ring needs at least 0.9 MiB; raise the "
+                          "container's shm size";
+  for (const bool seen_gone : {false, true}) {
+    SCOPED_TRACE(seen_gone ? "collwatch run: seen gone through /proc" : "post-mortem: the note alone");
+    EndedJob job(4, 2, /*traced=*/3);
+    for (ProcessId process = 0; process < 3; ++process) job.Exit(process, 0);
+    NoRingNoteRead note;
+    note.host = "node0";
+    note.pid = 1003;
+    note.rank = 3;
+    note.world_size = 4;
+    note.why = why;
+    if (seen_gone) {
+      ProcessSample gone;
+      gone.state = ProcessState::kGone;
+      gone.sampled_ns = kStart + 2 * kSecond;
+      job.model().ObserveProcess(ProcessInfo{.host = "node0", .pid = 1003, .global_rank = 3, .world_size = 4}, gone);
+    }
+    const ProcessId process = job.model().NoteNoRing(note);
+    EXPECT_EQ(job.model().process_count(), 4u) << "the walk's process and the note's are one";
+    EXPECT_EQ(job.model().process(process).info.global_rank, 3);
+    ReportInfo info = DescribeJob(job.model());
+    info.command_exit_status = 0;
+    EXPECT_EQ(info.missing_ranks, std::vector<int32_t>{3}) << "it left no trace: that stays a gap";
+    ASSERT_EQ(info.ranks.size(), 4u);
+    EXPECT_EQ(info.ranks[3].not_recorded, why);
+    EXPECT_TRUE(info.ranks[2].not_recorded.empty());
+    const nlohmann::json report = ReportJson({}, info);
+    EXPECT_FALSE(report["healthy"].get<bool>()) << "rank 3's calls were never checked";
+    EXPECT_FALSE(report["complete"].get<bool>());
+    EXPECT_EQ(report["ranks"][3]["not_recorded"], why);
+    EXPECT_TRUE(report["ranks"][2]["not_recorded"].is_null());
+    EXPECT_EQ(WhyNotHealthy({}, info), absl::StrCat("the data is incomplete, and the missing part may hold the "
+                                                    "problem: rank 3 (pid 1003) was not recorded (", why, ")"))
+        << "the reason, said once: not 'gone without ever calling NCCL', nor 'left no trace'";
+    EXPECT_EQ(DataGapText(info), absl::StrCat("the data is incomplete, and the missing part may hold the problem: "
+                                              "rank 3 (pid 1003) was not recorded (", why, ")"))
+        << "check and diff read it as incomplete data";
+    const std::string text = ReportText({}, info);
+    EXPECT_EQ(text.find("without ever calling NCCL"), std::string::npos) << text;
+    EXPECT_EQ(text.find("left no trace"), std::string::npos) << text;
+    EXPECT_NE(text.find(absl::StrCat("warning: rank 3 (pid 1003) was not recorded (", why, ")\n")), std::string::npos)
+        << text;
+    EXPECT_NE(text.find(absl::StrCat("rank 3 (pid 1003) not recorded: ", why, "; last NCCL call: none recorded")),
+              std::string::npos)
+        << text;
+  }
 }
 
 TEST(ReportVerdictTest, RanksStoppedByCollwatchAreNotFailures) {

@@ -336,7 +336,23 @@ void RunSupervisor::ObserveJobProcesses() {
     }
     if (embedded_ != nullptr) embedded_->service().online_analyzer().ObserveProcess(rank.info, rank.sample);
   }
+  NoteRanksWithoutRings();
   last_walk_ns_ = MonotonicClockNs();
+}
+
+// A rank whose ring could not be made is seen by the walk alone, and would read as gone
+// without a word of NCCL; its note says why. Read at each walk, so also once more after
+// the job ended and before Finish removes a ring folder of our own.
+void RunSupervisor::NoteRanksWithoutRings() {
+  for (NoRingNoteRead& note : ListNoRingNotes(rings_.path)) {
+    if (note.job != job_ || std::any_of(no_rings_.begin(), no_rings_.end(), [&](const NoRingNoteRead& known) {
+          return known.pid == note.pid && known.host == note.host;
+        })) {
+      continue;
+    }
+    if (embedded_ != nullptr) embedded_->service().online_analyzer().NoteNoRing(note);
+    no_rings_.push_back(std::move(note));
+  }
 }
 
 bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
@@ -350,6 +366,8 @@ bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
     for (const v1::RefusedStream& stream : view.state.refused_streams()) {
       info.refused_streams.push_back(RefusedStreamFromProto(stream));
     }
+    // The external collector knows only rings: a rank without one is named here.
+    for (const NoRingNoteRead& note : no_rings_) info.data_gaps.push_back(NotRecordedText(note));
   }
   info.job = job_;
   info.online = true;

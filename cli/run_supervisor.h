@@ -23,6 +23,7 @@
 #include "cli/run_options.h"
 #include "cli/run_services.h"
 #include "collector/cluster_watcher.h"
+#include "ring/ring_leftovers.h"
 
 namespace collwatch {
 
@@ -62,6 +63,10 @@ class RunSupervisor {
   void TakeStacksOfUnstreamedProcesses(const std::vector<analyzer::Finding>& findings);
   // Walks the command's process tree; the embedded collector's analysis hears of each rank.
   void ObserveJobProcesses();
+  // Reads the ring folder's notes of this job's ranks that could make no ring
+  // (ring/ring_leftovers.h), each once: the embedded collector's analysis hears of each, so
+  // the report gives its reason; with an external collector it is a gap of the report.
+  void NoteRanksWithoutRings();
   void CloseDashboard() { dashboard_.reset(); }
   // Writes report.txt and report.json; returns whether the job is healthy (no finding, no
   // rank that died or failed, the command's exit status 0 once known, the data whole).
@@ -85,6 +90,7 @@ class RunSupervisor {
   std::unique_ptr<RunDashboard> dashboard_;
   std::unique_ptr<JobProcessTree> job_processes_;
   std::map<pid_t, RankProcess> ranks_seen_;
+  std::vector<NoRingNoteRead> no_rings_;  // this job's notes read so far, one a pid
   uint64_t last_walk_ns_ = 0;  // CLOCK_MONOTONIC
   int exit_code_ = -1;         // the command's, once it ended
   size_t findings_shown_ = 0;

@@ -193,16 +193,8 @@ absl::StatusOr<TraceSources> RingsOfJob(const std::string& path, std::vector<std
 // A rank the preload made no ring for: a process of the job seen only through its note,
 // with the reason the report gives for it.
 void AddNoRingNote(const NoRingNoteRead& note, JobModel* model, LoadSummary* summary) {
-  ProcessInfo info;
-  info.host = note.host;
-  info.pid = note.pid;
-  info.global_rank = note.rank;
-  info.world_size = note.world_size;
-  const analyzer::ProcessId process = model->ObserveProcess(info, ProcessSample{});
-  model->NoteNoRing(process, note.why);
-  const std::string who = note.rank >= 0 ? absl::StrCat("rank ", note.rank, " (", note.host, ", pid ", note.pid, ")")
-                                         : absl::StrCat("pid ", note.pid, " (", note.host, ")");
-  summary->warnings.push_back(absl::StrCat(who, " was not recorded: ", note.why));
+  model->NoteNoRing(note);
+  summary->warnings.push_back(NotRecordedText(note));
   if (summary->job.empty()) summary->job = note.job;
 }
 

@@ -34,6 +34,13 @@ void OnlineAnalyzer::ObserveProcess(const ProcessInfo& info, const ProcessSample
   queue_.push_back(std::move(item));
 }
 
+void OnlineAnalyzer::NoteNoRing(NoRingNoteRead note) {
+  Item item;
+  item.no_ring = std::move(note);
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  queue_.push_back(std::move(item));
+}
+
 void OnlineAnalyzer::EnqueueStacks(const std::string& key, stacks::ProcessStacks stacks, int64_t taken_ns) {
   Item item;
   item.key = key;
@@ -73,6 +80,10 @@ void OnlineAnalyzer::FeedLocked(Item& item) {
   }
   if (item.observed) {
     model.ObserveProcess(*item.observed, item.update.sample);
+    return;
+  }
+  if (item.no_ring) {
+    model.NoteNoRing(*item.no_ring);
     return;
   }
   Stream* stream = nullptr;

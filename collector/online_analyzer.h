@@ -20,6 +20,7 @@
 #include "analyzer/report.h"
 #include "process/process_update.h"
 #include "proto/collwatch.pb.h"
+#include "ring/ring_leftovers.h"
 
 namespace collwatch {
 
@@ -38,6 +39,10 @@ class OnlineAnalyzer {
   // a batch; in the model it is a process with no calls (JobModel::ObserveProcess), the
   // same entry its ring's stream takes over later, matched by host and pid.
   void ObserveProcess(const ProcessInfo& info, const ProcessSample& sample);
+  // A process the preload made no ring for, as its note in the ring folder says
+  // (ring/ring_leftovers.h): queued like ObserveProcess, and the same process in the model
+  // (JobModel::NoteNoRing), whose report gives the note's reason instead of "gone".
+  void NoteNoRing(NoRingNoteRead note);
   // The stacks of the stream `key`'s process, taken at `taken_ns` (its agent's answer to
   // a StacksRequest): queued like a batch.
   void EnqueueStacks(const std::string& key, stacks::ProcessStacks stacks, int64_t taken_ns);
@@ -77,6 +82,7 @@ class OnlineAnalyzer {
     std::string key;
     ProcessUpdate update;
     std::optional<ProcessInfo> observed;  // set: an ObserveProcess (or AddStacksOf), not a batch
+    std::optional<NoRingNoteRead> no_ring;  // set: a NoteNoRing, not a batch
     std::optional<stacks::ProcessStacks> stacks;  // set: EnqueueStacks / AddStacksOf, taken at stacks_taken_ns
     int64_t stacks_taken_ns = 0;
   };

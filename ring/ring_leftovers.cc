@@ -70,6 +70,12 @@ std::vector<NoRingNoteRead> ListNoRingNotes(const std::string& dir) {
   return notes;
 }
 
+std::string NotRecordedText(const NoRingNoteRead& note) {
+  const std::string who = note.rank >= 0 ? absl::StrCat("rank ", note.rank, " (", note.host, ", pid ", note.pid, ")")
+                                         : absl::StrCat("pid ", note.pid, " (", note.host, ")");
+  return absl::StrCat(who, " was not recorded: ", note.why);
+}
+
 std::string SideFilePath(const std::string& ring_path, const char* suffix) {
   const bool is_ring = EndsWith(ring_path, ring::kRingSuffix);
   return absl::StrCat(is_ring ? ring_path.substr(0, ring_path.size() - std::strlen(ring::kRingSuffix)) : ring_path,

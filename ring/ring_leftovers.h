@@ -25,6 +25,8 @@ struct NoRingNoteRead {
 
 // The notes directly in `dir` (of every job), sorted by path; unreadable ones are skipped.
 std::vector<NoRingNoteRead> ListNoRingNotes(const std::string& dir);
+// "rank 2 (node0, pid 7) was not recorded: <why>", for warnings and a report's gaps.
+std::string NotRecordedText(const NoRingNoteRead& note);
 
 // `ring_path` with ".ring" replaced by `suffix` (ring_notes.h kShippedSuffix, ...).
 std::string SideFilePath(const std::string& ring_path, const char* suffix);
