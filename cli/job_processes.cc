@@ -46,22 +46,6 @@ std::map<pid_t, pid_t> ParentsOfAll() {
   return parents;
 }
 
-// "NAME=value" among the NUL-separated entries of an environment block: the value, or
-// nullptr (the pointer lives as long as `block`).
-const char* EnvironmentValue(const std::string& block, const char* name) {
-  const size_t name_length = std::strlen(name);
-  size_t start = 0;
-  while (start < block.size()) {
-    size_t end = block.find('\0', start);
-    if (end == std::string::npos) end = block.size();
-    if (end - start > name_length && block.compare(start, name_length, name) == 0 && block[start + name_length] == '=') {
-      return block.c_str() + start + name_length + 1;
-    }
-    start = end + 1;
-  }
-  return nullptr;
-}
-
 // As the ring writer reads a rank variable: a plain non-negative number, else -1.
 int32_t RankNumber(const char* value) {
   if (value == nullptr || *value == '\0') return -1;
@@ -91,6 +75,25 @@ bool IsRankLauncher(pid_t pid) {
 
 }  // namespace
 
+std::string ProcessEnvironment(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+const char* EnvironmentValue(const std::string& block, const char* name) {
+  const size_t name_length = std::strlen(name);
+  size_t start = 0;
+  while (start < block.size()) {
+    size_t end = block.find('\0', start);
+    if (end == std::string::npos) end = block.size();
+    if (end - start > name_length && block.compare(start, name_length, name) == 0 && block[start + name_length] == '=') {
+      return block.c_str() + start + name_length + 1;
+    }
+    start = end + 1;
+  }
+  return nullptr;
+}
+
 JobProcessTree::JobProcessTree(pid_t root) : root_(root), host_(ThisHostName()) {}
 
 const JobProcessTree::RankEnvironment& JobProcessTree::EnvironmentOf(pid_t pid) {
@@ -100,8 +103,7 @@ const JobProcessTree::RankEnvironment& JobProcessTree::EnvironmentOf(pid_t pid) 
   RankEnvironment& environment = environments_[pid];
   if (environment.rank >= 0 || environment.reads >= kReadsBeforeBelieved) return environment;
   ++environment.reads;
-  std::ifstream file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  const std::string block((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string block = ProcessEnvironment(pid);
   const LauncherRankVariables* launcher =
       LauncherOf([&block](const char* name) { return EnvironmentValue(block, name); });
   if (launcher == nullptr) return environment;

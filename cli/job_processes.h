@@ -18,6 +18,14 @@
 
 namespace collwatch {
 
+// The environment `pid` started with: /proc/PID/environ, NUL-separated `NAME=value`
+// entries ("" when it cannot be read: another user's process, one gone).
+std::string ProcessEnvironment(pid_t pid);
+
+// NAME's value in such a block (possibly empty), or nullptr when it is not there; the
+// pointer lives as long as `block`.
+const char* EnvironmentValue(const std::string& block, const char* name);
+
 // One rank process of the job and a look at it.
 struct RankProcess {
   ProcessInfo info;  // this host, its pid, RANK and WORLD_SIZE

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
@@ -30,6 +31,22 @@ nlohmann::json RankProcessesJson(const std::map<pid_t, RankProcess>& ranks) {
   return list;
 }
 
+nlohmann::json FlightRecorderDumpsJson(const std::vector<FlightRecorderDump>& dumps) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const FlightRecorderDump& dump : dumps) {
+    list.push_back({{"rank", dump.rank},
+                    {"pid", dump.pid},
+                    {"pipe", dump.pipe},
+                    {"files", dump.files},
+                    {"asked", dump.asked()},
+                    {"not_asked", dump.not_asked},
+                    {"written", dump.written()},
+                    {"file", dump.file},
+                    {"still_growing", dump.still_growing}});
+  }
+  return list;
+}
+
 }  // namespace
 
 nlohmann::json RunRecordJson(const RunRecord& record) {
@@ -47,7 +64,8 @@ nlohmann::json RunRecordJson(const RunRecord& record) {
           {"one_gpu", record.one_gpu},
           {"stopped_hung_job", record.stopped_hung_job},
           {"stopped_at_ns", record.stopped_at_ns},
-          {"rank_processes", RankProcessesJson(record.rank_processes)}};
+          {"rank_processes", RankProcessesJson(record.rank_processes)},
+          {"flight_recorder_dumps", FlightRecorderDumpsJson(record.flight_recorder_dumps)}};
 }
 
 namespace {
@@ -92,6 +110,28 @@ std::map<pid_t, RankProcess> RankProcessesFromJson(const nlohmann::json& list) {
   return ranks;
 }
 
+std::vector<FlightRecorderDump> FlightRecorderDumpsFromJson(const nlohmann::json& list) {
+  std::vector<FlightRecorderDump> dumps;
+  if (!list.is_array()) return dumps;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_object()) continue;
+    FlightRecorderDump dump;
+    Take(item, "rank", &dump.rank);
+    Take(item, "pid", &dump.pid);
+    Take(item, "pipe", &dump.pipe);
+    if (item.contains("files") && item["files"].is_array()) {
+      for (const nlohmann::json& file : item["files"]) {
+        if (file.is_string()) dump.files.push_back(file.get<std::string>());
+      }
+    }
+    Take(item, "not_asked", &dump.not_asked);
+    Take(item, "file", &dump.file);
+    Take(item, "still_growing", &dump.still_growing);
+    dumps.push_back(std::move(dump));
+  }
+  return dumps;
+}
+
 }  // namespace
 
 RunRecord RunRecordFromJson(const nlohmann::json& json) {
@@ -116,6 +156,9 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
   Take(json, "stopped_hung_job", &record.stopped_hung_job);
   Take(json, "stopped_at_ns", &record.stopped_at_ns);
   if (json.contains("rank_processes")) record.rank_processes = RankProcessesFromJson(json["rank_processes"]);
+  if (json.contains("flight_recorder_dumps")) {
+    record.flight_recorder_dumps = FlightRecorderDumpsFromJson(json["flight_recorder_dumps"]);
+  }
   return record;
 }
 

@@ -1,6 +1,6 @@
 // run.json: what `collwatch run` writes beside its traces about the run itself (the job
 // id, the command and how it ended, what the agent shipped, the options that change the
-// analysis, the rank processes it saw). `collwatch analyze` and `dump` read it back
+// analysis, the rank processes it saw, the Flight Recorder dumps asked before a stop). `collwatch analyze` and `dump` read it back
 // (trace_loader).
 // Threading: any thread.
 #ifndef COLLWATCH_CLI_RUN_RECORD_H_
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cli/flight_recorder_dump.h"
 #include "cli/job_processes.h"
 #include "nlohmann/json.hpp"
 
@@ -38,6 +39,8 @@ struct RunRecord {
   // The ranks seen in the command's process tree and the last look at each (after a
   // stop, the look before it).
   std::map<pid_t, RankProcess> rank_processes;
+  // The Flight Recorder dumps --kill-on-hang asked for before the stop, by rank.
+  std::vector<FlightRecorderDump> flight_recorder_dumps;
 };
 
 // The record as run.json's object; the keys are those trace_loader.cc reads.

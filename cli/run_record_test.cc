@@ -41,6 +41,13 @@ RunRecord Record() {
   rank.sample.cpu_advancing = true;
   rank.sample.sampled_ns = 1'700'000'000'000'000'000;
   record.rank_processes.emplace(rank.info.pid, rank);
+  FlightRecorderDump dump;
+  dump.rank = 1;
+  dump.pid = 4242;
+  dump.pipe = "/tmp/fr_pipe_1.pipe";
+  dump.files = {"/tmp/fr_dump_1"};
+  dump.file = "/tmp/fr_dump_1";
+  record.flight_recorder_dumps.push_back(dump);
   return record;
 }
 
@@ -61,7 +68,19 @@ TEST(RunRecordJson, HoldsEveryFieldUnderItsKey) {
   EXPECT_EQ(run["stopped_hung_job"], true);
   EXPECT_TRUE(run["stopped_at_ns"].is_number_integer());
   EXPECT_EQ(run["stopped_at_ns"].get<int64_t>(), 1'700'000'000'123'456'789);
-  EXPECT_EQ(run.size(), 15u);
+  EXPECT_EQ(run.size(), 16u);
+}
+
+TEST(RunRecordJson, FlightRecorderDumpsAskedBeforeTheStop) {
+  const nlohmann::json list = RunRecordJson(Record())["flight_recorder_dumps"];
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["rank"], 1);
+  EXPECT_EQ(list[0]["pipe"], "/tmp/fr_pipe_1.pipe");
+  EXPECT_EQ(list[0]["asked"], true);
+  EXPECT_EQ(list[0]["written"], true);
+  EXPECT_EQ(list[0]["file"], "/tmp/fr_dump_1");
+  EXPECT_EQ(list[0]["files"], nlohmann::json({"/tmp/fr_dump_1"}));
 }
 
 TEST(RunRecordJson, RankProcessesWithTheirLastLook) {

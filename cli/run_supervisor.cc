@@ -18,6 +18,7 @@
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "cli/command_process.h"
+#include "cli/flight_recorder_dump.h"
 #include "cli/run_record.h"
 #include "cli/run_status_line.h"
 #include "cli/stop_signals.h"
@@ -185,6 +186,18 @@ void RunSupervisor::StopHungJob(const std::vector<analyzer::Finding>& findings) 
   // What follows is collwatch's doing, not the job's: analyse no more.
   if (embedded_ != nullptr) embedded_->service().online_analyzer().Freeze();
   findings_at_stop_ = findings;
+  // PyTorch's Flight Recorder dumps are what many users read after a hang: each rank that
+  // has a dump pipe is asked for one, and given a few seconds, before the job is stopped.
+  flight_recorder_dumps_ = FlightRecorderDumpsOf(ranks_seen_);
+  if (!flight_recorder_dumps_.empty()) {
+    std::cerr << "collwatch run: --kill-on-hang: asking the Flight Recorder of " << flight_recorder_dumps_.size()
+              << (flight_recorder_dumps_.size() == 1 ? " rank" : " ranks") << " for a dump (waiting up to "
+              << kFlightRecorderDumpWaitS << " s) before stopping the job\n";
+  }
+  AskFlightRecorderDumps(kFlightRecorderDumpWaitS, &flight_recorder_dumps_);
+  for (const FlightRecorderDump& dump : flight_recorder_dumps_) {
+    std::cerr << "collwatch run: --kill-on-hang: " << FlightRecorderDumpText(dump) << "\n";
+  }
   WriteReport(findings);
   std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options_.out_dir
             << "/report.txt)\n";
@@ -242,7 +255,8 @@ int RunSupervisor::Finish() {
                          .one_gpu = options_.one_gpu,
                          .stopped_hung_job = stopped_hung_job_,
                          .stopped_at_ns = stopped_at_ns_,
-                         .rank_processes = ranks_seen_};
+                         .rank_processes = ranks_seen_,
+                         .flight_recorder_dumps = flight_recorder_dumps_};
   if (const absl::Status written = WriteRunRecord(options_.out_dir, record); !written.ok()) {
     std::cerr << "collwatch run: " << written.message() << "\n";
   }
@@ -375,6 +389,7 @@ bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
   if (exit_code_ >= 0) info.command_exit_status = exit_code_;
   info.data_gaps.insert(info.data_gaps.end(), data_gaps.begin(), data_gaps.end());
   if (stopped_hung_job_) analyzer::NoteStoppedByCollwatch(&info);
+  for (const FlightRecorderDump& dump : flight_recorder_dumps_) info.notes.push_back(FlightRecorderDumpText(dump));
   std::string error;
   if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {
     std::cerr << "collwatch run: " << error << "\n";

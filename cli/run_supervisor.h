@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "analyzer/finding.h"
+#include "cli/flight_recorder_dump.h"
 #include "cli/job_processes.h"
 #include "cli/run_dashboard.h"
 #include "cli/run_environment.h"
@@ -50,6 +51,8 @@ class RunSupervisor {
   // on rank 0): true while every rank the unresolved stalls wait for is at work
   // (Analyzer::LateRanksAtWork), up to a cap; docs/findings.md.
   bool HoldForWork(const std::vector<analyzer::Finding>& findings);
+  // Asks the ranks' Flight Recorders for their dumps (waiting up to
+  // kFlightRecorderDumpWaitS for them), writes the report, and stops the job.
   void StopHungJob(const std::vector<analyzer::Finding>& findings);
   // Drains, writes run.json and the report; returns the exit status.
   int Finish();
@@ -102,6 +105,7 @@ class RunSupervisor {
   bool stopped_hung_job_ = false;
   int64_t stopped_at_ns_ = 0;
   std::vector<analyzer::Finding> findings_at_stop_;  // later ones would be the stop's echo
+  std::vector<FlightRecorderDump> flight_recorder_dumps_;  // asked before the stop
 };
 
 }  // namespace collwatch

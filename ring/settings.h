@@ -70,6 +70,12 @@ enum class Setting : unsigned char {
   kNvtxInjectionPath,
   kLdPreload,
   kNcclProfilerPlugin,
+  // PyTorch's Flight Recorder, read from the ranks' environments by `collwatch run`.
+  kTorchFrPipeFile,
+  kTorchNcclPipeFile,
+  kTorchFrDumpFile,
+  kTorchNcclDumpFile,
+  kHome,
   // collwatch's own programs, benchmarks and tests.
   kTrainerLaunched,
   kBenchDir,
@@ -237,6 +243,21 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kNcclProfilerPlugin, "NCCL_PROFILER_PLUGIN", "", "unset", "NCCL, CPU NCCL backend",
      "the profiler plugin NCCL loads; naming `libcollwatch.so` records through NCCL's profiler events too "
      "(`collwatch run --profiler-plugin` sets it; docs/profiler-plugin.md)"},
+    {Setting::kTorchFrPipeFile, "TORCH_FR_DEBUG_INFO_PIPE_FILE", "", "unset", "collwatch run",
+     "PyTorch's (newer name, taken first): where a rank whose Flight Recorder is on makes its dump pipe, "
+     "`<value><rank>.pipe`. Before `--kill-on-hang` stops a job, `collwatch run` writes one byte into each "
+     "rank's pipe (never blocking, only into a FIFO of this user with a reader) and waits up to 5 s for the "
+     "dumps (docs/flight-recorder.md)"},
+    {Setting::kTorchNcclPipeFile, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "", "unset", "collwatch run",
+     "the older name of `TORCH_FR_DEBUG_INFO_PIPE_FILE`, read when that is unset"},
+    {Setting::kTorchFrDumpFile, "TORCH_FR_DUMP_TEMP_FILE", "",
+     "`$HOME/.cache/torch/comm_lib_trace_rank_`, earlier `/tmp/nccl_trace_rank_`", "collwatch run",
+     "PyTorch's (newer name, taken first): the prefix of a rank's Flight Recorder dump, `<value><rank>`: "
+     "where `collwatch run --kill-on-hang` looks for the dumps it asked for (unset: at both defaults)"},
+    {Setting::kTorchNcclDumpFile, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "", "as `TORCH_FR_DUMP_TEMP_FILE`",
+     "collwatch run", "the older name of `TORCH_FR_DUMP_TEMP_FILE`, read when that is unset"},
+    {Setting::kHome, "HOME", "/tmp", "`/tmp`", "collwatch run",
+     "a rank's home, read from its environment: PyTorch's default dump prefix lies under it"},
     {Setting::kTrainerLaunched, "COLLWATCH_TRAINER_LAUNCHED", "", "unset", "collwatch-trainer",
      "set by `collwatch-trainer --nproc N` in the rank processes it starts (internal)"},
     {Setting::kBenchDir, "COLLWATCH_BENCH_DIR", "", "`/dev/shm`", "interposer benchmark",

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/programs/rank_launch.h"
@@ -329,7 +330,44 @@ int RunGraphPlan(ncclComm_t comm, bool skip) {
   return 0;
 }
 
+// A stand-in for PyTorch's Flight Recorder, where TORCH_NCCL_DEBUG_INFO_PIPE_FILE is set:
+// as ProcessGroupNCCL does, it makes the FIFO `<prefix><rank>.pipe`, holds it open
+// read-only and non-blocking, polls it from a thread of its own, and on any byte writes
+// a dump to `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>`, in place.
+void StartFakeFlightRecorder() {
+  const char* pipe_prefix = collwatch::SettingIfSet(collwatch::Setting::kTorchNcclPipeFile);
+  const char* dump_prefix = collwatch::SettingIfSet(collwatch::Setting::kTorchNcclDumpFile);
+  if (pipe_prefix == nullptr || dump_prefix == nullptr) return;
+  const std::string pipe = std::string(pipe_prefix) + std::to_string(g_rank) + ".pipe";
+  const std::string dump = std::string(dump_prefix) + std::to_string(g_rank);
+  unlink(pipe.c_str());
+  if (mkfifo(pipe.c_str(), 0600) != 0) {
+    std::perror("mkfifo");
+    std::exit(12);
+  }
+  const int fd = open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    std::perror("open pipe");
+    std::exit(12);
+  }
+  std::thread([fd, dump, rank = g_rank] {
+    while (true) {
+      char bytes[128];
+      if (read(fd, bytes, sizeof bytes) > 0) {
+        const std::string entries = "fake Flight Recorder dump of rank " + std::to_string(rank) + "\n";
+        const int out = open(dump.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (out >= 0) {
+          if (write(out, entries.data(), entries.size()) < 0) std::perror("write dump");
+          close(out);
+        }
+      }
+      usleep(500000);  // PyTorch's monitor thread polls about once a second
+    }
+  }).detach();
+}
+
 int RunRank(const std::string& plan, const std::string& dir) {
+  StartFakeFlightRecorder();
   // Rank 1 stops itself before its first NCCL call (as SIGSTOP or a debugger would stop
   // it): it has no ring; the others wait for it in communicator creation.
   if (plan == "stopped-before-init" && g_rank == 1) raise(SIGSTOP);
