@@ -15,9 +15,11 @@
 #include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/loop_gate.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -25,6 +27,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::ReadFile;
 using testing::Subprocess;
+using testing::Scaled;
 using testing::TempDir;
 
 struct Outcome {
@@ -101,7 +104,7 @@ TEST(BadInputTest, ACollectorThatCannotListenSaysWhy) {
   Subprocess first({COLLWATCH_CLI_PATH, "collector", "--listen", "127.0.0.1:" + std::to_string(port), "--out",
                     dir.path() + "/first"},
                    testing::CollwatchRunEnv({}), dir.path() + "/first.out", dir.path() + "/first.err");
-  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/first.err").find("listening") == std::string::npos;
+  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/first.err").find("listening") == std::string::npos;
        ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -247,13 +250,19 @@ TEST(BadInputTest, AnAgentWithoutRingsSaysSo) {
 TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
   TempDir dir;
   const std::string out = dir.path() + "/out";
+  const testing::LoopGate gate(dir.path() + "/gate", 2);
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--out", out, "--", COLLWATCH_NCCL_RANKS_PATH, "2",
                   "loop", dir.path()},
-                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_TEST_LOOP_MS", "3000"}}),
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()},
+                                           {"COLLWATCH_TEST_LOOP_STEPS", "200"},
+                                           {"COLLWATCH_TEST_LOOP_GATE", gate.path()}}),
                  dir.path() + "/run.out", dir.path() + "/run.err");
-  // Once both ranks' traces are in the store (the job loops for 3 s), its folder goes.
+  // The job is held half-way until its store's folder is gone: the removal falls mid-run
+  // however slow the machine, once both ranks' traces are in the store.
+  gate.Open(100);
+  ASSERT_TRUE(gate.AwaitAll(100)) << ReadFile(dir.path() + "/run.err");
   int traces = 0;
-  for (int waited = 0; waited < 200 && traces < 2; ++waited) {
+  for (int waited = 0; waited < Scaled(200) && traces < 2; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::error_code error;
     traces = 0;
@@ -263,6 +272,7 @@ TEST(BadInputTest, AnOutFolderRemovedMidRunKeepsTheRings) {
   }
   ASSERT_EQ(traces, 2) << ReadFile(dir.path() + "/run.err");
   std::filesystem::remove_all(out);
+  gate.Open(200);
   EXPECT_EQ(run.Wait(60), 0) << "the job's own status";
   const std::string err = ReadFile(dir.path() + "/run.err");
   EXPECT_THAT(err, HasSubstr("the trace store " + out + " was removed or moved while the job ran")) << err;
@@ -279,14 +289,14 @@ TEST(BadInputTest, ACollectorThatCannotWriteItsStoreIsNamedAndTheRingsKept) {
                         "ulimit -f 64; exec " + std::string(COLLWATCH_CLI_PATH) + " collector --listen " + socket +
                             " --out " + dir.path() + "/store"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
-  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
+  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
        ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--collector", socket, "--out", dir.path() + "/out", "--",
                   COLLWATCH_NCCL_RANKS_PATH, "2", "loop", dir.path()},
-                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_TEST_LOOP_MS", "1500"}}),
+                 testing::CollwatchRunEnv({{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}, {"COLLWATCH_TEST_LOOP_STEPS", "1500"}}),
                  dir.path() + "/run.out", dir.path() + "/run.err");
   EXPECT_EQ(run.Wait(90), 0) << "the job's own status";
   const std::string err = ReadFile(dir.path() + "/run.err");
@@ -309,7 +319,7 @@ TEST(BadInputTest, StreamsTheCollectorRefusedKeepTheirRings) {
   Subprocess collector({COLLWATCH_CLI_PATH, "collector", "--listen", socket, "--out", dir.path() + "/store",
                         "--token-file", dir.path() + "/right.token"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
-  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
+  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
        ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -193,20 +193,43 @@ void RunPausePlan(ncclComm_t comm, int late_rank, bool busy) {
   CHECK_NCCL(ncclCommDestroy(comm));
 }
 
-// All-reduces for COLLWATCH_TEST_LOOP_MS milliseconds (default 3000), 1 ms apart: a job
-// that runs long enough for the collector and agent fault tests to kill things under it.
+// Waits at a step of the loop plan until the test's gate file allows more steps than
+// `step`, and returns how many it allows. Once, as it starts waiting, it writes `step` to
+// GATE.<rank> (through a rename, so that the test never reads half a number).
+int AwaitGate(const std::string& gate, int step) {
+  const std::string reached = gate + "." + std::to_string(g_rank);
+  const std::string partial = reached + ".partial";
+  if (FILE* file = std::fopen(partial.c_str(), "w")) {
+    std::fprintf(file, "%d\n", step);
+    std::fclose(file);
+    std::rename(partial.c_str(), reached.c_str());
+  }
+  while (true) {
+    int allowed = 0;
+    if (FILE* file = std::fopen(gate.c_str(), "r")) {
+      if (std::fscanf(file, "%d", &allowed) != 1) allowed = 0;
+      std::fclose(file);
+    }
+    if (allowed > step) return allowed;
+    usleep(10000);
+  }
+}
+
+// COLLWATCH_TEST_LOOP_STEPS all-reduces (default 3000), 1 ms apart: a job that runs long
+// enough for the fault tests to kill things under it. Its length is a count, never a
+// time, so a slower machine or a sanitizer build records the same calls. With
+// COLLWATCH_TEST_LOOP_GATE=FILE a rank runs only as many steps as FILE allows (a number
+// the test writes; none while FILE is missing) and says where it waits in FILE.<rank>:
+// the test stops the job where its fault must fall, and lets it go on.
 void RunLoopPlan(ncclComm_t comm) {
-  const int loop_ms = EnvInt(collwatch::Setting::kTestLoopMs, 3000);
+  const int steps = EnvInt(collwatch::Setting::kTestLoopSteps, 3000);
+  const char* gate = collwatch::SettingIfSet(collwatch::Setting::kTestLoopGate);
+  int allowed = gate == nullptr ? steps : 0;
   float value = 1.0f, sum = 0.0f;
-  // Rank 0 decides when to stop and tells the others through the all-reduce itself.
-  timespec start{}, now{};
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (int step = 0;; ++step) {
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    const double elapsed_ms = (now.tv_sec - start.tv_sec) * 1e3 + (now.tv_nsec - start.tv_nsec) / 1e6;
-    value = (g_rank == 0 && elapsed_ms >= loop_ms) ? 1.0f : 0.0f;
+  for (int step = 0; step < steps; ++step) {
+    if (step >= allowed) allowed = AwaitGate(gate, step);
     CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
-    if (sum > 0.5f) break;
+    Expect(sum == static_cast<float>(g_world), "all-reduce of the loop");
     usleep(1000);
   }
   CHECK_NCCL(ncclCommDestroy(comm));

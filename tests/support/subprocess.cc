@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/support/test_time.h"
+
 namespace collwatch::testing {
 
 Subprocess::Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
@@ -44,7 +46,7 @@ Subprocess::~Subprocess() {
 
 int Subprocess::Wait(double seconds) {
   if (exit_code_ >= 0) return exit_code_;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(Scaled(seconds));
   do {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {

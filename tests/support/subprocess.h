@@ -23,8 +23,9 @@ class Subprocess {
   Subprocess& operator=(const Subprocess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Waits up to `seconds`. Returns the exit code (128 + signal when killed), or -1 if it
-  // is still running at the deadline.
+  // Waits up to `seconds` of the default build, scaled for this one (test_time.h: a
+  // sanitizer build runs slower; the limit is a safety net against a hang). Returns the
+  // exit code (128 + signal when killed), or -1 if it is still running at the deadline.
   int Wait(double seconds);
   bool Running();
   // SIGKILLs the process group and reaps the leader.
