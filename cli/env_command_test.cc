@@ -86,10 +86,10 @@ TEST(EnvCommand, RingFolderAndJobNameComeFromTheTable) {
   EXPECT_STREQ(job, "slurm-7");
   setenv("SLURM_STEP_ID", "2", 1);
   JobIdSetting(job, sizeof job);
-  EXPECT_STREQ(job, "slurm-7.2") << "each srun step is a job of its own";
+  EXPECT_STREQ(job, "slurm-7_2") << "each srun step is a job of its own";
   setenv("TORCHELASTIC_RUN_ID", "none", 1);
   JobIdSetting(job, sizeof job);
-  EXPECT_STREQ(job, "slurm-7.2") << "torchrun's default run id names no job";
+  EXPECT_STREQ(job, "slurm-7_2") << "torchrun's default run id names no job";
   setenv("TORCHELASTIC_RUN_ID", "elastic-3", 1);
   JobIdSetting(job, sizeof job);
   EXPECT_STREQ(job, "elastic-3");

@@ -93,5 +93,39 @@ TEST_F(JobProcessTreeTest, FindsEachRankOnceStoppedAndGone) {
   kill(stopped, SIGCONT);
 }
 
+// srun's variables name ranks where RANK is unset (srun python train.py); a launcher that
+// srun started and that starts the ranks itself (torchrun) is no rank, though it has them.
+TEST(JobProcessTreeLaunchersTest, SrunRanksCountAndATorchrunUnderSrunDoesNot) {
+  const pid_t root = fork();
+  ASSERT_GE(root, 0);
+  if (root == 0) {
+    setpgid(0, 0);
+    char* const environment[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+    execle("/bin/bash", "bash", "-c",
+           "SLURM_PROCID=0 SLURM_NTASKS=2 sleep 30 & "
+           "SLURM_PROCID=1 SLURM_NTASKS=2 bash -c 'exec -a torchrun sh -c \"RANK=2 WORLD_SIZE=4 sleep 30 & "
+           "RANK=3 WORLD_SIZE=4 sleep 30 & wait\"' & wait",
+           static_cast<char*>(nullptr), environment);
+    _exit(127);
+  }
+  setpgid(root, root);
+  JobProcessTree tree(root);
+  std::map<int32_t, RankProcess> ranks;
+  // srun's ranks are believed from their second look on.
+  for (int attempt = 0; attempt < 100 && ranks.size() < 3; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const RankProcess& rank : tree.Walk(static_cast<int64_t>(RealtimeNs()))) {
+      if (rank.sample.state != ProcessState::kGone) ranks[rank.info.global_rank] = rank;
+    }
+  }
+  kill(-root, SIGKILL);
+  waitpid(root, nullptr, 0);
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks.count(1), 0u) << "torchrun's SLURM_PROCID is its node's task, not a rank";
+  EXPECT_EQ(ranks.at(0).info.world_size, 2) << "SLURM_NTASKS";
+  EXPECT_EQ(ranks.at(2).info.world_size, 4);
+  EXPECT_EQ(ranks.at(3).info.world_size, 4);
+}
+
 }  // namespace
 }  // namespace collwatch

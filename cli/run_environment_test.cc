@@ -106,7 +106,7 @@ TEST_F(ChooseJobIdTest, TheVariableSanitizedElseATimeStampAndThisPid) {
 TEST_F(ChooseJobIdTest, TheLaunchersIdsComeBeforeThisRunsOwn) {
   setenv("SLURM_JOB_ID", "4711", 1);
   setenv("SLURM_STEP_ID", "0", 1);
-  EXPECT_EQ(ChooseJobId({"python", "train.py"})->id, "4711.0");
+  EXPECT_EQ(ChooseJobId({"python", "train.py"})->id, "4711_0");
   EXPECT_EQ(ChooseJobId({"python", "train.py"})->source, "SLURM_JOB_ID");
   setenv("TORCHELASTIC_RUN_ID", "elastic-9", 1);
   EXPECT_EQ(ChooseJobId({"python"})->id, "elastic-9");

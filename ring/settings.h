@@ -118,7 +118,7 @@ inline constexpr SettingInfo kSettings[] = {
      "lanes per ring, 2 ... 64: lane 0 is shared, each further lane belongs to one thread that calls NCCL "
      "(the watcher thread takes one on GPUs)"},
     {Setting::kJobId, "COLLWATCH_JOB_ID", "",
-     "`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`.`SLURM_STEP_ID`, else `local`", "libcollwatch.so, collwatch run",
+     "`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`_`SLURM_STEP_ID`, else `local`", "libcollwatch.so, collwatch run",
      "job name in ring file names (characters other than letters, digits, `-`, `_`, `.` become `_`). "
      "`collwatch run` keeps it if set, else takes the launcher's (`TORCHELASTIC_RUN_ID`, Slurm's job and step, "
      "a torchrun command's `--rdzv-id`), else sets `run-<time>-<pid>`: every node of a job wrapped in its own "
@@ -209,8 +209,8 @@ inline constexpr SettingInfo kSettings[] = {
      "torchrun's job id (`--rdzv-id`): the job name when `COLLWATCH_JOB_ID` is unset (torchrun's `none` "
      "does not count)"},
     {Setting::kSlurmJobId, "SLURM_JOB_ID", "", "unset", "libcollwatch.so, collwatch run",
-     "Slurm's job id: with `SLURM_STEP_ID`, the job name (`<job>.<step>`) when neither `COLLWATCH_JOB_ID` nor "
-     "`TORCHELASTIC_RUN_ID` is set"},
+     "Slurm's job id: with `SLURM_STEP_ID`, the job name (`<job>_<step>`, as the trace store names its "
+     "folder) when neither `COLLWATCH_JOB_ID` nor `TORCHELASTIC_RUN_ID` is set"},
     {Setting::kSlurmStepId, "SLURM_STEP_ID", "", "unset", "libcollwatch.so, collwatch run",
      "Slurm's step within its job: part of the job name after `SLURM_JOB_ID`"},
     {Setting::kSlurmProcid, "SLURM_PROCID", "", "unset", "libcollwatch.so, collwatch run",
@@ -322,7 +322,7 @@ inline void RingDirSetting(char* out, size_t size) noexcept {
 
 // The job's name as launchers give it, raw (SafeJobName makes it a ring file name's part):
 // COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID (torchrun's default "none" names no job),
-// SLURM_JOB_ID with ".SLURM_STEP_ID" when set. Returns the name of the variable taken;
+// SLURM_JOB_ID with "_SLURM_STEP_ID" when set. Returns the name of the variable taken;
 // nullptr, and "local", when none is set.
 inline const char* JobIdSetting(char* out, size_t size) noexcept {
   for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId}) {
@@ -334,7 +334,7 @@ inline const char* JobIdSetting(char* out, size_t size) noexcept {
   }
   if (const char* slurm_job = SettingIfSet(Setting::kSlurmJobId)) {
     const char* step = SettingIfSet(Setting::kSlurmStepId);
-    std::snprintf(out, size, "%s%s%s", slurm_job, step != nullptr ? "." : "", step != nullptr ? step : "");
+    std::snprintf(out, size, "%s%s%s", slurm_job, step != nullptr ? "_" : "", step != nullptr ? step : "");
     return SettingInfoOf(Setting::kSlurmJobId).name;
   }
   std::snprintf(out, size, "local");

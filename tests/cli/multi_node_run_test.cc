@@ -101,7 +101,7 @@ TEST_F(MultiNodeRunTest, SlurmsJobAndRankVariablesMakeOneJob) {
   EXPECT_EQ(node1->Wait(60), 124) << Log(1);
   const nlohmann::json report = Report(0);
   ASSERT_TRUE(report.is_object()) << Log(0);
-  EXPECT_EQ(report["job"], "4711.0");
+  EXPECT_EQ(report["job"], "4711_0");
   EXPECT_TRUE(report["refused_streams"].empty()) << report.dump(2);
   ASSERT_FALSE(report["findings"].empty()) << Log(0);
   const nlohmann::json& finding = report["findings"][0];
@@ -110,9 +110,16 @@ TEST_F(MultiNodeRunTest, SlurmsJobAndRankVariablesMakeOneJob) {
   EXPECT_EQ(finding["seq"], 2) << "rank 1 did the first all-reduce: its records arrived";
   EXPECT_TRUE(finding["refused_streams"].empty());
   EXPECT_FALSE(Has(Log(1), "refused")) << Log(1);
-  // Both ranks' traces are in the one job's store, each under its srun rank.
-  const nlohmann::json stored = ReadJson(dir_.path() + "/node1-out/report.json");
-  EXPECT_EQ(stored["job"], "4711.0");
+  // Both ranks' traces are in the one job's store, each ring's header naming its srun rank.
+  const std::string analyzed = dir_.path() + "/analyzed.json";
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", dir_.path() + "/store/4711_0"},
+                     testing::CollwatchRunEnv({}), analyzed);
+  analyze.Wait(60);
+  const nlohmann::json stored = ReadJson(analyzed);
+  ASSERT_TRUE(stored.is_object());
+  ASSERT_EQ(stored["ranks"].size(), 2u) << stored.dump(2);
+  EXPECT_EQ(stored["ranks"][0]["global_rank"], 0);
+  EXPECT_EQ(stored["ranks"][1]["global_rank"], 1);
 }
 
 // No launcher id: each node's run names its own job, so the collector serves the first
