@@ -32,8 +32,8 @@ if(COLLWATCH_BUILD_TESTS OR COLLWATCH_BUILD_BENCHMARKS)
 endif()
 
 if(COLLWATCH_BUILD_TESTS)
-  include(GoogleTest)
-
+  # GoogleTest is included once, at the top (a second include would undo the scaled
+  # gtest_discover_tests of cmake/CollwatchTestTime.cmake).
   add_executable(regions_test ${COLLWATCH_REGIONS_DIR}/regions_test.cc)
   target_link_libraries(regions_test PRIVATE collwatch_regions_obj GTest::gtest_main
     Threads::Threads)

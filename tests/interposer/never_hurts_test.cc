@@ -25,12 +25,14 @@
 #include "gtest/gtest.h"
 #include "ring/ring_reader.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 #include "ring/settings.h"
 
 namespace collwatch {
 namespace {
 
 using testing::Subprocess;
+using testing::Scaled;
 using testing::TempDir;
 
 constexpr int kRanks = 4;
@@ -136,7 +138,7 @@ class SpawnedAgent {
 
 // True once `pid` has ended (a zombie has: only its parent has not reaped it yet).
 bool GoneOrZombie(pid_t pid) {
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < Scaled(200); ++i) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
     const size_t paren = text.rfind(')');
@@ -231,7 +233,7 @@ TEST(NeverHurtsBaseline, Record) {
 // Waits (up to a minute, while the job runs) until every rank has a ring and the agent
 // the preload started runs (its log says "shipping rings").
 bool WaitForRunningAgent(TrainerRun& run, const SpawnedAgent& agent, const std::string& rings) {
-  for (int i = 0; i < 3000 && run.process().Running(); ++i) {
+  for (int i = 0; i < Scaled(3000) && run.process().Running(); ++i) {
     if (agent.Pid() > 0 && RecordsByRank(rings).size() == static_cast<size_t>(kRanks) &&
         agent.Log().find("shipping rings") != std::string::npos) {
       return true;
@@ -313,7 +315,7 @@ TEST_F(NeverHurtsTest, CollectorDown) {
   const std::map<int, uint64_t> records = RecordsByRank(rings);
   EXPECT_EQ(records.size(), static_cast<size_t>(kRanks));
   for (const auto& [rank, count] : records) EXPECT_GT(count, 100u) << "rank " << rank << " stopped recording";
-  for (int i = 0; i < 100 && agent.Log().find("unreachable") == std::string::npos; ++i) Sleep(0.05);
+  for (int i = 0; i < Scaled(100) && agent.Log().find("unreachable") == std::string::npos; ++i) Sleep(0.05);
   EXPECT_NE(agent.Log().find("unreachable"), std::string::npos) << agent.Log();
 }
 
@@ -336,7 +338,7 @@ TEST_F(NeverHurtsTest, AgentKilledMidRun) {
   ASSERT_EQ(kill(-run.process().pid(), SIGSTOP), 0);
   const std::string traces = dir_.path() + "/out/" + kJob;
   bool shipping = false;
-  for (int i = 0; i < 1500 && !shipping; ++i) {
+  for (int i = 0; i < Scaled(1500) && !shipping; ++i) {
     shipping = std::filesystem::exists(traces) && !std::filesystem::is_empty(traces);
     if (!shipping) Sleep(0.02);
   }
