@@ -114,10 +114,12 @@ void Agent::TailLoop() {
       rank->Poll();
       const bool stranded = options_.give_up_after_s > 0 && rank->StrandedFor(now, options_.give_up_after_s);
       if (stranded && options_.log && given_up_.insert(rank->identity().ring_path()).second) {
-        std::cerr << "collwatch agent: giving up on " << rank->Who() << ": its writer ended and collector "
-                  << options_.collector
-                  << " was unreachable for " << options_.give_up_after_s << " s; its unshipped records stay in "
-                  << rank->identity().ring_path() << " (collwatch dump)\n";
+        const std::string problem = rank->LastProblem();
+        std::cerr << absl::StrCat("collwatch agent: giving up on ", rank->Who(), ": its writer ended and collector ",
+                                  options_.collector, " stored none of its records for ", options_.give_up_after_s,
+                                  " s", problem.empty() ? "" : absl::StrCat(" (it ", problem, ")"),
+                                  "; its unshipped records stay in ", rank->identity().ring_path(),
+                                  " (collwatch dump)\n");
       }
       any_live = any_live || (rank->live() && !stranded);
     }

@@ -38,7 +38,8 @@ struct AgentOptions {
   double max_backoff_s = 5.0;      // reconnect backoff ceiling
   double idle_exit_s = 0;          // > 0: exit when no live ring was seen for this long
   // > 0: a ring whose writer is gone stops counting as live (for idle_exit_s) once the
-  // collector was unreachable this long; its unshipped records stay in the ring.
+  // collector stored none of its records this long, whatever the reason (unreachable, or
+  // ending every stream: a full disk); its unshipped records stay in the ring.
   double give_up_after_s = 0;
   // Leave a ring in place once its writer ended and every record is stored, with a
   // shipped mark beside it (`collwatch gc` removes it later); by default it is removed.

@@ -47,6 +47,8 @@ bool Unreachable(grpc::StatusCode code) {
          code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::UNKNOWN;
 }
 
+constexpr double kFirstBackoffS = 0.1;
+
 }  // namespace
 
 RankChannel::RankChannel(const AgentOptions& options, const std::atomic<bool>& job_stopping,
@@ -214,7 +216,7 @@ std::string RankChannel::WhoLocked() const {
 }
 
 void RankChannel::SendLoop() {
-  double backoff = 0.1;
+  double backoff = kFirstBackoffS;
   std::mt19937 jitter(static_cast<uint32_t>(MonotonicClockNs()));
   while (true) {
     {
@@ -233,7 +235,13 @@ void RankChannel::SendLoop() {
       }
       return;
     }
-    if (options_.log && !status.ok() && !warned_down_) {
+    if (!status.ok()) {
+      last_problem_ = absl::StrCat(Unreachable(status.error_code()) ? "was unreachable: " : "ended every stream: ",
+                                   status.error_message());
+    }
+    // Said once per outage, and again only when the reason changes (a collector that takes
+    // the stream and ends it at once would otherwise log two lines per try).
+    if (options_.log && !status.ok() && (!warned_down_ || status.error_code() != warned_code_)) {
       if (Unreachable(status.error_code())) {
         std::cerr << "collwatch agent: collector " << options_.collector << " unreachable ("
                   << status.error_message() << "); retrying with backoff, ring reading goes on\n";
@@ -242,6 +250,7 @@ void RankChannel::SendLoop() {
                   << ": " << status.error_message() << "; retrying with backoff, ring reading goes on\n";
       }
       warned_down_ = true;
+      warned_code_ = status.error_code();
     }
     const double wait = backoff * (0.75 + 0.5 * std::uniform_real_distribution<double>(0, 1)(jitter));
     wake_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; });
@@ -268,12 +277,8 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++connects_;
-    last_contact_ns_ = MonotonicClockNs();
-    *backoff = 0.1;
-    if (warned_down_ && options_.log) {
-      std::cerr << "collwatch agent: reconnected " << WhoLocked() << " to " << options_.collector << "\n";
-    }
-    warned_down_ = false;
+    // An answered hello is no progress: a collector that cannot store ends the stream at
+    // the first batch. The backoff and the outage end with the first acknowledgement.
     outgoing_.NewConnection();
     outgoing_.ApplyResume(answer);
     if (!resume_known_) {
@@ -290,7 +295,13 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
     v1::StreamEventsResponse ack;
     while (stream->Read(&ack)) {
       std::lock_guard<std::mutex> lock(mutex_);
-      last_contact_ns_ = MonotonicClockNs();
+      last_progress_ns_ = MonotonicClockNs();
+      *backoff = kFirstBackoffS;
+      if (warned_down_ && options_.log) {
+        std::cerr << absl::StrCat("collwatch agent: reconnected ", WhoLocked(), " to ", options_.collector,
+                                  ": it stores the records again\n");
+      }
+      warned_down_ = false;
       outgoing_.Acked(ack.acked_batch_seq());
       if (ack.has_take_stacks()) TakeStacksLocked(ack.take_stacks());
       if (finished_reading_ && outgoing_.Empty()) drained_ = true;

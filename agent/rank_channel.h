@@ -65,12 +65,18 @@ class RankChannel {
     std::lock_guard<std::mutex> lock(mutex_);
     return !drained_ && !failed_;
   }
-  // Its writer is gone and everything is read, but the collector has not been heard from
-  // for `seconds`: what is left can only wait in the ring.
+  // Its writer is gone and everything is read, but the collector has acknowledged nothing
+  // for `seconds`, whatever the reason (unreachable, or taking the stream and ending it
+  // each time): what is left can only wait in the ring.
   bool StrandedFor(uint64_t now, double seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return finished_reading_ && !drained_ && !failed_ && now > last_contact_ns_ &&
-           static_cast<double>(now - last_contact_ns_) / 1e9 > seconds;
+    return finished_reading_ && !drained_ && !failed_ && now > last_progress_ns_ &&
+           static_cast<double>(now - last_progress_ns_) / 1e9 > seconds;
+  }
+  // Why the last stream ended, in words ("" while none has failed): for the give-up line.
+  std::string LastProblem() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_problem_;
   }
   const v1::RankIdentity& identity() const { return identity_; }
   const RingIdentity& ring_identity() const { return reader_->identity(); }  // fixed at open
@@ -136,14 +142,16 @@ class RankChannel {
   uint64_t torn_ = 0;
   uint64_t events_read_ = 0;
   uint64_t connects_ = 0;
-  uint64_t last_contact_ns_ = created_ns_;  // last hello answered or batch acknowledged
+  uint64_t last_progress_ns_ = created_ns_;  // last batch acknowledged (an answered hello is none)
   bool resume_known_ = false;
   bool finished_reading_ = false;
   bool drained_ = false;
   bool failed_ = false;
   bool broken_ = false;
   bool stop_ = false;
-  bool warned_down_ = false;
+  bool warned_down_ = false;               // an outage was logged; ends with the next acknowledgement
+  grpc::StatusCode warned_code_ = grpc::StatusCode::OK;  // the reason it was logged with
+  std::string last_problem_;
   grpc::ClientContext* context_ = nullptr;
   std::thread sender_;
   std::thread stacks_taker_;

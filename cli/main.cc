@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       ->check(kWaitSeconds);
   agent->add_option("--give-up-after", agent_options.give_up_after_s,
                     "with --idle-exit: a ring whose writer ended stops keeping the agent up once the collector "
-                    "was unreachable this many seconds (its records stay in the ring; 0: never)")
+                    "stored none of its records this many seconds, unreachable or ending every stream (its records "
+                    "stay in the ring; 0: never)")
       ->check(kWaitSeconds);
   agent->add_flag("--keep-rings", agent_options.keep_rings,
                   "leave shipped rings of ended processes in place, marked for collwatch gc (default: remove "
