@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/collector_channel.h"
 #include "ring/clocks.h"
+#include "ring/collector_address.h"
 #include "absl/strings/str_cat.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_leftovers.h"
@@ -33,6 +34,10 @@ std::string DefaultRingDir() {
 }
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(const AgentOptions& options) {
+  char why[512];
+  if (!CheckCollectorAddress(options.collector.c_str(), /*min_port=*/1, why, sizeof why)) {
+    return absl::InvalidArgumentError(absl::StrCat("--collector ", why));
+  }
   std::unique_ptr<Agent> agent(new Agent(options));
   if (agent->options_.ring_dir.empty()) agent->options_.ring_dir = DefaultRingDir();
   grpc::ChannelArguments arguments;

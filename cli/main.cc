@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
   collwatch::AgentOptions agent_options;
   std::string agent_token_file, agent_ca_file;
   CLI::App* agent = app.add_subcommand("agent", "the node agent: ships this node's rings to a collector");
-  agent->add_option("--collector", agent_options.collector, "collector address")->capture_default_str();
+  agent->add_option("--collector", agent_options.collector, "collector address: HOST:PORT or unix:PATH")
+      ->capture_default_str()
+      ->check(collwatch::CollectorAddress());
   agent->add_option("--ring-dir", agent_options.ring_dir, "ring folder (default COLLWATCH_RING_DIR or /dev/shm/collwatch-$UID)");
   agent->add_option("--job", agent_options.job, "ship only this job's rings");
   agent->add_option("--token-file", agent_token_file, "shared secret of the collector");
@@ -104,7 +106,9 @@ int main(int argc, char** argv) {
   std::string run_token_file, run_ca_file;
   CLI::App* run = app.add_subcommand("run", "run CMD with collwatch: preload, agent and collector");
   run->add_option("--out", run_options.out_dir, "trace folder")->capture_default_str();
-  run->add_option("--collector", run_options.collector, "stream to this collector instead of an embedded one");
+  run->add_option("--collector", run_options.collector,
+                  "stream to this collector (HOST:PORT or unix:PATH) instead of an embedded one")
+      ->check(collwatch::CollectorAddress());
   run->add_option("--token-file", run_token_file, "shared secret of --collector");
   run->add_option("--tls-ca", run_ca_file, "root certificates (PEM) of --collector: connect with TLS");
   run->add_option("--ring-dir", run_options.ring_dir, "keep the rings in this folder (default: a private temporary one)");
@@ -138,8 +142,10 @@ int main(int argc, char** argv) {
   top_options.watch.address = "127.0.0.1:7777";
   std::string top_token_file, top_ca_file;
   CLI::App* top = app.add_subcommand("top", "live terminal dashboard of a collector's job");
-  top->add_option("--collector", top_options.watch.address, "collector address (collwatch run prints its own)")
-      ->capture_default_str();
+  top->add_option("--collector", top_options.watch.address,
+                  "collector address, HOST:PORT or unix:PATH (collwatch run prints its own)")
+      ->capture_default_str()
+      ->check(collwatch::CollectorAddress());
   top->add_option("--token-file", top_token_file, "shared secret of the collector");
   top->add_option("--tls-ca", top_ca_file, "root certificates (PEM): connect with TLS");
   top->add_option("--job", top_options.watch.job, "job id (default: the collector's only job)");

@@ -1,4 +1,4 @@
-// Range checks for numeric options. Threading: see option_checks.h.
+// Checks of options. Threading: see option_checks.h.
 #include "cli/option_checks.h"
 
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ring/collector_address.h"
 
 namespace collwatch {
 
@@ -32,6 +33,15 @@ CLI::Validator NumberFrom(double min, double max) {
         return "";
       },
       absl::StrCat("NUMBER ", range));
+}
+
+CLI::Validator CollectorAddress() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        char why[512];
+        return CheckCollectorAddress(input.c_str(), /*min_port=*/1, why, sizeof why) ? "" : why;
+      },
+      "HOST:PORT|unix:PATH");
 }
 
 }  // namespace collwatch

@@ -19,10 +19,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collector/event_ingest.h"
+#include "collector/server_claims.h"
 #include "collector/stream_checks.h"
 #include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
 #include "ring/clocks.h"
+#include "ring/collector_address.h"
 #include "collector/finding_codec.h"
 
 namespace collwatch {
@@ -392,25 +394,17 @@ grpc::ServerUnaryReactor* CollectorService::TakeStacks(grpc::CallbackServerConte
 }
 
 absl::Status CheckListenAddress(const std::string& address) {
+  char why[512];
+  if (!CheckCollectorAddress(address.c_str(), /*min_port=*/0, why, sizeof why)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", why));
+  }
   if (absl::StartsWith(address, "unix:")) {
     const std::filesystem::path socket = address.substr(5);
     const std::filesystem::path folder = socket.has_parent_path() ? socket.parent_path() : ".";
     std::error_code error;
-    if (socket.empty() || !std::filesystem::is_directory(folder, error)) {
+    if (!std::filesystem::is_directory(folder, error)) {
       return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", address, ": no folder ", folder.string()));
     }
-    return absl::OkStatus();
-  }
-  if (absl::StartsWith(address, "unix-abstract:")) return absl::OkStatus();
-  const size_t colon = address.rfind(':');
-  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
-  uint32_t number = 0;
-  const bool numeric = !port.empty() && port.size() <= 5 &&
-                       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                       absl::SimpleAtoi(port, &number);
-  if (!numeric || number > 65535 || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot listen on '", address, "': give HOST:PORT with a port from 0 to 65535, or unix:PATH"));
   }
   return absl::OkStatus();
 }
@@ -426,9 +420,16 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const Co
     return absl::InvalidArgumentError("TLS needs both --tls-cert and --tls-key");
   }
   if (absl::Status folder = PrepareOutputFolder(options.out_dir); !folder.ok()) return folder;
+  // The store is this collector's for its life, by folder and by path (server_claims.h).
   absl::StatusOr<FolderLock> lock = FolderLock::Take(options.out_dir, "another collector");
   if (!lock.ok()) return lock.status();
+  absl::StatusOr<StorePathLock> path_lock = StorePathLock::Take(options.out_dir, options.log);
+  if (!path_lock.ok()) return path_lock.status();
+  if (absl::StartsWith(options.listen, "unix:")) {
+    if (absl::Status socket = ClaimUnixSocketPath(options.listen.substr(5)); !socket.ok()) return socket;
+  }
   std::unique_ptr<CollectorServer> server(new CollectorServer());
+  server->store_path_lock_ = *std::move(path_lock);
   server->store_lock_ = *std::move(lock);
   server->service_ = std::make_unique<CollectorService>(options);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();

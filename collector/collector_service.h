@@ -22,6 +22,7 @@
 #include "files/safe_files.h"
 #include "collector/live_state.h"
 #include "collector/online_analyzer.h"
+#include "collector/server_claims.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collector_channel.h"
 #include "proto/collwatch.grpc.pb.h"
@@ -126,8 +127,9 @@ class CollectorService final : public v1::Collector::CallbackService {
 class CollectorServer {
  public:
   // Validates the options (security rules), takes the store folder (made when missing;
-  // it must be this user's, closed to others' writes, and no other collector's) and
-  // starts listening. A port of 0 picks one.
+  // it must be this user's, closed to others' writes, and no other collector's, by folder
+  // and by path: server_claims.h) and starts listening, never on a unix socket path
+  // another server answers on. A port of 0 picks one.
   static absl::StatusOr<std::unique_ptr<CollectorServer>> Start(const CollectorOptions& options);
   ~CollectorServer();
 
@@ -144,7 +146,9 @@ class CollectorServer {
 
  private:
   CollectorServer() = default;
-  std::optional<FolderLock> store_lock_;  // first member: released after the store is closed
+  // First members: released after the store is closed (server_claims.h: the rule).
+  std::optional<StorePathLock> store_path_lock_;
+  std::optional<FolderLock> store_lock_;
   std::unique_ptr<CollectorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

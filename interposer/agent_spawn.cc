@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ring/collector_address.h"
+
 extern char** environ;
 
 namespace collwatch {
@@ -83,6 +85,15 @@ bool AllowAgentToTrace(const Config& config) noexcept {
 
 void MaybeSpawnAgent(const Config& config) noexcept {
   if (config.collector[0] == '\0' || config.disabled) return;
+  // An agent given a bad address would dial somewhere else (gRPC takes port 99999 as
+  // 34463) or nowhere; the rings stay for an agent started by hand. Said once: this runs
+  // once per process.
+  char why[384];
+  if (!CheckCollectorAddress(config.collector, /*min_port=*/1, why, sizeof why)) {
+    std::fprintf(stderr, "collwatch: COLLWATCH_COLLECTOR %s; no agent started (the ring stays in %s)\n", why,
+                 config.ring_dir);
+    return;
+  }
   char lock_path[512];
   std::snprintf(lock_path, sizeof lock_path, "%s/agent.%s.lock", config.ring_dir, config.job);
   // The ring folder was checked private when the ring was made; still, never through a link.
