@@ -66,7 +66,7 @@ RunOutcome RunSkipPlan(const TempDir& dir, std::map<std::string, std::string> en
   return outcome;
 }
 
-TEST(FlightRecorderDumpTest, EveryRankDumpsBeforeKillOnHangStopsTheJob) {
+TEST(FlightRecorderDumpEndToEndTest, EveryRankDumpsBeforeKillOnHangStopsTheJob) {
   TempDir dir;
   const std::string pipe_prefix = dir.path() + "/fr_pipe_";
   const std::string dump_prefix = dir.path() + "/fr_dump_";
@@ -102,7 +102,7 @@ TEST(FlightRecorderDumpTest, EveryRankDumpsBeforeKillOnHangStopsTheJob) {
   EXPECT_EQ(outcome.run["stopped_hung_job"], true);
 }
 
-TEST(FlightRecorderDumpTest, APipePrefixThatNamesNothingDelaysNothing) {
+TEST(FlightRecorderDumpEndToEndTest, APipePrefixThatNamesNothingDelaysNothing) {
   TempDir dir;
   // No TORCH_NCCL_DEBUG_INFO_TEMP_FILE: the stand-in makes no pipe, as PyTorch with its
   // Flight Recorder off.
@@ -123,7 +123,7 @@ TEST(FlightRecorderDumpTest, APipePrefixThatNamesNothingDelaysNothing) {
   EXPECT_EQ(outcome.report["stopped_by_collwatch"], true);
 }
 
-TEST(FlightRecorderDumpTest, NoPipePrefixAsksNothing) {
+TEST(FlightRecorderDumpEndToEndTest, NoPipePrefixAsksNothing) {
   TempDir dir;
   const RunOutcome outcome = RunSkipPlan(dir, {});
   ASSERT_EQ(outcome.exit_code, kExitStoppedHungJob) << outcome.err;
