@@ -76,7 +76,7 @@ std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& path
 void WithSourceLines(BranchPoint* point);
 
 // "`LlavaModel.forward` (modeling_llava.py): rank 0 at line 237 → get_image_features,
-// rank 1 at line 250 → LlamaModel.forward" (DESIGN.md's short form).
+// rank 1 at line 250 → LlamaModel.forward" (docs/findings.md's short form).
 std::string BranchPointText(const BranchPoint& point);
 // "CLIPEncoder.forward (modeling_clip.py:123)": a frame's short form (the file's last
 // component).

@@ -1,7 +1,7 @@
 // A diagnosis as detection returns it: what went wrong, where, which ranks, and the
 // evidence the words are made from (finding_text.h turns it into headline, summary and
-// labels, in one place). The kinds and field names are DESIGN.md's contract (report.json
-// findings[]). Threading: plain values.
+// labels, in one place). The kinds and field names are report.json's contract (its
+// findings[], docs/findings.md). Threading: plain values.
 #ifndef COLLWATCH_ANALYZER_FINDING_H_
 #define COLLWATCH_ANALYZER_FINDING_H_
 
@@ -222,7 +222,7 @@ using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFa
 // hang: kept in the report, out of the verdict. Divergences and RANK_LOST never resolve.
 struct StallResolution {
   int64_t resolved_ns = 0;      // CLOCK_REALTIME of the record that ended the wait
-  double resolved_after_s = 0;  // detection -> resolution (DESIGN.md `resolved_after_s`)
+  double resolved_after_s = 0;  // detection -> resolution (report.json `resolved_after_s`)
   double lag_s = 0;             // the whole wait: first bad record -> resolution
   bool operator==(const StallResolution&) const = default;
 };

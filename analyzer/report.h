@@ -1,5 +1,5 @@
 // Reports: findings rendered for people (report.txt, the terminal) and for programs
-// (report.json, DESIGN.md's contract). One function renders a finding in each form.
+// (report.json, the contract docs/findings.md describes). One function renders a finding in each form.
 // Threading: pure functions.
 #ifndef COLLWATCH_ANALYZER_REPORT_H_
 #define COLLWATCH_ANALYZER_REPORT_H_

@@ -11,7 +11,7 @@
 
 namespace collwatch::trainer {
 
-// DESIGN.md's scenario names, in its order.
+// The scenario names (trainer/README.md), in their order.
 enum class Scenario {
   kClean,
   kImageText,

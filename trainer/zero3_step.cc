@@ -1,4 +1,4 @@
-// One ZeRO-3 training step and the scenarios of DESIGN.md that change it. The backward is
+// One ZeRO-3 training step and the scenarios (trainer/README.md) that change it. The backward is
 // an explicit per-unit recompute loop: the forward runs without autograd and keeps only
 // each unit's input; the backward all-gathers a unit again, reruns it with autograd from
 // the saved input and pushes the incoming gradient through it. Threading: one thread.

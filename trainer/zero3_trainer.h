@@ -1,7 +1,7 @@
 // ZeRO-3 training on the NCCL C API: every unit's parameters live as a flat shard per rank,
 // all-gathered just before the unit runs (forward, and again to recompute it in the
 // backward), freed after; gradients are reduce-scattered (averaged) to the shards and an
-// AdamW of our own updates only the local shard. The scenarios of DESIGN.md change what
+// AdamW of our own updates only the local shard. The scenarios (trainer/README.md) change what
 // a rank does here. Threading: one training thread per process.
 #ifndef COLLWATCH_TRAINER_ZERO3_TRAINER_H_
 #define COLLWATCH_TRAINER_ZERO3_TRAINER_H_
