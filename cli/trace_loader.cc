@@ -1,7 +1,13 @@
 // Trace store folders and ring files into the analyzer's model.
 #include "cli/trace_loader.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
+#include "cli/processes_seen.h"
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
 #include "ring/ring_reader.h"
@@ -39,10 +46,16 @@ std::vector<std::string> RankTracesIn(const fs::path& dir) {
   return traces;
 }
 
-absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary) {
+absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
   if (!reader.ok()) return reader.status();
   const v1::RankIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
+                                  identity.start_realtime_ns(), identity.rank()};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
   const v1::StoredStatus& status = (*reader)->status();
@@ -71,10 +84,16 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   return absl::OkStatus();
 }
 
-absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary) {
+absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
   if (!reader.ok()) return reader.status();
   const RingIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
+                                  identity.rank};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
   const ring::WriterState state = (*reader)->writer_state();
   const bool alive = state == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
   ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
@@ -107,6 +126,55 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   return absl::OkStatus();
 }
 
+// Why `path` cannot be looked at, in words that name the real cause (stat's errno); OK
+// when it can. A missing path is NOT_FOUND; one this user may not search or read is
+// PERMISSION_DENIED, never "no such file" or "no traces here"; a path the kernel takes
+// no more of than PATH_MAX bytes says so with its length.
+absl::Status PathProblem(const std::string& path) {
+  struct stat status {};
+  if (stat(path.c_str(), &status) == 0) {
+    // The folder (or file) itself must be readable: else its listing is silently empty.
+    const int wanted = S_ISDIR(status.st_mode) ? R_OK | X_OK : R_OK;
+    if (access(path.c_str(), wanted) == 0 || errno != EACCES) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": permission denied (this user may not ",
+                     S_ISDIR(status.st_mode) ? "list the folder" : "read the file", ")"));
+  }
+  const int error = errno;
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(absl::StrCat(path, ": no such file or folder"));
+    case EACCES:
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, ": permission denied (a folder on its way may not be searched by this user)"));
+    case ENAMETOOLONG:
+      // The path itself is shown cut: thousands of bytes would hide the words.
+      if (path.size() >= PATH_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(path.substr(0, 64), "...: path too long (", path.size(),
+                                                       " bytes, the limit is ", PATH_MAX,
+                                                       "): give a shorter one, or cd nearer and give it relative"));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a name in the path is longer than ", NAME_MAX, " bytes, the limit of one name"));
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(error)));
+  }
+}
+
+// The folders in `dir` this user may not list: their traces, if any, cannot be seen.
+std::vector<std::string> UnreadableFoldersIn(const fs::path& dir) {
+  std::vector<std::string> unreadable;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.is_directory(error) && access(entry.path().c_str(), R_OK | X_OK) != 0 && errno == EACCES) {
+      unreadable.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(unreadable.begin(), unreadable.end());
+  return unreadable;
+}
+
 // A second look, a moment after the first, at the processes whose rings were read while
 // they ran: whether their CPU time still advances. One pause for all of them.
 void SecondLook(JobModel* model) {
@@ -133,14 +201,17 @@ void ObserveRunProcesses(const std::map<pid_t, RankProcess>& ranks, JobModel* mo
   for (const auto& [pid, rank] : ranks) model->ObserveProcess(rank.info, rank.sample);
 }
 
-// Loads each input; a damaged one is a warning, not the end.
+// Loads each input; a damaged one is a warning, not the end. A copy of an input is read
+// once; two processes of one rank of one job are never one job (ProcessesSeen).
 template <typename Loader>
 absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobModel* model, LoadSummary* summary) {
+  ProcessesSeen seen;
   for (const std::string& input : inputs) {
-    if (absl::Status status = load(input, model, summary); !status.ok()) {
+    if (absl::Status status = load(input, model, summary, &seen); !status.ok()) {
       summary->warnings.push_back(absl::StrCat(input, ": skipped: ", status.message()));
     }
   }
+  if (absl::Status clash = seen.RankClash(); !clash.ok()) return clash;
   if (summary->inputs.empty()) {
     return absl::DataLossError(absl::StrCat("none of the ", inputs.size(), " inputs could be read"));
   }
@@ -203,7 +274,7 @@ void AddNoRingNote(const NoRingNoteRead& note, JobModel* model, LoadSummary* sum
 absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::string& job) {
   std::error_code error;
   const fs::path root(path);
-  if (!fs::exists(root, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file or folder"));
+  if (absl::Status problem = PathProblem(path); !problem.ok()) return problem;
   TraceSources sources;
   if (fs::is_regular_file(root, error)) {
     sources.kind = TraceSources::Kind::kRings;
@@ -214,8 +285,14 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
     sources.paths = {path};
     return sources;
   }
-  // A `collwatch run` output folder names its job.
-  if (std::optional<RunRecord> run = ReadRunRecord(path)) {
+  // A `collwatch run` output folder names its job. Its run.json there but unreadable (cut
+  // short, a FIFO, a link to a device) is a record lost, said as such: it held how the
+  // job ended, and without it a failed job read as healthy.
+  absl::StatusOr<RunRecord> run_or = ReadRunRecordOrWhy(path);
+  if (!run_or.ok() && !absl::IsNotFound(run_or.status())) {
+    sources.run_record_lost = std::string(run_or.status().message());
+  }
+  if (std::optional<RunRecord> run = run_or.ok() ? std::optional<RunRecord>(*std::move(run_or)) : std::nullopt) {
     sources.paths = ListRankTraces(path, run->job);
     sources.paths_from_run = !sources.paths.empty();
     sources.run = std::move(run);
@@ -249,7 +326,22 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
         absl::StrCat(path, " holds several jobs (", names, "): pick one with --job, or name its folder"));
   }
   absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(path);
-  if (rings.ok() && (!rings->empty() || !ListNoRingNotes(path).empty())) return RingsOfJob(path, *std::move(rings), job);
+  if (rings.ok() && (!rings->empty() || !ListNoRingNotes(path).empty())) {
+    absl::StatusOr<TraceSources> ring_sources = RingsOfJob(path, *std::move(rings), job);
+    if (ring_sources.ok()) ring_sources->run_record_lost = sources.run_record_lost;
+    return ring_sources;
+  }
+  if (const std::vector<std::string> unreadable = UnreadableFoldersIn(root); !unreadable.empty()) {
+    // Traces may be there, out of this user's sight: say so rather than "none".
+    std::string names;
+    for (const std::string& name : unreadable) absl::StrAppend(&names, names.empty() ? "" : ", ", name);
+    if (unreadable.size() > 1) {
+      return absl::PermissionDeniedError(absl::StrCat(path, ": permission denied: this user may not list ",
+                                                      unreadable.size(), " folders in it (", names, ")"));
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": permission denied: this user may not list the folder ", names, " in it"));
+  }
   return absl::NotFoundError(absl::StrCat(path, ": no collwatch traces here (expected run.json, rank trace "
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));
 }
@@ -257,6 +349,12 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {
   absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
+  if (!sources->run_record_lost.empty()) {
+    summary->warnings.push_back(absl::StrCat(sources->run_record_lost,
+                                             ": the run's record could not be read, so how the job's command "
+                                             "ended (its exit status), whether collwatch stopped it and the "
+                                             "ranks it saw are unknown"));
+  }
   if (const std::optional<RunRecord>& run = sources->run) {
     summary->job = run->job;
     summary->stall_after_s = run->stall_after_s;
