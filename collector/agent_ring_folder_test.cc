@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "interposer/ring_writer.h"
 #include "store/trace_store.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -67,7 +68,7 @@ TEST(AgentRingFolderTest, ShipsOnlyFromAPrivateFolder) {
   auto through_link = start_agent(link);
   ASSERT_TRUE(through_link.ok());
   bool shipped = false;
-  for (int i = 0; i < 1000 && !shipped; ++i) {  // up to 20 s on a loaded machine
+  for (int i = 0; i < testing::Scaled(1000) && !shipped; ++i) {  // 20 s of the default build
     shipped = !ListRankTraces(collector_options.out_dir, "agentjob").empty();
     if (!shipped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

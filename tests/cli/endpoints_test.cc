@@ -21,6 +21,7 @@
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -54,7 +55,7 @@ std::unique_ptr<Subprocess> StartCollector(const std::string& listen, const std:
   auto collector = std::make_unique<Subprocess>(
       std::vector<std::string>{COLLWATCH_CLI_PATH, "collector", "--listen", listen, "--out", out},
       testing::CollwatchRunEnv({}), "", err);
-  for (int waited = 0; waited < 200 && collector->Running() && ReadFile(err).find("listening") == std::string::npos;
+  for (int waited = 0; waited < testing::Scaled(200) && collector->Running() && ReadFile(err).find("listening") == std::string::npos;
        ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

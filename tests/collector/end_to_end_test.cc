@@ -21,6 +21,7 @@
 #include "tests/collector/trace_check.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -185,7 +186,7 @@ TEST(CollwatchRunTest, EmbeddedCollectorTakesCallsOnlyWithTheRunsSecret) {
   std::smatch hint;
   std::string text;
   const std::regex pattern("collwatch top --collector (\\S+) --token-file (\\S+)");
-  for (int i = 0; i < 300 && !std::regex_search(text, hint, pattern); ++i) {
+  for (int i = 0; i < testing::Scaled(300) && !std::regex_search(text, hint, pattern); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::stringstream contents;
     contents << std::ifstream(log).rdbuf();

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "tests/collector/trace_check.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -59,7 +60,7 @@ class SpawnedAgentAuthTest : public ::testing::Test {
         std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", dir_.path() + "/collector.log");
     // Listening before the job starts: else the agent's first attempts meet a closed port
     // (slow starts under the sanitizers) and "Connection refused" reads like a refusal.
-    for (int i = 0; i < 300 && ReadFile(dir_.path() + "/collector.log").find("listening on") == std::string::npos;
+    for (int i = 0; i < testing::Scaled(300) && ReadFile(dir_.path() + "/collector.log").find("listening on") == std::string::npos;
          ++i) {
       Sleep(0.05);
     }
@@ -93,7 +94,7 @@ class SpawnedAgentAuthTest : public ::testing::Test {
   // Every ring stored, byte for byte.
   void ExpectEverythingStored() {
     testing::TraceComparison comparison;
-    for (double waited = 0; waited < 20; waited += 0.2) {
+    for (double waited = 0; waited < testing::Scaled(20); waited += 0.2) {
       comparison = testing::CompareTracesWithRings(Rings(), Out(), kJob);
       if (comparison.mismatch.empty() && comparison.traces == 4) break;
       Sleep(0.2);
@@ -125,7 +126,7 @@ TEST_F(SpawnedAgentAuthTest, WithoutTheTokenNothingIsStoredAndTheAgentSaysWhy) {
   auto collector = StartCollector(/*tls=*/false);
   ASSERT_EQ(RunJob({}), 0);
   std::string log;
-  for (int i = 0; i < 200 && log.find("the collector refused") == std::string::npos; ++i) {
+  for (int i = 0; i < testing::Scaled(200) && log.find("the collector refused") == std::string::npos; ++i) {
     Sleep(0.05);
     log = AgentLog();
   }
@@ -149,7 +150,7 @@ TEST_F(SpawnedAgentAuthTest, RingsOfEndedWritersAreRemovedOnceStored) {
     std::filesystem::copy_file(ring, copies + "/" + std::filesystem::path(ring).filename().string());
   }
   auto collector = StartCollector(/*tls=*/false);
-  for (double waited = 0; waited < 30 && !ListRingFiles(Rings())->empty(); waited += 0.2) Sleep(0.2);
+  for (double waited = 0; waited < testing::Scaled(30) && !ListRingFiles(Rings())->empty(); waited += 0.2) Sleep(0.2);
   EXPECT_TRUE(ListRingFiles(Rings())->empty()) << AgentLog();
   const testing::TraceComparison comparison = testing::CompareTracesWithRings(copies, Out(), kJob);
   EXPECT_EQ(comparison.rings, 4);

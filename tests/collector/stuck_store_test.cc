@@ -17,6 +17,7 @@
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -54,7 +55,7 @@ TEST(StuckStoreTest, AnAgentCutOffAtEveryStreamGivesUpWhenPromisedAndKeepsTheRin
                         "(ulimit -f 1; exec " + std::string(COLLWATCH_CLI_PATH) + " collector --listen " + socket +
                             " --out " + dir.path() + "/store) 2>&1 | cat"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.err");
-  for (int waited = 0; waited < 200 && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
+  for (int waited = 0; waited < testing::Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
        ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -20,6 +20,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 #include "ring/settings.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -139,7 +140,7 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
   ASSERT_TRUE(Has(screen, "collector " + address + " connected (reconnected 1 time)")) << screen;
 
   terminal.Keys("q");
-  for (int i = 0; i < 50 && terminal.Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < testing::Scaled(50) && terminal.Alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(terminal.Alive()) << "q should end collwatch top";
 }
 

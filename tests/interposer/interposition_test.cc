@@ -21,6 +21,7 @@
 #include "ring/ring_reader.h"
 #include "tests/support/ring_ranks.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -211,7 +212,7 @@ TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
     return false;
   };
   bool stuck = false;
-  for (int attempt = 0; attempt < 300 && !stuck; ++attempt) {
+  for (int attempt = 0; attempt < testing::Scaled(300) && !stuck; ++attempt) {
     usleep(100000);
     std::map<int, RankTrace> live = ReadRanks(RingDir(), /*writers_gone=*/false);
     stuck = live.size() == kRanks && blocked_in_second_all_reduce(live[0]) &&
@@ -242,7 +243,7 @@ TEST_F(InterpositionTest, HangIsReadableLiveAndAfterSigkill) {
     }
     return true;
   };
-  for (int attempt = 0; attempt < 500 && !all_gone(); ++attempt) usleep(10000);
+  for (int attempt = 0; attempt < testing::Scaled(500) && !all_gone(); ++attempt) usleep(10000);
   std::map<int, RankTrace> dead = ReadRanks(RingDir(), /*writers_gone=*/true);
   ASSERT_EQ(dead.size(), static_cast<size_t>(kRanks));
   for (auto& [rank, trace] : dead) {
@@ -315,7 +316,7 @@ TEST_F(InterpositionTest, ExitStatusIsRecordedAndAKilledRankHasNone) {
   // The workers exit after their ranks: wait for them, so that a write of theirs would show.
   for (int rank = 0; rank < 2; ++rank) {
     const std::string marker = dir_.path() + "/worker_exiting." + std::to_string(rank);
-    for (int i = 0; i < 1000 && !std::filesystem::exists(marker); ++i) usleep(10'000);
+    for (int i = 0; i < testing::Scaled(1000) && !std::filesystem::exists(marker); ++i) usleep(10'000);
     EXPECT_TRUE(std::filesystem::exists(marker)) << marker;
   }
   usleep(300'000);

@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/read_files.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -99,7 +100,7 @@ TEST(StacksEndToEndTest, AStoppedRankIsSaidStoppedItsStacksReadAndItStaysStopped
   ASSERT_NE(RunStacksUntil(dir, {std::to_string(rank.pid())}, {late}).output.find(late), std::string::npos);
   ASSERT_EQ(kill(rank.pid(), SIGSTOP), 0);
   std::string state;
-  for (int i = 0; i < 100 && state != "T"; ++i) {
+  for (int i = 0; i < testing::Scaled(100) && state != "T"; ++i) {
     std::ifstream stat("/proc/" + std::to_string(rank.pid()) + "/stat");
     std::string line;
     std::getline(stat, line);
