@@ -1,12 +1,13 @@
 """Calls python_frames' test library from Python functions of known names and lines and
 prints what it captured (read by interposer/python_frames_test.cc, which finds the lines
-by their `# at:` markers). Usage: python_frames_calls.py LIBRARY [frames|unready|cost]."""
+by their `# at:` markers). Usage: python_frames_calls.py LIBRARY [frames|unready|cost [CAPTURES]]."""
 import ctypes
 import sys
 import threading
 
 LIBRARY = sys.argv[1]
 MODE = sys.argv[2] if len(sys.argv) > 2 else "frames"
+CAPTURES = int(sys.argv[3]) if len(sys.argv) > 3 else 1000000  # cost: how many captures to time
 BUFFER_SIZE = 1 << 16
 
 
@@ -57,7 +58,7 @@ def deep(lib, depth):
     if depth > 0:
         return deep(lib, depth - 1)
     frames = ctypes.c_int(0)
-    ns = lib.collwatch_test_capture_ns(1000000, ctypes.byref(frames))
+    ns = lib.collwatch_test_capture_ns(CAPTURES, ctypes.byref(frames))
     print(f"cost {ns:.1f} ns for {frames.value} frames")
 
 
