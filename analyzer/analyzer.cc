@@ -189,6 +189,14 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
   const bool absent_ranks_hold = !final_pass && reporting.size() < comm.ranks.size();
   while (true) {
     const uint64_t seq = progress.agreed_seq + 1;
+    // Classes first: a whole window whose chains agree on every rank needs no call read.
+    // Anything else (a window not yet full, a gap, a region not known, a difference) is
+    // decided call by call below, exactly as before.
+    if (!absent_ranks_hold && !reporting.empty() && (seq - 1) % kChainWindow == 0 &&
+        WindowAgreed(comm, reporting, ChainWindowOf(seq))) {
+      progress.agreed_seq = seq - 1 + kChainWindow;
+      continue;
+    }
     const Call* reference = nullptr;
     bool everyone = !absent_ranks_hold;
     bool mismatch = false;
@@ -229,29 +237,53 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
   }
 }
 
+bool Analyzer::WindowAgreed(const Comm& comm, const std::vector<int32_t>& reporting, uint64_t window) const {
+  const uint64_t last_seq = (window + 1) * kChainWindow;
+  const WindowChain* reference = nullptr;
+  for (const int32_t rank : reporting) {
+    const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+    if (entry.progress.entered() < last_seq || !entry.chains.Holds(window)) return false;
+    const WindowChain& chain = entry.chains[window];
+    if (!chain.usable()) return false;
+    if (reference == nullptr) reference = &chain;
+    if (chain.chain != reference->chain) return false;
+  }
+  return true;
+}
+
 void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<Finding>* out) {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = progress.agreed_seq;
   for (const CommRank& entry : comm.ranks) completed = std::min(completed, entry.present ? entry.progress.completed() : 0);
-  for (uint64_t seq = std::max(progress.timed_seq + 1, FirstKeptSeq(comm)); seq <= completed; ++seq) {
-    int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
-    double bytes = 0;
+  // Read rank by rank over a block of collectives, then fed collective by collective: a
+  // rank's calls lie together in memory, one collective's calls across ranks do not.
+  constexpr uint64_t kBlock = 256;
+  for (uint64_t block = std::max(progress.timed_seq + 1, FirstKeptSeq(comm)); block <= completed; block += kBlock) {
+    const uint64_t block_end = std::min(completed + 1, block + kBlock);
+    std::vector<SeqTimes>& times = times_scratch_;
+    times.assign(block_end - block, SeqTimes{});
     for (int32_t rank = 0; rank < nranks; ++rank) {
-      const Call* call = model_.Collective(comm, rank, seq);
-      if (call == nullptr) continue;
-      first_enter = std::min(first_enter, call->enter_ns);
-      last_enter = std::max(last_enter, call->enter_ns);
-      last_complete = std::max(last_complete, call->complete_ns);
-      bytes = CallBytes(*call);
+      for (uint64_t seq = block; seq < block_end; ++seq) {
+        const Call* call = model_.Collective(comm, rank, seq);
+        if (call == nullptr) continue;
+        SeqTimes& at = times[seq - block];
+        at.first_enter = std::min(at.first_enter, call->enter_ns);
+        at.last_enter = std::max(at.last_enter, call->enter_ns);
+        at.last_complete = std::max(at.last_complete, call->complete_ns);
+        at.bytes = CallBytes(*call);  // the highest rank's, as the ranks are read in order
+      }
     }
-    if (last_enter == 0) continue;
-    // The join threshold as it stood while this collective waited (FrontierOf's).
-    const double join_threshold = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
-    if (Seconds(last_enter - first_enter) >= join_threshold && seq > progress.late_reported_seq &&
-        seq > progress.stall_reported_seq) {
-      ReportPastStraggler(comm, progress, seq, join_threshold, out);
+    for (uint64_t seq = block; seq < block_end; ++seq) {
+      const auto [first_enter, last_enter, last_complete, bytes] = times[seq - block];
+      if (last_enter == 0) continue;
+      // The join threshold as it stood while this collective waited (FrontierOf's).
+      const double join_threshold = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
+      if (Seconds(last_enter - first_enter) >= join_threshold && seq > progress.late_reported_seq &&
+          seq > progress.stall_reported_seq) {
+        ReportPastStraggler(comm, progress, seq, join_threshold, out);
+      }
+      expected_.Observe(bytes, Seconds(last_complete - last_enter), Seconds(last_enter - first_enter));
     }
-    expected_.Observe(bytes, Seconds(last_complete - last_enter), Seconds(last_enter - first_enter));
   }
   progress.timed_seq = std::max(progress.timed_seq, completed);
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/call_sites.h"
 #include "analyzer/expected_duration.h"
 #include "analyzer/finding.h"
 #include "analyzer/job_model.h"
@@ -35,6 +36,8 @@ struct AnalyzerOptions {
   // Online: forget calls no check can need again, so a long job's model stays bounded
   // (post-mortem keeps everything: schedules and exports read the whole run).
   bool bounded_history = false;
+  // Which files a finding may open for the source lines its call paths name.
+  SourceAccess source_access;
 };
 
 // The oldest collective of a communicator that not every rank has completed, with how
@@ -127,6 +130,12 @@ class Analyzer {
   };
   std::optional<Frontier> FrontierOf(const Comm& comm) const;
   std::vector<int32_t> reporting_scratch_;  // CheckAgreement: the ranks that reported
+  // LearnTimes: per collective of the block being read, what its ranks' calls say.
+  struct SeqTimes {
+    int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
+    double bytes = 0;
+  };
+  std::vector<SeqTimes> times_scratch_;
   // Analyze: each communicator's frontier this pass, and the communicators in the order
   // their stalls began (none: last).
   std::vector<std::optional<Frontier>> stall_frontiers_scratch_;
@@ -134,6 +143,9 @@ class Analyzer {
 
   void CheckAgreement(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                       std::vector<Finding>* out);
+  // True when every rank in `reporting` entered all of chain window `window` and their
+  // chains for it are usable and equal: each of its collectives is agreed, unread.
+  bool WindowAgreed(const Comm& comm, const std::vector<int32_t>& reporting, uint64_t window) const;
   // Feeds completed collectives to the expected-time model; one whose ranks arrived
   // further apart than the join threshold, never reported while it waited (post-mortem,
   // or between two online passes), is a straggler: reported, resolved (stragglers.cc).

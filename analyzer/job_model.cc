@@ -56,6 +56,10 @@ uint64_t HashOf(const Fingerprint& f) {
   return HashCombine(h, f.region);
 }
 
+uint64_t ChainLink(const Fingerprint& fingerprint, uint64_t seq) {
+  return Mix64(HashCombine(HashOf(fingerprint), seq));
+}
+
 int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) const {
   int64_t realtime;
   if (__builtin_add_overflow(static_cast<int64_t>(std::min<uint64_t>(monotonic_ns, kMaxTimeNs)),
@@ -279,7 +283,9 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
                                (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter) &&
                                !process.unit_paths.count(HashCombine(record.comm_id, record.count)));
         if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
+        const bool placed_before = rank.collectives[record.seq - 1] != kNoCall;
         rank.collectives[record.seq - 1] = call_index;
+        FoldIntoChain(rank, call, placed_before);
         rank.progress.Entered(record.seq);
         rank.last_enter_ns = call.enter_ns;
       } else if (ring::IsCollective(call.fn)) {
@@ -413,10 +419,24 @@ void JobModel::Join(CommIndex comm_index, int32_t rank_number, ProcessId process
   processes_[process].memberships.emplace_back(comm_index, rank_number);
 }
 
+void JobModel::FoldIntoChain(CommRank& rank, const Call& call, bool placed_before) {
+  const uint64_t window = ChainWindowOf(call.seq);
+  // History that starts late (a cut dump): no windows below its slots.
+  if (rank.chains.empty()) rank.chains.StartAt(ChainWindowOf(rank.collectives.first() + 1));
+  if (window < rank.chains.first()) return;
+  rank.chains.resize(window + 1, WindowChain{});
+  WindowChain& chain = rank.chains[window];
+  chain.chain += ChainLink(FingerprintOf(call), call.seq);
+  ++chain.filled;
+  if (placed_before || call.region_unknown) chain.tainted = true;
+}
+
 void JobModel::ForgetCollectivesBefore(CommIndex comm, uint64_t seq) {
   if (comm >= comms_.size() || seq <= 1) return;
   for (CommRank& rank : comms_[comm].ranks) {
-    if (rank.present) rank.collectives.DropBefore(seq - 1);
+    if (!rank.present) continue;
+    rank.collectives.DropBefore(seq - 1);
+    rank.chains.DropBefore(ChainWindowOf(seq));  // windows wholly below seq
   }
 }
 

@@ -7,6 +7,7 @@
 #define COLLWATCH_ANALYZER_JOB_MODEL_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "analyzer/progress_frontier.h"
+#include "analyzer/window_chain.h"
 #include "analyzer/windowed_log.h"
 #include "process/process_info.h"
 #include "process/process_sample.h"
@@ -106,6 +108,9 @@ struct CommRank {
   uint64_t first_seq = 0;             // its first collective reported (0: none yet)
   ProgressFrontier progress;          // newest collective entered, completion frontier
   int64_t last_enter_ns = 0;
+  // By ChainWindowOf(seq): the chained fingerprint of its collectives in each window,
+  // folded in as they are placed (the agreement check compares these first).
+  WindowedLog<WindowChain> chains;
 };
 
 struct Comm {
@@ -243,11 +248,16 @@ class JobModel {
   // Holds a return or completion whose enter has not arrived; false when over the cap.
   bool HoldEarly(Process& process, const ring::Record& record);
   void MarkCompleted(Process& process, uint32_t call_index, int64_t when_ns);
+  // Adds `call` (just placed at its seq on `rank`) to its window's chain; a slot placed
+  // before taints the window (the sum would hold both calls).
+  void FoldIntoChain(CommRank& rank, const Call& call, bool placed_before);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
 
-  std::vector<Process> processes_;
+  // A deque: a Process cannot be moved without allocating (its deques), so a vector
+  // would copy every process and its calls each time it grew (quadratic at 16,384 ranks).
+  std::deque<Process> processes_;
   std::map<std::pair<std::string, int32_t>, ProcessId> by_host_pid_;  // the latest of each
   std::vector<Comm> comms_;
   std::unordered_map<uint64_t, CommIndex> comm_index_;
