@@ -1,7 +1,7 @@
 // The plugin's tracks: one per call whose completion it follows, from a fixed pool; NCCL's
 // handles point into them (one handle per event level, so that stop_event knows which).
 // Versions 1 to 4 are adapted at their entry points into one internal form of a launch
-// event (LaunchEvent); what follows from it is shared by every version.
+// event (profiler_launch_event.h); what follows from it is shared by every version.
 #include "interposer/profiler_plugin.h"
 
 #include <dlfcn.h>
@@ -12,6 +12,7 @@
 #include <new>
 
 #include "interposer/clock.h"
+#include "interposer/profiler_launch_event.h"
 #include "interposer/recorder.h"
 #include "ring/nccl_profiler_abi.h"
 
@@ -37,17 +38,6 @@ struct PluginComm {
 // Per-peer numbering of a communicator whose size NCCL does not say (v1..v3): peers past
 // this many are recorded with sequence number 0 (unknown).
 constexpr int32_t kPeersOfUnknownSize = 1024;
-
-// A Coll or P2p event of versions 1 to 4 (NCCL launching a task), in one form.
-struct LaunchEvent {
-  ApiFn fn = ApiFn::kNone;  // kNone: nothing collwatch records
-  uint64_t comm_hash = 0;   // v1..v3 (0: the communicator's from init)
-  int32_t rank = -1;        // v1..v3
-  uint64_t count = 0;       // as NCCL gives it: all-gather and broadcast in bytes
-  int dtype = ring::kNoDtype;
-  int root_or_peer = ring::kUnset;
-  int channels = -1;  // its KernelCh events (v4); -1: the version does not say
-};
 
 struct Track;
 struct CapturedCall;
@@ -148,40 +138,6 @@ Track* Allocate(uint32_t holds) noexcept {
 }
 
 void Release(Track* track) noexcept { track->holds.fetch_sub(1, std::memory_order_acq_rel); }
-
-// NCCL's collectives in the order of abi::kCollFuncNames (= abi::FuncNumber).
-constexpr ApiFn kCollectiveFns[abi::kCollFuncs] = {ApiFn::kBroadcast, ApiFn::kReduce, ApiFn::kAllGather,
-                                                   ApiFn::kReduceScatter, ApiFn::kAllReduce};
-
-// "AllReduce" -> the ring's all-reduce (kNone for a name that is no collective).
-ApiFn CollectiveFn(const char* func) noexcept {
-  for (int i = 0; i < abi::kCollFuncs; ++i) {
-    if (func != nullptr && std::strcmp(func, abi::kCollFuncNames[i]) == 0) return kCollectiveFns[i];
-  }
-  return ApiFn::kNone;
-}
-
-// A P2p event's "Send" or "Recv" (kNone otherwise).
-ApiFn P2pFn(const char* func) noexcept {
-  if (func == nullptr) return ApiFn::kNone;
-  if (std::strcmp(func, "Send") == 0) return ApiFn::kSend;
-  return std::strcmp(func, "Recv") == 0 ? ApiFn::kRecv : ApiFn::kNone;
-}
-
-// Version 1's numbers for the same.
-ApiFn FnOfNumber(uint8_t func) noexcept {
-  if (func < abi::kCollFuncs) return kCollectiveFns[func];
-  if (func == abi::kFuncSend) return ApiFn::kSend;
-  return func == abi::kFuncRecv ? ApiFn::kRecv : ApiFn::kNone;
-}
-
-// "ncclFloat32" -> ncclFloat32 (kNoDtype for a name NCCL 2.28 does not have).
-int DtypeOf(const char* name) noexcept {
-  for (int i = 0; i < abi::kDatatypes; ++i) {
-    if (name != nullptr && std::strcmp(name, abi::kDatatypeNames[i]) == 0) return i;
-  }
-  return ring::kNoDtype;
-}
 
 void Complete(Track* track) noexcept {
   if (track->completed.exchange(true, std::memory_order_acq_rel)) return;
@@ -467,61 +423,6 @@ int StartEvent(void* context, void** handle, abi::EventDescr* descr) {
   return 0;
 }
 
-// ---- Versions 1 to 4: each descriptor into a LaunchEvent --------------------------------
-
-LaunchEvent LaunchOfV4(const abi::EventDescrV4& descr) noexcept {
-  LaunchEvent launch;
-  if (descr.type == abi::kColl) {
-    launch.fn = CollectiveFn(descr.coll.func);
-    launch.count = descr.coll.count;
-    launch.dtype = DtypeOf(descr.coll.datatype);
-    launch.root_or_peer = descr.coll.root;
-    launch.channels = descr.coll.channels;
-  } else {
-    launch.fn = P2pFn(descr.p2p.func);
-    launch.count = descr.p2p.count;
-    launch.dtype = DtypeOf(descr.p2p.datatype);
-    launch.root_or_peer = descr.p2p.peer;
-    launch.channels = descr.p2p.channels;
-  }
-  return launch;
-}
-
-// v2 and v3 differ only in fields collwatch does not read.
-template <typename Descr>
-LaunchEvent LaunchOfV2OrV3(const Descr& descr) noexcept {
-  LaunchEvent launch;
-  launch.rank = descr.rank;
-  if (descr.type == abi::kColl) {
-    launch.fn = CollectiveFn(descr.coll.func);
-    launch.comm_hash = descr.coll.comm_hash;
-    launch.count = descr.coll.count;
-    launch.dtype = DtypeOf(descr.coll.datatype);
-    launch.root_or_peer = descr.coll.root;
-  } else {
-    launch.fn = P2pFn(descr.p2p.func);
-    launch.comm_hash = descr.p2p.comm_hash;
-    launch.count = descr.p2p.count;
-    launch.dtype = DtypeOf(descr.p2p.datatype);
-    launch.root_or_peer = descr.p2p.peer;
-  }
-  return launch;
-}
-
-LaunchEvent LaunchOfV1(const abi::EventDescrV1& descr) noexcept {
-  const bool coll = descr.type == abi::kColl;
-  const uint8_t dtype = coll ? descr.coll.datatype : descr.p2p.datatype;
-  LaunchEvent launch;
-  launch.rank = descr.rank;
-  launch.fn = FnOfNumber(coll ? descr.coll.func : descr.p2p.func);
-  if (coll != ring::IsCollective(launch.fn)) launch.fn = ApiFn::kNone;  // a send in a Coll event: damage
-  launch.comm_hash = coll ? descr.coll.comm_hash : descr.p2p.comm_hash;
-  launch.count = coll ? descr.coll.count : descr.p2p.count;
-  launch.dtype = dtype < abi::kDatatypes ? dtype : ring::kNoDtype;
-  launch.root_or_peer = coll ? descr.coll.root : descr.p2p.peer;
-  return launch;
-}
-
 // startEvent of versions 1 to 4: Coll and P2p events are launches; KernelCh events count
 // where the launch said how many (v4: v3's carry no count to wait for).
 template <typename Descr, LaunchEvent (*kLaunchOf)(const Descr&) noexcept>
@@ -623,7 +524,7 @@ extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler
     "collwatch",
     collwatch::InitWithoutComm<3>,
     collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV3,
-                                collwatch::LaunchOfV2OrV3<collwatch::nccl_profiler::EventDescrV3>>,
+                                collwatch::LaunchOfV3>,
     collwatch::StopEvent,
     collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgsV1>,
     collwatch::Finalize,
@@ -633,7 +534,7 @@ extern "C" __attribute__((visibility("default"))) const collwatch::nccl_profiler
     "collwatch",
     collwatch::InitWithoutComm<2>,
     collwatch::StartLaunchEvent<collwatch::nccl_profiler::EventDescrV2,
-                                collwatch::LaunchOfV2OrV3<collwatch::nccl_profiler::EventDescrV2>>,
+                                collwatch::LaunchOfV2>,
     collwatch::StopEvent,
     collwatch::RecordEventState<collwatch::nccl_profiler::EventStateArgsV1>,
     collwatch::Finalize,

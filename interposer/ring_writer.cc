@@ -220,7 +220,7 @@ std::unique_ptr<RingWriter> RingWriter::Create(const Config& config) noexcept {
   header->lanes_offset = header->call_paths_offset + geometry.call_path_capacity * ring::kCallPathSlotBytes;
   header->file_bytes = bytes;
   header->pid = static_cast<int32_t>(pid);
-  const LauncherRankVariables* launcher = LauncherOf([](const char* name) { return std::getenv(name); });
+  const LauncherRankVariables* launcher = LauncherOf([](const char* variable) { return std::getenv(variable); });
   header->rank = RankSetting(launcher, &LauncherRankVariables::rank);
   header->local_rank = RankSetting(launcher, &LauncherRankVariables::local_rank);
   header->world_size = RankSetting(launcher, &LauncherRankVariables::world_size);

@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
   // As the preload reads them: RANK, else srun's, Open MPI's or PMI's variables.
   g_world = nproc;
   if (const collwatch::LauncherRankVariables* launcher =
-          collwatch::LauncherOf([](const char* name) { return std::getenv(name); })) {
+          collwatch::LauncherOf([](const char* variable) { return std::getenv(variable); })) {
     g_rank = EnvInt(launcher->rank, -1);
     g_world = EnvInt(launcher->world_size, nproc);
   }
