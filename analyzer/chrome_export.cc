@@ -13,6 +13,7 @@
 #include "analyzer/process_ranks.h"
 #include "analyzer/schedule.h"
 #include "files/safe_text.h"
+#include "files/version.h"
 #include "nlohmann/json.hpp"
 
 namespace collwatch::analyzer {
@@ -82,6 +83,7 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
 
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
       << SafeJsonText({{"producer", "collwatch export --chrome"},
+                       {"collwatch_version", std::string(CollwatchVersionText())},
                        {"time_origin_realtime_ns", origin},
                        {"trace_end_realtime_ns", trace_end}})
       << ",\"traceEvents\":[";

@@ -14,6 +14,7 @@
 #include "analyzer/process_ranks.h"
 #include "files/safe_files.h"
 #include "files/safe_text.h"
+#include "files/version.h"
 
 namespace collwatch::analyzer {
 
@@ -392,7 +393,8 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
                      {"last_call", rank.last_call ? nlohmann::json(*rank.last_call) : nlohmann::json(nullptr)},
                      {"not_recorded", rank.not_recorded.empty() ? nlohmann::json(nullptr) : nlohmann::json(rank.not_recorded)}});
   }
-  return {{"findings", list},
+  return {{"collwatch_version", std::string(CollwatchVersionText())},
+          {"findings", list},
           {"healthy", Healthy(findings, info)},
           {"ranks", ranks},
           {"command_exit_status",

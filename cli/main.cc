@@ -19,6 +19,7 @@
 #include "cli/stacks_command.h"
 #include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
+#include "files/version.h"
 #include "ring/settings.h"
 
 int main(int argc, char** argv) {
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   const CLI::Validator kStallSeconds = NumberFrom(0.001, 1e6);
   const CLI::Validator kWaitSeconds = NumberFrom(0, 1e6);
   app.require_subcommand(1);
+  // "collwatch 0.1.0 (commit abc1234)": what a bug report should quote (files/version.h).
+  app.set_version_flag("--version", "collwatch " + std::string(collwatch::CollwatchVersionText()),
+                       "print the version and the commit it was built from, and exit");
 
   std::string dump_path, dump_job;
   bool dump_json = false;

@@ -10,6 +10,7 @@
 #include "files/safe_files.h"
 #include "process/process_info.h"
 #include "files/safe_text.h"
+#include "files/version.h"
 #include "process/process_sample.h"
 
 namespace collwatch {
@@ -50,7 +51,8 @@ nlohmann::json FlightRecorderDumpsJson(const std::vector<FlightRecorderDump>& du
 }  // namespace
 
 nlohmann::json RunRecordJson(const RunRecord& record) {
-  return {{"job", record.job},
+  return {{"collwatch_version", std::string(CollwatchVersionText())},
+          {"job", record.job},
           {"command", record.command},
           {"exit_status", record.exit_status},
           {"collector", record.collector},

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files/version.h"
 #include "gtest/gtest.h"
 
 namespace collwatch {
@@ -68,7 +69,8 @@ TEST(RunRecordJson, HoldsEveryFieldUnderItsKey) {
   EXPECT_EQ(run["stopped_hung_job"], true);
   EXPECT_TRUE(run["stopped_at_ns"].is_number_integer());
   EXPECT_EQ(run["stopped_at_ns"].get<int64_t>(), 1'700'000'000'123'456'789);
-  EXPECT_EQ(run.size(), 16u);
+  EXPECT_EQ(run["collwatch_version"], std::string(CollwatchVersionText()));
+  EXPECT_EQ(run.size(), 17u);
 }
 
 TEST(RunRecordJson, FlightRecorderDumpsAskedBeforeTheStop) {

@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtorch-dev libncurses-dev tmux
   libdw-dev  # elfutils: native stacks of stuck ranks (stacks/)
   clang-14 libclang-rt-14-dev  # the fuzz preset: clang and libFuzzer
+  dpkg-dev  # cpack -G DEB: dpkg-shlibdeps computes the packages' Depends
 )
 
 missing=()
@@ -28,6 +29,7 @@ DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recomme
 
 # CUDA/NCCL headers come with the machine image (/usr/local/cuda); say so clearly.
 if [ ! -f /usr/local/cuda/include/nccl.h ] && [ -z "${COLLWATCH_NCCL_ROOT:-}" ]; then
-  echo "collwatch: /usr/local/cuda/include/nccl.h not found; set COLLWATCH_NCCL_ROOT" >&2
+  echo "collwatch: /usr/local/cuda/include/nccl.h not found; install the CUDA 13 and NCCL 2.28 headers" \
+    "(docs/quickstart.md, Prerequisites) or set COLLWATCH_NCCL_ROOT" >&2
   exit 1
 fi

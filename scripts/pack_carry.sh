@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Packs the `collwatch` CLI and the benchmark (built here, with gRPC/abseil) with their
 # shared libraries into .carry/ for a device-tool run on a GPU machine, with the CLI11
-# headers the trainer builds with there (GPU machines lack the package).
+# headers the trainer builds with there (GPU machines lack the package). An internal tool
+# for the project's own GPU runs, not an installer: users install the .deb or run
+# `cmake --install` (docs/quickstart.md, "Install"; docs/multi-node.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .carry && mkdir -p .carry/bin .carry/lib .carry/bench .carry/interposer .carry/include

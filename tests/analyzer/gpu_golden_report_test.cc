@@ -5,6 +5,9 @@
 // expected report checked in beside the trace (TRACE.report.txt, TRACE.report.json), line
 // by line with a diff on mismatch. To accept a change on purpose:
 // COLLWATCH_UPDATE_GOLDEN=1 ctest -R GpuGoldenReport, then review git diff tests/data/gpu.
+// report.json's "collwatch_version" names the commit, which every commit changes: the
+// expected reports hold kVersionPlaceholder there, so the field's presence and place are
+// checked and a new commit or version changes no golden file.
 // Threading: single-threaded.
 #include <stdlib.h>
 
@@ -18,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cli/analyze_command.h"
+#include "files/version.h"
 #include "gtest/gtest.h"
 #include "store/event_codec.h"
 #include "store/trace_store.h"
@@ -39,6 +44,7 @@ using ::collwatch::testing::ReadRingDumpText;
 
 constexpr char kTraceSuffix[] = ".rings.txt";
 constexpr size_t kContextLines = 2;  // equal lines shown around each difference
+constexpr char kVersionPlaceholder[] = "@COLLWATCH_VERSION@";
 
 std::string TracePath(const std::string& name) { return std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + name; }
 
@@ -133,6 +139,10 @@ Analyzed AnalyzeTrace(const std::string& trace) {
     EXPECT_EQ(json_err.str(), "");
     analyzed.text = absl::StrReplaceAll(text.str(), {{job_dir, stable}});
     analyzed.json = absl::StrReplaceAll(json.str(), {{job_dir, stable}});
+    const std::string version_field = absl::StrCat("\"collwatch_version\": \"", std::string(CollwatchVersionText()), "\"");
+    EXPECT_NE(analyzed.json.find(version_field), std::string::npos) << "report.json names the version";
+    analyzed.json = absl::StrReplaceAll(
+        analyzed.json, {{version_field, absl::StrCat("\"collwatch_version\": \"", kVersionPlaceholder, "\"")}});
   }
   fs::remove_all(scratch);
   return analyzed;
