@@ -1,6 +1,8 @@
 // `collwatch stacks PID...`: what the given processes, or the rank processes under them
 // (a launcher's pid gives its ranks), are doing now: each one's thread of interest merged
 // into classes across ranks (analyzer/stack_classes.h), then every thread's stacks.
+// Processes of several jobs (a pid high in the tree, such as 1) are grouped by job and
+// each job shown apart.
 // Threading: the caller's thread.
 #ifndef COLLWATCH_CLI_STACKS_COMMAND_H_
 #define COLLWATCH_CLI_STACKS_COMMAND_H_

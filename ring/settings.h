@@ -324,21 +324,32 @@ inline void RingDirSetting(char* out, size_t size) noexcept {
 // COLLWATCH_JOB_ID, TORCHELASTIC_RUN_ID (torchrun's default "none" names no job),
 // SLURM_JOB_ID with "_SLURM_STEP_ID" when set. Returns the name of the variable taken;
 // nullptr, and "local", when none is set.
-inline const char* JobIdSetting(char* out, size_t size) noexcept {
+// JobIdFrom reads the variables through `lookup(name)` (a const char*, nullptr when unset):
+// another process's environment (`collwatch stacks` tells jobs apart by it) as well as ours.
+template <typename Lookup>
+const char* JobIdFrom(Lookup lookup, char* out, size_t size) noexcept {
+  const auto set = [&lookup](Setting setting) -> const char* {
+    const char* value = lookup(SettingInfoOf(setting).name);
+    return value != nullptr && value[0] != '\0' ? value : nullptr;
+  };
   for (const Setting setting : {Setting::kJobId, Setting::kTorchelasticRunId}) {
-    const char* value = SettingIfSet(setting);
+    const char* value = set(setting);
     if (value != nullptr && (setting == Setting::kJobId || std::strcmp(value, "none") != 0)) {
       std::snprintf(out, size, "%s", value);
       return SettingInfoOf(setting).name;
     }
   }
-  if (const char* slurm_job = SettingIfSet(Setting::kSlurmJobId)) {
-    const char* step = SettingIfSet(Setting::kSlurmStepId);
+  if (const char* slurm_job = set(Setting::kSlurmJobId)) {
+    const char* step = set(Setting::kSlurmStepId);
     std::snprintf(out, size, "%s%s%s", slurm_job, step != nullptr ? "_" : "", step != nullptr ? step : "");
     return SettingInfoOf(Setting::kSlurmJobId).name;
   }
   std::snprintf(out, size, "local");
   return nullptr;
+}
+
+inline const char* JobIdSetting(char* out, size_t size) noexcept {
+  return JobIdFrom([](const char* name) -> const char* { return std::getenv(name); }, out, size);
 }
 
 // Where launchers put a process's rank, its rank on its node and the job's size, in the

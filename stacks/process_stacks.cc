@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,33 @@ void ReadTaskStatus(int32_t pid, int32_t tid, ThreadStack* thread) {
   // "tid (comm) S ...": the name may hold spaces and parentheses; the state follows the last ')'.
   const size_t close = line.rfind(')');
   if (close != std::string::npos && close + 2 < line.size()) thread->state = line[close + 2];
+}
+
+// Whether `pid` is a kernel thread (PF_KTHREAD in the flags of /proc/PID/stat): it runs
+// no user code, so it has neither a user stack nor a memory map to unwind against.
+bool IsKernelThread(int32_t pid) {
+  constexpr unsigned long kPfKthread = 0x00200000;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  // After the name: state ppid pgrp session tty_nr tpgid flags.
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 7 && fields >> field; ++i) {
+  }
+  return std::strtoul(field.c_str(), nullptr, 10) & kPfKthread;
+}
+
+// The process that traces `pid` now (TracerPid of /proc/PID/status, 0 when none): a
+// thread traced by another (gdb, strace, py-spy) cannot be attached to for unwinding.
+int32_t TracerOf(int32_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("TracerPid:", 0) == 0) return static_cast<int32_t>(std::strtol(line.c_str() + 10, nullptr, 10));
+  }
+  return 0;
 }
 
 std::string Demangled(const char* name) {
@@ -175,6 +203,13 @@ ProcessStacks TakeProcessStacks(int32_t pid, const StackOptions& options) {
     process.problems.push_back("the process has ended (a zombie): no stacks");
     return process;
   }
+  if (IsKernelThread(pid)) {
+    // Else libdwfl says "its memory map is unreadable: No such process".
+    if (process.program.empty()) process.program = main_thread.name;
+    process.problems.push_back(
+        absl::StrCat("a kernel thread (", main_thread.name, "): it runs no user code and has no user stacks"));
+    return process;
+  }
 
   char* debuginfo_path = nullptr;
   const Dwfl_Callbacks callbacks = {dwfl_linux_proc_find_elf, dwfl_standard_find_debuginfo, nullptr, &debuginfo_path};
@@ -204,7 +239,15 @@ ProcessStacks TakeProcessStacks(int32_t pid, const StackOptions& options) {
   }
 
   UnwindState unwind{&options, &process, {}};
-  if (options.native) {
+  const int32_t tracer = options.native ? TracerOf(pid) : 0;
+  if (tracer != 0) {
+    // Attaching would fail thread by thread (EPERM) and leave every stack empty, unsaid.
+    std::ifstream comm(absl::StrCat("/proc/", tracer, "/comm"));
+    std::string tracer_name;
+    std::getline(comm, tracer_name);
+    process.problems.push_back(absl::StrCat("native stacks not taken: process is traced by PID ", tracer, " (",
+                                            tracer_name.empty() ? "gone" : tracer_name, ")"));
+  } else if (options.native) {
     const int attached = dwfl_linux_proc_attach(dwfl.get(), pid, false);
     if (attached != 0) {
       process.problems.push_back(absl::StrCat("native stacks: cannot trace it (",
