@@ -22,6 +22,7 @@
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -61,7 +62,7 @@ class MultiNodeRunTest : public ::testing::Test {
         std::vector<std::string>{COLLWATCH_CLI_PATH, "collector", "--listen", address_, "--out", dir_.path() + "/store",
                                  "--stall-after", "3"},
         testing::CollwatchRunEnv({}), dir_.path() + "/collector.out", dir_.path() + "/collector.err");
-    ASSERT_TRUE(WaitForListener(port_, 30)) << ReadFile(dir_.path() + "/collector.err");
+    ASSERT_TRUE(WaitForListener(port_, testing::Scaled(30))) << ReadFile(dir_.path() + "/collector.err");
   }
 
   // Starts node `rank` with `env` (the launcher's variables) over the test's own.
@@ -131,7 +132,17 @@ TEST_F(MultiNodeRunTest, RefusedStreamsAreSaidInTheFindingAndTheVerdict) {
                                               {"LOCAL_RANK", "0"}};
   };
   std::unique_ptr<Subprocess> node0 = StartNode(0, ranks(0));
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // node 0's job is the one served
+  // Node 0's job is the one served: node 1 starts once the store holds it (a folder for
+  // its job), not after a fixed time that a loaded machine may not give node 0 enough of.
+  bool served = false;
+  for (int waited = 0; waited < testing::Scaled(300) && !served; ++waited) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/store", error)) {
+      served = served || entry.is_directory();
+    }
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(served) << Log(0);
   std::unique_ptr<Subprocess> node1 = StartNode(1, ranks(1));
   EXPECT_EQ(node0->Wait(120), 124) << Log(0);
   EXPECT_TRUE(Has(Log(0), "is this run's own")) << "the run warns before it starts\n" << Log(0);
