@@ -21,10 +21,17 @@ std::string SettingsMarkdownTable() {
 
 void PrintSettings(std::ostream& out) {
   for (const SettingInfo& info : kSettings) {
-    if (const char* value = SettingIfSet(info.setting)) {
+    const std::string default_words = absl::StrReplaceAll(info.default_text, {{"`", ""}});
+    if (const char* value = SettingIfSet(info.setting); value != nullptr && !SettingValid(info.setting, value)) {
+      // Its readers use the default instead: showing it as in force would mislead.
+      char rule[128];
+      SettingRuleWords(*SettingRuleOf(info.setting), rule, sizeof rule);
+      out << info.name << "=" << value << " is invalid (not " << rule << "): used as unset (default "
+          << default_words << ")";
+    } else if (value != nullptr) {
       out << info.name << "=" << value;
     } else {
-      out << info.name << " unset (default " << absl::StrReplaceAll(info.default_text, {{"`", ""}}) << ")";
+      out << info.name << " unset (default " << default_words << ")";
     }
     out << "  [" << info.read_by << "]\n";
   }

@@ -13,7 +13,8 @@ namespace collwatch {
 std::string SettingsMarkdownTable();
 
 // Each variable: "NAME=VALUE" where set, "NAME unset (default ...)" where not, with who
-// reads it.
+// reads it; a value its readers do not take (ring/settings.h's SettingValid) is said to be
+// invalid, with the rule and the default used in its place.
 void PrintSettings(std::ostream& out);
 
 }  // namespace collwatch

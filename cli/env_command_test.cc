@@ -67,6 +67,61 @@ TEST(EnvCommand, ShowsTheValueInForceOrTheDefault) {
       << out.str();
 }
 
+// A value the readers do not take was shown as the value in force (#38 item 11).
+TEST(EnvCommand, AnInvalidValueIsSaidInvalidWithTheValueUsed) {
+  setenv("COLLWATCH_RING_RECORDS", "abc", 1);
+  setenv("COLLWATCH_RING_LANES", "999", 1);
+  setenv("COLLWATCH_CLOCK", "bogus", 1);
+  setenv("COLLWATCH_NVTX", "off", 1);
+  std::ostringstream out;
+  PrintSettings(out);
+  for (const char* name : {"COLLWATCH_RING_RECORDS", "COLLWATCH_RING_LANES", "COLLWATCH_CLOCK", "COLLWATCH_NVTX"}) {
+    unsetenv(name);
+  }
+  EXPECT_NE(out.str().find("COLLWATCH_RING_RECORDS=abc is invalid (not a whole number from 64 to 1048576): used as "
+                           "unset (default 32768)  [libcollwatch.so]\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("COLLWATCH_RING_LANES=999 is invalid (not a whole number from 2 to 64): used as unset "
+                           "(default 4)  [libcollwatch.so]\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("COLLWATCH_CLOCK=bogus is invalid (not one of auto, monotonic): used as unset (default "
+                           "auto)  [libcollwatch.so]\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("COLLWATCH_NVTX=off  [libcollwatch.so]\n"), std::string::npos) << out.str();
+}
+
+// The one rule (ring/settings.h) that the preload, `collwatch env` and `collwatch run` read.
+TEST(EnvCommand, SettingValidIsTheRuleOfNumbersAndWords) {
+  unsigned long long number = 0;
+  EXPECT_TRUE(SettingValid(Setting::kRingRecords, "4096", &number));
+  EXPECT_EQ(number, 4096u);
+  for (const char* bad : {"abc", "63", "1048577", "12x", "-64", " 64"}) {
+    EXPECT_FALSE(SettingValid(Setting::kRingRecords, bad)) << bad;
+  }
+  EXPECT_FALSE(SettingValid(Setting::kRingLanes, "999"));
+  EXPECT_TRUE(SettingValid(Setting::kClock, "monotonic"));
+  EXPECT_TRUE(SettingValid(Setting::kClock, "auto"));
+  for (const char* bad : {"bogus", "auto|monotonic", "mono", "autox", "AUTO"}) {
+    EXPECT_FALSE(SettingValid(Setting::kClock, bad)) << bad;
+  }
+  EXPECT_TRUE(SettingValid(Setting::kPythonFrames, "pretend-unsupported"));
+  EXPECT_TRUE(SettingValid(Setting::kRingDir, "anything"));  // no rule: taken as it is
+  setenv("COLLWATCH_CLOCK", "bogus", 1);
+  EXPECT_STREQ(SettingInForce(Setting::kClock), "auto");
+  setenv("COLLWATCH_CLOCK", "monotonic", 1);
+  EXPECT_STREQ(SettingInForce(Setting::kClock), "monotonic");
+  unsetenv("COLLWATCH_CLOCK");
+  char words[128];
+  SettingRuleWords(*SettingRuleOf(Setting::kPythonFrames), words, sizeof words);
+  EXPECT_STREQ(words, "one of on, off, pretend-unsupported");
+  SettingRuleWords(*SettingRuleOf(Setting::kPythonFrames), words, 12);  // cut, never past the buffer
+  EXPECT_LT(std::string(words).size(), 12u);
+  EXPECT_EQ(std::string(words).rfind("one of on", 0), 0u) << words;
+}
+
 TEST(EnvCommand, RingFolderAndJobNameComeFromTheTable) {
   char dir[256];
   setenv("COLLWATCH_RING_DIR", "/tmp/rings-here", 1);

@@ -82,17 +82,14 @@ absl::Status CheckRecorderSettings() {
         absl::StrCat(SettingInfoOf(Setting::kDisable).name, "=", disable,
                      " turns recording off in the job: collwatch run would see no call (unset it, or give 0)"));
   }
-  const struct {
-    Setting setting;
-    unsigned long long min, max;
-  } sizes[] = {{Setting::kRingRecords, kMinRingRecords, kMaxRingRecords},
-               {Setting::kRingLanes, kMinRingLanes, kMaxRingLanes}};
-  for (const auto& [setting, min, max] : sizes) {
+  // The ring's sizes by the rule the preload reads (SettingValid); a bad one would leave the
+  // job on a ring of the default size, not the one asked for.
+  for (const Setting setting : {Setting::kRingRecords, Setting::kRingLanes}) {
     const char* value = SettingIfSet(setting);
-    unsigned long long parsed = 0;
-    if (value != nullptr && !WholeNumberIn(value, min, max, &parsed)) {
-      return absl::InvalidArgumentError(absl::StrCat(SettingInfoOf(setting).name, "=", value,
-                                                     " is not a whole number from ", min, " to ", max));
+    if (value != nullptr && !SettingValid(setting, value)) {
+      char rule[128];
+      SettingRuleWords(*SettingRuleOf(setting), rule, sizeof rule);
+      return absl::InvalidArgumentError(absl::StrCat(SettingInfoOf(setting).name, "=", value, " is not ", rule));
     }
   }
   return absl::OkStatus();

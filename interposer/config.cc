@@ -24,32 +24,28 @@ uint64_t RoundUpToPowerOfTwo(uint64_t value) noexcept {
 Config LoadConfig() noexcept {
   Config config;
   if (const char* value = SettingIfSet(Setting::kDisable)) config.disabled = std::strcmp(value, "0") != 0;
-  if (const char* value = SettingIfSet(Setting::kCompletion)) {
-    config.completion = std::strcmp(value, "off") != 0;
+  // A bad value keeps the default and says so once (the rule is SettingValid's, which
+  // `collwatch env` shows too): the job runs either way.
+  char rule[128];
+  for (const SettingRule& checked : kSettingRules) {
+    const char* value = SettingIfSet(checked.setting);
+    if (value == nullptr || SettingValid(checked.setting, value)) continue;
+    SettingRuleWords(checked, rule, sizeof rule);
+    std::fprintf(stderr, "collwatch: %s=%s is not %s; using %s\n", SettingInfoOf(checked.setting).name, value, rule,
+                 SettingInfoOf(checked.setting).default_value);
   }
-  if (const char* value = SettingIfSet(Setting::kClock)) {
-    config.tsc_clock = std::strcmp(value, "monotonic") != 0;
-  }
+  config.completion = std::strcmp(SettingInForce(Setting::kCompletion), "off") != 0;
+  config.tsc_clock = std::strcmp(SettingInForce(Setting::kClock), "monotonic") != 0;
   if (const char* value = SettingIfSet(Setting::kVerbose)) config.verbose = std::strcmp(value, "0") != 0;
-  // A bad value keeps the default and says so once: the job runs either way.
-  if (const char* value = SettingIfSet(Setting::kRingRecords)) {
-    unsigned long long records = 0;
-    if (WholeNumberIn(value, kMinRingRecords, kMaxRingRecords, &records)) {
-      config.ring_records = RoundUpToPowerOfTwo(records);
-      config.ring_records_set = true;
-    } else {
-      std::fprintf(stderr, "collwatch: COLLWATCH_RING_RECORDS=%s is not a whole number from %llu to %llu; using %llu\n",
-                   value, kMinRingRecords, kMaxRingRecords, static_cast<unsigned long long>(config.ring_records));
-    }
+  unsigned long long number = 0;
+  if (const char* value = SettingIfSet(Setting::kRingRecords);
+      value != nullptr && SettingValid(Setting::kRingRecords, value, &number)) {
+    config.ring_records = RoundUpToPowerOfTwo(number);
+    config.ring_records_set = true;
   }
-  if (const char* value = SettingIfSet(Setting::kRingLanes)) {
-    unsigned long long lanes = 0;
-    if (WholeNumberIn(value, kMinRingLanes, kMaxRingLanes, &lanes)) {
-      config.ring_lanes = static_cast<uint32_t>(lanes);
-    } else {
-      std::fprintf(stderr, "collwatch: COLLWATCH_RING_LANES=%s is not a whole number from %llu to %llu; using %u\n",
-                   value, kMinRingLanes, kMaxRingLanes, config.ring_lanes);
-    }
+  if (const char* value = SettingIfSet(Setting::kRingLanes);
+      value != nullptr && SettingValid(Setting::kRingLanes, value, &number)) {
+    config.ring_lanes = static_cast<uint32_t>(number);
   }
   RingDirSetting(config.ring_dir, sizeof config.ring_dir);
   if (const char* value = SettingIfSet(Setting::kCollector)) CopyString(config.collector, sizeof config.collector, value);

@@ -43,5 +43,26 @@ TEST(LoadConfig, ABadRingSizeKeepsTheDefaultAndSaysSo) {
   unsetenv("COLLWATCH_RING_LANES");
 }
 
+// COLLWATCH_CLOCK=bogus ran on the TSC unsaid; `collwatch env` showed it as in force.
+TEST(LoadConfig, AWordNoReaderTakesKeepsTheDefaultAndSaysSo) {
+  setenv("COLLWATCH_CLOCK", "bogus", 1);
+  setenv("COLLWATCH_COMPLETION", "never", 1);
+  ::testing::internal::CaptureStderr();
+  const Config config = LoadConfig();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  unsetenv("COLLWATCH_CLOCK");
+  unsetenv("COLLWATCH_COMPLETION");
+  EXPECT_TRUE(config.tsc_clock);
+  EXPECT_TRUE(config.completion);
+  EXPECT_NE(said.find("collwatch: COLLWATCH_CLOCK=bogus is not one of auto, monotonic; using auto\n"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("collwatch: COLLWATCH_COMPLETION=never is not one of auto, off; using auto\n"),
+            std::string::npos)
+      << said;
+  setenv("COLLWATCH_CLOCK", "monotonic", 1);
+  EXPECT_FALSE(LoadConfig().tsc_clock);
+  unsetenv("COLLWATCH_CLOCK");
+}
+
 }  // namespace
 }  // namespace collwatch

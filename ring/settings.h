@@ -397,6 +397,78 @@ inline bool WholeNumberIn(const char* text, unsigned long long min, unsigned lon
   return true;
 }
 
+// The values a setting takes, for those whose readers check them: a whole number from
+// `min` to `max`, or one of the words of `choices` ('|' between them). Any other value is
+// invalid, and every reader uses the table's default in its place, as if it were unset:
+// the preload says so once on stderr, `collwatch env` beside the value, `collwatch run`
+// refuses the ring's sizes before the job starts. The one rule all of them read.
+struct SettingRule {
+  Setting setting;
+  unsigned long long min, max;  // a number's bounds, where `choices` is nullptr
+  const char* choices;
+};
+inline constexpr SettingRule kSettingRules[] = {
+    {Setting::kRingRecords, kMinRingRecords, kMaxRingRecords, nullptr},
+    {Setting::kRingLanes, kMinRingLanes, kMaxRingLanes, nullptr},
+    {Setting::kCompletion, 0, 0, "auto|off"},
+    {Setting::kClock, 0, 0, "auto|monotonic"},
+    {Setting::kNvtx, 0, 0, "on|off"},
+    {Setting::kPythonFrames, 0, 0, "on|off|pretend-unsupported"},
+};
+
+// The rule of `setting`; nullptr where any value is taken as it is.
+constexpr const SettingRule* SettingRuleOf(Setting setting) noexcept {
+  for (const SettingRule& rule : kSettingRules) {
+    if (rule.setting == setting) return &rule;
+  }
+  return nullptr;
+}
+
+// Whether `value` (not nullptr) is one `setting` takes; a number's value in `*number`.
+inline bool SettingValid(Setting setting, const char* value, unsigned long long* number = nullptr) noexcept {
+  const SettingRule* rule = SettingRuleOf(setting);
+  if (rule == nullptr) return true;
+  if (rule->choices == nullptr) {
+    unsigned long long parsed = 0;
+    if (!WholeNumberIn(value, rule->min, rule->max, &parsed)) return false;
+    if (number != nullptr) *number = parsed;
+    return true;
+  }
+  const size_t length = std::strlen(value);
+  for (const char* choice = rule->choices; *choice != '\0';) {
+    const char* end = std::strchr(choice, '|');
+    const size_t choice_length = end != nullptr ? static_cast<size_t>(end - choice) : std::strlen(choice);
+    if (length == choice_length && std::strncmp(value, choice, length) == 0) return true;
+    choice += choice_length + (end != nullptr ? 1 : 0);
+  }
+  return false;
+}
+
+// The rule in words, for "X=VALUE is not ...": "a whole number from 64 to 1048576",
+// "one of auto, monotonic".
+inline void SettingRuleWords(const SettingRule& rule, char* out, size_t size) noexcept {
+  if (rule.choices == nullptr) {
+    std::snprintf(out, size, "a whole number from %llu to %llu", rule.min, rule.max);
+    return;
+  }
+  size_t used = static_cast<size_t>(std::snprintf(out, size, "one of "));
+  for (const char* c = rule.choices; *c != '\0' && used + 3 < size; ++c) {
+    if (*c == '|') {
+      out[used++] = ',';
+      out[used++] = ' ';
+    } else {
+      out[used++] = *c;
+    }
+  }
+  out[used < size ? used : size - 1] = '\0';
+}
+
+// The value in force: the variable's when set, not empty and valid, else the default.
+inline const char* SettingInForce(Setting setting) noexcept {
+  const char* value = SettingIfSet(setting);
+  return value != nullptr && SettingValid(setting, value) ? value : SettingInfoOf(setting).default_value;
+}
+
 // `requested` as ring file names carry a job: cut to fit `size` (ring::kJobBytes in the
 // ring header), every byte but letters, digits, '-', '_' and '.' made '_', and a '.' first
 // too: the job names a folder of the trace store, never ".", ".." or a hidden one.
