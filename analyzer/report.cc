@@ -417,10 +417,21 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
 
 namespace {
 
-std::string FindingTextOf(const Finding& finding) {
+// `online`: found while the job ran, so the time to detection means something. Post-mortem
+// the analysis ran after the fact: the first bad record's time, and when the trace held
+// the whole evidence (replayed in its own time), never a "detection".
+std::string FindingTextOf(const Finding& finding, bool online = true) {
   std::string text = absl::StrCat(finding.headline, "\n");
-  absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
-                        WallClock(finding.first_bad_ns));
+  if (online) {
+    absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
+                          WallClock(finding.first_bad_ns));
+  } else if (finding.detect_latency_s >= 0.005) {
+    // Replayed in the trace's own time: when the evidence was all there, not a detection.
+    absl::StrAppendFormat(&text, "  first bad record at %s; the evidence was whole %.2f s later (read post-mortem)\n",
+                          WallClock(finding.first_bad_ns), finding.detect_latency_s);
+  } else {
+    absl::StrAppendFormat(&text, "  first bad record at %s (found post-mortem)\n", WallClock(finding.first_bad_ns));
+  }
   if (finding.resolution) {
     absl::StrAppendFormat(&text, "  resolved %.2f s after that (%s): %.2f s in all, not a hang\n",
                           finding.resolution->resolved_after_s, WallClock(finding.resolution->resolved_ns),
@@ -543,7 +554,9 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
                           findings.size(), findings.size() == 1 ? "" : "s");
   }
   // Made printable once, with the whole report.
-  for (size_t i = 0; i < findings.size(); ++i) absl::StrAppend(&text, "\n[", i + 1, "] ", FindingTextOf(findings[i]));
+  for (size_t i = 0; i < findings.size(); ++i) {
+    absl::StrAppend(&text, "\n[", i + 1, "] ", FindingTextOf(findings[i], info.online));
+  }
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(),
                                       [](const RankEnding& rank) { return rank.failed || !rank.not_recorded.empty(); });
   if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));

@@ -330,5 +330,23 @@ TEST(ReportTest, TextOfNamesWithControlCharactersIsPrintable) {
   }
 }
 
+// A post-mortem reading is no detection: its time is the trace's, never "detected 0.00 s".
+TEST(ReportTest, PostMortemFindingsClaimNoDetectionTime) {
+  Finding finding;
+  finding.headline = "NOT_JOINED: rank 1 not at comm 3f2a9c01 seq 2";
+  finding.first_bad_ns = 1'700'000'000'000'000'000;
+  ReportInfo info;
+  info.online = false;
+  std::string text = ReportText({finding}, info);
+  EXPECT_EQ(text.find("detected"), std::string::npos) << text;
+  EXPECT_NE(text.find("first bad record at 2023-11-14T22:13:20.000Z (found post-mortem)"), std::string::npos) << text;
+  finding.detect_latency_s = 0.35;
+  text = ReportText({finding}, info);
+  EXPECT_NE(text.find("the evidence was whole 0.35 s later (read post-mortem)"), std::string::npos) << text;
+  info.online = true;
+  text = ReportText({finding}, info);
+  EXPECT_NE(text.find("detected 0.35 s after the first bad record"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer
