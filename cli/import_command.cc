@@ -41,7 +41,11 @@ int RunImportCommand(const ImportCommandOptions& options, std::ostream& out, std
   out << "Imported " << record->dumps.size() << " Flight Recorder dump" << (record->dumps.size() == 1 ? "" : "s")
       << " (ranks " << absl::StrJoin(ranks, ", ") << ", format " << record->dumps.front().version << ") into "
       << TerminalText(options.out_dir) << "\n";
-  for (const std::string& note : record->notes) out << "  note: " << note << "\n";
+  for (const std::string& note : record->notes) out << "  note: " << TerminalText(note) << "\n";
+  // A file that may hold a rank's dump, not read: said on stderr too, never only a note.
+  for (const std::string& file : record->not_read) {
+    err << "collwatch import: warning: " << TerminalText(file) << ": the analysis will say the data is incomplete\n";
+  }
   out << "Analysed as of " << record->as_of_basis << ".\n";
   out << "Next: collwatch analyze " << TerminalText(options.out_dir) << "\n";
   return 0;

@@ -55,7 +55,7 @@ std::string RendezvousIdOf(const std::vector<std::string>& command) {
 }  // namespace
 
 absl::StatusOr<RunJobId> ChooseJobId(const std::vector<std::string>& command) {
-  char launcher_id[ring::kJobBytes * 4];
+  char launcher_id[kJobIdSettingBytes];  // the preload reads as much (SafeJobName hashes it whole)
   const char* variable = JobIdSetting(launcher_id, sizeof launcher_id);
   RunJobId job{.id = variable != nullptr ? launcher_id : RendezvousIdOf(command),
                .source = variable != nullptr ? variable : "--rdzv-id"};

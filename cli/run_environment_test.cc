@@ -71,7 +71,15 @@ TEST(SanitizedJobId, KeepsTheInterposersAlphabetAndLength) {
   EXPECT_EQ(SanitizedJobId("train-7_a.b"), "train-7_a.b");
   EXPECT_EQ(SanitizedJobId("my job/7:x"), "my_job_7_x");
   EXPECT_EQ(SanitizedJobId("caf\xc3\xa9"), "caf__");
-  EXPECT_EQ(SanitizedJobId(std::string(100, 'j')), std::string(63, 'j'));
+  // Cut to 63 bytes keeping a hash of the whole id: ids that share their first 63 bytes
+  // stay apart.
+  const std::string cut = SanitizedJobId(std::string(100, 'j'));
+  EXPECT_EQ(cut.size(), 63u);
+  EXPECT_EQ(cut.substr(0, 46), std::string(46, 'j'));
+  EXPECT_EQ(cut[46], '-');
+  EXPECT_NE(cut, SanitizedJobId(std::string(99, 'j') + "k"));
+  EXPECT_EQ(cut, SanitizedJobId(std::string(100, 'j'))) << "the same id is cut the same way";
+  EXPECT_EQ(SanitizedJobId(std::string(63, 'j')), std::string(63, 'j')) << "an id that fits is kept whole";
   EXPECT_EQ(SanitizedJobId(""), "");
   EXPECT_EQ(SanitizedJobId(".."), "_.") << "never a relative or hidden folder";
   EXPECT_EQ(SanitizedJobId(".hidden"), "_hidden");

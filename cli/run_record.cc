@@ -2,7 +2,10 @@
 // name (ProcessStateName), which trace_loader.cc parses back. Threading: see run_record.h.
 #include "cli/run_record.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <type_traits>
 #include <utility>
 
@@ -164,13 +167,27 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
   return record;
 }
 
-std::optional<RunRecord> ReadRunRecord(const std::string& out_dir) {
+absl::StatusOr<RunRecord> ReadRunRecordOrWhy(const std::string& out_dir) {
   constexpr uint64_t kMaxRunRecordBytes = 64 << 20;  // a run of a million ranks' processes
-  absl::StatusOr<std::string> text = ReadRegularFile(absl::StrCat(out_dir, "/run.json"), kMaxRunRecordBytes);
-  if (!text.ok()) return std::nullopt;
+  const std::string path = absl::StrCat(out_dir, "/run.json");
+  // lstat, not the read's open: a dangling link is a record lost, not no record.
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0 && errno == ENOENT) return absl::NotFoundError(path + ": not there");
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxRunRecordBytes);
+  // Its name is there: whatever stops the read (a link to nothing too) is a record lost.
+  if (!text.ok()) return absl::DataLossError(text.status().message());
   const nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object() || !json.contains("job") || !json["job"].is_string()) return std::nullopt;
+  if (json.is_discarded()) return absl::DataLossError(path + ": not JSON (cut short or damaged)");
+  if (!json.is_object() || !json.contains("job") || !json["job"].is_string()) {
+    return absl::DataLossError(path + ": names no job");
+  }
   return RunRecordFromJson(json);
+}
+
+std::optional<RunRecord> ReadRunRecord(const std::string& out_dir) {
+  absl::StatusOr<RunRecord> record = ReadRunRecordOrWhy(out_dir);
+  if (!record.ok()) return std::nullopt;
+  return *std::move(record);
 }
 
 absl::Status WriteRunRecord(const std::string& out_dir, const RunRecord& record) {

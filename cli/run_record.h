@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cli/flight_recorder_dump.h"
 #include "cli/job_processes.h"
 #include "nlohmann/json.hpp"
@@ -56,6 +57,11 @@ RunRecord RunRecordFromJson(const nlohmann::json& json);
 
 // OUT_DIR/run.json when it is there and names its job; nullopt otherwise.
 std::optional<RunRecord> ReadRunRecord(const std::string& out_dir);
+// The same, saying why not: NOT_FOUND when OUT_DIR holds no run.json at all; another
+// error naming the file when one is there but cannot be read as a run record (cut short,
+// a FIFO, a link to a device, no job): a run whose record is lost, which readers must
+// say, since it held how the job ended.
+absl::StatusOr<RunRecord> ReadRunRecordOrWhy(const std::string& out_dir);
 
 }  // namespace collwatch
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
+#include "cli/processes_seen.h"
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
 #include "ring/ring_reader.h"
@@ -45,10 +46,16 @@ std::vector<std::string> RankTracesIn(const fs::path& dir) {
   return traces;
 }
 
-absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary) {
+absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
   if (!reader.ok()) return reader.status();
   const v1::RankIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
+                                  identity.start_realtime_ns(), identity.rank()};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
   const v1::StoredStatus& status = (*reader)->status();
@@ -77,10 +84,16 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   return absl::OkStatus();
 }
 
-absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary) {
+absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
   if (!reader.ok()) return reader.status();
   const RingIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
+                                  identity.rank};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
   const ring::WriterState state = (*reader)->writer_state();
   const bool alive = state == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
   ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
@@ -188,14 +201,17 @@ void ObserveRunProcesses(const std::map<pid_t, RankProcess>& ranks, JobModel* mo
   for (const auto& [pid, rank] : ranks) model->ObserveProcess(rank.info, rank.sample);
 }
 
-// Loads each input; a damaged one is a warning, not the end.
+// Loads each input; a damaged one is a warning, not the end. A copy of an input is read
+// once; two processes of one rank of one job are never one job (ProcessesSeen).
 template <typename Loader>
 absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobModel* model, LoadSummary* summary) {
+  ProcessesSeen seen;
   for (const std::string& input : inputs) {
-    if (absl::Status status = load(input, model, summary); !status.ok()) {
+    if (absl::Status status = load(input, model, summary, &seen); !status.ok()) {
       summary->warnings.push_back(absl::StrCat(input, ": skipped: ", status.message()));
     }
   }
+  if (absl::Status clash = seen.RankClash(); !clash.ok()) return clash;
   if (summary->inputs.empty()) {
     return absl::DataLossError(absl::StrCat("none of the ", inputs.size(), " inputs could be read"));
   }
@@ -269,8 +285,14 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
     sources.paths = {path};
     return sources;
   }
-  // A `collwatch run` output folder names its job.
-  if (std::optional<RunRecord> run = ReadRunRecord(path)) {
+  // A `collwatch run` output folder names its job. Its run.json there but unreadable (cut
+  // short, a FIFO, a link to a device) is a record lost, said as such: it held how the
+  // job ended, and without it a failed job read as healthy.
+  absl::StatusOr<RunRecord> run_or = ReadRunRecordOrWhy(path);
+  if (!run_or.ok() && !absl::IsNotFound(run_or.status())) {
+    sources.run_record_lost = std::string(run_or.status().message());
+  }
+  if (std::optional<RunRecord> run = run_or.ok() ? std::optional<RunRecord>(*std::move(run_or)) : std::nullopt) {
     sources.paths = ListRankTraces(path, run->job);
     sources.paths_from_run = !sources.paths.empty();
     sources.run = std::move(run);
@@ -304,7 +326,11 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
         absl::StrCat(path, " holds several jobs (", names, "): pick one with --job, or name its folder"));
   }
   absl::StatusOr<std::vector<std::string>> rings = ListRingFiles(path);
-  if (rings.ok() && (!rings->empty() || !ListNoRingNotes(path).empty())) return RingsOfJob(path, *std::move(rings), job);
+  if (rings.ok() && (!rings->empty() || !ListNoRingNotes(path).empty())) {
+    absl::StatusOr<TraceSources> ring_sources = RingsOfJob(path, *std::move(rings), job);
+    if (ring_sources.ok()) ring_sources->run_record_lost = sources.run_record_lost;
+    return ring_sources;
+  }
   if (const std::vector<std::string> unreadable = UnreadableFoldersIn(root); !unreadable.empty()) {
     // Traces may be there, out of this user's sight: say so rather than "none".
     std::string names;
@@ -323,6 +349,12 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {
   absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
+  if (!sources->run_record_lost.empty()) {
+    summary->warnings.push_back(absl::StrCat(sources->run_record_lost,
+                                             ": the run's record could not be read, so how the job's command "
+                                             "ended (its exit status), whether collwatch stopped it and the "
+                                             "ranks it saw are unknown"));
+  }
   if (const std::optional<RunRecord>& run = sources->run) {
     summary->job = run->job;
     summary->stall_after_s = run->stall_after_s;
@@ -341,11 +373,16 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
   summary->source = "trace store";
   if (const std::optional<flight_recorder::ImportRecord>& import = sources->import) {
     summary->source = "PyTorch Flight Recorder dumps, imported";
+    summary->imported = true;
     summary->job = import->job;
     summary->stall_after_s = import->stall_after_s;
     // What the import said of the dumps (histories cut, entries left out, ranks that wrote
     // none): notes; a rank without a dump is a missing rank of the report all the same.
     summary->notes.insert(summary->notes.end(), import->notes.begin(), import->notes.end());
+    // Files that may have held a rank's dump and were not read: the data is incomplete.
+    for (const std::string& file : import->not_read) {
+      summary->warnings.push_back(file + " (a Flight Recorder dump there is lost to the analysis)");
+    }
     if (!import->as_of_basis.empty()) summary->notes.push_back("analysed as of " + import->as_of_basis);
     for (const flight_recorder::GroupHistory& group : import->cut_groups) {
       summary->compared_from_seq[group.comm_id] = group.compared_from_seq;

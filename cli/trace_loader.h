@@ -34,6 +34,9 @@ struct LoadSummary {
   double stall_after_s = 0;           // from run.json when present (0: not set)
   int64_t stopped_at_ns = 0;          // run.json: when collwatch stopped the hung job (0: it did not)
   std::optional<int> command_exit_status;  // run.json: how the job's command exited
+  // Imported Flight Recorder dumps: handed over, not recorded here, so the files their
+  // call paths name are not opened unless under a source root the user names.
+  bool imported = false;
   // Imported Flight Recorder dumps: per communicator, the first collective every rank's
   // kept history holds, where their histories were cut apart (flight_recorder.json).
   std::map<uint64_t, uint64_t> compared_from_seq;
@@ -46,6 +49,8 @@ struct TraceSources {
   std::vector<std::string> paths;  // rank trace folders, or ring files; sorted
   // A `collwatch run` output folder's run.json (its job names the traces), when there is one.
   std::optional<RunRecord> run;
+  // Why the run.json there could not be read ("" when there is none, or it was read).
+  std::string run_record_lost;
   bool paths_from_run = false;     // `paths` are the traces of run.json's job
   // A `collwatch import --flight-recorder` folder's flight_recorder.json, when there is one.
   std::optional<flight_recorder::ImportRecord> import;

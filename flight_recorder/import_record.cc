@@ -35,6 +35,7 @@ absl::Status WriteImportRecord(const std::string& out_dir, const ImportRecord& r
   json["stall_after_s"] = record.stall_after_s;
   json["missing_ranks"] = record.missing_ranks;
   json["notes"] = record.notes;
+  json["not_read"] = record.not_read;
   json["dumps"] = nlohmann::json::array();
   for (const ImportedDump& dump : record.dumps) {
     json["dumps"].push_back({{"file", dump.file},
@@ -72,6 +73,11 @@ std::optional<ImportRecord> ReadImportRecord(const std::string& out_dir) {
   if (auto it = json.find("notes"); it != json.end() && it->is_array()) {
     for (const nlohmann::json& note : *it) {
       if (note.is_string()) record.notes.push_back(note.get<std::string>());
+    }
+  }
+  if (auto it = json.find("not_read"); it != json.end() && it->is_array()) {
+    for (const nlohmann::json& file : *it) {
+      if (file.is_string()) record.not_read.push_back(file.get<std::string>());
     }
   }
   if (auto it = json.find("dumps"); it != json.end() && it->is_array()) {

@@ -42,6 +42,9 @@ struct ImportRecord {
   std::string as_of_basis;               // why that moment
   double stall_after_s = 0;              // the job's own collective timeout (0: unknown)
   std::vector<std::string> notes;        // what could not be carried over, and why
+  // Files of the folders given that may hold a dump and were not read ("FILE: is a FIFO,
+  // not a regular file, not read"): the report's data gaps, its verdict incomplete.
+  std::vector<std::string> not_read;
 };
 
 // Writes OUT_DIR/flight_recorder.json.

@@ -28,8 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using ring::ApiFn;
 
-constexpr uint64_t kMaxDumpBytes = uint64_t{1} << 30;  // a 2000-entry dump with stacks is a few MB
-
 // Where an operation's NCCL element count comes from.
 enum class CountFrom : uint8_t { kInput, kOutput, kOne };
 
@@ -382,93 +380,10 @@ v1::StreamEventsRequest ConvertDump(RankContext& context, const std::string& job
   return batch;
 }
 
-// A pickle or a JSON object: what a dump starts with (anything else in a folder of dumps
-// is another file).
-bool LooksLikeDump(std::string_view bytes) {
-  const size_t first = bytes.find_first_not_of(" \t\r\n");
-  return first != std::string_view::npos &&
-         (static_cast<uint8_t>(bytes[first]) == 0x80 || bytes[first] == '{');
-}
-
-// Dumps of one job agree on the format and on every group they share.
-absl::Status CheckOneJob(const std::vector<RankDump>& dumps) {
-  std::map<std::string, const RankDump*> group_source;
-  for (const RankDump& rank : dumps) {
-    if (rank.dump.version != dumps.front().dump.version) {
-      return absl::InvalidArgumentError(absl::StrCat(rank.file, ": format version ", rank.dump.version, ", ",
-                                                     dumps.front().file, ": ", dumps.front().dump.version,
-                                                     ": dumps of different PyTorch builds, not one job"));
-    }
-    for (const auto& [name, group] : rank.dump.groups) {
-      auto [it, fresh] = group_source.emplace(name, &rank);
-      if (fresh) continue;
-      const DumpGroup& other = it->second->dump.groups.at(name);
-      if (other.ranks != group.ranks) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            rank.file, ": its process group ", name, " holds ranks [", absl::StrJoin(group.ranks, ", "), "], ",
-            it->second->file, "'s holds [", absl::StrJoin(other.ranks, ", "), "]: dumps of different jobs?"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs,
-                                                std::vector<std::string>* skipped) {
-  std::vector<std::string> files;
-  std::set<std::string> listed;  // found in a folder, not named by the user
-  for (const std::string& input : inputs) {
-    std::error_code error;
-    if (fs::is_directory(input, error)) {
-      std::vector<std::string> found;
-      for (const auto& entry : fs::directory_iterator(input, error)) {
-        if (entry.is_regular_file(error) && RankFromFileName(entry.path().filename().string())) {
-          found.push_back(entry.path().string());
-        }
-      }
-      if (error) return absl::InvalidArgumentError(absl::StrCat(input, ": cannot list: ", error.message()));
-      if (found.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(input, ": no file whose name ends in a rank number "
-                                                              "(PyTorch names its dumps PREFIX<rank>)"));
-      }
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-      listed.insert(found.begin(), found.end());
-    } else {
-      files.push_back(input);
-    }
-  }
-  if (files.empty()) return absl::InvalidArgumentError("no dump files given");
-  std::vector<RankDump> dumps;
-  std::map<int32_t, std::string> rank_files;
-  for (const std::string& file : files) {
-    const std::optional<int32_t> rank = RankFromFileName(fs::path(file).filename().string());
-    if (!rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, ": its name ends in no rank number (PyTorch names each dump PREFIX<rank>)"));
-    }
-    absl::StatusOr<std::string> bytes = ReadRegularFile(file, kMaxDumpBytes);
-    if (!bytes.ok()) return bytes.status();
-    if (listed.count(file) != 0 && !LooksLikeDump(*bytes)) {
-      if (skipped != nullptr) skipped->push_back(file);
-      continue;
-    }
-    if (auto [it, fresh] = rank_files.emplace(*rank, file); !fresh) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, " and ", it->second, " are both rank ", *rank, ": give one dump per rank"));
-    }
-    absl::StatusOr<FlightRecorderDump> dump = ParseDump(*bytes);
-    if (!dump.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", dump.status().message()));
-    dumps.push_back(RankDump{file, *rank, *std::move(dump)});
-  }
-  if (dumps.empty()) return absl::InvalidArgumentError("none of the files found is a Flight Recorder dump");
-  if (absl::Status status = CheckOneJob(dumps); !status.ok()) return status;
-  return dumps;
-}
-
-Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& job) {
+Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& job,
+                        const std::vector<SkippedFile>& skipped) {
   Conversion conversion;
   ImportRecord& record = conversion.record;
   record.job = job;
@@ -538,22 +453,18 @@ Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& j
                                           GroupText(*start.first), " starts at collective #", first->second));
     }
   }
-  for (const int32_t rank : record.missing_ranks) {
-    record.notes.push_back(absl::StrCat("rank ", rank, " wrote no dump (given none): it may have been stopped, "
-                                                        "killed, or have left before the others timed out"));
-  }
+  SaySkipped(skipped, &record);  // and what is known of each missing rank
   return conversion;
 }
 
 absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options,
-                                         const std::vector<std::string>& skipped) {
+                                         const std::vector<SkippedFile>& skipped) {
   std::error_code error;
   const fs::path out(options.out_dir);
   if (fs::exists(out, error) && !(fs::is_directory(out, error) && fs::is_empty(out, error))) {
     return absl::AlreadyExistsError(absl::StrCat(options.out_dir, " already exists and is not an empty folder"));
   }
-  Conversion conversion = ConvertDumps(dumps, options.job);
-  for (const std::string& file : skipped) conversion.record.notes.push_back(file + ": not a dump, skipped");
+  Conversion conversion = ConvertDumps(dumps, options.job, skipped);
   // Written beside, renamed into place once whole: a failure leaves nothing behind.
   const fs::path partial = out.parent_path() / absl::StrCat(".", out.filename().string(), ".importing-", ::getpid());
   fs::remove_all(partial, error);
@@ -580,7 +491,7 @@ absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, con
 }
 
 absl::StatusOr<ImportRecord> ImportFlightRecorder(const ImportOptions& options) {
-  std::vector<std::string> skipped;
+  std::vector<SkippedFile> skipped;
   absl::StatusOr<std::vector<RankDump>> dumps = ReadDumps(options.inputs, &skipped);
   if (!dumps.ok()) return dumps.status();
   return WriteImport(*dumps, options, skipped);

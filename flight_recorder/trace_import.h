@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "flight_recorder/dump.h"
+#include "flight_recorder/dump_files.h"
 #include "flight_recorder/import_record.h"
 #include "proto/collwatch.pb.h"
 
@@ -24,21 +25,6 @@ struct ImportOptions {
   std::string job = "flight-recorder";
 };
 
-// A dump read from its file, with the rank its name gives.
-struct RankDump {
-  std::string file;
-  int32_t rank = -1;
-  FlightRecorderDump dump;
-};
-
-// The dumps `inputs` name (a folder: every file in it whose name ends in a rank number;
-// one there that is plainly no dump, neither pickle nor JSON, is skipped and named in
-// `skipped`). INVALID_ARGUMENT naming the file for one that is unreadable, not a dump,
-// has no rank in its name, repeats a rank, or belongs to another job (other groups or
-// format version).
-absl::StatusOr<std::vector<RankDump>> ReadDumps(const std::vector<std::string>& inputs,
-                                                std::vector<std::string>* skipped = nullptr);
-
 // What the dumps become, before anything is written: per dump, its rank trace's identity
 // and every record in one batch; and the import record.
 struct Conversion {
@@ -46,14 +32,16 @@ struct Conversion {
   ImportRecord record;
 };
 // Converts dumps already read (ReadDumps) of job `job`. Never fails: what cannot be
-// carried over is counted in record.notes.
-Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& job);
+// carried over is counted in record.notes; the files ReadDumps skipped are said there
+// and in record.not_read (SaySkipped).
+Conversion ConvertDumps(const std::vector<RankDump>& dumps, const std::string& job,
+                        const std::vector<SkippedFile>& skipped = {});
 
 // Reads the dumps and writes the traces and flight_recorder.json under options.out_dir.
 absl::StatusOr<ImportRecord> ImportFlightRecorder(const ImportOptions& options);
-// The same from dumps already read (`skipped`: files ReadDumps skipped, for the notes).
+// The same from dumps already read (`skipped`: files ReadDumps skipped, said).
 absl::StatusOr<ImportRecord> WriteImport(const std::vector<RankDump>& dumps, const ImportOptions& options,
-                                         const std::vector<std::string>& skipped = {});
+                                         const std::vector<SkippedFile>& skipped = {});
 
 }  // namespace collwatch::flight_recorder
 

@@ -52,7 +52,7 @@ Config LoadConfig() noexcept {
   if (const char* value = SettingIfSet(Setting::kAgent)) CopyString(config.agent_path, sizeof config.agent_path, value);
   if (const char* value = SettingIfSet(Setting::kTokenFile)) CopyString(config.token_file, sizeof config.token_file, value);
   if (const char* value = SettingIfSet(Setting::kTlsCa)) CopyString(config.tls_ca, sizeof config.tls_ca, value);
-  char job[sizeof config.job];
+  char job[kJobIdSettingBytes];  // whole: SafeJobName hashes what it must cut
   JobIdSetting(job, sizeof job);
   SafeJobName(job, config.job, sizeof config.job);
   if (config.verbose) {

@@ -10,10 +10,13 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+
+#include "ring/hash.h"
 
 namespace collwatch {
 
@@ -469,11 +472,25 @@ inline const char* SettingInForce(Setting setting) noexcept {
   return value != nullptr && SettingValid(setting, value) ? value : SettingInfoOf(setting).default_value;
 }
 
-// `requested` as ring file names carry a job: cut to fit `size` (ring::kJobBytes in the
-// ring header), every byte but letters, digits, '-', '_' and '.' made '_', and a '.' first
-// too: the job names a folder of the trace store, never ".", ".." or a hidden one.
+// The most of a job id that is read from the environment (JobIdSetting's buffer, in the
+// preload and in `collwatch run` alike): SafeJobName hashes what is read whole, so both
+// must read the same bytes. Ids longer still are cut before the hash.
+inline constexpr size_t kJobIdSettingBytes = 1024;
+
+// `requested` as ring file names carry a job: every byte but letters, digits, '-', '_' and
+// '.' made '_', and a '.' first too (the job names a folder of the trace store, never ".",
+// ".." or a hidden one); cut to fit `size` (ring::kJobBytes in the ring header). A cut id
+// keeps its head and ends in '-' and 16 hex digits of the hash of the whole id: two ids
+// that share their first 63 bytes stay two jobs (they were read as one). This is the one
+// place a job id is cut: the trace store's folder of a job (JobTracesDir) goes through it.
 inline void SafeJobName(const char* requested, char* out, size_t size) noexcept {
+  constexpr size_t kHashChars = 17;  // '-' and 16 hex digits
+  const size_t length = std::strlen(requested);
   std::snprintf(out, size, "%s", requested);
+  if (size > 2 * kHashChars && length >= size) {
+    const uint64_t hash = Hash64(requested, length, 0x4a4f4249445f4355ull);
+    std::snprintf(out + size - 1 - kHashChars, kHashChars + 1, "-%016llx", static_cast<unsigned long long>(hash));
+  }
   for (char* c = out; *c != '\0'; ++c) {
     const bool safe = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
                       *c == '-' || *c == '_' || (*c == '.' && c != out);

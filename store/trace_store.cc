@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ring/ring_format.h"
+#include "ring/settings.h"
 #include "store/trace_store_format.h"
 
 namespace collwatch {
@@ -31,7 +33,10 @@ std::string SafeName(const std::string& text) {
 }  // namespace
 
 std::string JobTracesDir(const std::string& out_dir, const std::string& job) {
-  return absl::StrCat(out_dir, "/", SafeName(job));
+  // Cut as a ring cuts it (one place: a cut id keeps a hash of the whole), never at 64.
+  char cut[ring::kJobBytes];
+  SafeJobName(job.c_str(), cut, sizeof cut);
+  return absl::StrCat(out_dir, "/", SafeName(cut));
 }
 
 std::string RankTraceDirName(const v1::RankIdentity& identity) {

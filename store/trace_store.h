@@ -141,8 +141,9 @@ class RankTraceReader {
   mutable size_t frames_decoded_ = 0;
 };
 
-// The folder a job's traces are written to under `out_dir` (the job id with every
-// character but letters, digits, '-' and '_' made '_').
+// The folder a job's traces are written to under `out_dir` (the job id cut as SafeJobName
+// cuts it, a hash of the whole id kept, and every character but letters, digits, '-' and
+// '_' made '_').
 std::string JobTracesDir(const std::string& out_dir, const std::string& job);
 // Folder name of a rank's trace under JobTracesDir.
 std::string RankTraceDirName(const v1::RankIdentity& identity);
