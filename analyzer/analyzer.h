@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/call_sites.h"
 #include "analyzer/expected_duration.h"
 #include "analyzer/finding.h"
 #include "analyzer/job_model.h"
@@ -35,6 +36,8 @@ struct AnalyzerOptions {
   // Online: forget calls no check can need again, so a long job's model stays bounded
   // (post-mortem keeps everything: schedules and exports read the whole run).
   bool bounded_history = false;
+  // Which files a finding may open for the source lines its call paths name.
+  SourceAccess source_access;
 };
 
 // The oldest collective of a communicator that not every rank has completed, with how

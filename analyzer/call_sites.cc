@@ -1,6 +1,9 @@
 // Where in the code. Threading: see call_sites.h.
 #include "analyzer/call_sites.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -149,10 +152,22 @@ std::string FrameText(const CallFrame& frame) {
   return absl::StrCat(frame.function, " (", BaseName(frame.file), ":", frame.line, ")");
 }
 
-void WithSourceLines(BranchPoint* point) {
+void WithSourceLines(BranchPoint* point, const SourceAccess& access) {
+  if (!access.read) return;
+  std::string path = point->file;
+  if (!access.root.empty()) {
+    // Resolved first, then compared: neither "../" nor a link leads out of the root.
+    namespace fs = std::filesystem;
+    const fs::path named = fs::path(path).is_relative() ? fs::path(access.root) / path : fs::path(path);
+    char real_root[PATH_MAX], real_file[PATH_MAX];
+    if (realpath(access.root.c_str(), real_root) == nullptr || realpath(named.c_str(), real_file) == nullptr) return;
+    const std::string inside = std::string_view(real_root) == "/" ? "/" : absl::StrCat(real_root, "/");
+    if (!absl::StartsWith(real_file, inside)) return;
+    path = real_file;
+  }
   // The path comes from a trace: only a regular file of a source's size is read.
   constexpr uint64_t kMaxSourceBytes = 64 << 20;
-  absl::StatusOr<std::string> source = ReadRegularFile(point->file, kMaxSourceBytes);
+  absl::StatusOr<std::string> source = ReadRegularFile(path, kMaxSourceBytes);
   if (!source.ok()) return;
   std::istringstream file(*source);
   std::map<int32_t, std::string> wanted;

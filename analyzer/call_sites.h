@@ -71,9 +71,20 @@ std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths
 // model then took its two paths): nullopt otherwise.
 std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& paths);
 
+// Which files the report may open for the source lines call paths name. The paths are
+// the trace's words: whoever hands over a trace (imported Flight Recorder dumps) would
+// choose which local file's lines land in the report.
+struct SourceAccess {
+  bool read = true;  // false: file:line only
+  // Not empty: only a file whose real path (links resolved) lies under this folder's; a
+  // relative path is taken from it.
+  std::string root;
+};
+
 // The text of each arm's line, read from the branch point's file where it can be read
-// here (the analysis runs on the job's machine under `collwatch run`); unchanged elsewhere.
-void WithSourceLines(BranchPoint* point);
+// here (the analysis runs on the job's machine under `collwatch run`) and `access` allows
+// it; unchanged elsewhere.
+void WithSourceLines(BranchPoint* point, const SourceAccess& access = {});
 
 // "`LlavaModel.forward` (modeling_llava.py): rank 0 at line 237 → get_image_features,
 // rank 1 at line 250 → LlamaModel.forward" (docs/findings.md's short form).

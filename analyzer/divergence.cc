@@ -138,9 +138,9 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   }
   if (finding.call_paths.size() == facts.classes.size()) {
     finding.branch_point = BranchPointOf(finding.call_paths);
-    if (finding.branch_point) WithSourceLines(&*finding.branch_point);
+    if (finding.branch_point) WithSourceLines(&*finding.branch_point, options_.source_access);
     finding.first_parted = FirstPartingOf(finding.call_paths);
-    if (finding.first_parted) WithSourceLines(&*finding.first_parted);
+    if (finding.first_parted) WithSourceLines(&*finding.first_parted, options_.source_access);
   }
   facts.basis = verdict.basis;
   facts.major_inserted = verdict.major_inserted;

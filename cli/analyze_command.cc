@@ -1,19 +1,32 @@
 // Post-mortem analysis: load, analyse as of the end of the trace, report.
 #include "cli/analyze_command.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "cli/exit_codes.h"
 #include "cli/trace_loader.h"
+#include "files/safe_text.h"
 
 namespace collwatch {
 
 int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
+  std::error_code error;
+  if (!options.source_root.empty() && !std::filesystem::is_directory(options.source_root, error)) {
+    err << "collwatch analyze: --source-root " << TerminalText(options.source_root) << ": not a folder\n";
+    return kExitBadInput;
+  }
   analyzer::Analyzer analyzer;
   LoadSummary summary;
   if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err, options.job)) return kExitBadInput;
   analyzer::AnalyzerOptions analyzer_options;
+  // Source lines: under the root the user names; for dumps handed over, nowhere without
+  // one (their call paths would choose which local files the report shows).
+  analyzer_options.source_access.root = options.source_root;
+  analyzer_options.source_access.read = !summary.imported || !options.source_root.empty();
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;
   } else if (summary.stall_after_s > 0) {
@@ -47,6 +60,13 @@ int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ost
                                       ": the ranks' kept histories overlap only from #", cut->second,
                                       ", so the ranks may have parted earlier, in entries some had already "
                                       "dropped; the first difference seen is named"));
+  }
+  if (!analyzer_options.source_access.read &&
+      std::any_of(findings.begin(), findings.end(), [](const analyzer::Finding& finding) {
+        return finding.branch_point.has_value() || finding.first_parted.has_value();
+      })) {
+    info.notes.push_back("source lines not shown: the call paths come from Flight Recorder dumps, so the files "
+                         "they name are not opened (give --source-root DIR to read them from under DIR)");
   }
   info.command_exit_status = summary.command_exit_status;
   if (summary.stopped_at_ns > 0) analyzer::NoteStoppedByCollwatch(&info);

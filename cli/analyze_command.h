@@ -13,6 +13,9 @@ struct AnalyzeOptions {
   bool json = false;
   double stall_after_s = 0;  // 0: run.json's value, else the analyzer's default
   std::string job;  // the job to analyse where the path holds several (trace_loader.h FindTraces)
+  // Where the report may read the source lines call paths name (--source-root): only files
+  // under it. Empty: collwatch's own traces as they name them; imported dumps, none.
+  std::string source_root;
 };
 
 // Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings or

@@ -172,6 +172,9 @@ int main(int argc, char** argv) {
                                                    "a ring folder or a ring file")->required();
   analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
   analyze->add_option("--job", analyze_options.job, "the job to analyse, where the folder holds several");
+  analyze->add_option("--source-root", analyze_options.source_root,
+                      "read the source lines a call path names only from files under DIR (imported Flight Recorder "
+                      "dumps: never read without it)");
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
                       "stall threshold floor in seconds (default: run.json's, else 30)")
       ->check(kStallSeconds);

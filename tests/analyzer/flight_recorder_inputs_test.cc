@@ -1,7 +1,8 @@
 // `collwatch import --flight-recorder` and `analyze` on dumps that are not what they seem
-// (issue #38 items 3 and 4): files of a dump folder that cannot be read (a FIFO, a link
+// (issue #38 items 3, 4 and 10): files of a dump folder that cannot be read (a FIFO, a link
 // to /dev/zero, a rank number beyond any rank) were dropped without a word and the rank
-// blamed; dumps of two jobs were imported as one. Threading: single-threaded.
+// blamed; dumps of two jobs were imported as one; the files a dump's frames name were
+// opened and their lines printed. Threading: single-threaded.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,10 +57,11 @@ class FlightRecorderInputsTest : public ::testing::Test {
   }
 
   // `collwatch analyze --json`: report.json; the exit status in `status`.
-  nlohmann::json Analyze(const std::string& path, int* status) {
+  nlohmann::json Analyze(const std::string& path, int* status, const std::string& source_root = "") {
     AnalyzeOptions options;
     options.path = path;
     options.json = true;
+    options.source_root = source_root;
     std::ostringstream out, err;
     *status = RunAnalyzeCommand(options, out, err);
     return nlohmann::json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
@@ -151,6 +153,85 @@ TEST_F(FlightRecorderInputsTest, DumpsOfTwoJobsAreRefusedNamingBoth) {
                                       {{one + "0", "nccl_trace_rank_0"}, {one + "1", "nccl_trace_rank_1"}});
     EXPECT_EQ(Import({folder}, dir_ + "/one-out-" + fixture), 0) << import_text_;
   }
+}
+
+// Two ranks' dumps (JSON, with frames) whose calls part at `main`'s lines 30 and 31 of
+// `source`: a branch point whose lines the report would print.
+void WriteDumpsNaming(const std::string& folder, const std::string& source) {
+  const auto frames = [&](const char* inner, int line) {
+    return std::string(R"("frames": [{"name": ")") + inner + R"(", "filename": ")" + source +
+           R"(", "line": 5}, {"name": "main", "filename": ")" + source + R"(", "line": )" + std::to_string(line) +
+           "}]";
+  };
+  const auto entry = [&](int id, int seq, const char* op, bool done, const std::string& where) {
+    const std::string created = std::to_string(1'795'000'000'000'000'000 + id * 1'000'000);
+    return std::string(R"({"record_id": )") + std::to_string(id) + R"(, "process_group": ["0", "default_pg"], )" +
+           R"("collective_seq_id": )" + std::to_string(seq) + R"(, "p2p_seq_id": 0, "profiling_name": "nccl:)" + op +
+           R"(", "time_created_ns": )" + created + R"(, "input_sizes": [[4]], "output_sizes": [[4]], )" +
+           R"("input_dtypes": ["Float"], "output_dtypes": ["Float"], "state": ")" +
+           (done ? "completed" : "scheduled") + R"(", "time_discovered_completed_ns": )" +
+           (done ? created : std::string("0")) + R"(, "timeout_ms": 1000, "is_p2p": false, )" + where + "}";
+  };
+  const std::string head = R"({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg",
+    "ranks": "[0, 1]"}}, "entries": [)";
+  std::ofstream(folder + "/nccl_trace_rank_0.json")
+      << head << entry(0, 1, "all_reduce", true, frames("step", 29)) << ", "
+      << entry(1, 2, "all_reduce", false, frames("vision", 30)) << "]}";
+  std::ofstream(folder + "/nccl_trace_rank_1.json")
+      << head << entry(0, 1, "all_reduce", true, frames("step", 29)) << ", "
+      << entry(1, 2, "all_gather", false, frames("text", 31)) << "]}";
+}
+
+// The frames of a dump handed over name a local file (here "secret.py"): its lines were
+// printed in the report. They are read only under a source root the user names.
+TEST_F(FlightRecorderInputsTest, SourceLinesOfDumpsAreReadOnlyUnderARootTheUserNames) {
+  const std::string root = dir_ + "/src";
+  fs::create_directories(root);
+  std::ofstream secret(root + "/secret.py");
+  for (int line = 1; line <= 40; ++line) secret << "secret_value_" << line << " = 1\n";
+  secret.close();
+  const std::string folder = dir_ + "/named";
+  fs::create_directories(folder);
+  WriteDumpsNaming(folder, root + "/secret.py");
+  ASSERT_EQ(Import({folder}, dir_ + "/out"), 0) << import_text_;
+
+  int status = 0;
+  nlohmann::json report = Analyze(dir_ + "/out", &status);
+  ASSERT_TRUE(report.is_object());
+  ASSERT_FALSE(report["findings"].empty()) << report.dump(2);
+  ASSERT_TRUE(report["findings"][0]["branch_point"].is_object()) << report.dump(2);
+  EXPECT_THAT(report.dump(), Not(HasSubstr("secret_value_"))) << "never read by default";
+  EXPECT_THAT(report["notes"].dump(), HasSubstr("give --source-root DIR to read them"));
+  EXPECT_THAT(report["findings"][0]["branch_point"]["text"].get<std::string>(),
+              AllOf(HasSubstr("line 30"), HasSubstr("line 31")))
+      << "file:line all the same";
+
+  report = Analyze(dir_ + "/out", &status, root);
+  EXPECT_THAT(report["findings"][0]["branch_point"].dump(),
+              AllOf(HasSubstr("secret_value_30 = 1"), HasSubstr("secret_value_31 = 1")));
+
+  // A root elsewhere, or one the file is reached from only through "..": not read.
+  fs::create_directories(dir_ + "/elsewhere/sub");
+  for (const std::string& other : {dir_ + "/elsewhere", dir_ + "/elsewhere/sub"}) {
+    report = Analyze(dir_ + "/out", &status, other);
+    EXPECT_THAT(report.dump(), Not(HasSubstr("secret_value_"))) << other;
+  }
+  // A link under the root to the file outside it: not read either.
+  fs::create_directories(dir_ + "/linked");
+  fs::create_symlink(root + "/secret.py", dir_ + "/linked/secret.py");
+  const std::string relinked = dir_ + "/relinked";
+  fs::create_directories(relinked);
+  WriteDumpsNaming(relinked, dir_ + "/linked/secret.py");
+  ASSERT_EQ(Import({relinked}, dir_ + "/out-linked"), 0) << import_text_;
+  report = Analyze(dir_ + "/out-linked", &status, dir_ + "/linked");
+  EXPECT_THAT(report.dump(), Not(HasSubstr("secret_value_")));
+
+  AnalyzeOptions missing_root;
+  missing_root.path = dir_ + "/out";
+  missing_root.source_root = dir_ + "/no-such-folder";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunAnalyzeCommand(missing_root, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("--source-root " + dir_ + "/no-such-folder: not a folder"));
 }
 
 }  // namespace
