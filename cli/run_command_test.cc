@@ -95,6 +95,7 @@ TEST_F(RunCommandTest, ExitStatusOfTheCommandAndTheFilesOfTheRun) {
   EXPECT_EQ(run["exit_status"], 3);
   EXPECT_EQ(run["command"], nlohmann::json({"/bin/sh", "-c", "exit 3"}));
   EXPECT_EQ(run["stopped_hung_job"], false);
+  EXPECT_EQ(run["stall_after_s"], 30.0) << "the default in force, not 0";
   EXPECT_EQ(run["drained"], true);
   EXPECT_EQ(run["traces"], (out_ / "run-command-test").string());
   EXPECT_TRUE(std::filesystem::exists(out_ / "report.txt"));

@@ -32,7 +32,7 @@ struct RunRecord {
   uint64_t events = 0;
   uint64_t lost = 0;           // overwritten in the rings before they were read
   bool drained = false;        // every record reached the collector
-  double stall_after_s = 0;    // --stall-after (0: the analyzer's default)
+  double stall_after_s = 0;    // the stall threshold's floor in force (0: an external collector's, unknown)
   bool kill_on_hang = false;
   bool one_gpu = false;
   bool stopped_hung_job = false;

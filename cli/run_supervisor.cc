@@ -250,7 +250,10 @@ int RunSupervisor::Finish() {
                          .events = stats.events_read,
                          .lost = stats.lost,
                          .drained = drained,
-                         .stall_after_s = options_.stall_after_s,
+                         // The floor in force, default included (an external collector's own is not known).
+                         .stall_after_s = options_.stall_after_s > 0 || embedded_ == nullptr
+                                              ? options_.stall_after_s
+                                              : analyzer::AnalyzerOptions{}.stall_after_s,
                          .kill_on_hang = options_.kill_on_hang,
                          .one_gpu = options_.one_gpu,
                          .stopped_hung_job = stopped_hung_job_,
