@@ -13,8 +13,8 @@ else()
 endif()
 
 # gtest_discover_tests with the TIMEOUT of its PROPERTIES scaled. It stands in for
-# GoogleTest's own (reached as _gtest_discover_tests), so that every test, those others add
-# later included, gets the factor without a wrapper to remember at each call. Include
+# GoogleTest's own (reached as _gtest_discover_tests), so that every test, including those
+# added later, gets the factor without a wrapper to remember at each call. Include
 # GoogleTest only once, before this file: a second include(GoogleTest) puts its own back.
 function(gtest_discover_tests target)
   set(args "${ARGN}")
