@@ -241,6 +241,10 @@ int main(int argc, char** argv) {
     return run->parsed() ? collwatch::kExitRunFailed : collwatch::kExitBadInput;
   }
 
+  // A command that writes to standard output ends here: a write that failed is an error.
+  const auto finish = [](const char* command, int status) {
+    return collwatch::FinishStandardOutput(command, status, std::cout, std::cerr);
+  };
   if (dump->parsed()) {
     const auto format = dump_json ? collwatch::DumpFormat::kJsonLines : collwatch::DumpFormat::kText;
     const absl::Status status = collwatch::DumpTraces(dump_path, dump_job, format, std::cout, std::cerr);
@@ -248,10 +252,7 @@ int main(int argc, char** argv) {
       std::cerr << "collwatch dump: " << status.message() << "\n";
       return finish("dump", collwatch::kExitBadInput);
     }
-  // A command that writes to standard output ends here: a write that failed is an error.
-  const auto finish = [](const char* command, int status) {
-    return collwatch::FinishStandardOutput(command, status, std::cout, std::cerr);
-  };
+    return finish("dump", collwatch::kExitOk);
   } else if (gc->parsed()) {
     return finish("gc", collwatch::RunGcCommand(gc_options, std::cout, std::cerr));
   } else if (env->parsed()) {
@@ -259,8 +260,8 @@ int main(int argc, char** argv) {
       std::cout << collwatch::SettingsMarkdownTable();
     } else {
       collwatch::PrintSettings(std::cout);
-    return finish("dump", collwatch::kExitOk);
     }
+    return finish("env", collwatch::kExitOk);
   } else if (collector->parsed()) {
     if (const absl::Status read = collwatch::ReadSecretFiles({{token_file, &collector_options.token, SecretKind::kToken},
                                                               {tls_cert_file, &collector_options.tls_cert_pem},
@@ -268,7 +269,6 @@ int main(int argc, char** argv) {
         !read.ok()) {
       std::cerr << "collwatch collector: " << read.message() << "\n";
       return 2;
-    return finish("env", collwatch::kExitOk);
     }
     collector_options.analyze = !no_analyze;
     return collwatch::RunCollectorCommand(collector_options);

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "files/safe_files.h"
-#include "process/process_info.h"
 #include "files/safe_text.h"
 #include "files/version.h"
+#include "process/process_info.h"
 #include "process/process_sample.h"
 
 namespace collwatch {
