@@ -10,9 +10,13 @@
 namespace collwatch {
 namespace {
 
-// The length of the well-formed UTF-8 sequence at text[at] (1 to 4), or 0 when the byte
-// there starts none.
-size_t Utf8SequenceAt(std::string_view text, size_t at) {
+void AppendEscaped(std::string_view bytes, std::string* out) {
+  for (const char c : bytes) absl::StrAppendFormat(out, "\\x%02x", static_cast<unsigned char>(c));
+}
+
+}  // namespace
+
+size_t Utf8SequenceLength(std::string_view text, size_t at) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   const unsigned char lead = byte(at);
   if (lead < 0x80) return 1;
@@ -39,18 +43,28 @@ size_t Utf8SequenceAt(std::string_view text, size_t at) {
   return length;
 }
 
-void AppendEscaped(std::string_view bytes, std::string* out) {
-  for (const char c : bytes) absl::StrAppendFormat(out, "\\x%02x", static_cast<unsigned char>(c));
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const size_t length = Utf8SequenceLength(text, at);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      ++at;
+    } else {
+      out.append(text.substr(at, length));
+      at += length;
+    }
+  }
+  return out;
 }
-
-}  // namespace
 
 std::string TerminalText(std::string_view text, LineEnds line_ends) {
   std::string out;
   out.reserve(text.size());
   size_t at = 0;
   while (at < text.size()) {
-    const size_t length = Utf8SequenceAt(text, at);
+    const size_t length = Utf8SequenceLength(text, at);
     const std::string_view sequence = text.substr(at, length == 0 ? 1 : length);
     const auto lead = static_cast<unsigned char>(sequence[0]);
     const bool kept_line_end = line_ends == LineEnds::kKeep && (lead == '\n' || lead == '\t');

@@ -4,12 +4,21 @@
 #ifndef COLLWATCH_FILES_SAFE_TEXT_H_
 #define COLLWATCH_FILES_SAFE_TEXT_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 #include "nlohmann/json.hpp"
 
 namespace collwatch {
+
+// The length of the well-formed UTF-8 sequence at text[at] (1 to 4), or 0 when the byte
+// there starts none (overlong forms, surrogates and code points past U+10FFFF start none).
+size_t Utf8SequenceLength(std::string_view text, size_t at);
+
+// `text` with every byte that starts no well-formed UTF-8 sequence replaced by U+FFFD (what
+// JSON and protobuf strings must hold).
+std::string ValidUtf8(std::string_view text);
 
 // Whether '\n' and '\t' reach the terminal as they are (a whole report's text) or are
 // escaped too (one name: a line break in it could forge a line of output).

@@ -46,5 +46,16 @@ TEST(SafeTextTest, MetadataValueProblemNamesWhatIsWrong) {
   EXPECT_EQ(MetadataValueProblem("t\xc3\xa9"), "holds byte 0xc3 (byte 2), not printable ASCII");
 }
 
+// One rule of well-formed UTF-8 for every writer (JSON, protobuf strings, terminals).
+TEST(SafeTextTest, ValidUtf8ReplacesEachBadByteAndKeepsTheRest) {
+  EXPECT_EQ(ValidUtf8("fwd/caf\xc3\xa9"), "fwd/caf\xc3\xa9");
+  EXPECT_EQ(ValidUtf8("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(ValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd") << "an overlong '/' is two bad bytes";
+  EXPECT_EQ(ValidUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd") << "a surrogate";
+  EXPECT_EQ(ValidUtf8("\xe2\x82"), "\xef\xbf\xbd\xef\xbf\xbd") << "cut short";
+  EXPECT_EQ(Utf8SequenceLength("\xf0\x9f\x98\x80", 0), 4u);
+  EXPECT_EQ(Utf8SequenceLength("\xf4\x90\x80\x80", 0), 0u) << "past U+10FFFF";
+}
+
 }  // namespace
 }  // namespace collwatch

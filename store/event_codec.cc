@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "files/safe_text.h"
+
 namespace collwatch {
 namespace {
 
@@ -13,51 +15,9 @@ bool IsInPlaceEnterHalf(uint16_t kind, uint8_t flags) {
          (flags & ring::kFlagReturnsInPlace) != 0;
 }
 
-// Bytes of the well-formed UTF-8 sequence at the start of `text` (RFC 3629: no overlong
-// forms, no surrogates, nothing above U+10FFFF), 0 if there is none.
-size_t Utf8SequenceBytes(std::string_view text) {
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
-  const uint8_t lead = byte(0);
-  if (lead < 0x80) return 1;
-  size_t length;
-  uint8_t low = 0x80, high = 0xbf;  // allowed range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    if (lead == 0xe0) low = 0xa0;   // overlong
-    if (lead == 0xed) high = 0x9f;  // surrogates
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    if (lead == 0xf0) low = 0x90;   // overlong
-    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
-  for (size_t i = 2; i < length; ++i) {
-    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
-  }
-  return length;
-}
-
 }  // namespace
 
-std::string WireText(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  while (!text.empty()) {
-    const size_t length = Utf8SequenceBytes(text);
-    if (length == 0) {
-      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
-      text.remove_prefix(1);
-    } else {
-      out.append(text.substr(0, length));
-      text.remove_prefix(length);
-    }
-  }
-  return out;
-}
+std::string WireText(std::string_view text) { return ValidUtf8(text); }
 
 uint64_t LanePosition(uint32_t /*lane*/, uint64_t index, const ring::Record& record) {
   return 2 * index + (IsInPlaceEnterHalf(record.kind, record.flags) ? 0 : 1);

@@ -71,7 +71,12 @@ SmallShmRun RunOnTmpfs(const TempDir& dir, const std::string& size, int fill_kib
   std::ostringstream script;
   script << "set -u; mkdir -p '" << shm << "' && mount -t tmpfs -o size=" << size << ",mode=0700 tmpfs '" << shm
          << "' || exit 97\n";
-  if (fill_kib > 0) script << "dd if=/dev/zero of='" << shm << "/filler' bs=1024 count=" << fill_kib << " 2>/dev/null\n";
+  // dd runs without the sanitizer runtime the test environment preloads (it may refuse an
+  // uninstrumented program): a filler that failed would leave room for every ring.
+  if (fill_kib > 0) {
+    script << "env -u LD_PRELOAD dd if=/dev/zero of='" << shm << "/filler' bs=1024 count=" << fill_kib
+           << " 2>/dev/null || exit 96\n";
+  }
   script << "'" << COLLWATCH_CLI_PATH << "' run --out '" << out << "' --ring-dir '" << rings << "' -- '"
          << COLLWATCH_NCCL_RANKS_PATH << "' " << kRanks << " all '" << dir.path() << "'\n"
          << "status=$?\n"
@@ -123,6 +128,7 @@ TEST(SmallShmRunTest, RanksWhoseRingCannotFitAreReportedWithTheReason) {
   // 4 MiB with 2.5 MiB taken: room for one or two rings at the floor (about 0.9 MiB), never four.
   const SmallShmRun run = RunOnTmpfs(dir, "4m", 2560);
   ASSERT_NE(run.exit_code, 97) << "mount refused in the run's namespace:\n" << run.err;
+  ASSERT_NE(run.exit_code, 96) << "the filler could not be written:\n" << run.err;
   EXPECT_EQ(run.exit_code, 0) << "the ranks without a ring ran as if collwatch were not there:\n" << run.err;
   ASSERT_TRUE(run.report.is_object()) << run.err;
   EXPECT_EQ(run.report["healthy"], false) << run.report.dump(2);
