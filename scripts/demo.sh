@@ -25,7 +25,7 @@ run_scenario() {
   local status=0
   "$collwatch" run --out "$work/$scenario" --kill-on-hang --stall-after 5 --no-dashboard -- \
     "${trainer[@]}" --scenario "$scenario" "$@" || status=$?
-  echo "-- exit status $status ($( [ "$status" = 3 ] && echo "collwatch stopped the hung job" || echo "the job's own" ))"
+  echo "-- exit status $status ($( [ "$status" = 124 ] && echo "collwatch stopped the hung job" || echo "the job's own" ))"
 }
 
 run_scenario image-text
