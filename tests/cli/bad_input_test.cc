@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/loop_gate.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
@@ -30,25 +31,12 @@ using testing::Subprocess;
 using testing::Scaled;
 using testing::TempDir;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string err;
-  double seconds = 0;
-};
+using Outcome = testing::CliOutcome;
 
-// `collwatch ARGS...` with `env` added, its standard error kept; killed after 30 s.
+// `collwatch ARGS...` with `env` added; killed after 30 s.
 Outcome Collwatch(const TempDir& dir, const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv = {COLLWATCH_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string err_path = dir.path() + "/stderr";
-  const auto start = std::chrono::steady_clock::now();
-  Subprocess cli(argv, testing::CollwatchRunEnv(env), dir.path() + "/stdout", err_path);
-  Outcome outcome;
-  outcome.exit_code = cli.Wait(30);
-  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  outcome.err = ReadFile(err_path);
-  return outcome;
+  return testing::RunCollwatch(dir, args, env);
 }
 
 // `run`'s standard error says where it kept the rings ("the rings stay in DIR "): DIR

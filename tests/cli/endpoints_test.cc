@@ -18,6 +18,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
@@ -32,21 +33,12 @@ using testing::ReadFile;
 using testing::Subprocess;
 using testing::TempDir;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string err;
-};
+using Outcome = testing::CliOutcome;
 
 // `collwatch ARGS...` with `env` added; killed after 30 s.
 Outcome Collwatch(const TempDir& dir, const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv = {COLLWATCH_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Subprocess cli(argv, testing::CollwatchRunEnv(env), dir.path() + "/stdout", dir.path() + "/stderr");
-  Outcome outcome;
-  outcome.exit_code = cli.Wait(30);
-  outcome.err = ReadFile(dir.path() + "/stderr");
-  return outcome;
+  return testing::RunCollwatch(dir, args, env);
 }
 
 // A collector on `listen` with its store at `out`, its stderr in `err`; waits until it

@@ -10,12 +10,14 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "interposer/ring_writer.h"
 #include "ring/hash.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
@@ -29,25 +31,13 @@ using testing::ReadFile;
 using testing::Subprocess;
 using testing::TempDir;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Outcome = testing::CliOutcome;
 
 // `collwatch ARGS...` with `env` added; its standard output goes to `stdout_path` (a file
 // in `dir` by default). Killed after 60 s.
 Outcome Collwatch(const TempDir& dir, const std::vector<std::string>& args,
                   const std::map<std::string, std::string>& env = {}, std::string stdout_path = "") {
-  std::vector<std::string> argv = {COLLWATCH_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const bool own_stdout = stdout_path.empty();
-  if (own_stdout) stdout_path = dir.path() + "/stdout";
-  Subprocess cli(argv, testing::CollwatchRunEnv(env), stdout_path, dir.path() + "/stderr");
-  Outcome outcome;
-  outcome.exit_code = cli.Wait(60);
-  if (own_stdout) outcome.out = ReadFile(stdout_path);
-  outcome.err = ReadFile(dir.path() + "/stderr");
-  return outcome;
+  return testing::RunCollwatch(dir, args, env, 60, std::move(stdout_path));
 }
 
 // A trace folder of two ranks, imported from a Flight Recorder fixture.
