@@ -12,6 +12,7 @@
 #include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/schedule.h"
+#include "files/json_contract.h"
 #include "files/safe_text.h"
 #include "files/version.h"
 #include "nlohmann/json.hpp"
@@ -82,7 +83,8 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
   auto micros = [origin](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
 
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
-      << SafeJsonText({{"producer", "collwatch export --chrome"},
+      << SafeJsonText({{kSchemaVersionKey, kChromeTraceSchemaVersion},
+                       {"producer", "collwatch export --chrome"},
                        {"collwatch_version", std::string(CollwatchVersionText())},
                        {"time_origin_realtime_ns", origin},
                        {"trace_end_realtime_ns", trace_end}})
@@ -142,7 +144,7 @@ ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
       const std::string_view region = model.RegionName(call.region);
       const std::string_view op = OpName(call.fn);
       json args = {{"op", op},
-                   {"comm", absl::StrFormat("%016x", comm.id)},
+                   {"comm", JsonId(comm.id)},
                    {"comm_index", index_of[c]},
                    {"rank", call.rank},
                    {"region", region}};

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "analyzer/finding_words.h"
 #include "analyzer/process_ranks.h"
+#include "files/json_contract.h"
 #include "files/safe_files.h"
 #include "files/safe_text.h"
 #include "files/version.h"
@@ -357,7 +358,7 @@ nlohmann::json FindingJson(const Finding& finding) {
   return {{"kind", FindingKindName(finding.kind)},
           {"decided", finding.decided},
           {"other_readings", other_readings},
-          {"comm", absl::StrFormat("%016x", finding.comm_id)},
+          {"comm", JsonId(finding.comm_id)},
           {"seq", finding.seq},
           {"rank_classes", classes},
           {"rank_class_labels", labels},
@@ -393,7 +394,8 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
                      {"last_call", rank.last_call ? nlohmann::json(*rank.last_call) : nlohmann::json(nullptr)},
                      {"not_recorded", rank.not_recorded.empty() ? nlohmann::json(nullptr) : nlohmann::json(rank.not_recorded)}});
   }
-  return {{"collwatch_version", std::string(CollwatchVersionText())},
+  return {{kSchemaVersionKey, kReportSchemaVersion},
+          {"collwatch_version", std::string(CollwatchVersionText())},
           {"findings", list},
           {"healthy", Healthy(findings, info)},
           {"ranks", ranks},

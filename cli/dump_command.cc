@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "analyzer/report.h"
 #include "cli/trace_loader.h"
+#include "files/json_contract.h"
 #include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 #include "process/process_info.h"
@@ -160,6 +161,7 @@ absl::StatusOr<ProcessView> RankTraceView(const std::string& dir) {
 
 nlohmann::json ProcessJson(const ProcessView& view) {
   nlohmann::json json = {{"type", view.type},
+                         {kSchemaVersionKey, kDumpSchemaVersion},
                          {"path", view.path},
                          {"host", view.host},
                          {"job", view.job},
@@ -191,7 +193,7 @@ nlohmann::json RecordJson(const ProcessView& process, const RecordView& view) {
       {"index", view.index},
       {"kind", RecordKindName(static_cast<RecordKind>(r.kind))},
       {"fn", OpName(static_cast<ApiFn>(r.fn))},
-      {"comm", absl::StrFormat("%016x", r.comm_id)},
+      {"comm", JsonId(r.comm_id)},
       {"rank", r.rank},
       {"nranks", r.nranks},
       {"seq", r.seq},
@@ -199,7 +201,7 @@ nlohmann::json RecordJson(const ProcessView& process, const RecordView& view) {
       {"dtype", DtypeName(r.dtype)},
       {"redop", RedOpName(r.redop)},
       {"root_or_peer", r.root_or_peer},
-      {"stream", r.stream},
+      {"stream", JsonId(r.stream)},  // a handle: may pass 2^53
       {"group", r.group_id},
       {"t_ns", r.t_ns},
       {"ref_lane", r.ref_lane},
@@ -209,7 +211,7 @@ nlohmann::json RecordJson(const ProcessView& process, const RecordView& view) {
       {"tid", r.tid},
       {"result", r.result},
       {"flags", FlagNames(r.flags)},
-      {"aux", {r.aux0, r.aux1, r.aux2}},
+      {"aux", {JsonId(r.aux0), JsonId(r.aux1), JsonId(r.aux2)}},  // hashes and comm ids among them
   };
 }
 
@@ -293,10 +295,17 @@ absl::Status DumpTraces(const std::string& path, const std::string& job, DumpFor
   }
   for (const NoRingNoteRead& note : sources->no_rings) {
     if (format == DumpFormat::kJsonLines) {
-      const nlohmann::json line = {{"type", "no_ring"}, {"path", note.path},   {"host", note.host},
-                                   {"job", note.job},   {"pid", note.pid},     {"rank", note.rank},
-                                   {"local_rank", note.local_rank},            {"world_size", note.world_size},
-                                   {"needed_bytes", note.needed_bytes},        {"free_bytes", note.free_bytes},
+      const nlohmann::json line = {{"type", "no_ring"},
+                                   {kSchemaVersionKey, kDumpSchemaVersion},
+                                   {"path", note.path},
+                                   {"host", note.host},
+                                   {"job", note.job},
+                                   {"pid", note.pid},
+                                   {"rank", note.rank},
+                                   {"local_rank", note.local_rank},
+                                   {"world_size", note.world_size},
+                                   {"needed_bytes", note.needed_bytes},
+                                   {"free_bytes", note.free_bytes},
                                    {"why", note.why}};
       out << SafeJsonText(line) << "\n";
     } else {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "files/json_contract.h"
 #include "files/safe_files.h"
 #include "files/safe_text.h"
 #include "files/version.h"
@@ -54,7 +55,8 @@ nlohmann::json FlightRecorderDumpsJson(const std::vector<FlightRecorderDump>& du
 }  // namespace
 
 nlohmann::json RunRecordJson(const RunRecord& record) {
-  return {{"collwatch_version", std::string(CollwatchVersionText())},
+  return {{kSchemaVersionKey, kRunSchemaVersion},
+          {"collwatch_version", std::string(CollwatchVersionText())},
           {"job", record.job},
           {"command", record.command},
           {"exit_status", record.exit_status},

@@ -13,6 +13,7 @@
 #include "analyzer/call_sites.h"
 #include "analyzer/stack_classes.h"
 #include "cli/job_processes.h"
+#include "files/json_contract.h"
 #include "files/safe_text.h"
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
@@ -147,7 +148,7 @@ int RunStacksCommand(const StacksCommandOptions& options, std::ostream& out, std
     for (const RankStacks& process : job.processes) complete = complete && process.stacks.problems.empty();
   }
   if (options.json) {
-    json report = {{"classes", json::array()}, {"processes", json::array()}};
+    json report = {{kSchemaVersionKey, kStacksSchemaVersion}, {"classes", json::array()}, {"processes", json::array()}};
     for (const JobStacks& job : jobs) ProcessesJson(job, &report);
     out << SafeJsonText(report, 2) << "\n";
     return complete ? 0 : 1;

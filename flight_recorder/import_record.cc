@@ -3,8 +3,7 @@
 
 #include <filesystem>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "files/json_contract.h"
 #include "files/safe_files.h"
 #include "files/safe_text.h"
 #include "nlohmann/json.hpp"
@@ -29,6 +28,7 @@ T Get(const nlohmann::json& json, const char* key, T fallback) {
 
 absl::Status WriteImportRecord(const std::string& out_dir, const ImportRecord& record) {
   nlohmann::json json;
+  json[kSchemaVersionKey] = kImportSchemaVersion;
   json["job"] = record.job;
   json["as_of_ns"] = record.as_of_ns;
   json["as_of_basis"] = record.as_of_basis;
@@ -47,7 +47,7 @@ absl::Status WriteImportRecord(const std::string& out_dir, const ImportRecord& r
   json["cut_groups"] = nlohmann::json::array();
   for (const GroupHistory& group : record.cut_groups) {
     json["cut_groups"].push_back({{"group", group.group},
-                                  {"comm_id", absl::StrCat(absl::Hex(group.comm_id, absl::kZeroPad16))},
+                                  {"comm_id", JsonId(group.comm_id)},
                                   {"compared_from_seq", group.compared_from_seq}});
   }
   return WriteFileReplacing((std::filesystem::path(out_dir) / kImportRecordName).string(), SafeJsonText(json, 2) + "\n");
@@ -93,8 +93,7 @@ std::optional<ImportRecord> ReadImportRecord(const std::string& out_dir) {
       if (!item.is_object()) continue;
       GroupHistory group;
       group.group = Get<std::string>(item, "group", "");
-      uint64_t comm_id = 0;
-      if (absl::SimpleHexAtoi(Get<std::string>(item, "comm_id", ""), &comm_id)) group.comm_id = comm_id;
+      if (auto it = item.find("comm_id"); it != item.end()) group.comm_id = JsonIdValue(*it).value_or(0);
       group.compared_from_seq = Get<uint64_t>(item, "compared_from_seq", 0);
       record.cut_groups.push_back(std::move(group));
     }
