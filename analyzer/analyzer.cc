@@ -116,11 +116,21 @@ std::vector<size_t> Analyzer::AttachStacks() {
   return changed;
 }
 
+int32_t Analyzer::HistoryKeeper(const Comm& comm) {
+  for (size_t rank = 0; rank < comm.ranks.size(); ++rank) {
+    if (comm.ranks[rank].present) return static_cast<int32_t>(rank);
+  }
+  return -1;
+}
+
 // What each check still reads, per communicator, from the lowest collective on:
 // CheckAgreement from agreed_seq + 1; LearnTimes from timed_seq + 1; FrontierOf and stalls
 // from the lowest completion frontier (ProgressFrontier) + 1; a divergence
-// explanation from agreed_seq + 1 and, for the schedule template and its context lines,
-// history_window agreed collectives before it. Below all of these nothing is read again.
+// explanation from agreed_seq + 1, kContextCalls agreed collectives before it on each
+// class's representative and, for the schedule template, history_window agreed
+// collectives before it on the HistoryKeeper. Below all of these nothing is read again,
+// so a rank other than the keeper holds about as many collectives as the ranks are
+// apart, not history_window: what bounds memory by ranks x spread at scale (issue 39).
 // A diverged communicator is left whole (its ranks are stuck; the finding is out).
 // Sends and receives are read once, at the pairing cursor; one waiting for its peer is
 // kept through unpaired_p2p_. A process keeps its last kRecentCallsKept calls and, each
@@ -133,11 +143,20 @@ void Analyzer::ForgetSettledHistory() {
     if (comm.nranks <= 0 || progress.diverged) continue;
     uint64_t settled = std::min(progress.agreed_seq, progress.timed_seq);
     for (const CommRank& entry : comm.ranks) settled = std::min(settled, entry.present ? entry.progress.completed() : 0);
-    const uint64_t history = std::max<uint64_t>(options_.history_window, 2);
-    const uint64_t keep_from = progress.agreed_seq + 1 > history ? std::min(settled + 1, progress.agreed_seq + 1 - history) : 1;
-    if (keep_from >= progress.forgotten_before_seq + kForgetChunk) {
-      model_.ForgetCollectivesBefore(c, keep_from);
-      progress.forgotten_before_seq = keep_from;
+    auto keep_from = [&](uint64_t agreed_kept) {
+      return progress.agreed_seq + 1 > agreed_kept ? std::min(settled + 1, progress.agreed_seq + 1 - agreed_kept) : 1;
+    };
+    const int32_t keeper = HistoryKeeper(comm);
+    const uint64_t keeper_from = keep_from(std::max<uint64_t>(options_.history_window, kContextCalls));
+    const uint64_t follower_from = keep_from(kContextCalls);
+    for (int32_t rank = 0; rank < static_cast<int32_t>(comm.ranks.size()); ++rank) {
+      const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+      if (!entry.present) continue;
+      const bool keeps_history = rank == keeper;
+      const uint64_t from = keeps_history ? keeper_from : follower_from;
+      if (from >= entry.collectives.first() + 1 + (keeps_history ? kForgetChunk : kFollowerForgetChunk)) {
+        model_.ForgetCollectivesBefore(c, rank, from);
+      }
     }
     for (size_t rank = 0; rank < comm.ranks.size() && rank < progress.p2p_cursor.size(); ++rank) {
       if (progress.p2p_cursor[rank] >= comm.ranks[rank].p2p.first() + kForgetChunk) {
@@ -148,7 +167,7 @@ void Analyzer::ForgetSettledHistory() {
   if (next_forget_at_.size() < model_.process_count()) next_forget_at_.resize(model_.process_count(), 0);
   for (ProcessId p = 0; p < model_.process_count(); ++p) {
     const WindowedLog<Call>& calls = model_.process(p).calls;
-    if (calls.stored() < std::max(next_forget_at_[p], 2 * kForgetChunk)) continue;
+    if (calls.stored() < std::max(next_forget_at_[p], 2 * kCallsForgetChunk)) continue;
     std::vector<size_t> waiting_for_peer;
     for (const auto& [key, side] : unpaired_p2p_) {
       if (side.process == p) waiting_for_peer.push_back(side.call);
@@ -156,7 +175,7 @@ void Analyzer::ForgetSettledHistory() {
     model_.ForgetCallsBefore(p, static_cast<uint32_t>(calls.size() - kRecentCallsKept), waiting_for_peer);
     // When little could go (a communicator still held back), the next try waits longer:
     // each pass costs what is stored.
-    next_forget_at_[p] = calls.stored() + std::max(kForgetChunk, calls.stored() / 4);
+    next_forget_at_[p] = calls.stored() + std::max(kCallsForgetChunk, calls.stored() / 4);
   }
 }
 

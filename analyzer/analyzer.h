@@ -104,7 +104,6 @@ class Analyzer {
     std::optional<size_t> open_init_stall;  // the same for COMM_INIT_STALL
     uint64_t timed_seq = 0;           // seqs up to here fed the expected-time model
     std::vector<size_t> p2p_cursor;   // per rank: p2p calls already paired
-    uint64_t forgotten_before_seq = 1;  // bounded history: collectives below are dropped
   };
   struct P2pKey {
     uint64_t comm_id;
@@ -182,10 +181,22 @@ class Analyzer {
   // Bounded history: drops what every check has moved past (see analyzer.cc).
   void ForgetSettledHistory();
 
+  // The one rank of `comm` that keeps history_window agreed collectives for a divergence's
+  // schedule template (bounded history): its lowest reporting rank. Below the agreed
+  // point every rank issued the same fingerprints, so one rank's history stands for all;
+  // the others keep only what a check still reads (analyzer.cc, ForgetSettledHistory).
+  static int32_t HistoryKeeper(const Comm& comm);
+
   // Calls per process BlockedInDivergedComm looks back over: never forgotten.
   static constexpr size_t kRecentCallsKept = 64;
-  // History is dropped in chunks of at least this many entries (amortises the scans).
+  // History is dropped in chunks of at least this many entries (amortises the scans):
+  // the history keeper's and a process's calls, and any other rank's collectives.
   static constexpr size_t kForgetChunk = 1024;
+  static constexpr size_t kCallsForgetChunk = 256;
+  static constexpr size_t kFollowerForgetChunk = 128;
+  // Agreed collectives a divergence finding shows before the first disagreement, from
+  // each class's representative (divergence.cc).
+  static constexpr uint64_t kContextCalls = 2;
 
   AnalyzerOptions options_;
   JobModel model_;

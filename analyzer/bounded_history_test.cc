@@ -159,5 +159,34 @@ TEST(AnalyzerBoundedHistoryTest, LateRankAfterALongPrefixIsNotJoinedAsWithTheWho
   ExpectSameFinding(found_pruned[0], found_whole[0]);
 }
 
+// Only the communicator's lowest rank keeps history_window agreed collectives for the
+// schedule template; every other rank keeps about as many as the ranks are apart, so the
+// model's memory follows ranks x spread, not ranks x history (issue 39). A divergence
+// that leaves the keeper (rank 0) alone in the minority is still explained from the
+// schedule's history, exactly as with the whole of it.
+TEST(AnalyzerBoundedHistoryTest, OnlyTheHistoryKeeperHoldsTheScheduleHistory) {
+  JobBuilder whole(4), pruned(4, BoundedOptions());
+  ASSERT_NO_FATAL_FAILURE(IssueHealthyPrefix(3000, /*vision=*/true, &whole, &pruned));
+  const JobModel& model = pruned.analyzer().model();
+  const Comm& comm = model.comms()[0];
+  EXPECT_GE(comm.ranks[0].collectives.stored(), 4096u) << "the keeper holds the schedule's history";
+  for (int rank = 1; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    // The last analysed step's calls, a forgetting chunk not yet dropped, and a few.
+    EXPECT_LT(comm.ranks[static_cast<size_t>(rank)].collectives.stored(), 50u * 30 + 128 + 64);
+    EXPECT_LT(model.process(pruned.process(rank)).calls.stored(), 50u * 30 + 2 * 256 + 64);
+  }
+  for (JobBuilder* job : {&whole, &pruned}) {
+    for (int rank = 0; rank < 4; ++rank) job->Issue(rank, {Step(rank != 0).front()}, /*stuck_last=*/true);
+  }
+  const std::vector<Finding> found_whole = whole.Run();
+  const std::vector<Finding> found_pruned = pruned.Run();
+  ASSERT_EQ(found_whole.size(), 1u);
+  ASSERT_EQ(found_pruned.size(), 1u);
+  EXPECT_EQ(found_whole[0].rank_classes[0].ranks, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_THAT(found_whole[0].summary, HasSubstr("agreed on before"));
+  ExpectSameFinding(found_pruned[0], found_whole[0]);
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer

@@ -104,8 +104,15 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   const std::vector<const Call*>& major = calls_by_rank[static_cast<size_t>(representative(classes[0]))];
   const std::vector<const Call*>& minor = calls_by_rank[static_cast<size_t>(representative(classes[1]))];
   std::vector<const Call*> history;
-  const int32_t history_rank = representative(classes[0]);
-  for (uint64_t s = seq > options_.history_window ? seq - options_.history_window : 1; s < seq; ++s) {
+  const uint64_t history_from = seq > options_.history_window ? seq - options_.history_window : 1;
+  // With bounded history only the HistoryKeeper holds it all (the ranks agreed below seq).
+  int32_t history_rank = representative(classes[0]);
+  const int32_t keeper = HistoryKeeper(comm);
+  if (comm.ranks[static_cast<size_t>(history_rank)].collectives.first() + 1 > history_from && keeper >= 0 &&
+      comm.ranks[static_cast<size_t>(keeper)].collectives.first() < comm.ranks[static_cast<size_t>(history_rank)].collectives.first()) {
+    history_rank = keeper;
+  }
+  for (uint64_t s = history_from; s < seq; ++s) {
     if (const Call* call = model_.Collective(comm, history_rank, s)) history.push_back(call);
   }
   const Classification verdict = ClassifyDivergence(
@@ -167,7 +174,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     const int32_t rank = representative(ranks);
     ClassContext context;
     context.ranks = ranks;
-    for (uint64_t s = seq > 2 ? seq - 2 : 1; s < seq; ++s) {
+    for (uint64_t s = seq > kContextCalls ? seq - kContextCalls : 1; s < seq; ++s) {
       if (const Call* call = model_.Collective(comm, rank, s)) context.calls.push_back({true, FactsOf(model_, *call)});
     }
     const auto& calls = calls_by_rank[static_cast<size_t>(rank)];

@@ -431,13 +431,12 @@ void JobModel::FoldIntoChain(CommRank& rank, const Call& call, bool placed_befor
   if (placed_before || call.region_unknown) chain.tainted = true;
 }
 
-void JobModel::ForgetCollectivesBefore(CommIndex comm, uint64_t seq) {
-  if (comm >= comms_.size() || seq <= 1) return;
-  for (CommRank& rank : comms_[comm].ranks) {
-    if (!rank.present) continue;
-    rank.collectives.DropBefore(seq - 1);
-    rank.chains.DropBefore(ChainWindowOf(seq));  // windows wholly below seq
-  }
+void JobModel::ForgetCollectivesBefore(CommIndex comm, int32_t rank, uint64_t seq) {
+  if (comm >= comms_.size() || rank < 0 || static_cast<size_t>(rank) >= comms_[comm].ranks.size() || seq <= 1) return;
+  CommRank& entry = comms_[comm].ranks[static_cast<size_t>(rank)];
+  if (!entry.present) return;
+  entry.collectives.DropBefore(seq - 1);
+  entry.chains.DropBefore(ChainWindowOf(seq));  // windows wholly below seq
 }
 
 void JobModel::ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position) {

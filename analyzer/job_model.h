@@ -223,9 +223,9 @@ class JobModel {
   RegionId CallPathRegion(CallPathId id) const { return call_path_regions_[id]; }
   CallPathId InternCallPath(const CallPath& path);
 
-  // Bounded history (online): drops `comm`'s collectives below `seq` on every rank.
+  // Bounded history (online): drops the collectives of `rank` of `comm` below `seq`.
   // Callers must not ask for them again: Collective() answers nullptr below the window.
-  void ForgetCollectivesBefore(CommIndex comm, uint64_t seq);
+  void ForgetCollectivesBefore(CommIndex comm, int32_t rank, uint64_t seq);
   // Drops the sends and receives of `rank` of `comm` before `position` in its p2p list.
   void ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position);
   // Drops the calls of `process` below `index` that nothing refers to any more. Kept, each
