@@ -4,12 +4,14 @@
 #include "analyzer/schedule_check.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "analyzer/schedule_hunk.h"
 #include "analyzer/schedule_words.h"
 #include "analyzer/step_folding.h"
@@ -31,8 +33,9 @@ std::optional<uint64_t> FirstDifferingPosition(const StepExpansion& expected, co
   return common;
 }
 
-// A run's class against one baseline section: empty when it matches, else the hunk.
-std::string CheckClass(const BaselineSection& section, const std::vector<uint32_t>& actual,
+// A run's class against one baseline section: nullopt when it matches, else its first
+// difference with the hunk.
+std::optional<ScheduleDifference> CheckClass(const BaselineSection& section, const std::vector<uint32_t>& actual,
                        const std::vector<int32_t>& ranks, const std::string& comm_name, const OpTable& table) {
   const std::vector<Segment>& segments = section.segments;
   // The literal parts are taken once; the step as often as the run's length suggests
@@ -62,7 +65,7 @@ std::string CheckClass(const BaselineSection& section, const std::vector<uint32_
     for (size_t i = 0; i < segments.size(); ++i) counts.push_back(step_segment == i ? steps : 1);
     StepExpansion expansion(segments, std::move(counts));
     const std::optional<uint64_t> first = FirstDifferingPosition(expansion, actual, table);
-    if (!first) return "";
+    if (!first) return std::nullopt;
     // The furthest match wins; at a tie, the length nearer the run's (a dropped collective
     // is then shown as such, not as a missing step).
     const auto distance = [&](const StepExpansion& e) {
@@ -83,39 +86,59 @@ std::string CheckClass(const BaselineSection& section, const std::vector<uint32_
   const std::string where = best_first < expected.size()
                                 ? expected.Describe(expected.Locate(best_first), /*with_counts=*/false, true)
                                 : "past the baseline's end";
-  const std::string header =
-      absl::StrCat(comm_name, ", ranks ", ScheduleRanksText(ranks), ": collective ", best_first + 1, " differs (",
-                   where, ")");
-  return RenderHunk(table, best_first, sides, header, "the baseline", "the run");
+  std::string header = absl::StrCat(comm_name, ", ranks ", ScheduleRanksText(ranks), ": collective ", best_first + 1,
+                                    " differs (", where, ")");
+  std::string hunk = RenderHunk(table, best_first, sides, header, "the baseline", "the run");
+  return ScheduleDifference{DifferenceKind::kCollectives, comm_name, ranks, best_first + 1, std::move(header),
+                            std::move(hunk)};
+}
+
+// A difference that one line of text shows.
+ScheduleDifference LineDifference(DifferenceKind kind, const std::string& communicator, std::vector<int32_t> ranks,
+                                  std::string headline) {
+  std::string text = absl::StrCat(headline, "\n");
+  return {kind, communicator, std::move(ranks), 0, std::move(headline), std::move(text)};
+}
+
+void Add(ScheduleDifference difference, CommCheck* check) {
+  check->message += difference.text;
+  check->differences.push_back(std::move(difference));
 }
 
 CommCheck CheckComm(const BaselineComm& expected, const CommSchedule* actual, const OpTable& table) {
   CommCheck check;
   check.name = CommLabel(expected.index, expected.size, expected.parent);
   if (actual == nullptr) {
-    check.message = absl::StrCat(check.name, ": not in the run (no communicator of size ", expected.size,
-                                 expected.parent > 0 ? absl::StrCat(" split from comm ", expected.parent) : "",
-                                 " was created in that order)\n");
+    Add(LineDifference(DifferenceKind::kCommunicatorMissing, check.name, {},
+                       absl::StrCat(check.name, ": not in the run (no communicator of size ", expected.size,
+                                    expected.parent > 0 ? absl::StrCat(" split from comm ", expected.parent) : "",
+                                    " was created in that order)")),
+        &check);
     return check;
   }
-  std::string message;
   if (!actual->absent_ranks.empty()) {
-    absl::StrAppend(&message, check.name, ": ranks ", ScheduleRanksText(actual->absent_ranks),
-                    " reported nothing in the run (lost traces, or the ranks never joined)\n");
+    Add(LineDifference(DifferenceKind::kRanksAbsent, check.name, actual->absent_ranks,
+                       absl::StrCat(check.name, ": ranks ", ScheduleRanksText(actual->absent_ranks),
+                                    " reported nothing in the run (lost traces, or the ranks never joined)")),
+        &check);
   }
   for (const BaselineSection& section : expected.sections) {
     for (const ClassSchedule& rank_class : actual->classes) {
       const std::vector<int32_t> ranks = SharedRanks(section.ranks, rank_class.ranks);
       if (ranks.empty()) continue;
-      message += CheckClass(section, rank_class.ops, ranks, check.name, table);
+      if (std::optional<ScheduleDifference> difference = CheckClass(section, rank_class.ops, ranks, check.name, table)) {
+        Add(*std::move(difference), &check);
+      }
     }
   }
-  check.passed = message.empty();
-  check.message = std::move(message);
+  check.passed = check.differences.empty();
   return check;
 }
 
-std::string XmlEscape(std::string_view text) {
+// An attribute keeps its line ends only escaped; an element's text keeps them as they are.
+enum class XmlPlace { kAttribute, kText };
+
+std::string XmlEscape(std::string_view text, XmlPlace place = XmlPlace::kAttribute) {
   std::string out;
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
@@ -125,7 +148,7 @@ std::string XmlEscape(std::string_view text) {
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
-      case '\n': out += "&#10;"; break;
+      case '\n': out += place == XmlPlace::kText ? "\n" : "&#10;"; break;
       case '\t': out += "&#9;"; break;
       default:
         // XML 1.0 allows no other control characters, not even escaped.
@@ -153,7 +176,9 @@ CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, cons
       actual = &run.comms[it->second];
       matched[it->second] = true;
     }
+    const auto start = std::chrono::steady_clock::now();
     result.comms.push_back(CheckComm(baseline.comms[i], actual, table));
+    result.comms.back().seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   for (size_t i = 0; i < run.comms.size(); ++i) {
     if (matched[i]) continue;
@@ -162,8 +187,10 @@ CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, cons
     extra.name = CommLabel(comm.index, comm.size, comm.parent);
     size_t collectives = 0;
     for (const ClassSchedule& rank_class : comm.classes) collectives = std::max(collectives, rank_class.ops.size());
-    extra.message = absl::StrCat(extra.name, ": a communicator the baseline does not have (", collectives,
-                                 " collectives); if it is meant to be there, make the baseline again\n");
+    Add(LineDifference(DifferenceKind::kCommunicatorAdded, extra.name, {},
+                       absl::StrCat(extra.name, ": a communicator the baseline does not have (", collectives,
+                                    " collectives); if it is meant to be there, make the baseline again")),
+        &extra);
     result.comms.push_back(std::move(extra));
   }
   result.passed = std::all_of(result.comms.begin(), result.comms.end(), [](const CommCheck& c) { return c.passed; });
@@ -195,22 +222,35 @@ std::string CheckReportText(const CheckResult& result, std::string_view baseline
   return out;
 }
 
-std::string CheckJunitXml(const CheckResult& result, std::string_view suite_name) {
+std::string CheckJunitXml(const CheckResult& result, const JunitRun& run) {
   size_t failures = 0;
   for (const CommCheck& comm : result.comms) failures += comm.passed ? 0 : 1;
+  const size_t errors = run.error.empty() ? 0 : 1;
+  const size_t tests = result.comms.size() + errors;
+  const std::string time = absl::StrFormat("%.3f", run.seconds);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  absl::StrAppend(&out, "<testsuites name=\"collwatch check\" tests=\"", result.comms.size(), "\" failures=\"",
-                  failures, "\">\n");
-  absl::StrAppend(&out, "  <testsuite name=\"", XmlEscape(suite_name), "\" tests=\"", result.comms.size(),
-                  "\" failures=\"", failures, "\" errors=\"0\" skipped=\"0\">\n");
+  absl::StrAppend(&out, "<testsuites name=\"collwatch check\" tests=\"", tests, "\" failures=\"", failures,
+                  "\" errors=\"", errors, "\" time=\"", time, "\">\n");
+  absl::StrAppend(&out, "  <testsuite name=\"", XmlEscape(run.suite_name), "\" tests=\"", tests,
+                  "\" failures=\"", failures, "\" errors=\"", errors, "\" skipped=\"0\" time=\"", time, "\">\n");
   for (const CommCheck& comm : result.comms) {
-    absl::StrAppend(&out, "    <testcase classname=\"collwatch.schedule\" name=\"", XmlEscape(comm.name), "\"");
+    absl::StrAppendFormat(&out, "    <testcase classname=\"collwatch.schedule\" name=\"%s\" time=\"%.3f\"",
+                          XmlEscape(comm.name), comm.seconds);
     if (comm.passed) {
       out += "/>\n";
       continue;
     }
-    absl::StrAppend(&out, ">\n      <failure type=\"ScheduleChanged\" message=\"", XmlEscape(comm.message), "\">",
-                    XmlEscape(comm.message), "</failure>\n    </testcase>\n");
+    // CI pages show the message as a title: one line; the whole hunks go in the body.
+    std::string message = comm.differences.empty() ? comm.name : comm.differences.front().headline;
+    if (comm.differences.size() > 1) absl::StrAppend(&message, " (and ", comm.differences.size() - 1, " more)");
+    absl::StrAppend(&out, ">\n      <failure type=\"ScheduleChanged\" message=\"", XmlEscape(message), "\">",
+                    XmlEscape(comm.message, XmlPlace::kText), "</failure>\n    </testcase>\n");
+  }
+  if (errors > 0) {
+    const std::string first_line = run.error.substr(0, run.error.find('\n'));
+    absl::StrAppend(&out, "    <testcase classname=\"collwatch.check\" name=\"input\" time=\"0.000\">\n",
+                    "      <error type=\"BadInput\" message=\"", XmlEscape(first_line), "\">", XmlEscape(run.error, XmlPlace::kText),
+                    "</error>\n    </testcase>\n");
   }
   out += "  </testsuite>\n</testsuites>\n";
   return out;

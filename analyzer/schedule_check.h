@@ -1,7 +1,7 @@
 // Check: whether a run issued the collectives its baseline says, per communicator and
 // rank class, with the first difference of each failed one as a hunk; the result as
 // terminal text and as JUnit XML (one testcase per communicator).
-// Threading: pure functions.
+// Threading: pure functions (CheckSchedule reads the clock to time each communicator).
 #ifndef COLLWATCH_ANALYZER_SCHEDULE_CHECK_H_
 #define COLLWATCH_ANALYZER_SCHEDULE_CHECK_H_
 
@@ -11,13 +11,16 @@
 
 #include "analyzer/baseline.h"
 #include "analyzer/schedule.h"
+#include "analyzer/schedule_hunk.h"
 
 namespace collwatch::analyzer {
 
 struct CommCheck {
   std::string name;     // CommLabel of the baseline's (or the run's) communicator
   bool passed = false;
-  std::string message;  // what changed: a readable diff (empty when passed)
+  std::vector<ScheduleDifference> differences;  // empty when passed
+  std::string message;  // what changed: the differences' texts (empty when passed)
+  double seconds = 0;   // the comparison's time (JUnit's testcase time)
 };
 
 struct CheckResult {
@@ -32,8 +35,18 @@ CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, cons
 // Text for the terminal: one line per communicator, the diffs of the failed ones.
 std::string CheckReportText(const CheckResult& result, std::string_view baseline_name,
                             std::string_view run_name);
-// JUnit XML: one testcase per communicator, the diff as the failure message.
-std::string CheckJunitXml(const CheckResult& result, std::string_view suite_name);
+// What the JUnit report says beside the result.
+struct JunitRun {
+  std::string suite_name;  // "collwatch check FILE"
+  double seconds = 0;      // the whole command's time
+  // Why the check could not be made or trusted (unreadable input, data missing), as
+  // `collwatch check` said it; "" when none. It becomes a testcase with an <error>, as
+  // pytest --junitxml writes one for a collection error.
+  std::string error;
+};
+// JUnit XML: one testcase per communicator, a failure's first difference as its one-line
+// message and every difference in its body; the error's testcase after them.
+std::string CheckJunitXml(const CheckResult& result, const JunitRun& run);
 
 }  // namespace collwatch::analyzer
 

@@ -59,6 +59,12 @@ TEST(CheckTest, ACountChangeInTheSecondStepIsNamedWithContext) {
   const CheckResult result = CheckRun(baseline, ops, &table);
   ASSERT_FALSE(result.passed);
   const std::string& message = result.comms[0].message;
+  ASSERT_EQ(result.comms[0].differences.size(), 1u);
+  const ScheduleDifference& difference = result.comms[0].differences[0];
+  EXPECT_EQ(difference.kind, DifferenceKind::kCollectives);
+  EXPECT_EQ(difference.collective, 11u);
+  EXPECT_EQ(difference.ranks, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(difference.text, message);
   EXPECT_THAT(message, HasSubstr("@@ comm 1 (size 4), ranks 0-3: collective 11 differs (step 2, line 3 of 8; "
                                  "baseline line 13) @@\n"
                                  "  the baseline: all-gather 1024 float32 \"fwd/block1\"\n"
@@ -185,6 +191,11 @@ TEST(CheckTest, MissingAndExtraCommunicatorsFail) {
   EXPECT_THAT(result.comms[1].message, HasSubstr("comm 2 (size 2, split from comm 1): not in the run"));
   EXPECT_THAT(result.comms[2].message,
               HasSubstr("comm 2 (size 4, split from comm 1): a communicator the baseline does not have"));
+  ASSERT_EQ(result.comms[1].differences.size(), 1u);
+  EXPECT_EQ(result.comms[1].differences[0].kind, DifferenceKind::kCommunicatorMissing);
+  EXPECT_EQ(result.comms[1].differences[0].collective, 0u);
+  ASSERT_EQ(result.comms[2].differences.size(), 1u);
+  EXPECT_EQ(result.comms[2].differences[0].kind, DifferenceKind::kCommunicatorAdded);
 }
 
 TEST(CheckTest, JunitHasATestcasePerCommunicatorAndTheDiffAsFailure) {
@@ -192,18 +203,39 @@ TEST(CheckTest, JunitHasATestcasePerCommunicatorAndTheDiffAsFailure) {
   const std::string baseline = BaselineText(Repeat({}, {Gather("a<&>\"'\x01")}, 3), &table);
   CheckResult result = CheckRun(baseline, Repeat({}, {Gather("a<&>\"'\x01", 8)}, 3), &table);
   ASSERT_FALSE(result.passed);
+  ASSERT_EQ(result.comms[0].differences.size(), 1u);
   CommCheck extra;
   extra.name = "comm 2 (size 2)";
   extra.passed = true;
+  extra.seconds = 0.25;
   result.comms.push_back(extra);
-  const std::string xml = CheckJunitXml(result, "collwatch check clean.baseline");
+  const std::string xml = CheckJunitXml(result, {"collwatch check clean.baseline", 1.5, ""});
   EXPECT_THAT(xml, HasSubstr("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"));
-  EXPECT_THAT(xml, HasSubstr("<testsuite name=\"collwatch check clean.baseline\" tests=\"2\" failures=\"1\""));
-  EXPECT_THAT(xml, HasSubstr("<testcase classname=\"collwatch.schedule\" name=\"comm 1 (size 4)\">"));
-  EXPECT_THAT(xml, HasSubstr("<failure type=\"ScheduleChanged\" message=\"@@ comm 1 (size 4), ranks 0-3"));
+  EXPECT_THAT(xml, HasSubstr("<testsuite name=\"collwatch check clean.baseline\" tests=\"2\" failures=\"1\" "
+                             "errors=\"0\" skipped=\"0\" time=\"1.500\">"));
+  EXPECT_THAT(xml, HasSubstr("<testcase classname=\"collwatch.schedule\" name=\"comm 1 (size 4)\" time=\""));
+  // The message is the first difference's one line; the hunk is the body.
+  const std::string headline = result.comms[0].differences[0].headline;
+  EXPECT_THAT(headline, HasSubstr("comm 1 (size 4), ranks 0-3: collective 1 differs"));
+  EXPECT_EQ(headline.find('\n'), std::string::npos);
+  const size_t message = xml.find("message=\"");
+  ASSERT_NE(message, std::string::npos);
+  const std::string attribute = xml.substr(message, xml.find("\">", message) - message);
+  EXPECT_THAT(attribute, HasSubstr("comm 1 (size 4), ranks 0-3: collective 1 differs"));
+  EXPECT_THAT(attribute, Not(HasSubstr("&#10;")));
+  EXPECT_THAT(xml.substr(message + attribute.size()), HasSubstr("@@ comm 1 (size 4), ranks 0-3"));
   EXPECT_THAT(xml, HasSubstr("&quot;a&lt;&amp;&gt;\\&quot;&apos;\\x01&quot;"));  // the region as the line quotes it
-  EXPECT_THAT(xml, HasSubstr("<testcase classname=\"collwatch.schedule\" name=\"comm 2 (size 2)\"/>"));
+  EXPECT_THAT(xml, HasSubstr("<testcase classname=\"collwatch.schedule\" name=\"comm 2 (size 2)\" time=\"0.250\"/>"));
   EXPECT_EQ(xml.find('\x01'), std::string::npos);
+}
+
+TEST(CheckTest, JunitOfInputThatCouldNotBeCheckedHoldsAnErrorCase) {
+  const std::string xml =
+      CheckJunitXml({}, {"collwatch check a.baseline", 0.01, "collwatch check: a.baseline: not there\nmore words"});
+  EXPECT_THAT(xml, HasSubstr("tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.010\">"));
+  EXPECT_THAT(xml, HasSubstr("<testcase classname=\"collwatch.check\" name=\"input\" time=\"0.000\">\n"
+                             "      <error type=\"BadInput\" message=\"collwatch check: a.baseline: not there\">"
+                             "collwatch check: a.baseline: not there\nmore words</error>"));
 }
 
 }  // namespace

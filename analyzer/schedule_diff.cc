@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <utility>
 #include <vector>
@@ -20,6 +21,14 @@ namespace {
 
 using schedule_internal::Av;
 
+// A difference that one line shows: "@@ HEADLINE @@".
+ScheduleDifference LineDifference(DifferenceKind kind, std::string communicator, std::vector<int32_t> ranks,
+                                  std::string headline) {
+  ScheduleDifference difference{kind, std::move(communicator), std::move(ranks), 0, std::move(headline), ""};
+  difference.text = absl::StrCat("@@ ", difference.headline, " @@\n");
+  return difference;
+}
+
 }  // namespace
 
 ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpTable& table,
@@ -28,6 +37,11 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
   const absl::string_view label_a = "A", label_b = "B";
   ScheduleDiff diff;
   std::string out = absl::StrCat("--- A: ", Av(label_a_in), "\n+++ B: ", Av(label_b_in), "\n");
+  const auto add = [&diff, &out](ScheduleDifference difference) {
+    diff.identical = false;
+    out += difference.text;
+    diff.differences.push_back(std::move(difference));
+  };
   std::vector<std::pair<int, int32_t>> shapes_a, shapes_b;
   for (const CommSchedule& comm : a.comms) shapes_a.emplace_back(comm.parent, comm.size);
   for (const CommSchedule& comm : b.comms) shapes_b.emplace_back(comm.parent, comm.size);
@@ -42,8 +56,7 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
     const std::string name = CommLabel(comm_a.index, comm_a.size, comm_a.parent);
     auto it = b_by_key.find(keys_a[i]);
     if (it == b_by_key.end()) {
-      diff.identical = false;
-      absl::StrAppend(&out, "@@ ", name, ": only in ", label_a, " @@\n");
+      add(LineDifference(DifferenceKind::kCommunicatorMissing, name, {}, absl::StrCat(name, ": only in ", label_a)));
       continue;
     }
     b_matched[it->second] = true;
@@ -51,9 +64,15 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
     const std::string name_b = CommLabel(comm_b.index, comm_b.size, comm_b.parent);
     const std::string both = name == name_b ? name : absl::StrCat(name, " (", name_b, " in ", label_b, ")");
     if (comm_a.absent_ranks != comm_b.absent_ranks) {
-      diff.identical = false;
-      absl::StrAppend(&out, "@@ ", both, ": ranks reporting nothing: ", ScheduleRanksText(comm_a.absent_ranks),
-                      " in ", label_a, ", ", ScheduleRanksText(comm_b.absent_ranks), " in ", label_b, " @@\n");
+      // The ranks absent from one run and not from the other.
+      std::vector<int32_t> one_side;
+      std::set_symmetric_difference(comm_a.absent_ranks.begin(), comm_a.absent_ranks.end(),
+                                    comm_b.absent_ranks.begin(), comm_b.absent_ranks.end(),
+                                    std::back_inserter(one_side));
+      add(LineDifference(DifferenceKind::kRanksAbsent, name, std::move(one_side),
+                         absl::StrCat(both, ": ranks reporting nothing: ", ScheduleRanksText(comm_a.absent_ranks),
+                                      " in ", label_a, ", ", ScheduleRanksText(comm_b.absent_ranks), " in ",
+                                      label_b)));
     }
     if (comm_a.classes.size() > 1 || comm_b.classes.size() > 1) {
       auto classes = [](const CommSchedule& comm) {
@@ -75,7 +94,6 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
         const auto same = [&table](uint32_t x, uint32_t y) { return table.Matches(x, y); };
         const auto mismatch = std::mismatch(ops_a.begin(), ops_a.end(), ops_b.begin(), ops_b.end(), same);
         if (mismatch.first == ops_a.end() && mismatch.second == ops_b.end()) continue;
-        diff.identical = false;
         const auto first = static_cast<uint64_t>(mismatch.first - ops_a.begin());
         HunkSides sides;
         sides.context = HunkContextBefore(ops_a, first);
@@ -92,18 +110,17 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
             first < ops_a.size()
                 ? absl::StrCat(" (", label_a, ": ", expansion.Describe(expansion.Locate(first), true, false), ")")
                 : "";
-        const std::string header =
-            absl::StrCat(both, ", ranks ", ScheduleRanksText(ranks), ": first difference at collective ", first + 1,
-                         where);
-        out += RenderHunk(table, first, sides, header, label_a, label_b);
+        std::string header = absl::StrCat(both, ", ranks ", ScheduleRanksText(ranks),
+                                          ": first difference at collective ", first + 1, where);
+        std::string hunk = RenderHunk(table, first, sides, header, label_a, label_b);
+        add({DifferenceKind::kCollectives, name, ranks, first + 1, std::move(header), std::move(hunk)});
       }
     }
   }
   for (size_t i = 0; i < b.comms.size(); ++i) {
     if (b_matched[i]) continue;
-    diff.identical = false;
-    absl::StrAppend(&out, "@@ ", CommLabel(b.comms[i].index, b.comms[i].size, b.comms[i].parent), ": only in ",
-                    label_b, " @@\n");
+    const std::string name = CommLabel(b.comms[i].index, b.comms[i].size, b.comms[i].parent);
+    add(LineDifference(DifferenceKind::kCommunicatorAdded, name, {}, absl::StrCat(name, ": only in ", label_b)));
   }
   if (diff.identical) {
     size_t collectives = 0;

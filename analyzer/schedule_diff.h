@@ -7,13 +7,16 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "analyzer/schedule.h"
+#include "analyzer/schedule_hunk.h"
 
 namespace collwatch::analyzer {
 
 struct ScheduleDiff {
   bool identical = true;
+  std::vector<ScheduleDifference> differences;  // in the order the text shows them
   std::string text;  // unified-diff-like, a hunk per differing communicator / rank class
 };
 

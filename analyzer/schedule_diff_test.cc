@@ -48,6 +48,15 @@ TEST(DiffTest, IdenticalRunsAndTheFirstDifferenceWithContext) {
                                    "  #11     all-gather 1024 float32 \"fwd/block1\"\n"
                                    "+ #12     all-gather 1024 float32 \"bwd/extra\"\n"
                                    "  #13     all-gather 1024 float32 \"bwd/block1\"\n"));
+  // The same difference as data, its text the hunk above.
+  EXPECT_TRUE(same.differences.empty());
+  ASSERT_EQ(diff.differences.size(), 1u);
+  EXPECT_EQ(diff.differences[0].kind, DifferenceKind::kCollectives);
+  EXPECT_EQ(diff.differences[0].communicator, "comm 1 (size 4)");
+  EXPECT_EQ(diff.differences[0].collective, 12u);
+  EXPECT_EQ(diff.differences[0].headline,
+            "comm 1 (size 4), ranks 0-3: first difference at collective 12 (A: step 2 of 3, line 4 of 8)");
+  EXPECT_THAT(diff.text, HasSubstr(diff.differences[0].text));
 }
 
 TEST(DiffTest, RankClassesAndCommunicatorsOnOneSideOnly) {
@@ -72,6 +81,11 @@ TEST(DiffTest, RankClassesAndCommunicatorsOnOneSideOnly) {
   EXPECT_THAT(diff.text, HasSubstr("B leaves out 1 collective"));
   EXPECT_THAT(diff.text, Not(HasSubstr("ranks 0,2:")));
   EXPECT_THAT(diff.text, HasSubstr("@@ comm 2 (size 2, split from comm 1): only in B @@"));
+  ASSERT_EQ(diff.differences.size(), 2u);
+  EXPECT_EQ(diff.differences[0].ranks, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(diff.differences[0].collective, 8u);
+  EXPECT_EQ(diff.differences[1].kind, DifferenceKind::kCommunicatorAdded);
+  EXPECT_EQ(diff.differences[1].text, "@@ comm 2 (size 2, split from comm 1): only in B @@\n");
 }
 
 }  // namespace

@@ -80,6 +80,16 @@ std::string ChangeKind(const OpTable& table, std::optional<uint32_t> expected, s
 
 }  // namespace
 
+std::string_view DifferenceKindName(DifferenceKind kind) {
+  switch (kind) {
+    case DifferenceKind::kCollectives: return "collectives";
+    case DifferenceKind::kRanksAbsent: return "ranks_absent";
+    case DifferenceKind::kCommunicatorMissing: return "communicator_missing";
+    case DifferenceKind::kCommunicatorAdded: return "communicator_added";
+  }
+  return "unknown";
+}
+
 std::string RenderHunk(const OpTable& table, uint64_t first, const HunkSides& sides, const std::string& header,
                        absl::string_view minus_name, absl::string_view plus_name) {
   const std::vector<Edit> script = EditScript(sides.minus, sides.plus);

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
                                       "collwatch run --out folder, a job folder or one rank trace")
       ->required();
   dump->add_flag("--json", dump_json, "JSON lines: per process one 'ring' or 'trace' object, then its "
-                                      "'record' objects");
+                                      "'record' objects (docs/schema/dump.schema.json)");
   dump->add_option("--job", dump_job, "the job to dump, where the folder holds several");
 
   collwatch::GcOptions gc_options;
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   CLI::App* stacks = app.add_subcommand("stacks", "what processes are doing now: the stacks of PIDs, or of the rank "
                                                   "processes under them (a launcher's pid), merged across ranks");
   stacks->add_option("pid", stacks_options.pids, "process ids")->required();
-  stacks->add_flag("--json", stacks_options.json, "every thread's stacks as JSON");
+  stacks->add_flag("--json", stacks_options.json, "every thread's stacks as JSON (docs/schema/stacks.schema.json)");
   stacks->add_flag("--python-only", stacks_options.no_native,
                    "Python call paths only, read from memory: no thread is stopped");
 
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   CLI::App* analyze = app.add_subcommand("analyze", "post-mortem report of a trace folder (or of rings alone)");
   analyze->add_option("dir", analyze_options.path, "collwatch run --out folder, a job or rank trace folder, "
                                                    "a ring folder or a ring file")->required();
-  analyze->add_flag("--json", analyze_options.json, "report.json on stdout");
+  analyze->add_flag("--json", analyze_options.json, "report.json on stdout (docs/schema/report.schema.json)");
   analyze->add_option("--job", analyze_options.job, "the job to analyse, where the folder holds several");
   analyze->add_option("--source-root", analyze_options.source_root,
                       "read the source lines a call path names only from files under DIR (imported Flight Recorder "
@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
   diff->add_flag("--ignore-regions", diff_options.ignore_regions, "compare op, count, dtype, reduce op and root only");
   diff->add_flag("--code-lines", diff_options.code_lines,
                  "regions taken from Python call paths name their lines (left out by default: edits move lines)");
+  diff->add_flag("--json", diff_options.json, "the differences as JSON (docs/schema/diff.schema.json)");
 
   collwatch::BaselineCommandOptions baseline_options;
   CLI::App* baseline = app.add_subcommand("baseline", "write a run's collective schedule as a baseline file for "
@@ -202,7 +203,9 @@ int main(int argc, char** argv) {
                                                 "same, 1 changed, 2 bad input)");
   check->add_option("--baseline", check_options.baseline_file, "baseline file (collwatch baseline)")->required();
   check->add_option("dir", check_options.dir, "trace folder of the run to check")->required();
-  check->add_option("--junit", check_options.junit_file, "also write a JUnit XML report here");
+  check->add_option("--junit", check_options.junit_file,
+                    "also write a JUnit XML report here (with an error case when the input is bad)");
+  check->add_flag("--json", check_options.json, "the result as JSON (docs/schema/check.schema.json)");
   check->add_flag("--ignore-regions", check_options.ignore_regions,
                   "compare op, count, dtype, reduce op and root only, not the NVTX regions");
 

@@ -1,6 +1,7 @@
 // The schedule commands (see schedule_commands.h): loading, files, exit statuses.
 #include "cli/schedule_commands.h"
 
+#include <chrono>
 #include <iostream>
 #include <sstream>
 #include <utility>
@@ -11,8 +12,10 @@
 #include "analyzer/schedule.h"
 #include "analyzer/schedule_check.h"
 #include "analyzer/schedule_diff.h"
+#include "analyzer/schedule_json.h"
 #include "cli/trace_loader.h"
 #include "files/safe_files.h"
+#include "files/safe_text.h"
 
 namespace collwatch {
 namespace {
@@ -79,11 +82,16 @@ int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::os
   }
   const analyzer::ScheduleDiff diff =
       analyzer::DiffSchedules(a, b, table, RunLabel(dir_a, summary_a), RunLabel(dir_b, summary_b));
-  out << diff.text;
+  const analyzer::ScheduleRun run_a{dir_a, summary_a.job, DataGaps(model_a, summary_a)};
+  const analyzer::ScheduleRun run_b{dir_b, summary_b.job, DataGaps(model_b, summary_b)};
+  if (options.json) {
+    out << SafeJsonText(analyzer::DiffJson(diff, run_a, run_b), 2) << "\n";
+  } else {
+    out << diff.text;
+  }
   if (!diff.identical) return kExitChanged;
   // The same schedules over incomplete data prove nothing: the missing part may differ.
-  for (const auto& [dir, gaps] :
-       {std::pair{dir_a, DataGaps(model_a, summary_a)}, std::pair{dir_b, DataGaps(model_b, summary_b)}}) {
+  for (const auto& [dir, gaps] : {std::pair{dir_a, run_a.data_gaps}, std::pair{dir_b, run_b.data_gaps}}) {
     if (gaps.empty()) continue;
     err << "collwatch diff: " << dir << ": " << gaps << "; no difference in what there is\n";
     return kExitBadInput;
@@ -126,7 +134,11 @@ int RunBaselineCommand(const BaselineCommandOptions& options, std::ostream& out,
   return kExitSame;
 }
 
-int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err) {
+namespace {
+
+// `check` up to its exit status: `result` holds what was compared, where it came to that.
+int CheckAgainstBaseline(const CheckCommandOptions& options, analyzer::CheckResult* result, std::ostream& out,
+                         std::ostream& err) {
   std::string text;
   if (!ReadBaselineFile(options.baseline_file, &text, err)) return kExitBadInput;
   OpTable table(options.ignore_regions);
@@ -140,21 +152,46 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
   if (!LoadTracesForCommand("check", options.dir, &model, &summary, err)) return kExitBadInput;
   const JobSchedule run = analyzer::ExtractSchedule(
       model, &table, baseline->code_lines ? analyzer::CodeLines::kShown : analyzer::CodeLines::kLeftOut);
-  const analyzer::CheckResult result = analyzer::CheckSchedule(*baseline, run, table);
-  out << analyzer::CheckReportText(result, options.baseline_file, RunLabel(options.dir, summary));
-  if (!options.junit_file.empty()) {
-    const std::string suite = "collwatch check " + options.baseline_file;
-    if (!WriteTextFile("check", options.junit_file, analyzer::CheckJunitXml(result, suite), out, err)) {
-      return kExitBadInput;
-    }
+  *result = analyzer::CheckSchedule(*baseline, run, table);
+  const std::string gaps = DataGaps(model, summary);
+  if (options.json) {
+    const analyzer::ScheduleRun checked{options.dir, summary.job, gaps};
+    out << SafeJsonText(analyzer::CheckJson(*result, options.baseline_file, checked), 2) << "\n";
+  } else {
+    out << analyzer::CheckReportText(*result, options.baseline_file, RunLabel(options.dir, summary));
   }
-  if (!result.passed) return kExitChanged;
-  if (const std::string gaps = DataGaps(model, summary); !gaps.empty()) {
+  if (!result->passed) return kExitChanged;
+  if (!gaps.empty()) {
     err << "collwatch check: " << options.dir << ": " << gaps << "; what there is matches the baseline, which "
         << "proves nothing of the rest\n";
     return kExitBadInput;
   }
   return kExitSame;
+}
+
+}  // namespace
+
+int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err) {
+  const auto start = std::chrono::steady_clock::now();
+  // What the check says on `err` is also the JUnit report's error case, when it could not
+  // check (as pytest --junitxml writes one for a collection error).
+  std::ostringstream said;
+  analyzer::CheckResult result;
+  const int status = CheckAgainstBaseline(options, &result, out, said);
+  err << said.str();
+  if (options.junit_file.empty()) return status;
+  analyzer::JunitRun junit;
+  junit.suite_name = "collwatch check " + options.baseline_file;
+  junit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status == kExitBadInput) {
+    junit.error = said.str();
+    while (!junit.error.empty() && junit.error.back() == '\n') junit.error.pop_back();
+    if (junit.error.empty()) junit.error = "collwatch check: bad input";
+  }
+  if (!WriteTextFile("check", options.junit_file, analyzer::CheckJunitXml(result, junit), out, err)) {
+    return kExitBadInput;
+  }
+  return status;
 }
 
 int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {

@@ -23,6 +23,7 @@ struct DiffCommandOptions {
   std::string dir_b;
   bool ignore_regions = false;
   bool code_lines = false;  // regions from Python call paths name their lines
+  bool json = false;        // docs/schema/diff.schema.json instead of the text
 };
 // Prints the first difference of each communicator's schedule between two runs.
 int RunDiffCommand(const DiffCommandOptions& options, std::ostream& out, std::ostream& err);
@@ -40,8 +41,10 @@ struct CheckCommandOptions {
   std::string dir;
   std::string junit_file;  // empty: none
   bool ignore_regions = false;
+  bool json = false;       // docs/schema/check.schema.json instead of the text
 };
-// Compares the run in `dir` with the baseline; a JUnit file too when asked.
+// Compares the run in `dir` with the baseline; a JUnit file too when asked, also when the
+// input is bad (an error case then).
 int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err);
 
 // Writes the run's calls as Chrome trace-event JSON to `file` ("-": standard output).

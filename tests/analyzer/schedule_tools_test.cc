@@ -109,8 +109,10 @@ TEST(ScheduleToolsTest, CheckAndDiffCatchThePerHeadBackward) {
                                 "+ #12     all-gather 1064 float32 \"bwd/trunk.expert0\"\n"));
   const std::string xml = ReadFile(junit);
   EXPECT_THAT(xml, HasSubstr("tests=\"1\" failures=\"1\""));
-  EXPECT_THAT(xml,
-              HasSubstr("<failure type=\"ScheduleChanged\" message=\"@@ comm 1 (size 4), ranks 0-3: collective 12"));
+  // One line in the message, the hunk in the body.
+  EXPECT_THAT(xml, HasSubstr("<failure type=\"ScheduleChanged\" message=\"comm 1 (size 4), ranks 0-3: collective 12 "
+                             "differs (step 1, line 12 of 30; baseline line "));
+  EXPECT_THAT(xml, HasSubstr("\">@@ comm 1 (size 4), ranks 0-3: collective 12"));
 
   ASSERT_EQ(Collwatch({"diff", clean, mtp}, dir.path() + "/diff.out"), 1);
   const std::string diff = ReadFile(dir.path() + "/diff.out");
