@@ -7,19 +7,23 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/rank_channel.h"
 #include "grpcpp/grpcpp.h"
+#include "process/log_line.h"
+#include "process/rank_membership.h"
 #include "proto/collector_channel.h"
 #include "ring/clocks.h"
 #include "ring/collector_address.h"
-#include "absl/strings/str_cat.h"
 #include "ring/ring_directory.h"
 #include "ring/ring_leftovers.h"
 #include "ring/ring_reader.h"
@@ -56,6 +60,7 @@ Agent::~Agent() { Stop(); }
 void Agent::Stop() {
   stop_ = true;
   if (tail_thread_.joinable()) tail_thread_.join();
+  SayExits(/*now=*/true);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [path, rank] : ranks_) rank->Stop();
 }
@@ -69,7 +74,7 @@ void Agent::Rescan() {
     char why[256];
     DescribeRingDirCheck(dir, why, sizeof why);
     std::string& logged = unreadable_[options_.ring_dir];
-    if (options_.log && logged != why) std::cerr << "collwatch agent: not reading ring folder " << options_.ring_dir << ": " << why << "\n";
+    if (options_.log && logged != why) LogLine(LogLevel::kError, "collwatch agent") << "not reading ring folder " << options_.ring_dir << ": " << why;
     logged = why;
     return;
   }
@@ -86,7 +91,7 @@ void Agent::Rescan() {
       std::string& logged = unreadable_[path];
       const std::string why(reader.status().message());
       if (options_.log && logged != why && why.find("not written yet") == std::string::npos) {
-        std::cerr << "collwatch agent: skipping " << why << "\n";
+        LogLine(LogLevel::kError, "collwatch agent") << "skipping " << why;
       }
       logged = why;
       continue;
@@ -117,18 +122,25 @@ void Agent::TailLoop() {
     bool any_live = false;
     for (RankChannel* rank : ranks) {
       rank->Poll();
+      if (std::optional<std::vector<int32_t>> exited = rank->TakeUnsaidExit()) {
+        ++unsaid_exits_.processes;
+        if (exited->empty()) ++unsaid_exits_.ranks_unknown;
+        unsaid_exits_.ranks.insert(unsaid_exits_.ranks.end(), exited->begin(), exited->end());
+        unsaid_exits_.last_noted_ns = now;
+      }
       const bool stranded = options_.give_up_after_s > 0 && rank->StrandedFor(now, options_.give_up_after_s);
       if (stranded && options_.log && given_up_.insert(rank->identity().ring_path()).second) {
         const std::string problem = rank->LastProblem();
-        std::cerr << absl::StrCat("collwatch agent: giving up on ", rank->Who(), ": its writer ended and collector ",
+        LogLine(LogLevel::kError, "collwatch agent") << absl::StrCat("giving up on ", rank->Who(), ": its writer ended and collector ",
                                   options_.collector, " stored none of its records for ", options_.give_up_after_s,
                                   " s", problem.empty() ? "" : absl::StrCat(" (it ", problem, ")"),
                                   "; its unshipped records stay in ", rank->identity().ring_path(),
-                                  " (collwatch dump)\n");
+                                  " (collwatch dump)");
       }
       any_live = any_live || (rank->live() && !stranded);
     }
     RetireShippedRings(ranks);
+    SayExits(/*now=*/false);
     if (any_live) last_live = now;
     if (options_.idle_exit_s > 0 && static_cast<double>(now - last_live) / 1e9 > options_.idle_exit_s) {
       idle_expired_ = true;
@@ -146,12 +158,24 @@ void Agent::RetireShippedRings(const std::vector<RankChannel*>& ranks) {
     const absl::Status done = options_.keep_rings ? MarkShipped(rank->ring_identity()) : RemoveRing(path);
     if (!options_.log) continue;
     if (!done.ok()) {
-      std::cerr << "collwatch agent: " << done.message() << "\n";
+      LogLine(LogLevel::kError, "collwatch agent") << done.message();
     } else if (!options_.keep_rings) {
-      std::cerr << absl::StrCat("collwatch agent: removed the ring of ", rank->Who(), ": its process ended and all ",
-                                rank->events_read(), " records read are stored (", path, ")\n");
+      LogLine(LogLevel::kInfo, "collwatch agent") << absl::StrCat("removed the ring of ", rank->Who(), ": its process ended and all ",
+                                rank->events_read(), " records read are stored (", path, ")");
     }
   }
+}
+
+void Agent::SayExits(bool now) {
+  UnsaidExits& exits = unsaid_exits_;
+  if (exits.processes == 0 || (!now && MonotonicClockNs() - exits.last_noted_ns < kExitQuietNs)) return;
+  std::sort(exits.ranks.begin(), exits.ranks.end());
+  exits.ranks.erase(std::unique(exits.ranks.begin(), exits.ranks.end()), exits.ranks.end());
+  LogLine line(LogLevel::kInfo, "collwatch agent");
+  line << exits.processes << (exits.processes == 1 ? " process" : " processes") << " exited";
+  if (!exits.ranks.empty()) line << " (" << ProcessRanksText(exits.ranks) << ")";
+  if (exits.ranks_unknown > 0) line << "; " << exits.ranks_unknown << " of them named no rank";
+  exits = UnsaidExits{};
 }
 
 bool Agent::Drain(double timeout_s) {

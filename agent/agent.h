@@ -87,6 +87,10 @@ class Agent {
   // Removes (or marks, with keep_rings) the rings whose records are all stored and whose
   // writer ended, once each; says so in the log. Tail thread.
   void RetireShippedRings(const std::vector<RankChannel*>& ranks);
+  // Says the normal exits noted so far in one line, once no exit came for kExitQuietNs (or
+  // at once when `now`): at 1,024 ranks a line each would drown the log. Tail thread, or
+  // after it ended.
+  void SayExits(bool now);
 
   AgentOptions options_;
   std::shared_ptr<void> channel_;  // the gRPC channel (type-erased to keep gRPC out of this header)
@@ -95,6 +99,14 @@ class Agent {
   std::map<std::string, std::string> unreadable_;              // path -> last error logged
   std::set<std::string> given_up_;                             // rings given up on (logged once)
   std::set<std::string> retired_;  // rings removed or marked shipped (tail thread only)
+  struct UnsaidExits {
+    int processes = 0;
+    int ranks_unknown = 0;  // processes whose ranks no record named
+    std::vector<int32_t> ranks;
+    uint64_t last_noted_ns = 0;  // CLOCK_MONOTONIC
+  };
+  UnsaidExits unsaid_exits_;  // tail thread only
+  static constexpr uint64_t kExitQuietNs = 1'000'000'000;
   std::atomic<bool> stop_{false};
   std::atomic<bool> idle_expired_{false};
   std::atomic<bool> job_stopping_{false};  // read by every RankChannel

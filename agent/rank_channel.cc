@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "process/log_line.h"
 #include "process/process_sample.h"
 #include "process/rank_membership.h"
 #include "proto/collector_channel.h"
@@ -89,8 +90,12 @@ void RankChannel::Poll() {
   if (status_changed) {
     if (options_.log && !job_stopping_ &&
         (status_ != v1::WRITER_STATUS_UNSPECIFIED || status != v1::WRITER_STATUS_RUNNING)) {
-      std::cerr << "collwatch agent: " << WhoLocked() << " " << StatusWords(status) << " (ring "
-                << identity_.ring_path() << ")\n";
+      if (status == v1::WRITER_STATUS_EXITED) {
+        exit_unsaid_ = true;  // the agent says the exits of many processes in one line
+      } else {
+        LogLine(status == v1::WRITER_STATUS_RUNNING ? LogLevel::kInfo : LogLevel::kError, "collwatch agent")
+            << WhoLocked() << " " << StatusWords(status) << " (ring " << identity_.ring_path() << ")";
+      }
     }
     status_ = status;
   }
@@ -164,17 +169,17 @@ void RankChannel::TakeStacksLocked(const v1::StacksRequest& request) {
   if (stacks_taker_.joinable()) stacks_taker_.join();  // the previous one, finished
   taking_stacks_ = true;
   // One write per line: the channels' threads log at once.
-  if (options_.log) std::cerr << absl::StrCat("collwatch agent: taking the stacks of ", WhoLocked(), " (", request.reason(), ")\n");
+  if (options_.log) LogLine(LogLevel::kInfo, "collwatch agent") << absl::StrCat("taking the stacks of ", WhoLocked(), " (", request.reason(), ")");
   stacks_taker_ = std::thread([this, pid = identity_.pid(), request_id = request.request_id()] {
     const uint64_t started = MonotonicClockNs();
     const stacks::ProcessStacks taken = stacks::TakeProcessStacks(pid);
     v1::ProcessStacks wire = StacksToWire(taken, request_id, static_cast<int64_t>(RealtimeNs()));
     std::lock_guard<std::mutex> lock(mutex_);
     if (options_.log) {
-      std::cerr << absl::StrCat("collwatch agent: took the stacks of ", WhoLocked(), ": ", taken.threads.size(),
+      LogLine(LogLevel::kInfo, "collwatch agent") << absl::StrCat("took the stacks of ", WhoLocked(), ": ", taken.threads.size(),
                                 " threads in ", (MonotonicClockNs() - started) / 1'000'000, " ms, each held at most ",
                                 taken.longest_pause_ns / 1'000, " us",
-                                taken.problems.empty() ? "" : absl::StrCat(" (", taken.problems.front(), ")"), "\n");
+                                taken.problems.empty() ? "" : absl::StrCat(" (", taken.problems.front(), ")"), "");
     }
     stacks_taken_ = std::move(wire);
     taking_stacks_ = false;
@@ -193,7 +198,7 @@ bool RankChannel::SampleProcessIfDue(uint64_t now, bool liveness_changed) {
   const bool changed = sample.state != sample_.state || sample.cpu_advancing != sample_.cpu_advancing;
   if (options_.log && !job_stopping_ && sample.state == ProcessState::kStopped &&
       sample_.state != ProcessState::kStopped) {
-    std::cerr << "collwatch agent: " << WhoLocked() << " is stopped (SIGSTOP, Ctrl-Z or a debugger)\n";
+    LogLine(LogLevel::kError, "collwatch agent") << WhoLocked() << " is stopped (SIGSTOP, Ctrl-Z or a debugger)";
   }
   sample_ = std::move(sample);
   return changed;
@@ -207,6 +212,13 @@ void RankChannel::NoteMembershipLocked(const ring::Record& record) {
     return;
   }
   memberships_.push_back(*membership);
+}
+
+std::optional<std::vector<int32_t>> RankChannel::TakeUnsaidExit() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!exit_unsaid_) return std::nullopt;
+  exit_unsaid_ = false;
+  return JobRanksOf(identity_.rank(), memberships_, WorldCommId(memberships_));
 }
 
 std::string RankChannel::WhoLocked() const {
@@ -230,8 +242,7 @@ void RankChannel::SendLoop() {
     if (Permanent(status.error_code())) {
       failed_ = true;
       if (options_.log) {
-        std::cerr << "collwatch agent: the collector refused " << WhoLocked() << ": " << status.error_message()
-                  << "\n";
+        LogLine(LogLevel::kError, "collwatch agent") << "the collector refused " << WhoLocked() << ": " << status.error_message();
       }
       return;
     }
@@ -243,11 +254,11 @@ void RankChannel::SendLoop() {
     // the stream and ends it at once would otherwise log two lines per try).
     if (options_.log && !status.ok() && (!warned_down_ || status.error_code() != warned_code_)) {
       if (Unreachable(status.error_code())) {
-        std::cerr << "collwatch agent: collector " << options_.collector << " unreachable ("
-                  << status.error_message() << "); retrying with backoff, ring reading goes on\n";
+        LogLine(LogLevel::kError, "collwatch agent") << "collector " << options_.collector << " unreachable ("
+                  << status.error_message() << "); retrying with backoff, ring reading goes on";
       } else {
-        std::cerr << "collwatch agent: the collector " << options_.collector << " ended the stream of " << WhoLocked()
-                  << ": " << status.error_message() << "; retrying with backoff, ring reading goes on\n";
+        LogLine(LogLevel::kError, "collwatch agent") << "the collector " << options_.collector << " ended the stream of " << WhoLocked()
+                  << ": " << status.error_message() << "; retrying with backoff, ring reading goes on";
       }
       warned_down_ = true;
       warned_code_ = status.error_code();
@@ -298,8 +309,8 @@ grpc::Status RankChannel::RunConnection(double* backoff) {
       last_progress_ns_ = MonotonicClockNs();
       *backoff = kFirstBackoffS;
       if (warned_down_ && options_.log) {
-        std::cerr << absl::StrCat("collwatch agent: reconnected ", WhoLocked(), " to ", options_.collector,
-                                  ": it stores the records again\n");
+        LogLine(LogLevel::kInfo, "collwatch agent") << absl::StrCat("reconnected ", WhoLocked(), " to ", options_.collector,
+                                  ": it stores the records again");
       }
       warned_down_ = false;
       outgoing_.Acked(ack.acked_batch_seq());

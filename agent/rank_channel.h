@@ -80,6 +80,9 @@ class RankChannel {
   }
   const v1::RankIdentity& identity() const { return identity_; }
   const RingIdentity& ring_identity() const { return reader_->identity(); }  // fixed at open
+  // The process's job ranks, once after its writer exited normally (empty: not known);
+  // nullopt otherwise. The agent sums such exits up instead of a line each.
+  std::optional<std::vector<int32_t>> TakeUnsaidExit();
   // "rank 3 (node0, pid 4242)", "ranks 0-1 (node0, pid 4242)": for log lines.
   std::string Who() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -128,6 +131,7 @@ class RankChannel {
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  bool exit_unsaid_ = false;  // its writer exited normally; not said yet (TakeUnsaidExit)
   OutgoingBatches outgoing_;
   std::vector<LaneCursor> cursors_;
   std::set<uint32_t> sent_regions_;

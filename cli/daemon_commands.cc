@@ -9,6 +9,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/stop_signals.h"
+#include "process/log_line.h"
 
 namespace collwatch {
 
@@ -16,18 +17,19 @@ int RunCollectorCommand(const CollectorOptions& options) {
   BlockStopSignals();
   absl::StatusOr<std::unique_ptr<CollectorServer>> server = CollectorServer::Start(options);
   if (!server.ok()) {
-    std::cerr << "collwatch collector: " << server.status().message() << "\n";
+    LogLine(LogLevel::kError, "collwatch collector") << server.status().message();
     return kExitBadInput;
   }
-  std::cerr << "collwatch collector: listening on " << (*server)->address() << ", traces in " << options.out_dir
-            << (options.fsync ? " (fdatasync before each ack)" : "") << "\n";
+  LogLine(LogLevel::kError, "collwatch collector") << "listening on " << (*server)->address() << ", traces in " << options.out_dir
+            << (options.fsync ? " (fdatasync before each ack)" : "")
+            << ((*server)->metrics_url().empty() ? "" : ", metrics at ") << (*server)->metrics_url();
   while (WaitForStopSignal(3600) == 0) {
   }
   (*server)->Shutdown();
   if (!(*server)->StoreStillInPlace()) {
-    std::cerr << "collwatch collector: " << options.out_dir
+    LogLine(LogLevel::kError, "collwatch collector") << options.out_dir
               << " was removed or moved while the collector ran: the records it took since are lost (the agents "
-                 "were told they were stored)\n";
+                 "were told they were stored)";
     return 1;
   }
   return 0;
@@ -37,30 +39,30 @@ int RunAgentCommand(const AgentOptions& options) {
   BlockStopSignals();
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Start(options);
   if (!agent.ok()) {
-    std::cerr << "collwatch agent: " << agent.status().message() << "\n";
+    LogLine(LogLevel::kError, "collwatch agent") << agent.status().message();
     return kExitBadInput;
   }
   const std::string ring_dir = options.ring_dir.empty() ? DefaultRingDir() : options.ring_dir;
-  std::cerr << "collwatch agent: shipping rings of " << ring_dir << " to " << options.collector << "\n";
+  LogLine(LogLevel::kInfo, "collwatch agent") << "shipping rings of " << ring_dir << " to " << options.collector;
   std::error_code error;
   if (!std::filesystem::is_directory(ring_dir, error)) {
-    std::cerr << "collwatch agent: " << ring_dir << " does not exist yet; waiting for the first ring there\n";
+    LogLine(LogLevel::kInfo, "collwatch agent") << ring_dir << " does not exist yet; waiting for the first ring there";
   }
   while (WaitForStopSignal(0.2) == 0) {
     if ((*agent)->IdleExpired()) {
-      std::cerr << "collwatch agent: no live ring for " << options.idle_exit_s << " s; exiting\n";
+      LogLine(LogLevel::kInfo, "collwatch agent") << "no live ring for " << options.idle_exit_s << " s; exiting";
       break;
     }
   }
   (*agent)->Stop();
   // Its job was to ship every ring: say what it did not, and fail (the records stay in the rings).
   const AgentStats stats = (*agent)->Stats();
-  if (stats.rings == 0) std::cerr << "collwatch agent: no ring appeared in " << ring_dir << "\n";
+  if (stats.rings == 0) LogLine(LogLevel::kError, "collwatch agent") << "no ring appeared in " << ring_dir;
   if (stats.drained < stats.rings) {
-    std::cerr << "collwatch agent: " << stats.rings - stats.drained << " of " << stats.rings
+    LogLine(LogLevel::kError, "collwatch agent") << stats.rings - stats.drained << " of " << stats.rings
               << " rings were not shipped whole (" << stats.failed
               << " refused by the collector, the rest unfinished or the collector unreachable); their records stay in "
-              << ring_dir << "\n";
+              << ring_dir;
     return 1;
   }
   return 0;

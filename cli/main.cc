@@ -20,6 +20,7 @@
 #include "cli/secrets.h"
 #include "dashboard/terminal_ui.h"
 #include "files/version.h"
+#include "process/log_line.h"
 #include "ring/settings.h"
 
 int main(int argc, char** argv) {
@@ -59,6 +60,22 @@ int main(int argc, char** argv) {
                                             "force here");
   env->add_flag("--markdown", env_markdown, "the table of docs/environment.md instead");
 
+  // The collector's monitoring outputs, alike for `collector` and `run` (docs/monitoring.md).
+  const auto add_monitoring = [](CLI::App* command, collwatch::MonitoringOptions& monitoring) {
+    command->add_option("--metrics", monitoring.metrics_listen,
+                        "serve Prometheus metrics over HTTP at HOST:PORT/metrics (e.g. 127.0.0.1:9464; off by default)");
+    command->add_option("--on-finding", monitoring.on_finding,
+                        "run this shell command (/bin/sh -c) once per new finding, the finding's JSON on its stdin");
+    command->add_option("--on-finding-timeout", monitoring.on_finding_timeout_s,
+                        "seconds each --on-finding command may run before it is killed")
+        ->capture_default_str()
+        ->check(collwatch::NumberFrom(0.1, 1e6));
+    command->add_option("--event-log", monitoring.event_log,
+                        "append findings and process state changes to this file as JSON lines");
+  };
+  bool quiet = false;
+  const char* const kQuietHelp = "on stderr only findings and errors";
+
   collwatch::CollectorOptions collector_options;
   std::string token_file, tls_cert_file, tls_key_file;
   CLI::App* collector = app.add_subcommand("collector", "the collector service: trace store and live state");
@@ -83,6 +100,8 @@ int main(int argc, char** argv) {
                         "events per second one stream may send")
       ->capture_default_str()
       ->check(NumberFrom(1, 1e9));
+  add_monitoring(collector, collector_options.monitoring);
+  collector->add_flag("--quiet", quiet, kQuietHelp);
 
   collwatch::AgentOptions agent_options;
   std::string agent_token_file, agent_ca_file;
@@ -105,6 +124,7 @@ int main(int argc, char** argv) {
   agent->add_flag("--keep-rings", agent_options.keep_rings,
                   "leave shipped rings of ended processes in place, marked for collwatch gc (default: remove "
                   "them; COLLWATCH_KEEP_RINGS=1 does the same)");
+  agent->add_flag("--quiet", quiet, kQuietHelp);
 
   collwatch::RunOptions run_options;
   std::string run_token_file, run_ca_file;
@@ -140,6 +160,8 @@ int main(int argc, char** argv) {
   bool run_no_dashboard = false;
   run->add_flag("--no-dashboard", run_no_dashboard,
                 "print findings and status lines instead of the full-screen dashboard on a terminal");
+  add_monitoring(run, run_options.monitoring);
+  run->add_flag("--quiet", quiet, kQuietHelp);
   run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
 
   collwatch::dashboard::TopOptions top_options;
@@ -243,6 +265,8 @@ int main(int argc, char** argv) {
     if (app.exit(e) == 0) return collwatch::kExitOk;
     return run->parsed() ? collwatch::kExitRunFailed : collwatch::kExitBadInput;
   }
+
+  collwatch::SetQuietLog(quiet);
 
   // A command that writes to standard output ends here: a write that failed is an error.
   const auto finish = [](const char* command, int status) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "collector/collector_monitoring.h"
 
 namespace collwatch {
 
@@ -29,6 +30,8 @@ struct RunOptions {
   // On a terminal, show the dashboard (collwatch top) while the job runs; the job's
   // output then goes to DIR/job.log.
   bool dashboard = true;
+  // The embedded collector's metrics, --on-finding and --event-log (docs/monitoring.md).
+  MonitoringOptions monitoring;
 };
 
 

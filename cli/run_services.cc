@@ -17,6 +17,13 @@ absl::StatusOr<std::unique_ptr<RunServices>> RunServices::Start(const RunOptions
   std::unique_ptr<RunServices> services(new RunServices());
   services->address_ = options.collector;
   services->token_ = options.token;
+  const MonitoringOptions& monitoring = options.monitoring;
+  if (!services->address_.empty() &&
+      (!monitoring.metrics_listen.empty() || !monitoring.on_finding.empty() || !monitoring.event_log.empty())) {
+    return absl::InvalidArgumentError(
+        "--metrics, --on-finding and --event-log are the collector's: with --collector, give them to `collwatch "
+        "collector`");
+  }
   if (services->address_.empty()) {
     services->token_ = RandomToken();
     if (services->token_.empty()) {
@@ -32,6 +39,7 @@ absl::StatusOr<std::unique_ptr<RunServices>> RunServices::Start(const RunOptions
     collector.out_dir = options.out_dir;
     collector.job = job;
     collector.log = false;  // `collwatch run` prints findings itself
+    collector.monitoring = monitoring;
     if (options.stall_after_s > 0) collector.analyzer.stall_after_s = options.stall_after_s;
     absl::StatusOr<std::unique_ptr<CollectorServer>> started = CollectorServer::Start(collector);
     if (!started.ok()) {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "cli/command_process.h"
@@ -23,6 +24,7 @@
 #include "cli/run_status_line.h"
 #include "cli/stop_signals.h"
 #include "collector/finding_codec.h"
+#include "process/log_line.h"
 #include "process/process_sample.h"
 #include "ring/clocks.h"
 #include "stacks/process_stacks.h"
@@ -75,7 +77,7 @@ bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environme
   if (show_dashboard_) {
     job_log_fd = OpenJobLog(job_log_);
     if (job_log_fd < 0) {
-      std::cerr << "collwatch run: cannot write " << job_log_ << ": " << std::strerror(errno) << "\n";
+      LogLine(LogLevel::kError, "collwatch run") << "cannot write " << job_log_ << ": " << std::strerror(errno);
       return false;
     }
   }
@@ -83,7 +85,7 @@ bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environme
                           terminal_job_ ? CommandTerminal::kForeground : CommandTerminal::kAsCollwatch);
   if (job_log_fd >= 0) close(job_log_fd);
   if (command_ < 0) {
-    std::cerr << "collwatch run: fork: " << std::strerror(errno) << "\n";
+    LogLine(LogLevel::kError, "collwatch run") << "fork: " << std::strerror(errno);
     return false;
   }
   // Status lines go on from the background: SIGTTOU is ignored (RunJobCommand).
@@ -104,10 +106,13 @@ void RunSupervisor::WatchJob() {
   if (show_dashboard_) {
     std::string error;
     dashboard_ = RunDashboard::Open(absl::StrCat(options_.out_dir, "/.collwatch-messages"), &error);
-    if (dashboard_ == nullptr) std::cerr << "collwatch run: no dashboard: " << error << "\n";
+    if (dashboard_ == nullptr) LogLine(LogLevel::kError, "collwatch run") << "no dashboard: " << error;
   } else if (embedded_ != nullptr) {
-    std::cerr << "collwatch run: live dashboard: collwatch top --collector " << services_.address()
-              << " --token-file " << services_.token_file() << "\n";
+    LogLine(LogLevel::kInfo, "collwatch run") << "live dashboard: collwatch top --collector " << services_.address()
+              << " --token-file " << services_.token_file();
+  }
+  if (embedded_ != nullptr && !embedded_->metrics_url().empty()) {
+    LogLine(LogLevel::kInfo, "collwatch run") << "metrics at " << embedded_->metrics_url();
   }
   while (true) {
     if (const std::optional<int> ended = ExitStatusIfEnded(command_); ended.has_value()) {
@@ -116,12 +121,12 @@ void RunSupervisor::WatchJob() {
     }
     if (dashboard_ != nullptr && !InTerminalForeground(STDIN_FILENO)) {
       CloseDashboard();  // put in the background (Ctrl-Z, bg): it would draw over the shell
-      std::cerr << "collwatch run: in the background now: dashboard closed; the job goes on (its output: "
-                << job_log_ << ")\n";
+      LogLine(LogLevel::kInfo, "collwatch run") << "in the background now: dashboard closed; the job goes on (its output: "
+                << job_log_ << ")";
     }
     if (dashboard_ != nullptr && !dashboard_->Refresh(*watcher_, services_.address(), 0.1)) {
       CloseDashboard();
-      std::cerr << "collwatch run: dashboard closed; the job goes on (its output: " << job_log_ << ")\n";
+      LogLine(LogLevel::kInfo, "collwatch run") << "dashboard closed; the job goes on (its output: " << job_log_ << ")";
     }
     // Ctrl-C or a scheduler's SIGTERM goes to the job; we wait for it to end.
     ForwardStopSignal(command_, dashboard_ != nullptr ? 0 : 0.1);
@@ -149,7 +154,7 @@ void RunSupervisor::WatchJob() {
       if (tty_) {
         std::cerr << "\r\033[K" << line << std::flush;
       } else {
-        std::cerr << line << "\n";
+        LogLine(LogLevel::kInfo, "collwatch run") << absl::StripPrefix(line, "collwatch: ");  // the stamp names us
       }
       last_print_ns = now_ns;
     }
@@ -175,8 +180,8 @@ bool RunSupervisor::HoldForWork(const std::vector<analyzer::Finding>& findings) 
                     static_cast<double>(now - waits_since) / 1e9 < cap_s;
   if (hold && !said_at_work_) {
     said_at_work_ = true;
-    std::cerr << "collwatch run: --kill-on-hang: the late ranks are at work (running outside NCCL, CPU busy): "
-              << "not stopping the job while they are, up to " << cap_s << " s of waiting\n";
+    LogLine(LogLevel::kInfo, "collwatch run") << "--kill-on-hang: the late ranks are at work (running outside NCCL, CPU busy): "
+              << "not stopping the job while they are, up to " << cap_s << " s of waiting";
   }
   return hold;
 }
@@ -190,17 +195,17 @@ void RunSupervisor::StopHungJob(const std::vector<analyzer::Finding>& findings) 
   // has a dump pipe is asked for one, and given a few seconds, before the job is stopped.
   flight_recorder_dumps_ = FlightRecorderDumpsOf(ranks_seen_);
   if (!flight_recorder_dumps_.empty()) {
-    std::cerr << "collwatch run: --kill-on-hang: asking the Flight Recorder of " << flight_recorder_dumps_.size()
+    LogLine(LogLevel::kInfo, "collwatch run") << "--kill-on-hang: asking the Flight Recorder of " << flight_recorder_dumps_.size()
               << (flight_recorder_dumps_.size() == 1 ? " rank" : " ranks") << " for a dump (waiting up to "
-              << kFlightRecorderDumpWaitS << " s) before stopping the job\n";
+              << kFlightRecorderDumpWaitS << " s) before stopping the job";
   }
   AskFlightRecorderDumps(kFlightRecorderDumpWaitS, &flight_recorder_dumps_);
   for (const FlightRecorderDump& dump : flight_recorder_dumps_) {
-    std::cerr << "collwatch run: --kill-on-hang: " << FlightRecorderDumpText(dump) << "\n";
+    LogLine(LogLevel::kInfo, "collwatch run") << "--kill-on-hang: " << FlightRecorderDumpText(dump);
   }
   WriteReport(findings);
-  std::cerr << "collwatch run: --kill-on-hang: stopping the job (report in " << options_.out_dir
-            << "/report.txt)\n";
+  LogLine(LogLevel::kError, "collwatch run") << "--kill-on-hang: stopping the job (report in " << options_.out_dir
+            << "/report.txt)";
   stopped_at_ns_ = static_cast<int64_t>(RealtimeNs());
   services_.agent().NoteJobStopping();
   exit_code_ = StopCommandGroup(command_, options_.kill_grace_s);
@@ -224,22 +229,23 @@ int RunSupervisor::Finish() {
   if (show_dashboard_) PrintJobLogTail(job_log_, kJobLogTailLines, std::cerr);
   // After a stop on purpose every rank reads as lost; the report says how each ended.
   if (embedded_ != nullptr && !stopped_hung_job_) {
-    std::cerr << RunStatusLine(embedded_->service().live_state().Summary()) << "\n";
+    LogLine(LogLevel::kInfo, "collwatch run")
+        << absl::StripPrefix(RunStatusLine(embedded_->service().live_state().Summary()), "collwatch: ");
   }
   if (!store_in_place) {
-    std::cerr << "collwatch run: the trace store " << options_.out_dir
+    LogLine(LogLevel::kError, "collwatch run") << "the trace store " << options_.out_dir
               << " was removed or moved while the job ran: what it took since is lost; the rings stay in "
-              << rings_.path << " (collwatch analyze or dump them)\n";
+              << rings_.path << " (collwatch analyze or dump them)";
   } else if (!drained && stats.failed > 0) {
-    std::cerr << "collwatch run: the collector refused " << stats.failed << " of the " << stats.rings
+    LogLine(LogLevel::kError, "collwatch run") << "the collector refused " << stats.failed << " of the " << stats.rings
               << " rings' streams (the agent said why above); the rings stay in " << rings_.path
-              << " (collwatch analyze or dump them)\n";
+              << " (collwatch analyze or dump them)";
   } else if (!drained) {
-    std::cerr << "collwatch run: not every record reached the collector within " << options_.drain_timeout_s
-              << " s; the rings stay in " << rings_.path << " (collwatch analyze or dump them)\n";
+    LogLine(LogLevel::kError, "collwatch run") << "not every record reached the collector within " << options_.drain_timeout_s
+              << " s; the rings stay in " << rings_.path << " (collwatch analyze or dump them)";
   }
   if (stats.lost > 0) {
-    std::cerr << "collwatch run: " << stats.lost << " records were overwritten in the rings before they were read\n";
+    LogLine(LogLevel::kError, "collwatch run") << stats.lost << " records were overwritten in the rings before they were read";
   }
   const RunRecord record{.job = job_,
                          .command = options_.command,
@@ -261,15 +267,14 @@ int RunSupervisor::Finish() {
                          .rank_processes = ranks_seen_,
                          .flight_recorder_dumps = flight_recorder_dumps_};
   if (const absl::Status written = WriteRunRecord(options_.out_dir, record); !written.ok()) {
-    std::cerr << "collwatch run: " << written.message() << "\n";
+    LogLine(LogLevel::kError, "collwatch run") << written.message();
   }
   if (embedded_ != nullptr) {
     CollectorService& service = embedded_->service();
-    if (!stopped_hung_job_) {
-      // Everything is in: the last look needs no grace for ranks that will never report.
-      service.online_analyzer().Tick(static_cast<int64_t>(RealtimeNs()), /*final_pass=*/true);
-    }
     service.StopAnalysis();
+    // Everything is in: the last look needs no grace for ranks that will never report. Its
+    // findings go where the analysis thread's go (the log, --on-finding, --event-log).
+    if (!stopped_hung_job_) service.AnalyseOnce(/*final_pass=*/true);
   }
   const std::vector<analyzer::Finding> findings = stopped_hung_job_ ? findings_at_stop_ : CurrentFindings();
   ShowNewFindings(findings, /*clear_status_line=*/false);
@@ -285,24 +290,24 @@ int RunSupervisor::Finish() {
   const bool healthy = WriteReport(findings, data_gaps, &why_not_healthy);
   const std::string verdict = healthy ? (findings.empty() ? "healthy, no findings" : "healthy (stragglers only)")
                                       : absl::StrCat("not healthy: ", why_not_healthy);
-  std::cerr << "collwatch run: " << verdict << "; report in " << options_.out_dir << "/report.txt\n";
+  LogLine(healthy ? LogLevel::kInfo : LogLevel::kError, "collwatch run") << verdict << "; report in " << options_.out_dir << "/report.txt";
   watcher_.reset();
   if (embedded_ != nullptr) embedded_->Shutdown();
   if (rings_.owned && drained) {
     std::error_code ignored;
     std::filesystem::remove_all(rings_.path, ignored);
   }
-  std::cerr << "collwatch run: traces in "
+  LogLine(LogLevel::kInfo, "collwatch run") << "traces in "
             << (embedded_ != nullptr ? JobTracesDir(options_.out_dir, job_)
                                      : absl::StrCat("the collector at ", services_.address()))
-            << "; command exited with " << exit_code_ << "\n";
+            << "; command exited with " << exit_code_;
   if (stopped_hung_job_) {
-    std::cerr << "collwatch run: the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob << "\n";
+    LogLine(LogLevel::kError, "collwatch run") << "the job hung and was stopped (--kill-on-hang): exit " << kExitStoppedHungJob;
     return kExitStoppedHungJob;
   }
   if (options_.fail_on_findings && exit_code_ == 0 && !healthy) {
-    std::cerr << "collwatch run: the command exited with 0 but the run is not healthy (--fail-on-findings): exit "
-              << kExitRunNotHealthy << "\n";
+    LogLine(LogLevel::kError, "collwatch run") << "the command exited with 0 but the run is not healthy (--fail-on-findings): exit "
+              << kExitRunNotHealthy;
     return kExitRunNotHealthy;
   }
   return exit_code_;
@@ -314,12 +319,12 @@ void RunSupervisor::ShowNewFindings(const std::vector<analyzer::Finding>& findin
     if (!findings[i].stacks || stacks_shown_.count(i)) continue;
     stacks_shown_.insert(i);
     if (clear_status_line) std::cerr << "\r\033[K";
-    std::cerr << "\ncollwatch: stacks at " << findings[i].headline << "\n"
-              << analyzer::StackClassesText(findings[i].stacks->classes) << "\n";
+    LogLine(LogLevel::kFinding, "collwatch") << "stacks at " << findings[i].headline << "\n"
+                                             << analyzer::StackClassesText(findings[i].stacks->classes);
   }
   for (; findings_shown_ < findings.size(); ++findings_shown_) {
     if (clear_status_line) std::cerr << "\r\033[K";
-    std::cerr << "\ncollwatch: " << analyzer::FindingText(findings[findings_shown_]) << "\n";
+    LogLine(LogLevel::kFinding, "collwatch") << analyzer::FindingText(findings[findings_shown_]);
     if (findings[findings_shown_].stacks) stacks_shown_.insert(findings_shown_);
   }
 }
@@ -395,7 +400,7 @@ bool RunSupervisor::WriteReport(const std::vector<analyzer::Finding>& findings,
   for (const FlightRecorderDump& dump : flight_recorder_dumps_) info.notes.push_back(FlightRecorderDumpText(dump));
   std::string error;
   if (!analyzer::WriteReportFiles(options_.out_dir, findings, info, &error)) {
-    std::cerr << "collwatch run: " << error << "\n";
+    LogLine(LogLevel::kError, "collwatch run") << error;
   }
   if (why_not_healthy != nullptr) *why_not_healthy = analyzer::WhyNotHealthy(findings, info);
   return analyzer::Healthy(findings, info);

@@ -29,7 +29,8 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL collwatch)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
-# Depends from the libraries the binaries link (gRPC, protobuf, abseil, ncurses, elfutils;
+# Depends from the libraries the binaries link (gRPC, protobuf, abseil, ncurses, elfutils,
+# prometheus-cpp and its civetweb for the collector's --metrics;
 # LibTorch for the trainer), as dpkg-shlibdeps (dpkg-dev) finds them.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_COLLWATCH_PACKAGE_NAME collwatch)

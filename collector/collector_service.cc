@@ -23,6 +23,7 @@
 #include "collector/stream_checks.h"
 #include "collector/watch_delta.h"
 #include "grpcpp/alarm.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "ring/clocks.h"
 #include "ring/collector_address.h"
 #include "collector/finding_codec.h"
@@ -42,7 +43,8 @@ class EventStreamReactor final
   EventStreamReactor(CollectorService* service, grpc::CallbackServerContext* context)
       : service_(service), peer_(context->peer()), ingest_(service) {
     if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
-      service_->Log(absl::StrCat("refused stream from ", peer_, ": ", auth.message()));
+      service_->Log(LogLevel::kError, absl::StrCat("refused stream from ", peer_, ": ", auth.message()));
+      service_->monitoring().Refused(auth.code(), 0);
       Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
       return;
     }
@@ -57,8 +59,10 @@ class EventStreamReactor final
     }
     absl::StatusOr<v1::StreamEventsResponse> answer = ingest_.Accept(request_);
     if (!answer.ok()) {
-      service_->Log(absl::StrCat("stream from ", peer_, " (", ingest_.key().empty() ? "no hello" : ingest_.key(),
+      service_->Log(LogLevel::kError,
+                    absl::StrCat("stream from ", peer_, " (", ingest_.key().empty() ? "no hello" : ingest_.key(),
                                  ") ended: ", answer.status().ToString()));
+      service_->monitoring().Refused(answer.status().code(), static_cast<uint64_t>(request_.events_size()));
       FinishLocked(grpc::Status(static_cast<grpc::StatusCode>(answer.status().code()),
                                 std::string(answer.status().message())));
       return;
@@ -127,7 +131,7 @@ class CollectorService::WatchReactor final : public grpc::ServerWriteReactor<v1:
       : service_(service) {
     service_->watchers_.fetch_add(1);
     if (absl::Status auth = service_->Authenticate(*context); !auth.ok()) {
-      service_->Log(absl::StrCat("refused Watch from ", context->peer(), ": ", auth.message()));
+      service_->Log(LogLevel::kError, absl::StrCat("refused Watch from ", context->peer(), ": ", auth.message()));
       Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(auth.message())));
       return;
     }
@@ -241,12 +245,16 @@ bool ConstantTimeEquals(const std::string& given, const std::string& expected) {
   return difference == 0;
 }
 
-CollectorService::CollectorService(const CollectorOptions& options)
+CollectorService::CollectorService(const CollectorOptions& options, std::unique_ptr<CollectorMonitoring> monitoring)
     : options_(options),
+      monitoring_(monitoring != nullptr ? std::move(monitoring) : std::make_unique<CollectorMonitoring>()),
       store_(options.out_dir, StoreOptions{options.fsync}),
       online_analyzer_(options.analyzer),
       job_(options.job) {
-  if (options_.analyze) analysis_thread_ = std::thread([this] { AnalysisLoop(); });
+  if (monitoring_->wants_process_changes()) live_state_.KeepProcessChanges();
+  if (options_.analyze || monitoring_->wants_process_changes()) {
+    analysis_thread_ = std::thread([this] { AnalysisLoop(); });
+  }
 }
 
 CollectorService::~CollectorService() { StopAnalysis(); }
@@ -266,11 +274,20 @@ void CollectorService::AnalysisLoop() {
   const auto period = std::chrono::duration<double>(options_.analyze_interval_s);
   while (!analysis_wake_.wait_for(lock, period, [this] { return analysis_stop_; })) {
     lock.unlock();
-    for (const analyzer::Finding& finding : online_analyzer_.Tick(static_cast<int64_t>(RealtimeNs()))) {
+    AnalyseOnce();
+    lock.lock();
+  }
+}
+
+void CollectorService::AnalyseOnce(bool final_pass) {
+  if (options_.analyze) {
+    const std::string served = job();
+    for (const analyzer::Finding& finding : online_analyzer_.Tick(static_cast<int64_t>(RealtimeNs()), final_pass)) {
       v1::Finding proto;
       FindingToProto(finding, &proto);
       live_state_.AddFinding(proto);
-      Log(absl::StrCat("finding: ", finding.headline));
+      Log(LogLevel::kFinding, absl::StrCat("finding: ", finding.headline));
+      monitoring_->Finding(served, finding);
       if (analyzer::Analyzer::WantsStacks(finding)) {
         RequestStacks(online_analyzer_.StreamsNamedBy(finding), finding.headline);
       }
@@ -281,7 +298,11 @@ void CollectorService::AnalysisLoop() {
       live_state_.ReplaceFinding(index, proto);
     }
     live_state_.SetInflight(online_analyzer_.Inflight());
-    lock.lock();
+  }
+  if (monitoring_->wants_process_changes()) {
+    uint64_t dropped = 0;
+    const std::vector<ProcessChange> changes = live_state_.TakeProcessChanges(&dropped);
+    monitoring_->ProcessChanges(changes, dropped);
   }
 }
 
@@ -318,8 +339,8 @@ std::string CollectorService::job() {
   return job_;
 }
 
-void CollectorService::Log(const std::string& line) const {
-  if (options_.log) std::cerr << "collwatch collector: " << line << "\n";
+void CollectorService::Log(LogLevel level, const std::string& line) const {
+  if (options_.log) WriteLog(level, "collwatch collector", line);
 }
 
 absl::Status CollectorService::Authenticate(const grpc::CallbackServerContext& context) const {
@@ -428,16 +449,21 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const Co
   if (absl::StartsWith(options.listen, "unix:")) {
     if (absl::Status socket = ClaimUnixSocketPath(options.listen.substr(5)); !socket.ok()) return socket;
   }
+  auto monitoring = std::make_unique<CollectorMonitoring>();
+  if (absl::Status started = monitoring->Start(options.monitoring); !started.ok()) return started;
   std::unique_ptr<CollectorServer> server(new CollectorServer());
   server->store_path_lock_ = *std::move(path_lock);
   server->store_lock_ = *std::move(lock);
-  server->service_ = std::make_unique<CollectorService>(options);
+  server->service_ = std::make_unique<CollectorService>(options, std::move(monitoring));
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
+  // The standard grpc.health.v1 service, for Kubernetes' gRPC probes and load balancers:
+  // it needs no token and says only whether the server serves (docs/monitoring.md).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, credentials, &port);
@@ -459,6 +485,15 @@ absl::StatusOr<std::unique_ptr<CollectorServer>> CollectorServer::Start(const Co
     const size_t colon = options.listen.rfind(':');
     server->address_ = absl::StrCat(options.listen.substr(0, colon), ":", port);
   }
+  if (grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(kCollectorServiceName, true);
+  }
+  if (!options.monitoring.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics =
+        MetricsEndpoint::Start(options.monitoring.metrics_listen, server->service_.get());
+    if (!metrics.ok()) return metrics.status();
+    server->metrics_ = *std::move(metrics);
+  }
   return server;
 }
 
@@ -466,7 +501,14 @@ void CollectorServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   service_->StopWatchers();
+  metrics_.reset();
   // No server when it could not listen: Start returns the error and this destructor runs.
+  if (server_ != nullptr) {
+    // Probes see the end before the port closes.
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService(); health != nullptr) {
+      health->Shutdown();
+    }
+  }
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

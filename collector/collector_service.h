@@ -20,15 +20,21 @@
 #include "absl/status/statusor.h"
 #include "analyzer/analyzer.h"
 #include "files/safe_files.h"
+#include "collector/collector_monitoring.h"
 #include "collector/live_state.h"
+#include "collector/metrics_endpoint.h"
 #include "collector/online_analyzer.h"
 #include "collector/server_claims.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/collector_channel.h"
+#include "process/log_line.h"
 #include "proto/collwatch.grpc.pb.h"
 #include "store/trace_store.h"
 
 namespace collwatch {
+
+// The service's name in grpc.health.v1 (its full proto name); "" is the whole server.
+inline constexpr char kCollectorServiceName[] = "collwatch.v1.Collector";
 
 // Helper threads leave signals to the thread that waits for them: each calls this first.
 void BlockAllSignalsInThisThread();
@@ -49,6 +55,7 @@ struct CollectorOptions {
   bool analyze = true;        // run the analyzer online
   double analyze_interval_s = 0.1;
   analyzer::AnalyzerOptions analyzer;
+  MonitoringOptions monitoring;  // metrics, --on-finding, --event-log (docs/monitoring.md)
 };
 
 // True for 127.0.0.0/8, ::1, localhost and unix sockets (IP literals only: a host name
@@ -64,7 +71,8 @@ bool ConstantTimeEquals(const std::string& given, const std::string& expected);
 
 class CollectorService final : public v1::Collector::CallbackService {
  public:
-  explicit CollectorService(const CollectorOptions& options);
+  // `monitoring` started (CollectorMonitoring::Start); none: one that only counts.
+  explicit CollectorService(const CollectorOptions& options, std::unique_ptr<CollectorMonitoring> monitoring = nullptr);
   ~CollectorService() override;
 
   grpc::ServerBidiReactor<v1::StreamEventsRequest, v1::StreamEventsResponse>* StreamEvents(
@@ -77,6 +85,7 @@ class CollectorService final : public v1::Collector::CallbackService {
 
   LiveState& live_state() { return live_state_; }
   OnlineAnalyzer& online_analyzer() { return online_analyzer_; }
+  CollectorMonitoring& monitoring() { return *monitoring_; }
   std::string job();
   // Writes report.json and report.txt of the findings so far into `dir`.
   absl::Status WriteReport(const std::string& dir);
@@ -84,6 +93,10 @@ class CollectorService final : public v1::Collector::CallbackService {
   void StopWatchers();
   // Stops the analysis thread (idempotent).
   void StopAnalysis();
+  // One pass of the analysis: its new findings logged, counted, stored in the live state
+  // and handed to the monitoring outputs, as the analysis thread does every interval.
+  // `final_pass`: everything is in (OnlineAnalyzer::Tick); call after StopAnalysis.
+  void AnalyseOnce(bool final_pass = false);
 
   // Used by the reactors.
   absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
@@ -94,7 +107,8 @@ class CollectorService final : public v1::Collector::CallbackService {
   TraceStore& store() { return store_; }
   // The stacks request waiting for the stream `key`'s next answer, taken (none: nullopt).
   std::optional<v1::StacksRequest> TakeStacksRequest(const std::string& key);
-  void Log(const std::string& line) const;
+  // A line on stderr (when options().log), as "collwatch collector: line".
+  void Log(LogLevel level, const std::string& line) const;
 
   bool stopping() const { return stopping_.load(); }
   class WatchReactor;
@@ -108,6 +122,7 @@ class CollectorService final : public v1::Collector::CallbackService {
   void RequestStacks(const std::vector<std::string>& keys, const std::string& reason);
 
   CollectorOptions options_;
+  std::unique_ptr<CollectorMonitoring> monitoring_;
   TraceStore store_;
   LiveState live_state_;
   OnlineAnalyzer online_analyzer_;
@@ -135,6 +150,8 @@ class CollectorServer {
 
   // The address clients dial (the chosen port filled in).
   const std::string& address() const { return address_; }
+  // The metrics' URL ("" without --metrics).
+  std::string metrics_url() const { return metrics_ != nullptr ? metrics_->url() : ""; }
   // Whether the store folder is still where it was made (files/safe_files.h): the
   // records acknowledged since it was removed or moved are lost.
   bool StoreStillInPlace() const {
@@ -151,6 +168,7 @@ class CollectorServer {
   std::optional<FolderLock> store_lock_;
   std::unique_ptr<CollectorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // last: it reads the service while it serves
   std::string address_;
   bool shut_down_ = false;
 };

@@ -4,6 +4,10 @@
 #include <time.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 
 #include "analyzer/process_ranks.h"
 #include "analyzer/stack_classes.h"
@@ -27,6 +31,12 @@ bool Completes(const v1::Event& event) {
          (event.flags() & (ring::kFlagCompletesAtReturn | ring::kFlagNoCompletion)) != 0;
 }
 
+// "exited" for WRITER_STATUS_EXITED: the proto's own names, as the event log writes them.
+std::string WriterStatusName(v1::WriterStatus status) {
+  std::string name = absl::AsciiStrToLower(v1::WriterStatus_Name(status));
+  return absl::StartsWith(name, "writer_status_") ? name.substr(14) : name;
+}
+
 }  // namespace
 
 void LiveState::StreamOpened(const std::string& key, const v1::RankIdentity& identity) {
@@ -36,12 +46,32 @@ void LiveState::StreamOpened(const std::string& key, const v1::RankIdentity& ide
   process.status.set_process(key);
   process.status.set_connected(true);
   process.status.set_last_activity_ns(RealtimeNs());
+  NoteChangeLocked(process, "connected");
 }
 
 void LiveState::StreamClosed(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = processes_.find(key);
-  if (found != processes_.end()) found->second.status.set_connected(false);
+  if (found == processes_.end()) return;
+  found->second.status.set_connected(false);
+  NoteChangeLocked(found->second, "disconnected");
+}
+
+void LiveState::NoteChangeLocked(const Process& process, std::string state) {
+  if (!keep_changes_) return;
+  if (changes_.size() >= kMaxKeptChanges) {
+    ++changes_dropped_;
+    return;
+  }
+  changes_.push_back(ProcessChange{
+      .time_ns = static_cast<int64_t>(RealtimeNs()), .identity = process.identity, .state = std::move(state)});
+}
+
+std::vector<ProcessChange> LiveState::TakeProcessChanges(uint64_t* dropped) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *dropped = changes_dropped_;
+  changes_dropped_ = 0;
+  return std::exchange(changes_, {});
 }
 
 void LiveState::StreamRefused(const analyzer::RefusedStream& stream) {
@@ -58,7 +88,10 @@ void LiveState::BatchAccepted(const std::string& key, const v1::StreamEventsRequ
   std::lock_guard<std::mutex> lock(mutex_);
   Process& process = processes_[key];
   v1::RankStatus& status = process.status;
-  if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED) status.set_writer_status(batch.writer_status());
+  if (batch.writer_status() != v1::WRITER_STATUS_UNSPECIFIED && batch.writer_status() != status.writer_status()) {
+    status.set_writer_status(batch.writer_status());
+    NoteChangeLocked(process, WriterStatusName(batch.writer_status()));
+  }
   status.set_events(status.events() + stored);
   status.set_lost(batch.lost());
   status.set_torn(batch.torn());
@@ -202,6 +235,8 @@ LiveSummary LiveState::Summary() {
     if (process.status.connected()) summary.ranks_reporting += held;
     if (WireStatusLostWithoutExit(process.status.writer_status())) summary.ranks_lost += held;
     summary.events += process.status.events();
+    summary.records_lost += process.status.lost();
+    summary.records_torn += process.status.torn();
   }
   for (const auto& [id, comm] : comms_) {
     summary.collectives_per_second += comm.rate;

@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_COLLECTOR_LIVE_STATE_H_
 #define COLLWATCH_COLLECTOR_LIVE_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -30,6 +31,16 @@ struct LiveSummary {
   uint64_t oldest_inflight_comm = 0;  // 0: nothing in flight
   uint64_t oldest_inflight_seq = 0;
   double oldest_inflight_age_s = 0;
+  uint64_t records_lost = 0;   // overwritten in the rings before the agents read them
+  uint64_t records_torn = 0;   // never completed by writers that died
+};
+
+// A process's stream opened or closed, or its writer's state changed (the event log's
+// "process" lines).
+struct ProcessChange {
+  int64_t time_ns = 0;  // CLOCK_REALTIME, as the collector saw it
+  v1::RankIdentity identity;
+  std::string state;  // "connected", "disconnected", or the writer's: "running", "exited", "dead", ...
 };
 
 class LiveState {
@@ -54,6 +65,13 @@ class LiveState {
 
   v1::ClusterState Snapshot(const std::string& job);
   LiveSummary Summary();
+
+  // Keeps the process changes from now on, for TakeProcessChanges (off: none are kept).
+  void KeepProcessChanges() { keep_changes_ = true; }
+  // The changes since the last call, oldest first; past kMaxKeptChanges they are dropped
+  // and counted in `dropped`.
+  std::vector<ProcessChange> TakeProcessChanges(uint64_t* dropped);
+  static constexpr size_t kMaxKeptChanges = 1 << 16;
 
  private:
   struct Progress {
@@ -93,6 +111,7 @@ class LiveState {
   // stacks_ from every process's latest stacks.
   void MergeStacksLocked();
   void UpdateRates(uint64_t now_ns);
+  void NoteChangeLocked(const Process& process, std::string state);
   uint64_t MinCompleted(const Comm& comm) const;
   bool AllExited(const Comm& comm) const;
 
@@ -103,6 +122,9 @@ class LiveState {
   std::map<uint64_t, analyzer::InflightCollective> inflight_;  // by comm id
   v1::FindingStacks stacks_;  // every process's latest stacks, merged (taken_ns 0: none)
   std::vector<v1::RefusedStream> refused_;  // oldest first
+  std::atomic<bool> keep_changes_{false};
+  std::vector<ProcessChange> changes_;
+  uint64_t changes_dropped_ = 0;
 };
 
 }  // namespace collwatch

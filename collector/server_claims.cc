@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "process/log_line.h"
 #include "ring/hash.h"
 #include "ring/ring_directory.h"
 
@@ -48,8 +49,9 @@ absl::StatusOr<StorePathLock> StorePathLock::Take(const std::string& folder, boo
     if (log) {
       char why[256] = "cannot resolve the store's path";
       if (dir.verdict != RingDirVerdict::kPrivate) DescribeRingDirCheck(dir, why, sizeof why);
-      std::cerr << "collwatch collector: the store is locked by its folder only (" << registry << ": " << why
-                << "): a second collector on a folder removed and made again at " << folder << " is not seen\n";
+      LogLine(LogLevel::kError, "collwatch collector")
+          << "the store is locked by its folder only (" << registry << ": " << why
+          << "): a second collector on a folder removed and made again at " << folder << " is not seen";
     }
     return StorePathLock(-1, -1, "");
   }

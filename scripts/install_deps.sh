@@ -11,6 +11,8 @@ packages=(
   libdw-dev  # elfutils: native stacks of stuck ranks (stacks/)
   clang-14 libclang-rt-14-dev  # the fuzz preset: clang and libFuzzer
   dpkg-dev  # cpack -G DEB: dpkg-shlibdeps computes the packages' Depends
+  prometheus-cpp-dev  # the collector's --metrics endpoint (docs/monitoring.md)
+  prometheus libcurl4-openssl-dev  # the monitoring test scrapes with a real Prometheus, asks it with libcurl
 )
 
 missing=()
