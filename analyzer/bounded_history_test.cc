@@ -173,8 +173,8 @@ TEST(AnalyzerBoundedHistoryTest, OnlyTheHistoryKeeperHoldsTheScheduleHistory) {
   for (int rank = 1; rank < 4; ++rank) {
     SCOPED_TRACE(rank);
     // The last analysed step's calls, a forgetting chunk not yet dropped, and a few.
-    EXPECT_LT(comm.ranks[static_cast<size_t>(rank)].collectives.stored(), 50u * 30 + 128 + 64);
-    EXPECT_LT(model.process(pruned.process(rank)).calls.stored(), 50u * 30 + 2 * 256 + 64);
+    EXPECT_LT(comm.ranks[static_cast<size_t>(rank)].collectives.stored(), 50u * 30 + 64 + 64);
+    EXPECT_LT(model.process(pruned.process(rank)).calls.stored(), 50u * 30 + 2 * 128 + 64);
   }
   for (JobBuilder* job : {&whole, &pruned}) {
     for (int rank = 0; rank < 4; ++rank) job->Issue(rank, {Step(rank != 0).front()}, /*stuck_last=*/true);

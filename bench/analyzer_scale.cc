@@ -7,8 +7,11 @@
 //   stall:      one rank never enters it; the others wait inside it (NOT_JOINED)
 // Prints how long building the model from the records, analysing and rendering the report
 // take, ns per record, and the process's peak memory. Single-threaded.
+// Post-mortem by default (each rank's whole trace in turn, one final pass, everything kept,
+// as `collwatch analyze`); --online feeds every rank's next 64 positions between analysis
+// passes with bounded history, as the collector does (its "build" time includes them).
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
-//                            [--case divergence|dtype|stall]
+//                            [--case divergence|dtype|stall] [--online]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -25,6 +28,7 @@
 namespace {
 
 using collwatch::analyzer::Analyzer;
+using collwatch::analyzer::AnalyzerOptions;
 using collwatch::analyzer::FindingKind;
 using collwatch::analyzer::SyntheticJob;
 using collwatch::analyzer::SyntheticOp;
@@ -58,6 +62,9 @@ std::vector<SyntheticOp> StepSchedule() {
 
 enum class Case { kDivergence, kDtype, kStall };
 
+// Online: schedule positions fed for every rank between two analysis passes.
+constexpr size_t kOnlineBlock = 64;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,9 +72,15 @@ int main(int argc, char** argv) {
   int collectives = 2000;
   int comms = 0;
   Case fault = Case::kDivergence;
+  bool online = false;
   bool usage_error = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--ranks") == 0) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--online") == 0) {
+      online = true;
+      --i;  // a flag without a value
+    } else if (i + 1 >= argc) {
+      usage_error = true;
+    } else if (std::strcmp(argv[i], "--ranks") == 0) {
       ranks = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--collectives") == 0) {
       collectives = std::atoi(argv[i + 1]);
@@ -86,7 +99,7 @@ int main(int argc, char** argv) {
   if (usage_error || ranks < 2 || collectives < 4 || comms < 0 || (comms > 0 && ranks % comms != 0)) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
-                 " [--case divergence|dtype|stall]\n");
+                 " [--case divergence|dtype|stall] [--online]\n");
     return 2;
   }
   constexpr uint64_t kWorld = 0x5ca1ab1e0000c0deull;
@@ -101,45 +114,75 @@ int main(int argc, char** argv) {
 
   const double rss_before = PeakRssMiB();
   const double t0 = Now();
-  Analyzer analyzer;
+  AnalyzerOptions options;
+  options.bounded_history = online;
+  Analyzer analyzer(options);
   SyntheticJob job(&analyzer.model());
   uint64_t records = 0;
+  struct RankState {
+    collwatch::analyzer::ProcessId process = 0;
+    uint64_t seq = 1;
+    bool done = false;
+  };
+  std::vector<RankState> states(static_cast<size_t>(ranks));
   for (int rank = 0; rank < ranks; ++rank) {
-    const auto process = job.AddProcess(rank);
-    job.Init(process, kWorld, rank, ranks, kStart);
+    RankState& state = states[static_cast<size_t>(rank)];
+    state.process = job.AddProcess(rank);
+    job.Init(state.process, kWorld, rank, ranks, kStart);
+    if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
+  }
+  // The calls of `rank` at schedule position `position` (none once its run ended).
+  auto issue = [&](int rank, size_t position) {
+    RankState& state = states[static_cast<size_t>(rank)];
+    if (state.done || state.seq > static_cast<uint64_t>(collectives)) return;
     const uint64_t group = kGroupBase + static_cast<uint64_t>(comms > 0 ? rank / group_size : 0);
     const int group_rank = comms > 0 ? rank % group_size : 0;
-    if (comms > 0) job.Init(process, group, group_rank, group_size, kStart);
-    const bool odd = rank % 4 == 1;
-    uint64_t seq = 1;
-    for (size_t position = 0; seq <= static_cast<uint64_t>(collectives); ++position) {
-      const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
-      if (fault == Case::kStall && position == bad) {
-        // The stuck rank never arrives; the others wait inside the collective for it.
-        if (rank != stuck_rank) {
-          job.Collective(process, kWorld, rank, ranks, seq, step[position % step.size()], t, 0);
-          records += 1;
-        }
-        break;
+    const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
+    if (fault == Case::kStall && position == bad) {
+      // The stuck rank never arrives; the others wait inside the collective for it.
+      if (rank != stuck_rank) {
+        job.Collective(state.process, kWorld, rank, ranks, state.seq, step[position % step.size()], t, 0);
+        records += 1;
       }
-      // The divergent ranks leave out two schedule entries at the fault.
-      if (fault == Case::kDivergence && odd && (position == bad || position == bad + 1)) continue;
-      SyntheticOp op = step[position % step.size()];
-      if (fault == Case::kDtype && odd && position == bad) op.dtype = 6;  // ncclFloat16, not 32
-      job.Collective(process, kWorld, rank, ranks, seq, op, t, t + kOpNs / 2);
+      state.done = true;
+      return;
+    }
+    // The divergent ranks leave out two schedule entries at the fault.
+    if (fault == Case::kDivergence && rank % 4 == 1 && (position == bad || position == bad + 1)) return;
+    SyntheticOp op = step[position % step.size()];
+    if (fault == Case::kDtype && rank % 4 == 1 && position == bad) op.dtype = 6;  // ncclFloat16, not 32
+    job.Collective(state.process, kWorld, rank, ranks, state.seq, op, t, t + kOpNs / 2);
+    records += 2;
+    if (comms > 0) {
+      job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
       records += 2;
-      if (comms > 0) {
-        job.Collective(process, group, group_rank, group_size, seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
-        records += 2;
+    }
+    ++state.seq;
+  };
+  // Positions run past the last collective: the divergent ranks skip two.
+  const size_t positions = static_cast<size_t>(collectives) + 2;
+  std::vector<collwatch::analyzer::Finding> findings;
+  if (!online) {
+    // Post-mortem: one rank's whole trace after another, as `collwatch analyze` reads them.
+    for (int rank = 0; rank < ranks; ++rank) {
+      for (size_t position = 0; position < positions; ++position) issue(rank, position);
+    }
+  } else {
+    // Online: every rank's calls of the next block of positions, then an analysis pass,
+    // as the collector analyses what its agents shipped.
+    for (size_t from = 0; from < positions; from += kOnlineBlock) {
+      for (int rank = 0; rank < ranks; ++rank) {
+        for (size_t position = from; position < std::min(positions, from + kOnlineBlock); ++position) issue(rank, position);
       }
-      ++seq;
+      const int64_t block_end = kStart + static_cast<int64_t>(std::min(positions, from + kOnlineBlock) + 1) * kOpNs;
+      for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
     }
   }
   const double t1 = Now();
   // Past the stall threshold (30 s floor) when a rank is stuck.
   const int64_t now = kStart + static_cast<int64_t>(collectives + 10) * kOpNs +
                       (fault == Case::kStall ? 120 * collwatch::analyzer::kSecond : 0);
-  const std::vector<collwatch::analyzer::Finding> findings = analyzer.Analyze(now, /*final_pass=*/true);
+  for (auto& finding : analyzer.Analyze(now, /*final_pass=*/!online)) findings.push_back(std::move(finding));
   const double t2 = Now();
   collwatch::analyzer::ReportInfo info = collwatch::analyzer::DescribeJob(analyzer.model());
   const std::string json = collwatch::analyzer::ReportJson(findings, info).dump(2);
@@ -147,11 +190,13 @@ int main(int argc, char** argv) {
   const double t3 = Now();
 
   const char* case_name = fault == Case::kDivergence ? "divergence" : fault == Case::kDtype ? "dtype" : "stall";
-  std::printf("ranks %d, collectives per rank %d, group comms %d of %d, records %llu, %s injected at position %zu\n",
-              ranks, collectives, comms, group_size, static_cast<unsigned long long>(records), case_name, bad);
+  std::printf("ranks %d, collectives per rank %d, group comms %d of %d, records %llu, %s injected at position %zu, %s\n",
+              ranks, collectives, comms, group_size, static_cast<unsigned long long>(records), case_name, bad,
+              online ? "online (bounded history)" : "post-mortem");
   const double per_record = 1e9 / static_cast<double>(records);
-  std::printf("build model from records : %.2f s (%.0f ns per record)\n", t1 - t0, (t1 - t0) * per_record);
-  std::printf("analyze                  : %.3f s\n", t2 - t1);
+  std::printf("%s : %.2f s (%.0f ns per record)\n", online ? "build + online passes    " : "build model from records ",
+              t1 - t0, (t1 - t0) * per_record);
+  std::printf("%s : %.3f s\n", online ? "last analysis pass       " : "analyze                  ", t2 - t1);
   std::printf("render report            : %.3f s (json %zu bytes, text %zu bytes)\n", t3 - t2, json.size(), text.size());
   std::printf("analyze + report         : %.3f s\n", t3 - t1);
   std::printf("records -> findings      : %.2f s (%.0f ns per record)\n", t3 - t0, (t3 - t0) * per_record);
