@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files/json_contract.h"
 #include "files/version.h"
 #include "gtest/gtest.h"
 
@@ -70,7 +71,8 @@ TEST(RunRecordJson, HoldsEveryFieldUnderItsKey) {
   EXPECT_TRUE(run["stopped_at_ns"].is_number_integer());
   EXPECT_EQ(run["stopped_at_ns"].get<int64_t>(), 1'700'000'000'123'456'789);
   EXPECT_EQ(run["collwatch_version"], std::string(CollwatchVersionText()));
-  EXPECT_EQ(run.size(), 17u);
+  EXPECT_EQ(run["schema_version"], kRunSchemaVersion);
+  EXPECT_EQ(run.size(), 18u);
 }
 
 TEST(RunRecordJson, FlightRecorderDumpsAskedBeforeTheStop) {
