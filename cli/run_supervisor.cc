@@ -154,7 +154,7 @@ void RunSupervisor::WatchJob() {
       if (tty_) {
         std::cerr << "\r\033[K" << line << std::flush;
       } else {
-        LogLine(LogLevel::kInfo, "collwatch run") << absl::StripPrefix(line, "collwatch: ");  // the stamp names us
+        LogLine(LogLevel::kInfo, "collwatch") << absl::StripPrefix(line, "collwatch: ");  // LogLine says who
       }
       last_print_ns = now_ns;
     }
@@ -229,7 +229,7 @@ int RunSupervisor::Finish() {
   if (show_dashboard_) PrintJobLogTail(job_log_, kJobLogTailLines, std::cerr);
   // After a stop on purpose every rank reads as lost; the report says how each ended.
   if (embedded_ != nullptr && !stopped_hung_job_) {
-    LogLine(LogLevel::kInfo, "collwatch run")
+    LogLine(LogLevel::kInfo, "collwatch")
         << absl::StripPrefix(RunStatusLine(embedded_->service().live_state().Summary()), "collwatch: ");
   }
   if (!store_in_place) {
