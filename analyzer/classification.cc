@@ -155,6 +155,15 @@ Classification ClassifyDivergence(const DivergenceEvidence& evidence) {
     if (run && InsertedRunKind(*run) == FindingKind::kSkippedReduceScatter) {
       c.basis = DivergenceBasis::kHistory;
       c.run = *std::move(run);
+    } else if (evidence.history.empty() && major.size() == 1 && minor.size() == 1) {
+      // One call on each side, nothing agreed before it and nothing after (PyTorch's
+      // desync case: all_gather_base on one rank, reduce_scatter_base on the other, as the
+      // first calls): as likely two different collectives as one a class skipped.
+      c.basis = DivergenceBasis::kHeadsOnly;
+      c.kind = FindingKind::kOpMismatch;
+      c.decided = false;
+      c.other_readings = {FindingKind::kSkippedReduceScatter};
+      c.wants_more = true;
     } else {
       c.basis = DivergenceBasis::kHeadsOnly;
       c.run = {c.major_inserted ? &a : &b};

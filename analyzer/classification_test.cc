@@ -209,6 +209,22 @@ TEST(ClassificationTest, BlockingSkippedReduceScatterIsNamedByItsUnitWithoutRegi
   EXPECT_THAT(found[0].headline, Not(HasSubstr("NVTX")));
 }
 
+// The communicator's first collectives differ, an all-gather against a reduce-scatter, one
+// call each and nothing after: undecided, both readings given. With one agreed step before
+// it, the same heads read as above (a skipped reduce-scatter of the unit).
+TEST(ClassificationTest, FirstCallsAllGatherAgainstReduceScatterAreUndecided) {
+  Job job(2);
+  job.Blocking(0, {AllGather(k24MiB)}, /*stuck=*/true);
+  job.Blocking(1, {ReduceScatter(k24MiB / 2)}, /*stuck=*/true);
+  const std::vector<Finding> found = job.AnalyzeAt(0.1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kOpMismatch) << found[0].summary;
+  EXPECT_FALSE(found[0].decided);
+  EXPECT_EQ(found[0].other_readings, (std::vector<FindingKind>{FindingKind::kSkippedReduceScatter}));
+  EXPECT_THAT(found[0].headline, HasSubstr("(undecided: or SKIPPED_REDUCE_SCATTER)"));
+  EXPECT_THAT(found[0].summary, HasSubstr("rank 0 skipped a reduce-scatter that rank 1 issued"));
+}
+
 TEST(ClassificationTest, GpuSkippedReduceScatterAlignsIntoARun) {
   Job job(2);
   job.Enqueue(0, {AllGather(k24MiB), ReduceScatter(k24MiB / 2), AllGather(k24MiB), ReduceScatter(k24MiB / 2),

@@ -230,8 +230,7 @@ Words OpMismatchWords(const Finding& f, const DivergenceFacts& d) {
       "some ranks only). Fix: issue the same collectives in the same order on every rank; compare the two "
       "ranks' schedules with `collwatch diff`.",
       f.seq, comm_text, ClassRanksText(f.comm_size, d.classes[0]), DescribeCall(a), ClassRanksText(f.comm_size, d.classes[1]), DescribeCall(b),
-      f.decided ? "" : " Nothing after it was reported to tell whether one class issued an extra "
-                       "collective the other skipped (a PATH_DIVERGENCE) or both issued one call each.",
+      OpMismatchUndecidedText(f, d),
       OthersText(f, d));
   return w;
 }

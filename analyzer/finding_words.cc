@@ -247,4 +247,26 @@ std::string SizeMismatchFix(double ratio) {
       ratio);
 }
 
+// What an undecided OP_MISMATCH could also be, and how to tell (empty when decided).
+std::string OpMismatchUndecidedText(const Finding& f, const DivergenceFacts& d) {
+  if (f.decided) return "";
+  const bool skipped_reduce_scatter =
+      std::find(f.other_readings.begin(), f.other_readings.end(), FindingKind::kSkippedReduceScatter) !=
+      f.other_readings.end();
+  if (!skipped_reduce_scatter) {
+    return " Nothing after it was reported to tell whether one class issued an extra collective the other "
+           "skipped (a PATH_DIVERGENCE) or both issued one call each.";
+  }
+  const DivergingClass& with = d.classes[0].head.fn == ring::ApiFn::kReduceScatter ? d.classes[0] : d.classes[1];
+  const DivergingClass& without = &with == &d.classes[0] ? d.classes[1] : d.classes[0];
+  return absl::StrFormat(
+      " It is the first collective of the communicator and no rank issued a call after it, so two readings "
+      "fit: (1) OP_MISMATCH, each class issued one different collective here; (2) SKIPPED_REDUCE_SCATTER, "
+      "%s skipped a reduce-scatter that %s issued (a gradient hook that did not fire: a parameter unused "
+      "on those ranks) and went on to its next collective; fix: use every parameter on every rank, or "
+      "tell the wrapper which are unused. To decide: look at where each rank is (`collwatch stacks` on "
+      "their pids), or compare with a clean run (`collwatch diff`).",
+      RanksText(without.ranks, f.comm_size), RanksText(with.ranks, f.comm_size));
+}
+
 }  // namespace collwatch::analyzer

@@ -74,6 +74,9 @@ std::string PathFix(const std::vector<std::string>& regions);
 // What differing tensor sizes mean, and their fix (`ratio`: bytes of one side / the other).
 std::string SizeMismatchFix(double ratio);
 
+// What an undecided OP_MISMATCH could also be, and how to tell which (empty when decided).
+std::string OpMismatchUndecidedText(const Finding& f, const DivergenceFacts& d);
+
 }  // namespace collwatch::analyzer
 
 #endif  // COLLWATCH_ANALYZER_FINDING_WORDS_H_

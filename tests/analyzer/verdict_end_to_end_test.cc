@@ -204,5 +204,29 @@ TEST(VerdictEndToEndTest, ARankStoppedBeforeItsFirstNcclCallIsOneOfTheRanks) {
   EXPECT_EQ(analyzed["ranks"][1]["pid"], stopped["pid"]);
 }
 
+// One call of evidence: rank 0's first collective is an all-gather, rank 1's a
+// reduce-scatter, and nothing follows. A skipped reduce-scatter fits as well as two
+// different collectives: the finding is an undecided OP_MISMATCH giving both readings,
+// online and post-mortem, never a confident SKIPPED_REDUCE_SCATTER with its fix.
+TEST(VerdictEndToEndTest, OneCallOfEvidenceOnEachSideGivesBothReadings) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "first-op-differs", {"--kill-on-hang", "--stall-after", "3"});
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << ReadFile(dir.path() + "/run.err");
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  const auto [exit_code, analyzed] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(exit_code, 1);
+  for (const nlohmann::json& report : {run.report, analyzed}) {
+    ASSERT_TRUE(report.is_object());
+    ASSERT_GE(report["findings"].size(), 1u) << report.dump(2);
+    const nlohmann::json& finding = report["findings"][0];
+    EXPECT_EQ(finding["kind"], "OP_MISMATCH") << finding.dump(2);
+    EXPECT_EQ(finding["decided"], false);
+    EXPECT_EQ(finding["other_readings"], nlohmann::json::array({"SKIPPED_REDUCE_SCATTER"}));
+    EXPECT_TRUE(Has(finding["headline"], "undecided: or SKIPPED_REDUCE_SCATTER")) << finding["headline"];
+    EXPECT_TRUE(Has(finding["summary"], "two readings fit")) << finding["summary"];
+    EXPECT_TRUE(Has(finding["summary"], "rank 0 skipped a reduce-scatter that rank 1 issued")) << finding["summary"];
+  }
+}
+
 }  // namespace
 }  // namespace collwatch

@@ -156,6 +156,18 @@ void RunSkipPlan(ncclComm_t comm) {
   pause();  // rank 1 waits here to be killed
 }
 
+// PyTorch's desync case: rank 0's first collective is an all-gather, rank 1's a
+// reduce-scatter of the same buffer, and nothing follows (the ranks stay inside them).
+void RunFirstOpDiffersPlan(ncclComm_t comm) {
+  std::vector<float> send(static_cast<size_t>(g_world) * 4, 1.0f), recv(static_cast<size_t>(g_world) * 4, 0.0f);
+  if (g_rank == 0) {
+    CHECK_NCCL(ncclAllGather(send.data(), recv.data(), 4, ncclFloat32, comm, nullptr));
+  } else {
+    CHECK_NCCL(ncclReduceScatter(send.data(), recv.data(), 4, ncclFloat32, ncclSum, comm, nullptr));
+  }
+  pause();  // if the backend returned at all, wait here to be killed
+}
+
 // Return times: 200 quick all-reduces, then one that rank 0 enters 300 ms before rank 1
 // joins it, so rank 0 blocks in it.
 void RunLatePlan(ncclComm_t comm) {
@@ -401,6 +413,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunAllPlan(comm);
   } else if (plan == "skip") {
     RunSkipPlan(comm);
+  } else if (plan == "first-op-differs") {
+    RunFirstOpDiffersPlan(comm);
   } else if (plan == "late") {
     RunLatePlan(comm);
   } else if (plan == "straggler" || plan == "busy-pause") {
@@ -431,7 +445,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|first-op-differs|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
