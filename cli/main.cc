@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
                                                               {tls_cert_file, &collector_options.tls_cert_pem},
                                                               {tls_key_file, &collector_options.tls_key_pem}});
         !read.ok()) {
-      std::cerr << "collwatch collector: " << read.message() << "\n";
+      collwatch::LogLine(collwatch::LogLevel::kError, "collwatch collector") << read.message();
       return 2;
     }
     collector_options.analyze = !no_analyze;
@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
     if (const absl::Status read = collwatch::ReadSecretFiles({{agent_token_file, &agent_options.token, SecretKind::kToken},
                                                               {agent_ca_file, &agent_options.tls_ca_pem}});
         !read.ok()) {
-      std::cerr << "collwatch agent: " << read.message() << "\n";
+      collwatch::LogLine(collwatch::LogLevel::kError, "collwatch agent") << read.message();
       return 2;
     }
     agent_options.keep_rings =
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
     if (const absl::Status read = collwatch::ReadSecretFiles({{run_token_file, &run_options.token, SecretKind::kToken},
                                                               {run_ca_file, &run_options.tls_ca_pem}});
         !read.ok()) {
-      std::cerr << "collwatch run: " << read.message() << "\n";
+      collwatch::LogLine(collwatch::LogLevel::kError, "collwatch run") << read.message();
       return collwatch::kExitRunFailed;
     }
     run_options.dashboard = !run_no_dashboard;
