@@ -66,6 +66,7 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
 
 bool Analyzer::WantsStacks(const Finding& finding) {
   return finding.kind == FindingKind::kNotJoined || finding.kind == FindingKind::kTransportStall ||
+         finding.kind == FindingKind::kRankNotRunning ||
          finding.kind == FindingKind::kCommInitStall;
 }
 

@@ -1,6 +1,6 @@
 // The analyzer: aligns the ranks of every communicator and names the first divergence
 // (PATH_DIVERGENCE, SKIPPED_REDUCE_SCATTER, SIGNATURE_MISMATCH, OP_MISMATCH) and the
-// stalls (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST), with rank classes,
+// stalls (NOT_JOINED, TRANSPORT_STALL, RANK_NOT_RUNNING, COMM_INIT_STALL, RANK_LOST), with rank classes,
 // regions and the evidence behind them. Its pieces: analyzer.cc (passes, agreement,
 // frontier), divergence.cc and classification.h (what a mismatch is), stalls.cc,
 // p2p_matching.cc; finding_text.h words each finding as it is emitted. Incremental: feed
@@ -70,7 +70,7 @@ class Analyzer {
   // Every finding so far, in the order found.
   const std::vector<Finding>& findings() const { return findings_; }
 
-  // Stall findings (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL) want the stacks of the
+  // Stall findings (NOT_JOINED, TRANSPORT_STALL, RANK_NOT_RUNNING, COMM_INIT_STALL) want the stacks of the
   // processes they name: every process of their communicator, and those their evidence
   // names (a rank that never reported there). Each with its ranks in the communicator.
   static bool WantsStacks(const Finding& finding);

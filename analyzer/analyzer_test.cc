@@ -328,7 +328,7 @@ TEST(AnalyzerTest, StoppedLateRankIsTheCauseOfNotJoined) {
   EXPECT_EQ(found[0].processes[0].state, "stopped");
 }
 
-TEST(AnalyzerTest, TransportStallWithAStoppedRankIsNotBlamedOnTheNetwork) {
+TEST(AnalyzerTest, AStoppedRankInsideTheCollectiveIsRankNotRunningNotATransportStall) {
   JobBuilder job(2);
   job.IssueAll({Gather("a"), Gather("b")});
   for (int rank = 0; rank < 2; ++rank) job.Issue(rank, {Gather("c")}, true);
@@ -336,8 +336,9 @@ TEST(AnalyzerTest, TransportStallWithAStoppedRankIsNotBlamedOnTheNetwork) {
   job.analyzer().model().SetSample(job.process(1), StoppedSample(job.Now(10)));
   const std::vector<Finding> found = job.Run(11);
   ASSERT_EQ(found.size(), 1u);
-  EXPECT_EQ(found[0].kind, FindingKind::kTransportStall);
+  EXPECT_EQ(found[0].kind, FindingKind::kRankNotRunning) << "the kind says what the words say";
   EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{1}));
+  EXPECT_THAT(found[0].headline, HasSubstr("RANK_NOT_RUNNING: all 2 ranks entered"));
   EXPECT_THAT(found[0].headline, HasSubstr("rank 1 stopped"));
   EXPECT_THAT(found[0].summary, HasSubstr("The cause is not the network"));
   EXPECT_THAT(found[0].summary, ::testing::Not(HasSubstr("InfiniBand")));

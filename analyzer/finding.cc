@@ -23,6 +23,7 @@ constexpr KindName kKindNames[] = {
     {FindingKind::kTransportStall, "TRANSPORT_STALL"},
     {FindingKind::kCommInitStall, "COMM_INIT_STALL"},
     {FindingKind::kRankLost, "RANK_LOST"},
+    {FindingKind::kRankNotRunning, "RANK_NOT_RUNNING"},
 };
 
 }  // namespace

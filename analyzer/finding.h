@@ -32,6 +32,9 @@ enum class FindingKind : int {
   kTransportStall = 6,
   kCommInitStall = 7,
   kRankLost = 8,
+  // Every rank entered a collective that does not complete, and a rank's process cannot run
+  // (stopped, stuck in I/O, gone): the cause is that process, not the transport.
+  kRankNotRunning = 9,
 };
 std::string_view FindingKindName(FindingKind kind);  // "PATH_DIVERGENCE"
 std::optional<FindingKind> ParseFindingKind(std::string_view name);
@@ -170,7 +173,8 @@ struct StalledRank {
   std::optional<RecentCall> last_call;    // its process's latest NCCL call
 };
 
-// Evidence of a stall (NOT_JOINED, TRANSPORT_STALL, COMM_INIT_STALL, RANK_LOST).
+// Evidence of a stall (NOT_JOINED, TRANSPORT_STALL, RANK_NOT_RUNNING, COMM_INIT_STALL,
+// RANK_LOST).
 struct StallFacts {
   CallFacts call;                 // the collective waited on (one entered rank's call)
   std::vector<int32_t> entered;   // ranks inside it (communicator creation: waiting in it)

@@ -13,7 +13,7 @@ namespace {
 constexpr FindingKind kEveryKind[] = {
     FindingKind::kPathDivergence, FindingKind::kSkippedReduceScatter, FindingKind::kSignatureMismatch,
     FindingKind::kOpMismatch,     FindingKind::kNotJoined,            FindingKind::kTransportStall,
-    FindingKind::kCommInitStall,  FindingKind::kRankLost,
+    FindingKind::kCommInitStall,  FindingKind::kRankLost,             FindingKind::kRankNotRunning,
 };
 
 TEST(FindingKindNameTest, EveryKindSurvivesTheRoundTripThroughItsName) {

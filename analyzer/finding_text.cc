@@ -548,7 +548,8 @@ std::optional<Words> WordsOf(const Finding& f) {
     if (f.resolution && f.kind != FindingKind::kRankLost) return StragglerWords(f, *s, *f.resolution);
     switch (f.kind) {
       case FindingKind::kNotJoined: return NotJoinedWords(f, *s);
-      case FindingKind::kTransportStall: return TransportStallWords(f, *s);
+      case FindingKind::kTransportStall:
+      case FindingKind::kRankNotRunning: return TransportStallWords(f, *s);
       case FindingKind::kCommInitStall: return CommInitStallWords(f, *s);
       case FindingKind::kRankLost: return RankLostWords(f, *s);
       default: return std::nullopt;

@@ -1,5 +1,6 @@
 // Stall detection: a collective some ranks have not joined (NOT_JOINED), one every rank
-// entered that does not complete (TRANSPORT_STALL), communicator creation waiting for
+// entered that does not complete (TRANSPORT_STALL, or RANK_NOT_RUNNING when a rank's process
+// cannot run), communicator creation waiting for
 // ranks (COMM_INIT_STALL), and ranks whose process ended (RANK_LOST); with how each rank
 // named is doing, for finding_text.cc to word.
 #include "analyzer/analyzer.h"
@@ -149,7 +150,6 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
       return;  // an echo of a divergence elsewhere
     }
   }
-  finding.kind = FindingKind::kTransportStall;
   finding.rank_classes = {RankClass{entered, ""}};
   if (!facts.call.call_path.frames.empty()) {
     finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
@@ -166,6 +166,8 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
     troubled.push_back(rank);
     facts.ranks.push_back(std::move(stalled));
   }
+  // The kind says what the words say: a process that cannot run, or below the ranks.
+  finding.kind = troubled.empty() ? FindingKind::kTransportStall : FindingKind::kRankNotRunning;
   finding.lagging_ranks = troubled;
   DescribeRanks(comm, troubled.empty() ? entered : troubled, now_ns, &finding);
   finding.evidence = std::move(facts);

@@ -94,7 +94,9 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
                                      rank_class.label());
         }
       } else if (Contains(finding->lagging_ranks(), number)) {
-        row.note = finding->kind() == v1::RANK_LOST ? "lost" : absl::StrFormat("not at seq %d", finding->seq());
+        row.note = finding->kind() == v1::RANK_LOST          ? "lost"
+                   : finding->kind() == v1::RANK_NOT_RUNNING ? absl::StrFormat("in seq %d, process not running", finding->seq())
+                                                             : absl::StrFormat("not at seq %d", finding->seq());
       } else {
         row.health = Health::kSlow;
         row.note = finding->kind() == v1::TRANSPORT_STALL ? absl::StrFormat("in seq %d, not completing", finding->seq())
