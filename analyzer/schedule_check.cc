@@ -94,7 +94,7 @@ std::optional<ScheduleDifference> CheckClass(const BaselineSection& section, con
 }
 
 // A difference that one line of text shows.
-ScheduleDifference LineDifference(DifferenceKind kind, const std::string& communicator, std::vector<int32_t> ranks,
+ScheduleDifference CheckLineDifference(DifferenceKind kind, const std::string& communicator, std::vector<int32_t> ranks,
                                   std::string headline) {
   std::string text = absl::StrCat(headline, "\n");
   return {kind, communicator, std::move(ranks), 0, std::move(headline), std::move(text)};
@@ -109,7 +109,7 @@ CommCheck CheckComm(const BaselineComm& expected, const CommSchedule* actual, co
   CommCheck check;
   check.name = CommLabel(expected.index, expected.size, expected.parent);
   if (actual == nullptr) {
-    Add(LineDifference(DifferenceKind::kCommunicatorMissing, check.name, {},
+    Add(CheckLineDifference(DifferenceKind::kCommunicatorMissing, check.name, {},
                        absl::StrCat(check.name, ": not in the run (no communicator of size ", expected.size,
                                     expected.parent > 0 ? absl::StrCat(" split from comm ", expected.parent) : "",
                                     " was created in that order)")),
@@ -117,7 +117,7 @@ CommCheck CheckComm(const BaselineComm& expected, const CommSchedule* actual, co
     return check;
   }
   if (!actual->absent_ranks.empty()) {
-    Add(LineDifference(DifferenceKind::kRanksAbsent, check.name, actual->absent_ranks,
+    Add(CheckLineDifference(DifferenceKind::kRanksAbsent, check.name, actual->absent_ranks,
                        absl::StrCat(check.name, ": ranks ", ScheduleRanksText(actual->absent_ranks),
                                     " reported nothing in the run (lost traces, or the ranks never joined)")),
         &check);
@@ -187,7 +187,7 @@ CheckResult CheckSchedule(const Baseline& baseline, const JobSchedule& run, cons
     extra.name = CommLabel(comm.index, comm.size, comm.parent);
     size_t collectives = 0;
     for (const ClassSchedule& rank_class : comm.classes) collectives = std::max(collectives, rank_class.ops.size());
-    Add(LineDifference(DifferenceKind::kCommunicatorAdded, extra.name, {},
+    Add(CheckLineDifference(DifferenceKind::kCommunicatorAdded, extra.name, {},
                        absl::StrCat(extra.name, ": a communicator the baseline does not have (", collectives,
                                     " collectives); if it is meant to be there, make the baseline again")),
         &extra);

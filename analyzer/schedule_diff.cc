@@ -22,7 +22,7 @@ namespace {
 using schedule_internal::Av;
 
 // A difference that one line shows: "@@ HEADLINE @@".
-ScheduleDifference LineDifference(DifferenceKind kind, std::string communicator, std::vector<int32_t> ranks,
+ScheduleDifference DiffLineDifference(DifferenceKind kind, std::string communicator, std::vector<int32_t> ranks,
                                   std::string headline) {
   ScheduleDifference difference{kind, std::move(communicator), std::move(ranks), 0, std::move(headline), ""};
   difference.text = absl::StrCat("@@ ", difference.headline, " @@\n");
@@ -56,7 +56,7 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
     const std::string name = CommLabel(comm_a.index, comm_a.size, comm_a.parent);
     auto it = b_by_key.find(keys_a[i]);
     if (it == b_by_key.end()) {
-      add(LineDifference(DifferenceKind::kCommunicatorMissing, name, {}, absl::StrCat(name, ": only in ", label_a)));
+      add(DiffLineDifference(DifferenceKind::kCommunicatorMissing, name, {}, absl::StrCat(name, ": only in ", label_a)));
       continue;
     }
     b_matched[it->second] = true;
@@ -69,7 +69,7 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
       std::set_symmetric_difference(comm_a.absent_ranks.begin(), comm_a.absent_ranks.end(),
                                     comm_b.absent_ranks.begin(), comm_b.absent_ranks.end(),
                                     std::back_inserter(one_side));
-      add(LineDifference(DifferenceKind::kRanksAbsent, name, std::move(one_side),
+      add(DiffLineDifference(DifferenceKind::kRanksAbsent, name, std::move(one_side),
                          absl::StrCat(both, ": ranks reporting nothing: ", ScheduleRanksText(comm_a.absent_ranks),
                                       " in ", label_a, ", ", ScheduleRanksText(comm_b.absent_ranks), " in ",
                                       label_b)));
@@ -120,7 +120,7 @@ ScheduleDiff DiffSchedules(const JobSchedule& a, const JobSchedule& b, const OpT
   for (size_t i = 0; i < b.comms.size(); ++i) {
     if (b_matched[i]) continue;
     const std::string name = CommLabel(b.comms[i].index, b.comms[i].size, b.comms[i].parent);
-    add(LineDifference(DifferenceKind::kCommunicatorAdded, name, {}, absl::StrCat(name, ": only in ", label_b)));
+    add(DiffLineDifference(DifferenceKind::kCommunicatorAdded, name, {}, absl::StrCat(name, ": only in ", label_b)));
   }
   if (diff.identical) {
     size_t collectives = 0;
