@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -35,8 +36,6 @@ using testing::ReadFile;
 using testing::ReadJson;
 using testing::Subprocess;
 using testing::TempDir;
-
-constexpr int kExitStoppedHungJob = 124;
 
 // `collwatch run ARGS -- nccl_ranks NPROC PLAN DIR`, its stderr in DIR/run.err; the exit code.
 int RunRanks(const TempDir& dir, std::vector<std::string> args, int nproc, const std::string& plan) {
