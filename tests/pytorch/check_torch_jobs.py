@@ -63,6 +63,9 @@ CASES = {
                              "PATH_DIVERGENCE", 2),
     "hf-vlm-divergent-path-later": (["--job", "hf-vlm", "--scenario", "divergent-path", "--diverge-from-step", "2"],
                                     "PATH_DIVERGENCE", 2),
+    # One call of evidence on each side (an all-gather against a reduce-scatter, the first
+    # collectives): undecided, the skipped reduce-scatter given as the other reading.
+    "first-op-differs": (["--job", "first-op-differs"], "OP_MISMATCH", 2),
     # CUDA graph replays, seen through NCCL's profiler plugin (PLUGIN_CASES).
     "graph": (["--job", "graph", "--steps", "4"], None, 1),
     "graph-replay-skip": (["--job", "graph", "--steps", "4", "--scenario", "replay-skip"], "NOT_JOINED", 2),
@@ -76,6 +79,8 @@ PLUGIN_CASES = {"graph", "graph-replay-skip"}
 # analyzer's settle window; with nothing else to decide by, the honest finding is the
 # undecided one that names this kind among its readings.
 FIRST_STEP_DIVERGENCES = {"divergent-path", "fsdp1-divergent-path", "hf-vlm-divergent-path"}
+# Cases whose first finding must be undecided, giving these other readings.
+UNDECIDED_READINGS = {"first-op-differs": ["SKIPPED_REDUCE_SCATTER"]}
 STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
 
 NCCL_DTYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64",
@@ -272,6 +277,10 @@ def run_case(name, args, work):
             result["undecided"] = f"{findings[0]['kind']}, or {expected}: undecided (one GPU, first step)"
         if not findings or (findings[0]["kind"] != expected and not undecided_reading):
             problems.append(f"first finding {findings[0]['kind'] if findings else 'none'}, expected {expected}")
+        elif name in UNDECIDED_READINGS and (findings[0].get("decided") is not False
+                                             or findings[0].get("other_readings") != UNDECIDED_READINGS[name]):
+            problems.append(f"first finding decided={findings[0].get('decided')} with other readings "
+                            f"{findings[0].get('other_readings')}, expected undecided with {UNDECIDED_READINGS[name]}")
         else:
             first = findings[0]
             result.update(summary=first.get("summary"), regions=first.get("regions"), decided=first.get("decided"),

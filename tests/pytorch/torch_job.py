@@ -73,7 +73,8 @@ from mesh2d_job import run_mesh2d
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--job", required=True,
-                        choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d", "graph"])
+                        choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d", "graph",
+                                 "first-op-differs"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
                                  "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip"])
@@ -521,6 +522,19 @@ def run_allreduce(args, device):
               f"p10 {sorted(samples)[len(samples) // 10]:.3f} calls {len(samples)}", flush=True)
 
 
+def run_first_op_differs(args, device):
+    """PyTorch's own desync case: the default group's first collectives are an all-gather on
+    rank 0 and a reduce-scatter on rank 1, and nothing follows (the job hangs in them)."""
+    world = dist.get_world_size()
+    shard = torch.ones(1024, device=device)
+    full = torch.zeros(1024 * world, device=device)
+    if dist.get_rank() == 0:
+        dist.all_gather_into_tensor(full, shard)
+    else:
+        dist.reduce_scatter_tensor(shard, full)
+    torch.cuda.synchronize()
+
+
 def write_flight_recorder(prefix, rank):
     """The Flight Recorder as PyTorch dumps it on a timeout (pickle), and its JSON form."""
     from torch._C._distributed_c10d import _dump_nccl_trace, _dump_nccl_trace_json
@@ -536,7 +550,8 @@ def main():
     args = parse_args()
     device = init(args)
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
-            "allreduce": run_allreduce, "mesh2d": run_mesh2d, "graph": run_graph}
+            "allreduce": run_allreduce, "mesh2d": run_mesh2d, "graph": run_graph,
+            "first-op-differs": run_first_op_differs}
     jobs[args.job](args, device)
     if args.flight_recorder_dump:
         write_flight_recorder(args.flight_recorder_dump, dist.get_rank())
