@@ -50,10 +50,11 @@ class Validator {
     if (keyword == "$ref") {
       const std::string ref = argument.get<std::string>();
       const std::string prefix = "#/$defs/";
-      if (ref.rfind(prefix, 0) != 0 || !root_["$defs"].contains(ref.substr(prefix.size()))) {
+      if (ref.rfind(prefix, 0) != 0 || !root_.contains("$defs") ||
+          !root_.at("$defs").contains(ref.substr(prefix.size()))) {
         return Problem(where, "refers to " + ref + ", not one of the schema's $defs");
       }
-      Check(root_["$defs"][ref.substr(prefix.size())], value, where);
+      Check(root_.at("$defs").at(ref.substr(prefix.size())), value, where);
     } else if (keyword == "type") {
       const json types = argument.is_array() ? argument : json::array({argument});
       for (const json& type : types) {
