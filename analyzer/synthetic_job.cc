@@ -8,6 +8,49 @@ namespace collwatch::analyzer {
 using ring::ApiFn;
 using ring::RecordKind;
 
+namespace {
+
+// The analyzer's model as the sink: each record applied as it is made.
+class ModelSink final : public SyntheticSink {
+ public:
+  explicit ModelSink(JobModel* model) : model_(model) {}
+  ProcessId AddProcess(const ProcessInfo& info) override { return model_->AddProcess(info); }
+  void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) override {
+    model_->AddRegionName(process, writer_id, name);
+  }
+  void AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path) override {
+    model_->AddCallPath(process, writer_id, path);
+  }
+  void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) override {
+    model_->AddRecord(process, lane, index, record);
+  }
+
+ private:
+  JobModel* model_;
+};
+
+}  // namespace
+
+ProcessId RecordedJob::AddProcess(const ProcessInfo& info) {
+  processes_.push_back(RecordedProcess{info, {}});
+  return static_cast<ProcessId>(processes_.size() - 1);
+}
+
+void RecordedJob::AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) {
+  processes_[process].update.regions.emplace_back(writer_id, std::string(name));
+}
+
+void RecordedJob::AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path) {
+  processes_[process].update.call_paths.emplace_back(writer_id, path);
+}
+
+void RecordedJob::AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) {
+  processes_[process].update.records.push_back(IndexedRecord{lane, index, record});
+}
+
+SyntheticJob::SyntheticJob(JobModel* model)
+    : model_sink_(std::make_unique<ModelSink>(model)), sink_(model_sink_.get()) {}
+
 ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
   ProcessInfo info;
   info.host = "node" + std::to_string(global_rank / 8);
@@ -17,7 +60,7 @@ ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
 }
 
 ProcessId SyntheticJob::AddProcess(const ProcessInfo& info) {
-  const ProcessId id = model_->AddProcess(info);
+  const ProcessId id = sink_->AddProcess(info);
   next_index_.resize(id + 1, 0);
   regions_.resize(id + 1);
   call_paths_.resize(id + 1, 0);
@@ -27,7 +70,7 @@ ProcessId SyntheticJob::AddProcess(const ProcessInfo& info) {
 uint32_t SyntheticJob::CallPathId(ProcessId process, const CallPath& path) {
   if (path.frames.empty()) return 0;
   const uint32_t id = ++call_paths_[process];  // the model interns equal paths job-wide
-  model_->AddCallPath(process, id, path);
+  sink_->AddCallPath(process, id, path);
   return id;
 }
 
@@ -35,7 +78,7 @@ uint32_t SyntheticJob::Region(ProcessId process, const std::string& name) {
   if (name.empty()) return 0;
   std::unordered_map<std::string, uint32_t>& ids = regions_[process];
   auto [it, inserted] = ids.try_emplace(name, static_cast<uint32_t>(ids.size()) + 1);
-  if (inserted) model_->AddRegionName(process, it->second, name);
+  if (inserted) sink_->AddRegionName(process, it->second, name);
   return it->second;
 }
 
@@ -54,7 +97,7 @@ ring::Record SyntheticJob::Base(ProcessId /*process*/, RecordKind kind, ApiFn fn
 
 uint64_t SyntheticJob::Enter(ProcessId process, const ring::Record& record) {
   const uint64_t index = next_index_[process]++;
-  model_->AddRecord(process, 1, index, record);
+  sink_->AddRecord(process, 1, index, record);
   return index;
 }
 
@@ -65,7 +108,7 @@ void SyntheticJob::Return(ProcessId process, uint64_t enter_index, ring::Record 
   record.t_ns = static_cast<uint64_t>(t_ns);
   record.flags = flags;
   record.result = 0;
-  model_->AddRecord(process, 1, next_index_[process]++, record);
+  sink_->AddRecord(process, 1, next_index_[process]++, record);
 }
 
 void SyntheticJob::Complete(ProcessId process, uint64_t enter_index, int64_t t_ns) {
@@ -77,7 +120,7 @@ void SyntheticJob::CompleteRecord(ProcessId process, uint64_t enter_index, ring:
   record.ref_lane = 1;
   record.ref_index = enter_index;
   record.t_ns = static_cast<uint64_t>(t_ns);
-  model_->AddRecord(process, 0, next_index_[process]++, record);
+  sink_->AddRecord(process, 0, next_index_[process]++, record);
 }
 
 void SyntheticJob::Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns,

@@ -1,15 +1,19 @@
 // Builds synthetic jobs record by record, as rings would yield them: for the analyzer's
-// unit tests and the scale benchmark. Test support: in collwatch::analyzer_testing, never
-// in the analyzer library a program links. Threading: single-threaded.
+// unit tests, the export's and the benchmarks, into a JobModel or any other sink. Test
+// support: in collwatch::analyzer_testing, never in the analyzer library a program links.
+// Threading: single-threaded.
 #ifndef COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 #define COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "analyzer/job_model.h"
+#include "process/process_update.h"
 
 namespace collwatch::analyzer {
 
@@ -28,9 +32,40 @@ struct SyntheticOp {
   uint8_t flags = 0;   // its kEnter's (ring::kFlagReplay: a CUDA graph's replay)
 };
 
+// Where a SyntheticJob's processes, names and records go, in the order a reader of their
+// rings would give them.
+class SyntheticSink {
+ public:
+  virtual ~SyntheticSink() = default;
+  virtual ProcessId AddProcess(const ProcessInfo& info) = 0;
+  virtual void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) = 0;
+  virtual void AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path) = 0;
+  virtual void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) = 0;
+};
+
+// Each process's records kept as one ProcessUpdate (its names first), for code that reads
+// processes one at a time (the Chrome trace export).
+class RecordedJob final : public SyntheticSink {
+ public:
+  struct RecordedProcess {
+    ProcessInfo info;
+    ProcessUpdate update;
+  };
+  ProcessId AddProcess(const ProcessInfo& info) override;
+  void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) override;
+  void AddCallPath(ProcessId process, uint32_t writer_id, const CallPath& path) override;
+  void AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) override;
+  const std::vector<RecordedProcess>& processes() const { return processes_; }
+  std::vector<RecordedProcess>& processes() { return processes_; }
+
+ private:
+  std::vector<RecordedProcess> processes_;
+};
+
 class SyntheticJob {
  public:
-  explicit SyntheticJob(JobModel* model) : model_(model) {}
+  explicit SyntheticJob(JobModel* model);
+  explicit SyntheticJob(SyntheticSink* sink) : sink_(sink) {}
 
   // A process whose writer clock equals CLOCK_REALTIME (offset 0).
   ProcessId AddProcess(int32_t global_rank);
@@ -63,7 +98,8 @@ class SyntheticJob {
   uint32_t Region(ProcessId process, const std::string& name);
   uint32_t CallPathId(ProcessId process, const CallPath& path);
 
-  JobModel* model_;
+  std::unique_ptr<SyntheticSink> model_sink_;  // set when built on a JobModel
+  SyntheticSink* sink_;
   std::vector<uint64_t> next_index_;
   std::vector<std::unordered_map<std::string, uint32_t>> regions_;  // per process: name -> writer id
   std::vector<uint32_t> call_paths_;                                // per process: writer ids handed out

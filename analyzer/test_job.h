@@ -35,6 +35,7 @@ inline Op ReduceScatter(std::string region, uint64_t count = 256) {
 class TestJob {
  public:
   explicit TestJob(JobModel* model) : job_(model) {}
+  explicit TestJob(SyntheticSink* sink) : job_(sink) {}
 
   ProcessId AddRank(int32_t global_rank, std::string host = "node0") {
     ProcessInfo info;
