@@ -1,5 +1,5 @@
-// RankTraceReader: reads a trace folder (whole, or one communicator from a sequence number
-// through the index), never changing it and stopping at a torn tail.
+// RankTraceReader: reads a trace folder (whole, frame by frame, or one communicator from a
+// sequence number through the index) in place, never changing it and stopping at a torn tail.
 // Threading: see trace_store.h (single-threaded).
 #include <algorithm>
 #include <string>
@@ -14,12 +14,16 @@
 
 namespace collwatch {
 
+RankTraceReader::~RankTraceReader() = default;
 
 absl::StatusOr<std::unique_ptr<RankTraceReader>> RankTraceReader::Open(const std::string& dir) {
   std::unique_ptr<RankTraceReader> reader(new RankTraceReader());
   reader->dir_ = dir;
   const std::string log_path = absl::StrCat(dir, "/", store::kLogFileName);
-  absl::StatusOr<LogScan> scan = ScanFramedFile(log_path, store::kLogMagic, &reader->bytes_);
+  absl::StatusOr<std::unique_ptr<store::FramedFileReader>> file = store::FramedFileReader::Open(log_path);
+  if (!file.ok()) return file.status();
+  reader->file_ = *std::move(file);
+  absl::StatusOr<LogScan> scan = store::ScanFramedFile(*reader->file_, store::kLogMagic);
   if (!scan.ok()) return scan.status();
   reader->scan_ = *std::move(scan);
   const std::vector<FrameInfo>& frames = reader->scan_.frames;
@@ -50,7 +54,7 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> RankTraceReader::Open(const std
 }
 
 absl::StatusOr<v1::StoreRecord> RankTraceReader::Decode(const FrameInfo& frame) const {
-  return store::DecodeFrame<v1::StoreRecord>(bytes_, frame, absl::StrCat(dir_, "/", store::kLogFileName));
+  return store::DecodeFrame<v1::StoreRecord>(*file_, frame);
 }
 
 absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
@@ -62,6 +66,20 @@ absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
     for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
   }
   return events;
+}
+
+absl::Status RankTraceReader::ForEachEventsFrame(
+    const std::function<absl::Status(std::vector<v1::Event>&)>& each) const {
+  std::vector<v1::Event> events;
+  for (const FrameInfo& frame : scan_.frames) {
+    if (frame.tag != store::kTagEvents) continue;
+    absl::StatusOr<v1::StoreRecord> record = Decode(frame);
+    if (!record.ok()) return record.status();
+    events.clear();
+    for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
+    if (absl::Status status = each(events); !status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadComm(uint64_t comm_id, uint64_t from_seq) const {

@@ -4,6 +4,7 @@
 #include "store/trace_frames.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,36 +49,106 @@ absl::Status ReadWholeFile(const std::string& path, std::string* bytes) {
   return absl::OkStatus();
 }
 
-// The end of the frame that starts at `offset` of `bytes` when one does (its length fits
+// The whole file in memory, as a source of bytes for the scan below (FramedFileReader is
+// the other: the file read in place).
+class WholeBytes {
+ public:
+  explicit WholeBytes(const std::string& bytes) : bytes_(bytes) {}
+  uint64_t size() const { return bytes_.size(); }
+  std::string_view Bytes(uint64_t offset, uint64_t length) const {
+    return std::string_view(bytes_).substr(offset, length);
+  }
+  absl::Status error() const { return absl::OkStatus(); }
+
+ private:
+  const std::string& bytes_;
+};
+
+// The end of the frame that starts at `offset` of `source` when one does (its length fits
 // the file and its checksum holds), else 0.
-uint64_t FrameEndAt(const std::string& bytes, uint64_t offset) {
-  const uint64_t size = bytes.size();
+template <typename Source>
+uint64_t FrameEndAt(Source& source, uint64_t offset) {
+  const uint64_t size = source.size();
   if (size - offset < store::kFrameHeaderBytes) return 0;
-  const uint32_t length = GetU32(bytes.data() + offset);
+  const std::string_view header = source.Bytes(offset, store::kFrameHeaderBytes);
+  if (header.size() < store::kFrameHeaderBytes) return 0;
+  const uint32_t length = GetU32(header.data());
+  const uint32_t checksum = GetU32(header.data() + 4);
   if (length == 0 || length > store::kMaxFramePayloadBytes) return 0;
   const uint64_t end = offset + store::kFrameHeaderBytes + length;
   if (end > size) return 0;
-  const char* payload = bytes.data() + offset + store::kFrameHeaderBytes;
-  return Crc32c(payload, length) == GetU32(bytes.data() + offset + 4) ? end : 0;
+  const std::string_view payload = source.Bytes(offset + store::kFrameHeaderBytes, length);
+  if (payload.size() < length) return 0;
+  return Crc32c(payload.data(), length) == checksum ? end : 0;
 }
 
 // Where the first good frame after the bad byte at `offset` starts (size: none). A
 // candidate must begin with a record tag the store writes before its checksum is
 // computed: the search costs a checksum only where a frame could plausibly be.
-uint64_t NextFrameAfter(const std::string& bytes, uint64_t offset) {
-  const uint64_t size = bytes.size();
+template <typename Source>
+uint64_t NextFrameAfter(Source& source, uint64_t offset) {
+  const uint64_t size = source.size();
   for (uint64_t at = offset + 1; at + store::kFrameHeaderBytes < size; ++at) {
-    const auto tag = static_cast<uint8_t>(bytes[at + store::kFrameHeaderBytes]);
+    const std::string_view tag_byte = source.Bytes(at + store::kFrameHeaderBytes, 1);
+    if (tag_byte.empty()) return size;
+    const auto tag = static_cast<uint8_t>(tag_byte[0]);
     const bool known = tag == store::kTagIdentity || tag == store::kTagEvents || tag == store::kTagRegion ||
                        tag == store::kTagStatus || tag == store::kTagCallPath || tag == store::kTagStacks;
-    if (known && FrameEndAt(bytes, at) != 0) return at;
+    if (known && FrameEndAt(source, at) != 0) return at;
   }
   return size;
 }
 
-bool AllZero(const std::string& bytes, size_t from) {
-  return std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.end(),
-                     [](char c) { return c == 0; });
+template <typename Source>
+bool AllZero(Source& source, uint64_t from) {
+  constexpr uint64_t kPiece = 1 << 16;
+  for (uint64_t at = from; at < source.size(); at += kPiece) {
+    const std::string_view piece = source.Bytes(at, std::min(kPiece, source.size() - at));
+    if (piece.empty() || !std::all_of(piece.begin(), piece.end(), [](char c) { return c == 0; })) return false;
+  }
+  return true;
+}
+
+// Every frame of `source` (the file `path`), damage skipped and counted, up to a torn tail.
+template <typename Source>
+absl::StatusOr<LogScan> ScanFrames(Source& source, const std::string& path, uint64_t magic) {
+  LogScan scan;
+  scan.file_bytes = source.size();
+  if (source.size() < store::kFileHeaderBytes) return scan;  // torn while being created
+  const std::string_view header = source.Bytes(0, store::kFileHeaderBytes);
+  if (!source.error().ok()) return source.error();
+  uint64_t file_magic;
+  std::memcpy(&file_magic, header.data(), 8);
+  if (file_magic != magic) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a collwatch trace file (wrong magic)"));
+  }
+  if (const uint32_t version = GetU32(header.data() + 8); version != store::kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": trace format version ", version,
+                                                   ", this build reads ", store::kVersion));
+  }
+  uint64_t offset = store::kFileHeaderBytes;
+  const uint64_t size = source.size();
+  while (offset < size) {
+    if (const uint64_t end = FrameEndAt(source, offset); end != 0) {
+      const std::string_view tag = source.Bytes(offset + store::kFrameHeaderBytes, 1);
+      scan.frames.push_back(FrameInfo{offset, end - offset, static_cast<uint8_t>(tag.empty() ? 0 : tag[0])});
+      offset = end;
+      continue;
+    }
+    // A crash leaves only the end bad: a frame cut short, or zeros the file system added.
+    // Bad bytes with a good frame after them are damage: skipped, counted, read on from
+    // that frame.
+    if (AllZero(source, offset)) break;
+    const uint64_t next = NextFrameAfter(source, offset);
+    if (next == size) break;
+    if (scan.damaged_bytes == 0) scan.first_damage_offset = offset;
+    scan.damaged_bytes += next - offset;
+    ++scan.damaged_regions;
+    offset = next;
+  }
+  if (!source.error().ok()) return source.error();
+  scan.valid_end = offset;
+  return scan;
 }
 
 }  // namespace
@@ -165,7 +236,7 @@ std::vector<v1::StoreIndexEntry> MatchingIndexPrefix(const std::string& index_pa
   std::vector<v1::StoreIndexEntry> entries;
   *index_valid_end = 0;
   std::string bytes;
-  absl::StatusOr<LogScan> scan = ScanFramedFile(index_path, store::kIndexMagic, &bytes);
+  absl::StatusOr<LogScan> scan = collwatch::ScanFramedFile(index_path, store::kIndexMagic, &bytes);
   if (!scan.ok()) return entries;  // missing or damaged: rebuilt from the log
   *index_valid_end = store::kFileHeaderBytes;
   size_t next_log = 0;
@@ -188,40 +259,58 @@ std::vector<v1::StoreIndexEntry> MatchingIndexPrefix(const std::string& index_pa
 
 absl::StatusOr<LogScan> ScanFramedFile(const std::string& path, uint64_t magic, std::string* bytes) {
   if (absl::Status read = ReadWholeFile(path, bytes); !read.ok()) return read;
-  LogScan scan;
-  scan.file_bytes = bytes->size();
-  if (bytes->size() < store::kFileHeaderBytes) return scan;  // torn while being created
-  uint64_t file_magic;
-  std::memcpy(&file_magic, bytes->data(), 8);
-  if (file_magic != magic) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a collwatch trace file (wrong magic)"));
-  }
-  if (const uint32_t version = GetU32(bytes->data() + 8); version != store::kVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": trace format version ", version,
-                                                   ", this build reads ", store::kVersion));
-  }
-  uint64_t offset = store::kFileHeaderBytes;
-  const uint64_t size = bytes->size();
-  while (offset < size) {
-    if (const uint64_t end = FrameEndAt(*bytes, offset); end != 0) {
-      const char* payload = bytes->data() + offset + store::kFrameHeaderBytes;
-      scan.frames.push_back(FrameInfo{offset, end - offset, static_cast<uint8_t>(payload[0])});
-      offset = end;
-      continue;
-    }
-    // A crash leaves only the end bad: a frame cut short, or zeros the file system added.
-    // Bad bytes with a good frame after them are damage: skipped, counted, read on from
-    // that frame.
-    if (AllZero(*bytes, offset)) break;
-    const uint64_t next = NextFrameAfter(*bytes, offset);
-    if (next == size) break;
-    if (scan.damaged_bytes == 0) scan.first_damage_offset = offset;
-    scan.damaged_bytes += next - offset;
-    ++scan.damaged_regions;
-    offset = next;
-  }
-  scan.valid_end = offset;
-  return scan;
+  WholeBytes source(*bytes);
+  return ScanFrames(source, path, magic);
 }
+
+namespace store {
+
+absl::StatusOr<std::unique_ptr<FramedFileReader>> FramedFileReader::Open(const std::string& path) {
+  absl::StatusOr<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return opened.status();
+  struct stat info {};
+  if (fstat(*opened, &info) != 0) {
+    const absl::Status status = Errno(absl::StrCat("stat ", path));
+    close(*opened);
+    return status;
+  }
+  return std::unique_ptr<FramedFileReader>(new FramedFileReader(path, *opened, static_cast<uint64_t>(info.st_size)));
+}
+
+FramedFileReader::~FramedFileReader() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string_view FramedFileReader::Bytes(uint64_t offset, uint64_t length) {
+  if (!error_.ok() || offset > size_ || length > size_ - offset) {
+    if (error_.ok()) error_ = absl::DataLossError(absl::StrCat(path_, ": read past its end at offset ", offset));
+    return {};
+  }
+  if (offset >= window_offset_ && offset + length <= window_offset_ + window_.size()) {
+    return std::string_view(window_).substr(offset - window_offset_, length);
+  }
+  const uint64_t wanted = std::min(std::max(length, kWindowBytes), size_ - offset);
+  window_.resize(wanted);
+  uint64_t done = 0;
+  while (done < wanted) {
+    const ssize_t got = pread(fd_, window_.data() + done, wanted - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      error_ = got < 0 ? Errno(absl::StrCat("read ", path_))
+                       : absl::DataLossError(absl::StrCat(path_, ": shorter than when it was opened"));
+      window_.clear();
+      return {};
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  window_offset_ = offset;
+  return std::string_view(window_).substr(0, length);
+}
+
+absl::StatusOr<LogScan> ScanFramedFile(FramedFileReader& file, uint64_t magic) {
+  return ScanFrames(file, file.path(), magic);
+}
+
+}  // namespace store
 
 }  // namespace collwatch

@@ -1,6 +1,7 @@
 // The durable per-rank trace store (format: trace_store_format.h). RankTraceWriter
 // appends deduplicated events of one rank stream and recovers after a crash;
-// RankTraceReader reads a trace (whole, or from a communicator's sequence number);
+// RankTraceReader reads a trace (whole, frame by frame, or from a communicator's sequence
+// number) in place, holding one frame at a time;
 // TraceStore maps rank identities to their writers under an output folder.
 // Threading: RankTraceWriter and TraceStore are thread-safe (one mutex each);
 // RankTraceReader is single-threaded.
@@ -8,6 +9,7 @@
 #define COLLWATCH_STORE_TRACE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +22,10 @@
 #include "ring/call_path.h"
 
 namespace collwatch {
+
+namespace store {
+class FramedFileReader;  // trace_frames.h
+}  // namespace store
 
 struct StoreOptions {
   bool fsync = false;  // fdatasync each append before it returns (before the ack)
@@ -101,10 +107,14 @@ class RankTraceWriter {
   v1::StoredStatus status_;
 };
 
-// Reads a trace folder. Never changes it; stops at a torn tail.
+// Reads a trace folder. Never changes it; stops at a torn tail. Open scans the log once
+// (checksums, names, status); events are decoded when asked, frame by frame, read in place.
 class RankTraceReader {
  public:
   static absl::StatusOr<std::unique_ptr<RankTraceReader>> Open(const std::string& dir);
+  ~RankTraceReader();
+  RankTraceReader(const RankTraceReader&) = delete;
+  RankTraceReader& operator=(const RankTraceReader&) = delete;
 
   const v1::RankIdentity& identity() const { return identity_; }
   const std::map<uint32_t, std::string>& regions() const { return regions_; }
@@ -119,6 +129,9 @@ class RankTraceReader {
 
   // Every event, in stored order.
   absl::StatusOr<std::vector<v1::Event>> ReadAll() const;
+  // The same events one stored frame at a time (`each` may move them away): a reader of a
+  // trace of any size holds one frame. Stops at the first error, `each`'s included.
+  absl::Status ForEachEventsFrame(const std::function<absl::Status(std::vector<v1::Event>&)>& each) const;
   // Events of communicator `comm_id` with seq >= `from_seq`, in stored order, decoding
   // only the frames whose index entry covers them.
   absl::StatusOr<std::vector<v1::Event>> ReadComm(uint64_t comm_id, uint64_t from_seq) const;
@@ -130,7 +143,7 @@ class RankTraceReader {
   absl::StatusOr<v1::StoreRecord> Decode(const FrameInfo& frame) const;
 
   std::string dir_;
-  std::string bytes_;
+  std::unique_ptr<store::FramedFileReader> file_;  // the log, read in place
   LogScan scan_;
   std::vector<v1::StoreIndexEntry> index_;  // one per events frame, in log order
   v1::RankIdentity identity_;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "store/crc32c.h"
 #include "store/event_codec.h"
+#include "store/trace_frames.h"
 #include "store/trace_store_format.h"
 
 namespace collwatch {
@@ -249,6 +250,57 @@ TEST_F(TraceStoreTest, DamageInsideTheLogIsSkippedByReadersAndRefusedByTheWriter
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(writer.status().message().find("damaged bytes from offset"), std::string::npos) << writer.status();
   EXPECT_EQ(LogSize(), size);
+}
+
+// A log several times the reader's window, damaged past its first window: the reader
+// holds one window and one frame, never the file, and reads frame by frame what ReadAll
+// reads, around the damage.
+TEST_F(TraceStoreTest, ALogLargerThanTheReadersWindowIsReadInPlaceFrameByFrame) {
+  constexpr uint64_t kBatches = 60;
+  constexpr uint64_t kPerBatch = 2000;  // about 40 KB a frame: 2.4 MB in all
+  uint64_t damaged_frame_end = 0;
+  {
+    auto writer = RankTraceWriter::Open(dir_, identity_);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t b = 0; b < kBatches; ++b) {
+      ASSERT_TRUE((*writer)->Append(Batch(0, b * kPerBatch, (b + 1) * kPerBatch - 1)).ok());
+      if (b == kBatches / 2) damaged_frame_end = LogSize();
+    }
+  }
+  ASSERT_GT(LogSize(), 2 * store::FramedFileReader::kWindowBytes);
+  ASSERT_GT(damaged_frame_end, store::FramedFileReader::kWindowBytes);
+  {
+    // One byte of the events frame that ends there, past the first window.
+    std::fstream file(LogPath(), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(damaged_frame_end - 100));
+    file.put('\x5a');
+  }
+  auto reader = RankTraceReader::Open(dir_);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->damaged_regions(), 1u);
+  absl::StatusOr<std::vector<v1::Event>> all = (*reader)->ReadAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), (kBatches - 1) * kPerBatch);  // the damaged frame's batch is lost
+  std::vector<uint64_t> indexes;
+  size_t frames = 0;
+  const absl::Status read = (*reader)->ForEachEventsFrame([&](std::vector<v1::Event>& events) {
+    ++frames;
+    EXPECT_EQ(events.size(), kPerBatch);
+    for (const v1::Event& event : events) indexes.push_back(event.index());
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(read.ok()) << read;
+  EXPECT_EQ(frames, kBatches - 1);
+  ASSERT_EQ(indexes.size(), all->size());
+  for (size_t i = 0; i < indexes.size(); ++i) ASSERT_EQ(indexes[i], (*all)[i].index()) << i;
+  // A callback's error ends the reading there.
+  size_t calls = 0;
+  const absl::Status stopped = (*reader)->ForEachEventsFrame([&](std::vector<v1::Event>&) {
+    ++calls;
+    return absl::CancelledError("enough");
+  });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1u);
 }
 
 // A middle frame's length field overwritten: read as a torn tail before, it dropped
