@@ -56,17 +56,21 @@ std::vector<Finding> Analyzer::Analyze(int64_t now_ns, bool final_pass) {
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Ranks waiting for each other across communicators are one finding, not a stall each.
+  CheckWaitCycles(frontiers, now_ns, final_pass, &found);
   for (const auto& [began, i] : order) {
     CheckInit(comms[i], progress_[i], now_ns, &found);
     CheckStall(comms[i], progress_[i], frontiers[i], now_ns, final_pass, &found);
+    CheckP2pStall(comms[i], progress_[i], now_ns, final_pass, &found);
   }
+  CheckOrderInversions(now_ns, final_pass, &found);
   if (options_.bounded_history) ForgetSettledHistory();
   return found;
 }
 
 bool Analyzer::WantsStacks(const Finding& finding) {
   return finding.kind == FindingKind::kNotJoined || finding.kind == FindingKind::kTransportStall ||
-         finding.kind == FindingKind::kRankNotRunning ||
+         finding.kind == FindingKind::kRankNotRunning || finding.kind == FindingKind::kWaitCycle ||
          finding.kind == FindingKind::kCommInitStall;
 }
 

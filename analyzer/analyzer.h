@@ -15,9 +15,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "analyzer/call_sites.h"
+#include "analyzer/comm_order.h"
 #include "analyzer/expected_duration.h"
 #include "analyzer/finding.h"
 #include "analyzer/job_model.h"
@@ -161,6 +163,9 @@ class Analyzer {
   void CheckInit(const Comm& comm, CommProgress& progress, int64_t now_ns, std::vector<Finding>* out);
   void CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
                 std::vector<Finding>* out);
+  // A send or receive whose peer never posted its side (after the wait-for cycles).
+  void CheckP2pStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
+                     std::vector<Finding>* out);
   // Explains the first mismatch of `comm` at `seq` (divergence.cc). `wants_more`: calls
   // reported later could still change the verdict (classification.h).
   Finding ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_ns, bool final_pass,
@@ -176,6 +181,39 @@ class Analyzer {
   std::optional<ProcessId> ProcessOfRank(const Comm& comm, int32_t rank) const;
   // Adds how each of `ranks`' processes is doing to the finding's `processes` (capped).
   void DescribeRanks(const Comm& comm, const std::vector<int32_t>& ranks, int64_t now_ns, Finding* finding) const;
+  // Wait-for cycles and order inversions (wait_cycles.cc). A process waits, in the call it
+  // is held at (its oldest call not completed), for `peer`: not yet in that collective or
+  // send/receive, or in it behind `peer_held_at`, an older call of its own.
+  struct WaitEdge {
+    ProcessId peer = 0;
+    int32_t peer_comm_rank = -1;
+    bool peer_entered = false;
+    uint32_t peer_held_at = kNoCall;
+  };
+  struct CycleStep {
+    ProcessId process = 0;
+    uint32_t held_at = kNoCall;
+    WaitEdge edge;
+  };
+  // An inversion seen, waiting to be told (its calls complete: latent) or explained (a
+  // cycle or a divergence on its communicators); its calls as read when seen.
+  struct OpenInversion {
+    OrderInversion which;
+    std::optional<CallFacts> first_x, first_c, second_c, second_x;
+  };
+  // `held`: each process's oldest open call, filled as asked.
+  std::vector<WaitEdge> WaitsOf(ProcessId process, uint32_t held_at,
+                                std::unordered_map<ProcessId, uint32_t>& held) const;
+  // Looks for a cycle from the waiting ranks of every stall past its threshold.
+  void CheckWaitCycles(const std::vector<std::optional<Frontier>>& frontiers, int64_t now_ns, bool final_pass,
+                       std::vector<Finding>* out);
+  // Reports `cycle` when one of its waits passed its threshold; false otherwise.
+  bool ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, bool final_pass, std::vector<Finding>* out);
+  void CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out);
+  void ReportOrderInversion(const OpenInversion& open, bool got_through, int64_t now_ns, bool final_pass,
+                            std::vector<Finding>* out);
+  std::optional<CallFacts> CallOf(ProcessId process, CommIndex comm, uint64_t seq) const;
+
   // Words the finding (finding_text.h), times its detection, keeps it and hands it out.
   void Emit(Finding finding, std::vector<Finding>* out);
   // Bounded history: drops what every check has moved past (see analyzer.cc).
@@ -206,6 +244,8 @@ class Analyzer {
   std::vector<Finding> findings_;
   std::vector<size_t> resolved_;  // findings_ indexes resolved, not taken yet
   std::vector<size_t> next_forget_at_;  // by process: stored calls that start the next pass
+  CommOrderTracker comm_order_;
+  std::vector<OpenInversion> open_inversions_;
 };
 
 }  // namespace collwatch::analyzer

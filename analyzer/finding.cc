@@ -24,6 +24,8 @@ constexpr KindName kKindNames[] = {
     {FindingKind::kCommInitStall, "COMM_INIT_STALL"},
     {FindingKind::kRankLost, "RANK_LOST"},
     {FindingKind::kRankNotRunning, "RANK_NOT_RUNNING"},
+    {FindingKind::kWaitCycle, "WAIT_CYCLE"},
+    {FindingKind::kOrderInversion, "ORDER_INVERSION"},
 };
 
 }  // namespace

@@ -35,6 +35,12 @@ enum class FindingKind : int {
   // Every rank entered a collective that does not complete, and a rank's process cannot run
   // (stopped, stuck in I/O, gone): the cause is that process, not the transport.
   kRankNotRunning = 9,
+  // Ranks wait for each other in a cycle across communicators or point-to-point pairs:
+  // each is blocked in a call another rank of the cycle cannot join first (a deadlock).
+  kWaitCycle = 10,
+  // Two ranks sharing two communicators issued their collectives there in opposite orders
+  // and the job got through: a deadlock waiting for one hardware queue (a latent one).
+  kOrderInversion = 11,
 };
 std::string_view FindingKindName(FindingKind kind);  // "PATH_DIVERGENCE"
 std::optional<FindingKind> ParseFindingKind(std::string_view name);
@@ -217,9 +223,39 @@ struct RefusedStream {
   bool operator==(const RefusedStream&) const = default;
 };
 
+// One arc of a wait-for cycle: `rank` waits in `call` (on communicator `comm_id`, where it
+// is `comm_rank`) for `peer`, which is elsewhere: not yet in that call, or in it but with
+// `peer_call`, an earlier call, ahead of it on its queue. Ranks are job ranks (RANK; the
+// communicator rank where none is known). For ORDER_INVERSION: `call` is the collective
+// `rank` issued first of the two, `peer_call` the one `peer` issued first.
+struct WaitArc {
+  int32_t rank = -1;
+  int32_t comm_rank = -1;
+  uint64_t comm_id = 0;
+  CallFacts call;
+  bool call_returned = true;  // its host thread left the call (GPU: enqueued)
+  int32_t peer = -1;
+  int32_t peer_comm_rank = -1;  // the peer's rank in `comm_id`
+  bool peer_entered = false;    // the peer entered `call`'s collective (or posted its p2p side)
+  uint64_t peer_comm_id = 0;    // where the peer is held
+  std::optional<CallFacts> peer_call;
+  // ORDER_INVERSION: `rank`'s own collective on the peer's communicator, issued after `call`.
+  std::optional<CallFacts> then_call;
+  std::optional<ProcessReport> process;  // how `rank`'s process is doing
+};
+
+// Evidence of a wait-for cycle (WAIT_CYCLE) or an order inversion (ORDER_INVERSION): the
+// arcs in cycle order (the last arc's peer is the first arc's rank).
+struct CycleFacts {
+  std::vector<WaitArc> arcs;
+  double waited_s = 0;   // WAIT_CYCLE: the longest wait of the cycle
+  bool point_to_point = false;  // every arc is a send or receive
+  bool completed = false;  // ORDER_INVERSION: both ranks completed all four calls
+};
+
 // What a finding's words are made from, by kind. None: a finding read back from the
 // wire, which carries its words.
-using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts>;
+using Evidence = std::variant<std::monostate, DivergenceFacts, StallFacts, P2pFacts, CycleFacts>;
 
 // A stall that later resolved: the late ranks arrived (NOT_JOINED), the collective
 // completed (TRANSPORT_STALL), creation returned (COMM_INIT_STALL). A straggler, not a

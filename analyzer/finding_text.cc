@@ -19,13 +19,7 @@ namespace {
 
 using ring::ApiFn;
 
-// One kind's words. The headline is the kind, `joint`, then the brief.
-struct Words {
-  const char* joint = ": ";
-  std::string brief;
-  std::string summary;
-  std::vector<std::string> labels;  // by rank class
-};
+using Words = FindingWords;
 
 // --- Collective divergences ----------------------------------------------------------------
 
@@ -543,6 +537,9 @@ std::optional<Words> WordsOf(const Finding& f) {
       case FindingKind::kNotJoined: return P2pNotJoinedWords(f, *p);
       default: return std::nullopt;
     }
+  }
+  if (const auto* c = std::get_if<CycleFacts>(&f.evidence)) {
+    return f.kind == FindingKind::kWaitCycle ? WaitCycleWords(f, *c) : OrderInversionWords(f, *c);
   }
   if (const auto* s = std::get_if<StallFacts>(&f.evidence)) {
     if (f.resolution && f.kind != FindingKind::kRankLost) return StragglerWords(f, *s, *f.resolution);

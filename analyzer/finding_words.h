@@ -77,6 +77,18 @@ std::string SizeMismatchFix(double ratio);
 // What an undecided OP_MISMATCH could also be, and how to tell which (empty when decided).
 std::string OpMismatchUndecidedText(const Finding& f, const DivergenceFacts& d);
 
+// One kind's words: the headline is the kind, `joint`, then the brief (finding_text.cc).
+struct FindingWords {
+  const char* joint = ": ";
+  std::string brief;
+  std::string summary;
+  std::vector<std::string> labels;  // by rank class
+};
+
+// WAIT_CYCLE and ORDER_INVERSION (cycle_words.cc).
+FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c);
+FindingWords OrderInversionWords(const Finding& f, const CycleFacts& c);
+
 }  // namespace collwatch::analyzer
 
 #endif  // COLLWATCH_ANALYZER_FINDING_WORDS_H_

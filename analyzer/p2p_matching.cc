@@ -48,6 +48,10 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
       Emit(std::move(finding), out);
     }
   }
+}
+
+void Analyzer::CheckP2pStall(const Comm& comm, CommProgress& progress, int64_t now_ns, bool final_pass,
+                             std::vector<Finding>* out) {
   // A send or receive waiting far past the threshold whose peer never posted its side.
   if (progress.diverged) return;
   for (auto& [key, side] : unpaired_p2p_) {

@@ -1,0 +1,91 @@
+// Order inversions between communicators (comm_order.h).
+#include "analyzer/comm_order.h"
+
+#include <algorithm>
+
+namespace collwatch::analyzer {
+
+bool CommOrderTracker::OneRankPerComm(const Process& process) {
+  for (size_t i = 0; i < process.memberships.size(); ++i) {
+    for (size_t j = i + 1; j < process.memberships.size(); ++j) {
+      if (process.memberships[i].first == process.memberships[j].first) return false;
+    }
+  }
+  return true;
+}
+
+void CommOrderTracker::Forget(CommIndex comm) {
+  if (newest_seq_[comm] <= kReferenceWindow) return;
+  const uint64_t below = newest_seq_[comm] - kReferenceWindow;
+  references_.erase(references_.lower_bound({comm, 0, 0}), references_.lower_bound({comm, below, 0}));
+}
+
+std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
+  std::vector<OrderInversion> found;
+  if (processes_.size() < model.process_count()) processes_.resize(model.process_count());
+  if (newest_seq_.size() < model.comms().size()) newest_seq_.resize(model.comms().size(), 0);
+  std::vector<CommIndex> advanced;
+  for (ProcessId p = 0; p < model.process_count(); ++p) {
+    const Process& process = model.process(p);
+    ProcessOrder& order = processes_[p];
+    const size_t end = process.calls.size();
+    if (order.next_call >= end) continue;
+    const bool comparable = OneRankPerComm(process);
+    for (size_t i = std::max(order.next_call, process.calls.first()); i < end; ++i) {
+      const Call& call = process.calls[i];
+      // CUDA graph replays run apart from the host's order (their own lane, job_model.h);
+      // captured calls run only when replayed.
+      if (!ring::IsCollective(call.fn) || call.seq == 0 || call.comm >= newest_seq_.size() ||
+          (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
+        continue;
+      }
+      if (call.seq > newest_seq_[call.comm]) {
+        newest_seq_[call.comm] = call.seq;
+        advanced.push_back(call.comm);
+      }
+      auto own = std::find_if(order.latest.begin(), order.latest.end(),
+                              [&](const Latest& latest) { return latest.comm == call.comm; });
+      if (comparable) {
+        // Every communicator of the process counts, one it issued nothing on yet as 0.
+        for (const auto& membership : process.memberships) {
+          const CommIndex member_of = membership.first;
+          if (member_of == call.comm || member_of >= newest_seq_.size()) continue;
+          Latest other{member_of, 0, 0};
+          for (const Latest& latest : order.latest) {
+            if (latest.comm == member_of) other = latest;
+          }
+          // Calls of one group are launched together: no order between them.
+          if (call.group_id != 0 && other.group_id == call.group_id) continue;
+          const auto [it, inserted] = references_.try_emplace({call.comm, call.seq, other.comm}, Reference{p, other.seq});
+          if (inserted || it->second.other_seq == other.seq || it->second.process == p) continue;
+          const std::pair<CommIndex, CommIndex> pair{std::min(call.comm, other.comm), std::max(call.comm, other.comm)};
+          if (!reported_.insert(pair).second) continue;
+          // The process that had issued more of X's collectives issued the next one before
+          // this C collective; the other issued this one first.
+          const bool reference_first = it->second.other_seq > other.seq;
+          OrderInversion inversion;
+          inversion.first = reference_first ? it->second.process : p;
+          inversion.second = reference_first ? p : it->second.process;
+          inversion.comm_x = other.comm;
+          inversion.seq_x = std::min(it->second.other_seq, other.seq) + 1;
+          inversion.comm_c = call.comm;
+          inversion.seq_c = call.seq;
+          found.push_back(inversion);
+        }
+      }
+      if (own == order.latest.end()) {
+        order.latest.push_back(Latest{call.comm, call.seq, call.group_id});
+      } else {
+        own->seq = std::max(own->seq, call.seq);
+        own->group_id = call.group_id;
+      }
+    }
+    order.next_call = end;
+  }
+  std::sort(advanced.begin(), advanced.end());
+  advanced.erase(std::unique(advanced.begin(), advanced.end()), advanced.end());
+  for (CommIndex comm : advanced) Forget(comm);
+  return found;
+}
+
+}  // namespace collwatch::analyzer

@@ -1,0 +1,76 @@
+// The order in which each process issues its collectives across communicators, compared
+// between processes that share two communicators: one that issued communicator X's
+// collective before communicator C's while another issued C's first is an order
+// inversion, a deadlock once the two wait on one queue (DESIGN: wait-for cycles). Only
+// program order counts, never time: the number of X collectives a process had issued when
+// it issued C's collective `s` is the same on every rank of a program that keeps one order.
+// Threading: single-threaded, as the analyzer.
+#ifndef COLLWATCH_ANALYZER_COMM_ORDER_H_
+#define COLLWATCH_ANALYZER_COMM_ORDER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "analyzer/job_model.h"
+
+namespace collwatch::analyzer {
+
+// Two processes that issued collective `seq_x` of `comm_x` and `seq_c` of `comm_c` in
+// opposite orders: `first` issued the X collective before the C one, `second` the C one
+// before the X one.
+struct OrderInversion {
+  ProcessId first = 0;
+  ProcessId second = 0;
+  CommIndex comm_x = 0;
+  uint64_t seq_x = 0;
+  CommIndex comm_c = 0;
+  uint64_t seq_c = 0;
+};
+
+class CommOrderTracker {
+ public:
+  // Reads the collectives `model` added since the last call. Returns the inversions first
+  // seen now: one per pair of communicators for the job's life.
+  std::vector<OrderInversion> Observe(const JobModel& model);
+
+ private:
+  // A process's latest collective on one of its communicators.
+  struct Latest {
+    CommIndex comm = 0;
+    uint64_t seq = 0;
+    uint64_t group_id = 0;
+  };
+  struct ProcessOrder {
+    size_t next_call = 0;
+    std::vector<Latest> latest;
+  };
+  // The first process seen issuing collective `seq` of a communicator, and how many of
+  // another communicator's collectives (their newest seq) it had issued before it.
+  struct Reference {
+    ProcessId process = 0;
+    uint64_t other_seq = 0;
+  };
+  using ReferenceKey = std::tuple<CommIndex, uint64_t, CommIndex>;  // (C, seq on C, X)
+
+  // Whether `process` holds a single rank on each of its communicators: a process of
+  // several ranks of one communicator (a thread each) has no one order to compare.
+  static bool OneRankPerComm(const Process& process);
+  void Forget(CommIndex comm);
+
+  // References further behind a communicator's newest collective than this are dropped:
+  // ranks of one program stay much closer than this on every communicator.
+  static constexpr uint64_t kReferenceWindow = 1024;
+
+  std::vector<ProcessOrder> processes_;
+  std::map<ReferenceKey, Reference> references_;
+  std::vector<uint64_t> newest_seq_;  // by communicator
+  std::set<std::pair<CommIndex, CommIndex>> reported_;  // (lower, higher) index
+};
+
+}  // namespace collwatch::analyzer
+
+#endif  // COLLWATCH_ANALYZER_COMM_ORDER_H_
