@@ -58,8 +58,9 @@ int WriteAll(int fd, std::string_view content) {
   return 0;
 }
 
-// A device or FIFO that stands at `path`: written as it is, never replaced by a file.
-absl::Status WriteInPlace(const std::string& path, const struct stat& info, std::string_view content) {
+// A device or FIFO that stands at `path`, opened to be written as it is, never replaced
+// by a file.
+absl::StatusOr<int> OpenInPlace(const std::string& path, const struct stat& info) {
   const int fd = open(path.c_str(), O_WRONLY | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENXIO && S_ISFIFO(info.st_mode)) {
@@ -68,10 +69,7 @@ absl::Status WriteInPlace(const std::string& path, const struct stat& info, std:
     return ErrnoStatus(absl::StrCat("cannot open ", path), errno);
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a FIFO's reader may be slow: wait for it
-  const int error = WriteAll(fd, content);
-  close(fd);
-  if (error != 0) return ErrnoStatus(absl::StrCat("cannot write ", path), error);
-  return absl::OkStatus();
+  return fd;
 }
 
 }  // namespace
@@ -146,10 +144,21 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
 }
 
 absl::Status WriteFileReplacing(const std::string& path, std::string_view content) {
+  absl::StatusOr<std::unique_ptr<ReplacingFile>> file = ReplacingFile::Open(path);
+  if (!file.ok()) return file.status();
+  (*file)->stream().write(content.data(), static_cast<std::streamsize>(content.size()));
+  return (*file)->Commit();
+}
+
+absl::StatusOr<std::unique_ptr<ReplacingFile>> ReplacingFile::Open(const std::string& path) {
   struct stat info {};
   mode_t mode = 0644;
   if (lstat(path.c_str(), &info) == 0) {
-    if (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode)) return WriteInPlace(path, info, content);
+    if (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode)) {
+      absl::StatusOr<int> fd = OpenInPlace(path, info);
+      if (!fd.ok()) return fd.status();
+      return std::unique_ptr<ReplacingFile>(new ReplacingFile(path, "", *fd));
+    }
     if (S_ISLNK(info.st_mode)) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, ": is a symbolic link; collwatch writes no file through a link (give the path it points to)"));
@@ -169,20 +178,56 @@ absl::Status WriteFileReplacing(const std::string& path, std::string_view conten
   const int fd = mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(absl::StrCat("cannot write ", path), errno);
   fchmod(fd, mode);
-  int error = WriteAll(fd, content);
-  if (error == 0 && fdatasync(fd) != 0) error = errno;
-  if (close(fd) != 0 && error == 0) error = errno;
+  return std::unique_ptr<ReplacingFile>(new ReplacingFile(path, std::move(temporary), fd));
+}
+
+ReplacingFile::ReplacingFile(std::string path, std::string temporary, int fd)
+    : path_(std::move(path)), temporary_(std::move(temporary)), fd_(fd), buffer_(this), stream_(&buffer_) {}
+
+ReplacingFile::~ReplacingFile() {
+  if (done_) return;
+  close(fd_);
+  if (!temporary_.empty()) unlink(temporary_.c_str());
+}
+
+absl::Status ReplacingFile::Commit() {
+  if (done_) return absl::FailedPreconditionError(absl::StrCat(path_, ": written already"));
+  done_ = true;
+  int error = error_ != 0 ? error_ : buffer_.Drain();
+  if (error == 0 && !temporary_.empty() && fdatasync(fd_) != 0) error = errno;
+  if (close(fd_) != 0 && error == 0) error = errno;
   if (error != 0) {
-    unlink(temporary.c_str());
-    return ErrnoStatus(absl::StrCat("cannot write ", path), error);
+    if (!temporary_.empty()) unlink(temporary_.c_str());
+    return ErrnoStatus(absl::StrCat("cannot write ", path_), error);
   }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
+  if (!temporary_.empty() && rename(temporary_.c_str(), path_.c_str()) != 0) {
     const int rename_error = errno;
-    unlink(temporary.c_str());
-    return ErrnoStatus(absl::StrCat("cannot write ", path), rename_error);
+    unlink(temporary_.c_str());
+    return ErrnoStatus(absl::StrCat("cannot write ", path_), rename_error);
   }
   return absl::OkStatus();
 }
+
+ReplacingFile::Buffer::Buffer(ReplacingFile* file) : file_(file) { setp(bytes_, bytes_ + sizeof bytes_); }
+
+int ReplacingFile::Buffer::Drain() {
+  const std::string_view pending(pbase(), static_cast<size_t>(pptr() - pbase()));
+  setp(bytes_, bytes_ + sizeof bytes_);
+  if (file_->error_ != 0 || pending.empty()) return file_->error_;
+  file_->error_ = WriteAll(file_->fd_, pending);
+  return file_->error_;
+}
+
+ReplacingFile::Buffer::int_type ReplacingFile::Buffer::overflow(int_type c) {
+  if (Drain() != 0) return traits_type::eof();
+  if (!traits_type::eq_int_type(c, traits_type::eof())) {
+    *pptr() = traits_type::to_char_type(c);
+    pbump(1);
+  }
+  return traits_type::not_eof(c);
+}
+
+int ReplacingFile::Buffer::sync() { return Drain() == 0 ? 0 : -1; }
 
 absl::Status PrepareOutputFolder(const std::string& path) {
   std::error_code error;

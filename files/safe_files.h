@@ -11,6 +11,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
+#include <ostream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 
@@ -37,6 +40,49 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t ma
 // temporary. A character device (/dev/null, /dev/full, a terminal) or a FIFO with a
 // reader is written in place; a folder, a FIFO nobody reads or any other kind is refused.
 absl::Status WriteFileReplacing(const std::string& path, std::string_view content);
+
+// WriteFileReplacing for an output written as it is made, never held whole (a trace of
+// any size): the same checks at Open, the same temporary (or the device or FIFO written in
+// place), renamed over `path` by Commit. Dropped without a Commit, or after a failed write,
+// the temporary is removed and the old file stays.
+class ReplacingFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReplacingFile>> Open(const std::string& path);
+  ~ReplacingFile();
+  ReplacingFile(const ReplacingFile&) = delete;
+  ReplacingFile& operator=(const ReplacingFile&) = delete;
+
+  // Buffered; a write that fails sets the stream's badbit, and Commit says why.
+  std::ostream& stream() { return stream_; }
+  // Writes what is buffered, syncs, and puts the file in place. Once only.
+  absl::Status Commit();
+
+ private:
+  // The stream's buffer: 64 KiB, written to the descriptor when full.
+  class Buffer final : public std::streambuf {
+   public:
+    explicit Buffer(ReplacingFile* file);
+    int Drain();  // 0, or the errno of the write that failed
+
+   protected:
+    int_type overflow(int_type c) override;
+    int sync() override;
+
+   private:
+    ReplacingFile* file_;
+    char bytes_[1 << 16];
+  };
+
+  ReplacingFile(std::string path, std::string temporary, int fd);
+
+  std::string path_;
+  std::string temporary_;  // "" when written in place (a device, a FIFO)
+  int fd_ = -1;
+  int error_ = 0;          // the first write's errno
+  bool done_ = false;
+  Buffer buffer_;
+  std::ostream stream_;
+};
 
 // A folder collwatch writes its outputs into (`run --out`, the collector's store). Made
 // (parents too) when missing, with no write permission for group or others; one that is

@@ -129,6 +129,41 @@ TEST_F(SafeFilesTest, AFifoIsWrittenToItsReaderAndRefusedWithoutOne) {
   EXPECT_EQ(received, "to the reader");
 }
 
+// Written as it is made: several times the buffer, in pieces, through the same temporary;
+// dropped without a Commit, the old file stays and no temporary is left.
+TEST_F(SafeFilesTest, AReplacingFileIsWrittenInPiecesAndPutInPlaceOnlyByCommit) {
+  ASSERT_TRUE(WriteFileReplacing(Path("trace.json"), "old").ok());
+  {
+    absl::StatusOr<std::unique_ptr<ReplacingFile>> dropped = ReplacingFile::Open(Path("trace.json"));
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    (*dropped)->stream() << std::string(200'000, 'x');
+    EXPECT_EQ(Entries(), 2u);  // the file and the temporary
+  }
+  EXPECT_EQ(Slurp(Path("trace.json")), "old");
+  EXPECT_EQ(Entries(), 1u);
+
+  absl::StatusOr<std::unique_ptr<ReplacingFile>> file = ReplacingFile::Open(Path("trace.json"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string expected;
+  for (int piece = 0; piece < 10'000; ++piece) {
+    const std::string line = "piece " + std::to_string(piece) + "\n";
+    (*file)->stream() << line;
+    expected += line;
+  }
+  EXPECT_EQ(Slurp(Path("trace.json")), "old");  // until Commit
+  ASSERT_TRUE((*file)->Commit().ok());
+  EXPECT_EQ(Slurp(Path("trace.json")), expected);
+  EXPECT_EQ(Entries(), 1u);
+  EXPECT_FALSE((*file)->Commit().ok());  // once only
+
+  absl::StatusOr<std::unique_ptr<ReplacingFile>> full = ReplacingFile::Open("/dev/full");
+  ASSERT_TRUE(full.ok()) << full.status();
+  (*full)->stream() << std::string(100'000, 'x');
+  EXPECT_TRUE((*full)->stream().bad());
+  const absl::Status no_room = (*full)->Commit();
+  EXPECT_NE(no_room.message().find("cannot write /dev/full: no space left on device"), std::string::npos) << no_room;
+}
+
 // Past the file-size limit (ulimit -f) a write fails with EFBIG (SIGXFSZ ignored, as
 // collwatch does): the old file stays whole and no temporary is left.
 TEST_F(SafeFilesTest, AFileSizeLimitIsAWriteErrorThatKeepsTheOldFile) {
