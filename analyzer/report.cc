@@ -54,38 +54,6 @@ std::string Fold(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
-// Where a process was last in NCCL: its latest collective, send/receive or communicator
-// call. Queries and group brackets say nothing of where it was (and frameworks poll
-// ncclCommGetAsyncError all the time). Looks back over the latest calls only.
-const Call* LastCall(const Process& process) {
-  constexpr size_t kLookBack = 256;
-  const Call* last = nullptr;
-  const size_t end = process.calls.size();
-  const size_t begin = std::max(process.calls.first(), end > kLookBack ? end - kLookBack : 0);
-  for (size_t index = end; index > begin; --index) {
-    const Call& call = process.calls[index - 1];
-    const bool telling = ring::IsCollective(call.fn) || ring::IsP2p(call.fn) ||
-                         (ring::IsCommLifecycle(call.fn) && call.fn != ring::ApiFn::kCommGetAsyncError);
-    if (telling && (last == nullptr || call.enter_ns > last->enter_ns)) last = &call;
-  }
-  return last;
-}
-
-// "all-reduce 4 B (1 x float32) sum, seq 3 of comm 3f2a9c01"
-std::string LastCallText(const JobModel& model, const Call& call) {
-  std::string text;
-  const Comm* comm = call.comm < model.comms().size() ? &model.comms()[call.comm] : nullptr;
-  if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
-    text = DescribeCall(model, call);
-    if (comm != nullptr) absl::StrAppend(&text, ", seq ", call.seq, " of ", CommText(comm->id));
-  } else {
-    text = std::string(OpName(call.fn));
-    if (comm != nullptr && comm->id != 0) absl::StrAppend(&text, " of ", CommText(comm->id));
-  }
-  if (!call.returned()) absl::StrAppend(&text, ", never returned");
-  return text;
-}
-
 // "0-3", or "pid 4242 on node0" for processes without a RANK.
 std::string RanksOrPids(const std::vector<const RankEnding*>& group) {
   std::vector<int32_t> ranks;
@@ -224,57 +192,15 @@ std::string DataGapText(const ReportInfo& info) {
   return absl::StrCat("the data is incomplete, and the missing part may hold the problem: ", absl::StrJoin(gaps, "; "));
 }
 
-ReportInfo DescribeJob(const JobModel& model) {
-  ReportInfo info;
-  info.processes = static_cast<int>(model.process_count());
-  info.communicators = static_cast<int>(model.comms().size());
-  for (const std::vector<int32_t>& ranks : RanksOfProcesses(model)) info.rank_count += HeldRankCount(ranks);
-  for (size_t i = 0; i < model.process_count(); ++i) {
-    const auto id = static_cast<ProcessId>(i);
-    const Process& process = model.process(id);
-    info.calls += process.calls.size();
-    info.lost_records += process.lost_records;
-    if (!IsRankProcess(model, id)) continue;
-    RankEnding rank;
-    rank.global_rank = process.info.global_rank;
-    rank.pid = process.info.pid;
-    rank.host = process.info.host;
-    rank.end = EndOf(process);
-    rank.ended_text = EndedText(process);
-    rank.failed = EndedBadly(model, id);
-    if (process.observed_only) rank.not_recorded = process.no_ring_why;
-    if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
-    if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
-    info.ranks.push_back(std::move(rank));
-  }
-  info.missing_ranks = MissingJobRanks(model);
-  if (!info.missing_ranks.empty()) info.world_size = JobWorldSize(model);
-  // Region names and call paths that could not be read: a gap in what was compared.
-  for (size_t i = 0; i < model.process_count(); ++i) {
-    if (std::string gap = DamagedLabelsText(model.process(static_cast<ProcessId>(i))); !gap.empty()) {
-      info.data_gaps.push_back(std::move(gap));
-    }
-  }
-  // By RANK, those without one last.
-  std::sort(info.ranks.begin(), info.ranks.end(), [](const RankEnding& a, const RankEnding& b) {
-    return std::make_tuple(a.global_rank < 0, a.global_rank, a.host, a.pid) <
-           std::make_tuple(b.global_rank < 0, b.global_rank, b.host, b.pid);
-  });
-  return info;
-}
-
-void NoteStoppedByCollwatch(ReportInfo* info) {
-  info->stopped_by_collwatch = true;
-  for (RankEnding& rank : info->ranks) {
-    if (rank.end != ProcessEnd::kRunning) continue;
-    rank.end = ProcessEnd::kStoppedByCollwatch;
-    if (rank.not_recorded.empty()) rank.ended_text = std::string(ProcessEndName(rank.end));
-  }
-}
-
 size_t UnresolvedCount(const std::vector<Finding>& findings) {
   return static_cast<size_t>(
       std::count_if(findings.begin(), findings.end(), [](const Finding& finding) { return !finding.resolution; }));
+}
+
+size_t HangCount(const std::vector<Finding>& findings) {
+  return static_cast<size_t>(std::count_if(findings.begin(), findings.end(), [](const Finding& finding) {
+    return !finding.resolution && finding.kind != FindingKind::kOrderInversion;
+  }));
 }
 
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info) {
@@ -378,7 +304,8 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"context", context},
           {"processes", processes},
           {"refused_streams", RefusedStreamsJson(finding.refused_streams)},
-          {"stacks", stacks}};
+          {"stacks", stacks},
+          {"wait_cycle", WaitCycleJson(finding)}};
 }
 
 nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo& info) {
@@ -575,11 +502,16 @@ bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findin
                       std::string* error) {
   const std::pair<std::string, std::string> files[] = {{"report.json", ReportJsonText(findings, info) + "\n"},
                                                        {"report.txt", ReportText(findings, info)}};
+  const std::string dot = WaitForGraphDot(findings);
   for (const auto& [name, content] : files) {
     if (absl::Status written = WriteFileReplacing(dir + "/" + name, content); !written.ok()) {
       *error = std::string(written.message());
       return false;
     }
+  }
+  if (absl::Status written = dot.empty() ? absl::OkStatus() : WriteFileReplacing(dir + "/wait-for.dot", dot); !written.ok()) {
+    *error = std::string(written.message());
+    return false;
   }
   return true;
 }

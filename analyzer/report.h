@@ -80,6 +80,15 @@ bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info);
 // The findings that are not resolved stalls: the problems.
 size_t UnresolvedCount(const std::vector<Finding>& findings);
+// Of those, the ones that hold the job up now (an ORDER_INVERSION that got through does
+// not): what `run --kill-on-hang` stops the job for.
+size_t HangCount(const std::vector<Finding>& findings);
+
+// A WAIT_CYCLE's or ORDER_INVERSION's arcs (report.json `wait_cycle`; null for others),
+// and every such finding as one Graphviz graph, DIR/wait-for.dot ("" when none)
+// (wait_graph.cc).
+nlohmann::json WaitCycleJson(const Finding& finding);
+std::string WaitForGraphDot(const std::vector<Finding>& findings);
 
 nlohmann::json FindingJson(const Finding& finding);
 // A call path's frames, innermost first: [{"file", "function", "line"}, ...] (report.json,

@@ -135,7 +135,7 @@ void RunSupervisor::WatchJob() {
     TakeStacksOfUnstreamedProcesses(findings);
     if (dashboard_ == nullptr) ShowNewFindings(findings, /*clear_status_line=*/tty_);
     const uint64_t now_ns = MonotonicClockNs();
-    if (options_.kill_on_hang && analyzer::UnresolvedCount(findings) > 0 && !HoldForWork(findings)) {
+    if (options_.kill_on_hang && analyzer::HangCount(findings) > 0 && !HoldForWork(findings)) {
       // A stall's stacks are taken from the live processes: stop the job once they are in
       // (or have not come for kStacksWaitNs).
       if (first_finding_ns_ == 0) first_finding_ns_ = now_ns;

@@ -228,5 +228,54 @@ TEST(VerdictEndToEndTest, OneCallOfEvidenceOnEachSideGivesBothReadings) {
   }
 }
 
+// Two communicators called in opposite orders on a blocking backend: one WAIT_CYCLE naming
+// both arcs and the fix (never two NOT_JOINED pointing at each other), online and
+// post-mortem, with the cycle drawn in the report folder's wait-for.dot.
+TEST(VerdictEndToEndTest, CommunicatorsCalledInOppositeOrdersAreOneWaitCycle) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "comm-order-inversion", {"--kill-on-hang", "--stall-after", "3"});
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << ReadFile(dir.path() + "/run.err");
+  const auto [exit_code, analyzed] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(exit_code, 1);
+  for (const nlohmann::json& report : {run.report, analyzed}) {
+    ASSERT_TRUE(report.is_object()) << ReadFile(dir.path() + "/run.err");
+    ASSERT_EQ(report["findings"].size(), 1u) << report.dump(2);
+    const nlohmann::json& finding = report["findings"][0];
+    EXPECT_EQ(finding["kind"], "WAIT_CYCLE") << finding.dump(2);
+    EXPECT_TRUE(Has(finding["headline"], "rank 0 waits in all-reduce #4 on comm ")) << finding["headline"];
+    EXPECT_TRUE(Has(finding["headline"], "and rank 1 waits in all-reduce #4 on comm ")) << finding["headline"];
+    EXPECT_TRUE(Has(finding["summary"], "one global order on every rank")) << finding["summary"];
+    EXPECT_EQ(finding["regions"], nlohmann::json::array({"world-then-split", "split-then-world"}));
+    ASSERT_EQ(finding["wait_cycle"]["arcs"].size(), 2u) << finding.dump(2);
+    EXPECT_EQ(finding["wait_cycle"]["arcs"][0]["waits_for"], 1);
+    EXPECT_EQ(finding["wait_cycle"]["arcs"][1]["waits_for"], 0);
+    EXPECT_NE(finding["wait_cycle"]["arcs"][0]["waits_in"]["comm"], finding["wait_cycle"]["arcs"][1]["waits_in"]["comm"]);
+  }
+  const std::string dot = ReadFile(run.out_dir + "/wait-for.dot");
+  EXPECT_TRUE(Has(dot, "digraph wait_for")) << dot;
+  EXPECT_TRUE(Has(dot, "c1_r0 -> c1_r1")) << dot;
+  EXPECT_TRUE(Has(dot, "c1_r1 -> c1_r0")) << dot;
+}
+
+// Three ranks each sending 4 MiB to the next before receiving: one WAIT_CYCLE of three
+// point-to-point arcs, with the fix (post them together, or by rank parity).
+TEST(VerdictEndToEndTest, SendsFirstAroundARingAreOnePointToPointCycle) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 3, "send-cycle", {"--kill-on-hang", "--stall-after", "3"});
+  EXPECT_EQ(run.exit_code, kExitStoppedHungJob) << ReadFile(dir.path() + "/run.err");
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  ASSERT_EQ(run.report["findings"].size(), 1u) << run.report.dump(2);
+  const nlohmann::json& finding = run.report["findings"][0];
+  EXPECT_EQ(finding["kind"], "WAIT_CYCLE") << finding.dump(2);
+  EXPECT_EQ(finding["headline"],
+            "WAIT_CYCLE: rank 0 waits in send to rank 1 #2 on comm " + finding["comm"].get<std::string>().substr(0, 8) +
+                " for rank 1, rank 1 waits in send to rank 2 #2 on comm " + finding["comm"].get<std::string>().substr(0, 8) +
+                " for rank 2, and rank 2 waits in send to rank 0 #2 on comm " +
+                finding["comm"].get<std::string>().substr(0, 8) + " for rank 0");
+  EXPECT_TRUE(Has(finding["summary"], "batch_isend_irecv")) << finding["summary"];
+  EXPECT_EQ(finding["wait_cycle"]["point_to_point"], true);
+  EXPECT_EQ(finding["wait_cycle"]["arcs"].size(), 3u);
+}
+
 }  // namespace
 }  // namespace collwatch

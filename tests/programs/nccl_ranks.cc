@@ -168,6 +168,45 @@ void RunFirstOpDiffersPlan(ncclComm_t comm) {
   pause();  // if the backend returned at all, wait here to be killed
 }
 
+// Two communicators called in opposite orders: rank 0 all-reduces on the world and then on
+// a second communicator split from it (as a tensor-parallel and a data-parallel group),
+// the other ranks the other way round, after three steps in one order. Each communicator
+// agrees on its own; a blocking backend deadlocks (a wait-for cycle).
+void RunCommOrderInversionPlan(ncclComm_t comm) {
+  ncclComm_t second = nullptr;
+  CHECK_NCCL(ncclCommSplit(comm, 0, g_rank, &second, nullptr));
+  float value = 1.0f, sum = 0.0f;
+  for (int step = 0; step < 3; ++step) {
+    CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+    CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, second, nullptr));
+  }
+  nvtxRangePushA(g_rank == 0 ? "world-then-split" : "split-then-world");
+  ncclComm_t first = g_rank == 0 ? comm : second;
+  ncclComm_t then = g_rank == 0 ? second : comm;
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, first, nullptr));
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, then, nullptr));
+  nvtxRangePop();
+}
+
+// Every rank sends 4 MiB to the next before receiving from the previous, outside a group,
+// after one exchange in a group: a send larger than the pair's buffer waits for its
+// receive (as NCCL's rendezvous), so the sends wait for each other in a cycle.
+void RunSendCyclePlan(ncclComm_t comm) {
+  constexpr size_t kCount = 1 << 20;
+  std::vector<float> out(kCount, static_cast<float>(g_rank)), in(kCount, 0.0f);
+  const int next = (g_rank + 1) % g_world;
+  const int previous = (g_rank + g_world - 1) % g_world;
+  CHECK_NCCL(ncclGroupStart());
+  CHECK_NCCL(ncclSend(out.data(), kCount, ncclFloat32, next, comm, nullptr));
+  CHECK_NCCL(ncclRecv(in.data(), kCount, ncclFloat32, previous, comm, nullptr));
+  CHECK_NCCL(ncclGroupEnd());
+  Expect(in[7] == static_cast<float>(previous), "grouped exchange");
+  nvtxRangePushA("send-first");
+  CHECK_NCCL(ncclSend(out.data(), kCount, ncclFloat32, next, comm, nullptr));
+  CHECK_NCCL(ncclRecv(in.data(), kCount, ncclFloat32, previous, comm, nullptr));
+  nvtxRangePop();
+}
+
 // Return times: 200 quick all-reduces, then one that rank 0 enters 300 ms before rank 1
 // joins it, so rank 0 blocks in it.
 void RunLatePlan(ncclComm_t comm) {
@@ -415,6 +454,10 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunSkipPlan(comm);
   } else if (plan == "first-op-differs") {
     RunFirstOpDiffersPlan(comm);
+  } else if (plan == "comm-order-inversion") {
+    RunCommOrderInversionPlan(comm);
+  } else if (plan == "send-cycle") {
+    RunSendCyclePlan(comm);
   } else if (plan == "late") {
     RunLatePlan(comm);
   } else if (plan == "straggler" || plan == "busy-pause") {
@@ -445,7 +488,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|first-op-differs|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|first-op-differs|comm-order-inversion|send-cycle|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
