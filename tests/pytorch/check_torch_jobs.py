@@ -66,6 +66,12 @@ CASES = {
     # One call of evidence on each side (an all-gather against a reduce-scatter, the first
     # collectives): undecided, the skipped reduce-scatter given as the other reading.
     "first-op-differs": (["--job", "first-op-differs"], "OP_MISMATCH", 2),
+    # Two process groups called in opposite orders: with one NCCL stream each the job gets
+    # through (a latent deadlock, LATENT_CASES); with one hardware queue it hangs.
+    "comm-order-inversion": (["--job", "comm-order", "--steps", "4"], "ORDER_INVERSION", 2),
+    "comm-order-deadlock": (["--job", "comm-order", "--steps", "4"], "WAIT_CYCLE", 2),
+    # Every rank sends 64 MiB before it receives, outside a batch.
+    "send-cycle": (["--job", "send-cycle"], "WAIT_CYCLE", 2),
     # CUDA graph replays, seen through NCCL's profiler plugin (PLUGIN_CASES).
     "graph": (["--job", "graph", "--steps", "4"], None, 1),
     "graph-replay-skip": (["--job", "graph", "--steps", "4", "--scenario", "replay-skip"], "NOT_JOINED", 2),
@@ -79,6 +85,10 @@ PLUGIN_CASES = {"graph", "graph-replay-skip"}
 # analyzer's settle window; with nothing else to decide by, the honest finding is the
 # undecided one that names this kind among its readings.
 FIRST_STEP_DIVERGENCES = {"divergent-path", "fsdp1-divergent-path", "hf-vlm-divergent-path"}
+# Cases whose finding is no hang: the job ends by itself (exit 0) with this finding.
+LATENT_CASES = {"comm-order-inversion"}
+# Cases run with these variables set for the job.
+CASE_ENV = {"comm-order-deadlock": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
 # Cases whose first finding must be undecided, giving these other readings.
 UNDECIDED_READINGS = {"first-op-differs": ["SKIPPED_REDUCE_SCATTER"]}
 STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
@@ -231,6 +241,7 @@ def run_case(name, args, work):
     os.makedirs(log_dir)
     env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,COLL",
                NCCL_DEBUG_FILE=os.path.join(log_dir, "nccl.%h.%p.log"), PYTHONUNBUFFERED="1")
+    env.update(CASE_ENV.get(name, {}))
     if args.preload:
         env["COLLWATCH_PRELOAD"] = args.preload
     command = [args.collwatch, "run", "--no-dashboard", "--out", out_dir, "--ring-dir", ring_dir]
@@ -239,7 +250,9 @@ def run_case(name, args, work):
         if args.mps:
             command.append("--mps")
     if expected:
-        command += ["--kill-on-hang", "--stall-after", str(STALL_AFTER_S)]
+        command += ["--stall-after", str(STALL_AFTER_S)]
+        if name not in LATENT_CASES:
+            command.append("--kill-on-hang")
     if name in PLUGIN_CASES:
         command.append("--profiler-plugin")
     if args.one_gpu and "features" in job_args:
@@ -268,7 +281,9 @@ def run_case(name, args, work):
     if wall >= args.case_timeout:
         problems.append(f"still running after {args.case_timeout:.0f} s: stopped")
     if expected:
-        if code != 124:
+        if name in LATENT_CASES and code != 0:
+            problems.append(f"exit {code}, expected 0 (the job gets through; the finding is a latent deadlock)")
+        if name not in LATENT_CASES and code != 124:
             problems.append(f"exit {code}, expected 124 (collwatch stopped the hung job)")
         undecided_reading = (args.one_gpu and name in FIRST_STEP_DIVERGENCES and findings
                              and findings[0].get("decided") is False
@@ -283,7 +298,8 @@ def run_case(name, args, work):
                             f"{findings[0].get('other_readings')}, expected undecided with {UNDECIDED_READINGS[name]}")
         else:
             first = findings[0]
-            result.update(summary=first.get("summary"), regions=first.get("regions"), decided=first.get("decided"),
+            result.update(headline=first.get("headline"), summary=first.get("summary"), regions=first.get("regions"),
+                          decided=first.get("decided"),
                           rank_classes=first.get("rank_classes"), lagging_ranks=first.get("lagging_ranks"),
                           detect_latency_s=first.get("detect_latency_s"),
                           branch_point=(first.get("branch_point") or {}).get("text"),

@@ -68,13 +68,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mesh2d_job import run_mesh2d
+from wait_jobs import run_comm_order, run_send_cycle
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--job", required=True,
                         choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d", "graph",
-                                 "first-op-differs"])
+                                 "first-op-differs", "comm-order", "send-cycle"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
                                  "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip"])
@@ -551,7 +552,7 @@ def main():
     device = init(args)
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
             "allreduce": run_allreduce, "mesh2d": run_mesh2d, "graph": run_graph,
-            "first-op-differs": run_first_op_differs}
+            "first-op-differs": run_first_op_differs, "comm-order": run_comm_order, "send-cycle": run_send_cycle}
     jobs[args.job](args, device)
     if args.flight_recorder_dump:
         write_flight_recorder(args.flight_recorder_dump, dist.get_rank())
