@@ -349,7 +349,7 @@ namespace {
 // `online`: found while the job ran, so the time to detection means something. Post-mortem
 // the analysis ran after the fact: the first bad record's time, and when the trace held
 // the whole evidence (replayed in its own time), never a "detection".
-std::string FindingTextOf(const Finding& finding, bool online = true) {
+std::string FindingTextOf(const Finding& finding, bool online = true, size_t prose_width = kReportProseWidth) {
   std::string text = absl::StrCat(finding.headline, "\n");
   if (online) {
     absl::StrAppendFormat(&text, "  detected %.2f s after the first bad record (%s)\n", finding.detect_latency_s,
@@ -390,7 +390,9 @@ std::string FindingTextOf(const Finding& finding, bool online = true) {
     absl::StrAppendFormat(&text, "  %-5s %-16s code %s%s\n", path.ranks.size() == 1 ? "rank" : "ranks",
                           RankListText(path.ranks), FrameText(*frame), path.inferred ? " (inferred)" : "");
   }
-  absl::StrAppend(&text, "\n", Fold(finding.summary, 96, "  "), "\n");
+  const std::string summary =
+      prose_width == 0 ? absl::StrCat("  ", finding.summary) : Fold(finding.summary, prose_width, "  ");
+  absl::StrAppend(&text, "\n", summary, "\n");
   for (const ClassContext& context : finding.context) {
     absl::StrAppend(&text, "\n  ", context.ranks.size() == 1 ? "rank " : "ranks ", RankListText(context.ranks), ":\n");
     for (const std::string& line : context.lines) absl::StrAppend(&text, "    ", line, "\n");
@@ -428,7 +430,9 @@ std::string FindingTextOf(const Finding& finding, bool online = true) {
 
 // Text for a terminal or a file: control characters (from damaged region names, say) shown
 // as \xNN, never written raw; line ends and tabs kept.
-std::string FindingText(const Finding& finding) { return TerminalText(FindingTextOf(finding), LineEnds::kKeep); }
+std::string FindingText(const Finding& finding, size_t prose_width) {
+  return TerminalText(FindingTextOf(finding, /*online=*/true, prose_width), LineEnds::kKeep);
+}
 
 std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info) {
   return SafeJsonText(ReportJson(findings, info), 2);

@@ -4,6 +4,7 @@
 #ifndef COLLWATCH_ANALYZER_REPORT_H_
 #define COLLWATCH_ANALYZER_REPORT_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,8 +101,11 @@ nlohmann::json ReportJson(const std::vector<Finding>& findings, const ReportInfo
 // those that are not UTF-8 are written as U+FFFD, as JSON requires.
 std::string ReportJsonText(const std::vector<Finding>& findings, const ReportInfo& info);
 
-// A finding for a terminal: headline, summary, rank classes, the aligned context.
-std::string FindingText(const Finding& finding);
+// A finding for a terminal: headline, summary, rank classes, the aligned context. Its
+// prose (the summary) is folded at `prose_width` columns as report.txt has it; 0 leaves it
+// on one line, for a screen that wraps it at its own width (the dashboard).
+inline constexpr size_t kReportProseWidth = 96;
+std::string FindingText(const Finding& finding, size_t prose_width = kReportProseWidth);
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info);
 
 // Writes DIR/report.json and DIR/report.txt; false (and `error`) when they cannot be written.

@@ -17,8 +17,8 @@
 #include "cli/run_command.h"
 #include "cli/schedule_commands.h"
 #include "cli/stacks_command.h"
+#include "cli/top_command.h"
 #include "cli/secrets.h"
-#include "dashboard/terminal_ui.h"
 #include "files/version.h"
 #include "process/log_line.h"
 #include "ring/settings.h"
@@ -164,21 +164,34 @@ int main(int argc, char** argv) {
   run->add_flag("--quiet", quiet, kQuietHelp);
   run->add_option("command", run_options.command, "CMD and its arguments, after --")->required();
 
-  collwatch::dashboard::TopOptions top_options;
-  top_options.watch.address = "127.0.0.1:7777";
-  std::string top_token_file, top_ca_file;
+  collwatch::TopCommandOptions top_options;
+  top_options.top.watch.address = "127.0.0.1:7777";
   CLI::App* top = app.add_subcommand("top", "live terminal dashboard of a collector's job");
-  top->add_option("--collector", top_options.watch.address,
+  CLI::Option* top_dir = top->add_option("dir", top_options.run_dir,
+                                         "the --out folder of a running collwatch run: its collector and token");
+  top->add_option("--collector", top_options.top.watch.address,
                   "collector address, HOST:PORT or unix:PATH (collwatch run prints its own)")
       ->capture_default_str()
-      ->check(collwatch::CollectorAddress());
-  top->add_option("--token-file", top_token_file, "shared secret of the collector");
-  top->add_option("--tls-ca", top_ca_file, "root certificates (PEM): connect with TLS");
-  top->add_option("--job", top_options.watch.job, "job id (default: the collector's only job)");
-  top->add_flag("--plain", top_options.plain, "no colours, ASCII only (also when the terminal has no colours)");
-  top->add_option("--refresh", top_options.refresh_s, "seconds between redraws")
+      ->check(collwatch::CollectorAddress())
+      ->excludes(top_dir);
+  top->add_option("--token-file", top_options.token_file, "shared secret of the collector")->excludes(top_dir);
+  top->add_option("--tls-ca", top_options.tls_ca_file, "root certificates (PEM): connect with TLS")->excludes(top_dir);
+  top->add_option("--job", top_options.top.watch.job, "job id (default: the collector's only job)");
+  top->add_flag("--plain", top_options.top.plain, "no colours, ASCII only (NO_COLOR=1: no colours only)");
+  top->add_option("--refresh", top_options.top.refresh_s, "seconds between redraws")
       ->capture_default_str()
       ->check(NumberFrom(0.02, 3600));
+  CLI::Option* top_once = top->add_flag("--once", top_options.top.once,
+                                        "print one frame to standard output and exit (no terminal needed)");
+  top->add_flag("--json", top_options.top.json, "with --once: the frame as JSON (docs/schema/top.schema.json)")
+      ->needs(top_once);
+  top->add_option("--size", top_options.size, "with --once: the frame's COLUMNSxROWS (default: the terminal's, "
+                                              "else 80x24)")
+      ->needs(top_once);
+  top->add_option("--connect-timeout", top_options.top.connect_timeout_s,
+                  "seconds to wait for the collector's first state before giving up")
+      ->capture_default_str()
+      ->check(NumberFrom(0.1, 3600));
 
   collwatch::StacksCommandOptions stacks_options;
   CLI::App* stacks = app.add_subcommand("stacks", "what processes are doing now: the stacks of PIDs, or of the rank "
@@ -319,15 +332,12 @@ int main(int argc, char** argv) {
       return collwatch::kExitRunFailed;
     }
     run_options.dashboard = !run_no_dashboard;
+    run_options.token_file = run_token_file;
+    run_options.tls_ca_file = run_ca_file;
     return collwatch::RunJobCommand(run_options);
   } else if (top->parsed()) {
-    if (const absl::Status read = collwatch::ReadSecretFiles({{top_token_file, &top_options.watch.token, SecretKind::kToken},
-                                                              {top_ca_file, &top_options.watch.tls_ca_pem}});
-        !read.ok()) {
-      std::cerr << "collwatch top: " << read.message() << "\n";
-      return 2;
-    }
-    return collwatch::dashboard::RunTop(top_options);
+    return top_options.top.once ? finish("top", collwatch::RunTopCommand(top_options, std::cout, std::cerr))
+                                : collwatch::RunTopCommand(top_options, std::cout, std::cerr);
   } else if (stacks->parsed()) {
     return finish("stacks", collwatch::RunStacksCommand(stacks_options, std::cout, std::cerr));
   } else if (diff->parsed()) {

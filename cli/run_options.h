@@ -18,6 +18,8 @@ struct RunOptions {
   std::string ring_dir;    // keep rings here; empty: a private temporary folder, removed after
   std::string token;       // for an external collector
   std::string tls_ca_pem;  // root certificates of an external TLS collector
+  std::string token_file;   // the files they were read from, for run.json (`collwatch top DIR`)
+  std::string tls_ca_file;
   double stall_after_s = 0;   // floor of the stall threshold; 0: the analyzer's default
   bool kill_on_hang = false;  // stop the job at the first finding, exit kExitStoppedHungJob
   bool fail_on_findings = false;  // exit kExitRunNotHealthy when the command exited 0 but the run is not healthy

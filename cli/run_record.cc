@@ -57,10 +57,15 @@ nlohmann::json FlightRecorderDumpsJson(const std::vector<FlightRecorderDump>& du
 nlohmann::json RunRecordJson(const RunRecord& record) {
   return {{kSchemaVersionKey, kRunSchemaVersion},
           {"collwatch_version", std::string(CollwatchVersionText())},
+          {"state", record.running ? "running" : "ended"},
           {"job", record.job},
           {"command", record.command},
           {"exit_status", record.exit_status},
           {"collector", record.collector},
+          {"token_file", record.token_file},
+          {"tls_ca_file", record.tls_ca_file},
+          {"collwatch_pid", record.collwatch_pid},
+          {"collwatch_host", record.collwatch_host},
           {"traces", record.traces},
           {"rings", record.rings},
           {"events", record.events},
@@ -144,6 +149,9 @@ std::vector<FlightRecorderDump> FlightRecorderDumpsFromJson(const nlohmann::json
 RunRecord RunRecordFromJson(const nlohmann::json& json) {
   RunRecord record;
   if (!json.is_object()) return record;
+  std::string state;
+  Take(json, "state", &state);
+  record.running = state == "running";
   Take(json, "job", &record.job);
   if (json.contains("command") && json["command"].is_array()) {
     for (const nlohmann::json& word : json["command"]) {
@@ -152,6 +160,10 @@ RunRecord RunRecordFromJson(const nlohmann::json& json) {
   }
   Take(json, "exit_status", &record.exit_status);
   Take(json, "collector", &record.collector);
+  Take(json, "token_file", &record.token_file);
+  Take(json, "tls_ca_file", &record.tls_ca_file);
+  Take(json, "collwatch_pid", &record.collwatch_pid);
+  Take(json, "collwatch_host", &record.collwatch_host);
   Take(json, "traces", &record.traces);
   Take(json, "rings", &record.rings);
   Take(json, "events", &record.events);

@@ -1,7 +1,9 @@
-// run.json: what `collwatch run` writes beside its traces about the run itself (the job
-// id, the command and how it ended, what the agent shipped, the options that change the
-// analysis, the rank processes it saw, the Flight Recorder dumps asked before a stop). `collwatch analyze` and `dump` read it back
-// (trace_loader).
+// run.json: what `collwatch run` writes beside its traces about the run itself, once when
+// the command has started (state "running", and where its collector listens, for
+// `collwatch top DIR`) and again when it has ended: the job id, the command and how it
+// ended, what the agent shipped, the options that change the analysis, the rank processes
+// it saw, the Flight Recorder dumps asked before a stop. `collwatch analyze` and `dump`
+// read it back (trace_loader).
 // Threading: any thread.
 #ifndef COLLWATCH_CLI_RUN_RECORD_H_
 #define COLLWATCH_CLI_RUN_RECORD_H_
@@ -23,10 +25,17 @@
 namespace collwatch {
 
 struct RunRecord {
+  // "running" from the command's start, "ended" once the record is final; a record of a
+  // collwatch before the start record existed has none, and reads as ended.
+  bool running = false;
   std::string job;
   std::vector<std::string> command;
   int exit_status = -1;        // the command's, as a shell shows it (128 + signal)
   std::string collector;       // the address the agent shipped to
+  std::string token_file;      // absolute path of the file holding its token ("" none)
+  std::string tls_ca_file;     // absolute path of its TLS root certificates ("" none: no TLS)
+  pid_t collwatch_pid = 0;     // the `collwatch run` process, on collwatch_host
+  std::string collwatch_host;
   std::string traces;          // OUT/JOB
   int rings = 0;               // the agent's counts
   uint64_t events = 0;

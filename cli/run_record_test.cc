@@ -22,6 +22,9 @@ RunRecord Record() {
   record.command = {"python", "train.py", "--steps", "3"};
   record.exit_status = 3;
   record.collector = "127.0.0.1:41234";
+  record.token_file = "/out/.collwatch-token";
+  record.collwatch_pid = 777;
+  record.collwatch_host = "node-1";
   record.traces = "out/job-1";
   record.rings = 2;
   record.events = 1234;
@@ -59,6 +62,11 @@ TEST(RunRecordJson, HoldsEveryFieldUnderItsKey) {
   EXPECT_EQ(run["command"], nlohmann::json({"python", "train.py", "--steps", "3"}));
   EXPECT_EQ(run["exit_status"], 3);
   EXPECT_EQ(run["collector"], "127.0.0.1:41234");
+  EXPECT_EQ(run["state"], "ended");
+  EXPECT_EQ(run["token_file"], "/out/.collwatch-token");
+  EXPECT_EQ(run["tls_ca_file"], "");
+  EXPECT_EQ(run["collwatch_pid"], 777);
+  EXPECT_EQ(run["collwatch_host"], "node-1");
   EXPECT_EQ(run["traces"], "out/job-1");
   EXPECT_EQ(run["rings"], 2);
   EXPECT_EQ(run["events"], 1234);
@@ -72,7 +80,7 @@ TEST(RunRecordJson, HoldsEveryFieldUnderItsKey) {
   EXPECT_EQ(run["stopped_at_ns"].get<int64_t>(), 1'700'000'000'123'456'789);
   EXPECT_EQ(run["collwatch_version"], std::string(CollwatchVersionText()));
   EXPECT_EQ(run["schema_version"], kRunSchemaVersion);
-  EXPECT_EQ(run.size(), 18u);
+  EXPECT_EQ(run.size(), 23u);
 }
 
 TEST(RunRecordJson, FlightRecorderDumpsAskedBeforeTheStop) {
@@ -133,12 +141,28 @@ TEST(RunRecordFromJson, ReadsBackWhatWasWritten) {
   EXPECT_EQ(read.rank_processes.at(4242).sample.state, ProcessState::kSleeping);
 }
 
+// The record written when the command starts: `collwatch top DIR` reads where to connect.
+TEST(RunRecordFromJson, ARunningRecordReadsBackRunning) {
+  RunRecord record = Record();
+  record.running = true;
+  record.tls_ca_file = "/etc/ca.pem";
+  const nlohmann::json written = RunRecordJson(record);
+  EXPECT_EQ(written["state"], "running");
+  const RunRecord read = RunRecordFromJson(written);
+  EXPECT_TRUE(read.running);
+  EXPECT_EQ(read.token_file, "/out/.collwatch-token");
+  EXPECT_EQ(read.tls_ca_file, "/etc/ca.pem");
+  EXPECT_EQ(read.collwatch_pid, 777);
+  EXPECT_EQ(read.collwatch_host, "node-1");
+}
+
 TEST(RunRecordFromJson, WrongOrMissingKeysKeepTheirDefaults) {
   const RunRecord read = RunRecordFromJson(nlohmann::json::parse(R"({
       "job": "j", "exit_status": "three", "stall_after_s": 7, "drained": 1, "command": ["a", 2, "b"],
       "rank_processes": [{"pid": 5}, {"host": "h", "pid": 0}, {"host": "h", "pid": 6, "state": "asleep",
                           "cpu_ns": -4, "sampled_ns": -1}, 3]})"));
   EXPECT_EQ(read.job, "j");
+  EXPECT_FALSE(read.running) << "a record without a state was written at the end";
   EXPECT_EQ(read.exit_status, -1);  // not known
   EXPECT_EQ(read.stall_after_s, 7.0);
   EXPECT_FALSE(read.drained);

@@ -97,6 +97,11 @@ bool RunSupervisor::StartJob(const std::map<std::string, std::string>& environme
 void RunSupervisor::WatchJob() {
   const double print_every_s = tty_ ? options_.status_interval_s : 10 * options_.status_interval_s;
   uint64_t last_print_ns = MonotonicClockNs();
+  // From now on the folder names its collector (a record of an earlier run there is
+  // replaced, so `collwatch top DIR` never reads a run that ended).
+  if (const absl::Status written = WriteRunRecord(options_.out_dir, StartRecord()); !written.ok()) {
+    LogLine(LogLevel::kError, "collwatch run") << written.message();
+  }
   // Findings come from the embedded collector, or from the external one's Watch stream
   // (which also feeds the dashboard).
   if (embedded_ == nullptr || show_dashboard_) {
@@ -108,8 +113,9 @@ void RunSupervisor::WatchJob() {
     dashboard_ = RunDashboard::Open(absl::StrCat(options_.out_dir, "/.collwatch-messages"), &error);
     if (dashboard_ == nullptr) LogLine(LogLevel::kError, "collwatch run") << "no dashboard: " << error;
   } else if (embedded_ != nullptr) {
-    LogLine(LogLevel::kInfo, "collwatch run") << "live dashboard: collwatch top --collector " << services_.address()
-              << " --token-file " << services_.token_file();
+    LogLine(LogLevel::kInfo, "collwatch run") << "live dashboard: collwatch top " << options_.out_dir
+              << " (or collwatch top --collector " << services_.address() << " --token-file " << services_.token_file()
+              << ")";
   }
   if (embedded_ != nullptr && !embedded_->metrics_url().empty()) {
     LogLine(LogLevel::kInfo, "collwatch run") << "metrics at " << embedded_->metrics_url();
@@ -159,6 +165,29 @@ void RunSupervisor::WatchJob() {
       last_print_ns = now_ns;
     }
   }
+}
+
+RunRecord RunSupervisor::StartRecord() const {
+  const auto absolute = [](const std::string& path) {
+    std::error_code error;
+    return path.empty() ? path : std::filesystem::absolute(path, error).string();
+  };
+  RunRecord record;
+  record.running = true;
+  record.job = job_;
+  record.command = options_.command;
+  record.collector = services_.address();
+  record.token_file = absolute(embedded_ != nullptr ? services_.token_file() : options_.token_file);
+  record.tls_ca_file = absolute(embedded_ != nullptr ? "" : options_.tls_ca_file);
+  record.collwatch_pid = getpid();
+  record.collwatch_host = ThisHostName();
+  record.traces = JobTracesDir(options_.out_dir, job_);
+  // The floor in force, default included (an external collector's own is not known).
+  record.stall_after_s = options_.stall_after_s > 0 || embedded_ == nullptr ? options_.stall_after_s
+                                                                            : analyzer::AnalyzerOptions{}.stall_after_s;
+  record.kill_on_hang = options_.kill_on_hang;
+  record.one_gpu = options_.one_gpu;
+  return record;
 }
 
 bool RunSupervisor::HoldForWork(const std::vector<analyzer::Finding>& findings) {
@@ -247,25 +276,17 @@ int RunSupervisor::Finish() {
   if (stats.lost > 0) {
     LogLine(LogLevel::kError, "collwatch run") << stats.lost << " records were overwritten in the rings before they were read";
   }
-  const RunRecord record{.job = job_,
-                         .command = options_.command,
-                         .exit_status = exit_code_,
-                         .collector = services_.address(),
-                         .traces = JobTracesDir(options_.out_dir, job_),
-                         .rings = stats.rings,
-                         .events = stats.events_read,
-                         .lost = stats.lost,
-                         .drained = drained,
-                         // The floor in force, default included (an external collector's own is not known).
-                         .stall_after_s = options_.stall_after_s > 0 || embedded_ == nullptr
-                                              ? options_.stall_after_s
-                                              : analyzer::AnalyzerOptions{}.stall_after_s,
-                         .kill_on_hang = options_.kill_on_hang,
-                         .one_gpu = options_.one_gpu,
-                         .stopped_hung_job = stopped_hung_job_,
-                         .stopped_at_ns = stopped_at_ns_,
-                         .rank_processes = ranks_seen_,
-                         .flight_recorder_dumps = flight_recorder_dumps_};
+  RunRecord record = StartRecord();
+  record.running = false;
+  record.exit_status = exit_code_;
+  record.rings = stats.rings;
+  record.events = stats.events_read;
+  record.lost = stats.lost;
+  record.drained = drained;
+  record.stopped_hung_job = stopped_hung_job_;
+  record.stopped_at_ns = stopped_at_ns_;
+  record.rank_processes = ranks_seen_;
+  record.flight_recorder_dumps = flight_recorder_dumps_;
   if (const absl::Status written = WriteRunRecord(options_.out_dir, record); !written.ok()) {
     LogLine(LogLevel::kError, "collwatch run") << written.message();
   }

@@ -22,6 +22,7 @@
 #include "cli/run_dashboard.h"
 #include "cli/run_environment.h"
 #include "cli/run_options.h"
+#include "cli/run_record.h"
 #include "cli/run_services.h"
 #include "collector/cluster_watcher.h"
 #include "ring/ring_leftovers.h"
@@ -71,6 +72,9 @@ class RunSupervisor {
   // the report gives its reason; with an external collector it is a gap of the report.
   void NoteRanksWithoutRings();
   void CloseDashboard() { dashboard_.reset(); }
+  // run.json as it stands once the command has started: the job, its collector and how to
+  // reach it (`collwatch top DIR`), the options in force; Finish adds how it ended.
+  RunRecord StartRecord() const;
   // Writes report.txt and report.json; returns whether the job is healthy (no finding, no
   // rank that died or failed, the command's exit status 0 once known, the data whole).
   // `data_gaps`: what the trace store lacks of the rings (analyzer::ReportInfo); sets

@@ -82,6 +82,7 @@ void ClusterWatcher::Loop() {
         ++view_.connections;
         view_.failed_attempts = 0;
         view_.last_error.clear();
+        view_.last_code = grpc::StatusCode::OK;
       }
       ApplyWatchResponse(response, &view_.state);
       view_.connected = true;
@@ -97,6 +98,7 @@ void ClusterWatcher::Loop() {
       view_.connected = false;
       ++view_.failed_attempts;
       view_.last_error = status.ok() ? "the collector ended the stream" : status.error_message();
+      view_.last_code = status.error_code();
     }
     const auto retry = std::chrono::duration<double>(options_.retry_s);
     const auto until = std::chrono::steady_clock::now() + retry;

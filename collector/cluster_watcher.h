@@ -35,6 +35,8 @@ struct ClusterView {
   int connections = 0;             // streams that delivered a full state
   int failed_attempts = 0;         // attempts since the last good stream
   std::string last_error;          // why the last stream ended, when it failed
+  // Its gRPC code: UNAUTHENTICATED (no token, a wrong one) will not pass by retrying.
+  grpc::StatusCode last_code = grpc::StatusCode::OK;
   uint64_t collector_time_ns = 0;  // collector clock of the latest message
   uint64_t messages = 0;           // messages received
   uint64_t bytes = 0;              // their encoded size

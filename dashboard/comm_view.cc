@@ -44,6 +44,23 @@ std::optional<std::vector<int32_t>> ParseRankList(std::string_view list) {
   return std::vector<int32_t>(ranks.begin(), ranks.end());
 }
 
+int MinorityClass(const v1::Finding& finding) {
+  if (!IsDivergence(finding.kind()) || finding.rank_classes_size() < 2) return -1;
+  int smallest = 0;
+  bool alone = true;
+  for (int i = 1; i < finding.rank_classes_size(); ++i) {
+    const int size = finding.rank_classes(i).ranks_size();
+    const int least = finding.rank_classes(smallest).ranks_size();
+    if (size < least) {
+      smallest = i;
+      alone = true;
+    } else if (size == least) {
+      alone = false;
+    }
+  }
+  return alone ? smallest : -1;
+}
+
 CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
                        const std::optional<std::vector<int32_t>>& rank_filter) {
   CommView view;
@@ -72,6 +89,7 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
   const double age = view.inflight_age_s;
   const double slow_after = std::max(kSlowAfterS, view.inflight_expected_s);
   const bool stalled = seq != 0 && view.stall_threshold_s > 0 && age >= view.stall_threshold_s;
+  const int minority = finding != nullptr ? MinorityClass(*finding) : -1;
   for (int32_t number = 0; number < nranks; ++number) {
     if (rank_filter && !std::binary_search(rank_filter->begin(), rank_filter->end(), number)) continue;
     RankRow row;
@@ -90,8 +108,9 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
         for (int i = 0; i < finding->rank_classes_size(); ++i) {
           const v1::RankClass& rank_class = finding->rank_classes(i);
           if (!Contains(rank_class.ranks(), number)) continue;
-          row.note = absl::StrFormat("class %d/%d at seq %d: %s", i + 1, finding->rank_classes_size(), finding->seq(),
-                                     rank_class.label());
+          row.minority = i == minority;
+          row.note = absl::StrFormat("class %d/%d%s at seq %d: %s", i + 1, finding->rank_classes_size(),
+                                     row.minority ? " (minority)" : "", finding->seq(), rank_class.label());
         }
       } else if (Contains(finding->lagging_ranks(), number)) {
         row.note = finding->kind() == v1::RANK_LOST          ? "lost"
@@ -130,10 +149,10 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
 }
 
 std::vector<RankRow> GroupRows(const std::vector<RankRow>& rows) {
-  std::map<std::tuple<int, uint64_t, uint64_t, std::string>, RankRow> groups;
+  std::map<std::tuple<int, bool, uint64_t, uint64_t, std::string>, RankRow> groups;
   for (const RankRow& row : rows) {
-    // Worst health first, then the least progress.
-    auto key = std::make_tuple(-static_cast<int>(row.health), row.entered_seq, row.completed_seq, row.note);
+    // Worst health first, a divergence's minority before the others, then the least progress.
+    auto key = std::make_tuple(-static_cast<int>(row.health), !row.minority, row.entered_seq, row.completed_seq, row.note);
     auto [group, inserted] = groups.try_emplace(key, row);
     if (!inserted) group->second.ranks.insert(group->second.ranks.end(), row.ranks.begin(), row.ranks.end());
   }

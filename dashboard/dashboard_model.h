@@ -21,7 +21,8 @@ namespace collwatch::dashboard {
 enum class Health { kIdle, kHealthy, kSlow, kStuck, kDiverged };
 std::string_view HealthName(Health health);
 
-enum class Style { kNormal, kTitle, kDim, kIdle, kHealthy, kSlow, kStuck, kDiverged, kSelected, kWarning };
+// kMinority: the rank class that stands alone in a divergence (the odd one out).
+enum class Style { kNormal, kTitle, kDim, kIdle, kHealthy, kSlow, kStuck, kDiverged, kSelected, kWarning, kMinority };
 Style HealthStyle(Health health);
 
 struct Span {
@@ -62,6 +63,7 @@ struct RankRow {
   uint64_t completed_seq = 0;
   Health health = Health::kHealthy;
   std::string note;  // "waiting at seq 41", "not at seq 41 for 12.0 s", "class 2/2: ..."
+  bool minority = false;  // in the divergence's minority class (MinorityClass)
 };
 
 // What the screen says about one communicator.
@@ -81,17 +83,41 @@ struct CommView {
   std::vector<RankRow> rows;  // one per rank that passes the filter, ascending
 };
 
+// The index of a divergence's minority class: the one class smaller than every other (one
+// rank against seven); -1 when no class is (two against two), or not a divergence.
+int MinorityClass(const v1::Finding& finding);
+
+// The job as its header line tells it (a process may hold several ranks).
+struct JobTotals {
+  int ranks = 0;
+  int processes = 0;
+  int nodes = 0;
+  int reporting = 0;
+  int lost = 0;
+  uint64_t events = 0;
+  double collectives_per_second = 0;
+};
+JobTotals TotalsOf(const v1::ClusterState& state);
+
 CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
                        const std::optional<std::vector<int32_t>>& rank_filter);
-// Ranks alike (same progress, health and note) merged into one row; worst first.
+// Ranks alike (same progress, health and note) merged into one row; worst first, a
+// divergence's minority class first among the diverged.
 std::vector<RankRow> GroupRows(const std::vector<RankRow>& rows);
 // "0-3,8,10-12" -> ranks; nullopt when it does not parse.
 std::optional<std::vector<int32_t>> ParseRankList(std::string_view text);
+
+// Whether the screen may draw in colour: not in plain mode, nor while NO_COLOR holds any
+// value but empty (no-color.org); bold, dim and reverse stay either way.
+bool ColourWanted(bool plain);
 
 class DashboardModel {
  public:
   struct Options {
     bool ascii = false;  // ASCII glyphs only (plain terminals)
+    // The key hints at the foot of the screen; without them (a frame printed once, `top
+    // --once`) the overview ends with its last finding.
+    bool keys = true;
   };
   explicit DashboardModel(Options options) : options_(options) {}
   DashboardModel() : DashboardModel(Options{}) {}
@@ -118,7 +144,12 @@ class DashboardModel {
   std::vector<Line> RenderStacks(int width, int height) const;
   // The lines of a detail view below its title rule, scrolled by detail_scroll_.
   std::vector<Line> WithScrolledBody(Line title, const std::vector<Line>& body, int height) const;
-  void AppendRankView(const CommView& view, int width, int rows, std::vector<Line>* lines) const;
+  // The rank view of `view` in `budget` lines at most: a line per rank when they fit,
+  // else alike ranks grouped under a map line.
+  void AppendRankView(const CommView& view, int width, int budget, std::vector<Line>* lines) const;
+  std::vector<Line> HeaderLines(int width) const;
+  std::vector<Line> FindingLines(size_t position, int width) const;
+  std::vector<Line> KeyLines(int width) const;
   std::string Strip(const RankRow& row, uint64_t max_entered, int cells) const;
   // Findings newest first (index into state_.findings()).
   int FindingIndex(size_t position) const;

@@ -179,8 +179,9 @@ TEST(DashboardModelTest, DivergenceNamesEachRanksClassAndTheFindingOpens) {
   ASSERT_TRUE(model.finding_open());
   const std::string detail = Screen(model);
   EXPECT_NE(detail.find("finding 1 of 1"), std::string::npos) << detail;
-  // report.txt's words for the finding, line for line (the screen is wide enough).
-  const std::string report = analyzer::FindingText(FindingFromProto(Divergence()));
+  // report.txt's words for the finding, line for line (the screen is wide enough), its
+  // prose on one line rather than folded at report.txt's 96 columns.
+  const std::string report = analyzer::FindingText(FindingFromProto(Divergence()), /*prose_width=*/0);
   EXPECT_NE(report.find("PATH_DIVERGENCE: comm 3f2a9c01 seq 41: ranks 0,2 all-gather in fwd/vision.patch"),
             std::string::npos) << report;
   for (const std::string& line : std::vector<std::string>(absl::StrSplit(report, '\n', absl::SkipWhitespace()))) {

@@ -2,15 +2,11 @@
 #include "dashboard/terminal_ui.h"
 
 #include <curses.h>
-#include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <clocale>
-#include <iostream>
 
 #include "files/safe_text.h"
-#include "ring/clocks.h"
 
 namespace collwatch::dashboard {
 namespace {
@@ -25,6 +21,7 @@ attr_t Attributes(Style style, bool colour) {
       case Style::kDim: case Style::kIdle: return A_DIM;
       case Style::kStuck: case Style::kDiverged: case Style::kWarning: return A_BOLD;
       case Style::kSelected: return A_REVERSE;
+      case Style::kMinority: return A_BOLD | A_REVERSE;
       default: return A_NORMAL;
     }
   }
@@ -37,17 +34,9 @@ attr_t Attributes(Style style, bool colour) {
     case Style::kDiverged: return COLOR_PAIR(kPairDiverged) | A_BOLD;
     case Style::kSelected: return A_REVERSE;
     case Style::kWarning: return COLOR_PAIR(kPairWarning) | A_BOLD;
+    case Style::kMinority: return COLOR_PAIR(kPairDiverged) | A_BOLD | A_REVERSE;
     default: return A_NORMAL;
   }
-}
-
-bool StopRequested() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  timespec none{0, 0};
-  return sigtimedwait(&set, nullptr, &none) > 0;
 }
 
 }  // namespace
@@ -74,7 +63,7 @@ std::unique_ptr<TerminalScreen> TerminalScreen::Open(bool plain, std::string* er
   keypad(stdscr, TRUE);
   curs_set(0);
   set_escdelay(25);
-  if (!plain && has_colors()) {
+  if (ColourWanted(plain) && has_colors()) {
     start_color();
     use_default_colors();
     init_pair(kPairHealthy, COLOR_GREEN, -1);
@@ -136,32 +125,6 @@ ConnectionState ConnectionOf(const ClusterView& view, const std::string& address
   connection.failed_attempts = view.failed_attempts;
   connection.last_error = view.last_error;
   return connection;
-}
-
-int RunTop(const TopOptions& options) {
-  // Ctrl-C and SIGTERM end the loop (read with sigtimedwait), so the terminal is restored.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  std::string error;
-  std::unique_ptr<TerminalScreen> screen = TerminalScreen::Open(options.plain, &error);
-  if (screen == nullptr) {
-    std::cerr << "collwatch top: " << error << "\n";
-    return 2;
-  }
-  ClusterWatcher watcher(options.watch);
-  DashboardModel model(DashboardModel::Options{.ascii = options.plain});
-  while (!StopRequested()) {
-    const ClusterView view = watcher.View();
-    model.Update(view.state, ConnectionOf(view, options.watch.address), static_cast<int64_t>(RealtimeNs()));
-    screen->Draw(model.Render(screen->width(), screen->height()));
-    const int key = screen->ReadKey(options.refresh_s);
-    if (key >= 0 && !model.HandleKey(key)) break;
-    if (model.TakeStacksRequest()) model.SetStacksStatus(watcher.RequestStacks());
-  }
-  return 0;
 }
 
 }  // namespace collwatch::dashboard

@@ -18,7 +18,7 @@ class TerminalScreen {
  public:
   // Takes over the terminal; nullptr (and *error) when standard input or output is not
   // one, or this process is not in its foreground group.
-  // `plain`: no colours even where the terminal has them.
+  // `plain`: no colours even where the terminal has them (nor with NO_COLOR set).
   static std::unique_ptr<TerminalScreen> Open(bool plain, std::string* error);
   ~TerminalScreen();  // gives the terminal back as it was
   TerminalScreen(const TerminalScreen&) = delete;
@@ -38,15 +38,6 @@ class TerminalScreen {
 
 // What a dashboard shows: the watcher's view, in the model's terms.
 ConnectionState ConnectionOf(const ClusterView& view, const std::string& address);
-
-struct TopOptions {
-  ClusterWatcherOptions watch;
-  bool plain = false;       // no colours, ASCII glyphs
-  double refresh_s = 0.25;  // redraw period
-};
-
-// `collwatch top`: draws until q, SIGINT or SIGTERM. Returns the exit code.
-int RunTop(const TopOptions& options);
 
 }  // namespace collwatch::dashboard
 

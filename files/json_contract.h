@@ -26,6 +26,7 @@ inline constexpr int kImportSchemaVersion = 1;        // flight_recorder.json (`
 inline constexpr int kChromeTraceSchemaVersion = 1;   // `export --chrome`, in otherData
 inline constexpr int kDiffSchemaVersion = 1;          // `diff --json`
 inline constexpr int kCheckSchemaVersion = 1;         // `check --json`
+inline constexpr int kTopSchemaVersion = 1;           // `top --once --json`
 
 // "3f2a9c0100000001": a communicator id, a hash, a stream handle.
 std::string JsonId(uint64_t id);

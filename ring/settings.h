@@ -41,6 +41,7 @@ enum class Setting : unsigned char {
   kPreload,
   kCpuNcclLibrary,
   kKeepRings,
+  kNoColor,
   // The CPU NCCL backend (libnccl.so.2 of cpu_nccl/).
   kCpuNcclShmDir,
   kCpuNcclSpin,
@@ -169,6 +170,8 @@ inline constexpr SettingInfo kSettings[] = {
     {Setting::kKeepRings, "COLLWATCH_KEEP_RINGS", "0", "`0`", "collwatch agent",
      "`1`: the agent leaves a ring in place once its process ended and every record is stored, beside a "
      "`.shipped` mark (`collwatch gc` removes it later), as `--keep-rings` does; `0`: it removes the ring"},
+    {Setting::kNoColor, "NO_COLOR", "", "unset", "collwatch top, collwatch run",
+     "any value but empty: the dashboard draws without colour (bold, dim and reverse stay), as no-color.org asks"},
     {Setting::kCpuNcclShmDir, "COLLWATCH_CPU_NCCL_SHM_DIR", "/dev/shm", "`/dev/shm`", "CPU NCCL backend",
      "folder of the per-communicator shared-memory files (use a tmpfs); read when a communicator is created"},
     {Setting::kCpuNcclSpin, "COLLWATCH_CPU_NCCL_SPIN", "64", "`64`", "CPU NCCL backend",
