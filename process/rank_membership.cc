@@ -2,6 +2,8 @@
 #include "process/rank_membership.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -96,6 +98,47 @@ std::string RankListText(const std::vector<int32_t>& unsorted, size_t max_parts,
   for (size_t p = 0; p < parts.size() && p < max_parts; ++p) absl::StrAppend(&text, p == 0 ? "" : ",", parts[p]);
   if (parts.size() > max_parts) absl::StrAppend(&text, ",... (", ranks.size(), " ranks)");
   return text;
+}
+
+namespace {
+
+// `text` without spaces at either end.
+std::string_view Trimmed(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  return text;
+}
+
+// A rank number and nothing else.
+bool RankNumber(std::string_view text, int32_t* rank) {
+  text = Trimmed(text);
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *rank);
+  return !text.empty() && error == std::errc() && end == text.data() + text.size() && *rank >= 0;
+}
+
+}  // namespace
+
+std::optional<std::vector<int32_t>> ParseRankList(std::string_view text) {
+  constexpr int32_t kMaxRange = 1 << 20;
+  std::vector<int32_t> ranks;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view part = Trimmed(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (part.empty()) continue;
+    const size_t dash = part.find('-');
+    int32_t first = 0, last = 0;
+    if (!RankNumber(part.substr(0, dash), &first)) return std::nullopt;
+    last = first;
+    if (dash != std::string_view::npos && !RankNumber(part.substr(dash + 1), &last)) return std::nullopt;
+    if (last < first || last - first > kMaxRange) return std::nullopt;
+    for (int32_t rank = first; rank <= last; ++rank) ranks.push_back(rank);
+    if (ranks.size() > static_cast<size_t>(16 * kMaxRange)) return std::nullopt;
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (ranks.empty()) return std::nullopt;
+  return ranks;
 }
 
 }  // namespace collwatch

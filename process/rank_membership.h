@@ -57,6 +57,10 @@ std::string ProcessLabel(const std::vector<int32_t>& ranks, std::string_view hos
 // "all but 1-4093/4".
 std::string RankListText(const std::vector<int32_t>& ranks, size_t max_parts = 8, int32_t nranks = 0);
 
+// What a person types for ranks: "0-3,8", spaces allowed, each range at most 2^20 ranks.
+// Ascending and once each; nullopt when it does not parse or names none.
+std::optional<std::vector<int32_t>> ParseRankList(std::string_view text);
+
 }  // namespace collwatch
 
 #endif  // COLLWATCH_PROCESS_RANK_MEMBERSHIP_H_
