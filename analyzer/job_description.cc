@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analyzer/finding_words.h"
 #include "analyzer/liveness.h"
 #include "analyzer/process_ranks.h"
@@ -69,6 +71,9 @@ ReportInfo DescribeJob(const JobModel& model) {
     if (process.observed_only) rank.not_recorded = process.no_ring_why;
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
     if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
+    if (rank.end == ProcessEnd::kExited || rank.end == ProcessEnd::kKilledOrCrashed) {
+      rank.ended_ns = std::max(process.heartbeat_ns, process.last_record_ns);
+    }
     info.ranks.push_back(std::move(rank));
   }
   info.missing_ranks = MissingJobRanks(model);
@@ -94,6 +99,45 @@ void NoteStoppedByCollwatch(ReportInfo* info) {
     rank.end = ProcessEnd::kStoppedByCollwatch;
     if (rank.not_recorded.empty()) rank.ended_text = std::string(ProcessEndName(rank.end));
   }
+}
+
+std::string WhoEndedFirstText(const ReportInfo& info) {
+  // Two ends closer than this are one moment to the rings: a heartbeat every 100 ms, and
+  // the nodes' clocks apart by as much again.
+  constexpr int64_t kIndistinctNs = 250'000'000;
+  if (info.ranks.size() < 2) return "";
+  std::vector<const RankEnding*> ended;
+  for (const RankEnding& rank : info.ranks) {
+    if (!rank.failed || rank.ended_ns == 0) return "";
+    ended.push_back(&rank);
+  }
+  std::stable_sort(ended.begin(), ended.end(),
+                   [](const RankEnding* a, const RankEnding* b) { return a->ended_ns < b->ended_ns; });
+  auto name = [](const RankEnding& rank) {
+    return rank.global_rank >= 0 ? absl::StrCat("rank ", rank.global_rank)
+                                 : absl::StrFormat("pid %d on %s", rank.pid, rank.host);
+  };
+  const RankEnding& first = *ended[0];
+  const double spread_s = static_cast<double>(ended.back()->ended_ns - first.ended_ns) / 1e9;
+  if (ended[1]->ended_ns - first.ended_ns < kIndistinctNs) {
+    size_t together = 1;
+    while (together < ended.size() && ended[together]->ended_ns - first.ended_ns < kIndistinctNs) ++together;
+    if (together == ended.size()) {
+      return absl::StrFormat("every rank ended within %.2f s: the records cannot tell which was first", spread_s);
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < together; ++i) names.push_back(name(*ended[i]));
+    return absl::StrFormat("every rank ended: %s first, within %.2f s (the records cannot tell which of them was "
+                           "first), the other %d up to %.2f s later, as a launcher (torchrun) stops the rest when "
+                           "one fails",
+                           absl::StrJoin(names, ", "),
+                           static_cast<double>(ended[together - 1]->ended_ns - first.ended_ns) / 1e9,
+                           ended.size() - together, spread_s);
+  }
+  return absl::StrFormat("every rank ended: %s first (%s), the other %d followed %.2f to %.2f s later, as a "
+                         "launcher (torchrun) stops the rest when one fails: look at %s",
+                         name(first), first.ended_text, ended.size() - 1,
+                         static_cast<double>(ended[1]->ended_ns - first.ended_ns) / 1e9, spread_s, name(first));
 }
 
 }  // namespace collwatch::analyzer

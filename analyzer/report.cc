@@ -171,6 +171,8 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
   if (gone > 0) {
     reasons.push_back(count(gone, "rank is gone without ever calling NCCL", "ranks are gone without ever calling NCCL"));
   }
+  // Every rank dead: which was first is where to look.
+  if (std::string first = WhoEndedFirstText(info); !first.empty()) reasons.push_back(std::move(first));
   if (info.command_exit_status && *info.command_exit_status != 0 && !info.stopped_by_collwatch) {
     reasons.push_back(absl::StrCat("the command exited with status ", *info.command_exit_status));
   }

@@ -30,6 +30,9 @@ struct RankEnding {
   bool failed = false;                 // EndedBadly: died, was killed, exited non-zero
   std::optional<int32_t> exit_code;    // the status it passed to exit(), when recorded
   std::optional<std::string> last_call;  // its last NCCL call, when any is known
+  // When it ended (exited, killed or crashed): its ring's last sign of life, a heartbeat
+  // (every 100 ms) or a record, CLOCK_REALTIME. 0: running, or not known.
+  int64_t ended_ns = 0;
   // Why the preload made no ring for it (its .noring note), "" when it had one or none
   // is known: its calls were never checked, so no verdict is healthy with it.
   std::string not_recorded;
@@ -79,6 +82,10 @@ std::string DataGapText(const ReportInfo& info);
 bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 // Why not, in words: "1 finding; 2 ranks were killed or crashed; ..." ("" when healthy).
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info);
+// When every rank ended badly: which ended first, how, and that the others followed
+// (launchers such as torchrun stop the rest when one fails), or that the records cannot
+// tell the first apart. "" unless every rank (two or more) failed (job_description.cc).
+std::string WhoEndedFirstText(const ReportInfo& info);
 // The findings that are not resolved stalls: the problems.
 size_t UnresolvedCount(const std::vector<Finding>& findings);
 // Of those, the ones that hold the job up now (an ORDER_INVERSION that got through does

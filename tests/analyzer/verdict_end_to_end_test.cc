@@ -80,8 +80,9 @@ TEST(VerdictEndToEndTest, RanksThatExitNonZeroAreNotHealthy) {
     EXPECT_TRUE(Has(entry["last_call"], "seq 2 of comm")) << entry["last_call"];
   }
   EXPECT_FALSE(Has(run.text, "No findings")) << run.text;
-  EXPECT_TRUE(Has(run.text, "Not healthy: 3 ranks exited with a status other than 0; the command exited with status 3"))
+  EXPECT_TRUE(Has(run.text, "Not healthy: 3 ranks exited with a status other than 0; every rank ended within "))
       << run.text;
+  EXPECT_TRUE(Has(run.text, " s: the records cannot tell which was first; the command exited with status 3")) << run.text;
   EXPECT_TRUE(Has(run.text, "ranks 0-2        exited with 3; last NCCL call: all-reduce")) << run.text;
 
   const auto [store_exit, from_store] = Analyze(dir, run.out_dir);
@@ -226,6 +227,21 @@ TEST(VerdictEndToEndTest, OneCallOfEvidenceOnEachSideGivesBothReadings) {
     EXPECT_TRUE(Has(finding["summary"], "two readings fit")) << finding["summary"];
     EXPECT_TRUE(Has(finding["summary"], "rank 0 skipped a reduce-scatter that rank 1 issued")) << finding["summary"];
   }
+}
+
+// Every rank dead, one after the other: the verdict says which ended first and how, and
+// that the rest followed, not only how many ranks died.
+TEST(VerdictEndToEndTest, WhenEveryRankDiesTheFirstIsNamed) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 3, "first-fails");
+  EXPECT_NE(run.exit_code, 0) << ReadFile(dir.path() + "/run.err");
+  ASSERT_TRUE(run.report.is_object()) << ReadFile(dir.path() + "/run.err");
+  EXPECT_TRUE(Has(run.text, "every rank ended: rank 1 first (exited with 3), the other 2 followed ")) << run.text;
+  EXPECT_TRUE(Has(run.text, "as a launcher (torchrun) stops the rest when one fails: look at rank 1")) << run.text;
+  const auto [exit_code, analyzed] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(exit_code, 1);
+  ASSERT_TRUE(analyzed.is_object());
+  EXPECT_EQ(analyzed["ranks"], run.report["ranks"]);
 }
 
 // Two communicators called in opposite orders on a blocking backend: one WAIT_CYCLE naming

@@ -207,6 +207,20 @@ void RunSendCyclePlan(ncclComm_t comm) {
   nvtxRangePop();
 }
 
+// Rank 1 exits with 3 after two all-reduces; the others wait in the third until their
+// launcher's teardown reaches them 1.5 s later (a SIGTERM, as torchrun sends the rest of a
+// job one of whose ranks failed).
+void RunFirstFailsPlan(ncclComm_t comm) {
+  float value = 1.0f, sum = 0.0f;
+  for (int i = 0; i < 2; ++i) CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+  if (g_rank == 1) std::exit(3);
+  std::thread([] {
+    usleep(1500000);
+    raise(SIGTERM);
+  }).detach();
+  CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
+}
+
 // Return times: 200 quick all-reduces, then one that rank 0 enters 300 ms before rank 1
 // joins it, so rank 0 blocks in it.
 void RunLatePlan(ncclComm_t comm) {
@@ -458,6 +472,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunCommOrderInversionPlan(comm);
   } else if (plan == "send-cycle") {
     RunSendCyclePlan(comm);
+  } else if (plan == "first-fails") {
+    RunFirstFailsPlan(comm);
   } else if (plan == "late") {
     RunLatePlan(comm);
   } else if (plan == "straggler" || plan == "busy-pause") {
@@ -488,7 +504,7 @@ int RunRank(const std::string& plan, const std::string& dir) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|first-op-differs|comm-order-inversion|send-cycle|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s NPROC PLAN(all|skip|first-op-differs|comm-order-inversion|send-cycle|first-fails|late|straggler|busy-pause|fork|lifecycle|loop|exit3|sigkill|stopped|stopped-before-init|graph|graph-skip) RENDEZVOUS_DIR\n", argv[0]);
     return 2;
   }
   const int nproc = std::atoi(argv[1]);
