@@ -74,7 +74,8 @@ std::string RanksOrPids(const std::vector<const RankEnding*>& group) {
 
 // One line per way of ending: ranks that ended alike (and were last in the same call)
 // share it, so that thousands of ranks read as a few lines.
-std::string RankEndingLines(const std::vector<RankEnding>& ranks) {
+std::string RankEndingLines(const ReportInfo& info) {
+  const std::vector<RankEnding>& ranks = info.ranks;
   std::vector<std::pair<std::string, std::vector<const RankEnding*>>> groups;
   std::map<std::string, size_t> group_of;
   for (const RankEnding& rank : ranks) {
@@ -86,6 +87,8 @@ std::string RankEndingLines(const std::vector<RankEnding>& ranks) {
   }
   std::string text;
   for (const auto& [words, group] : groups) absl::StrAppendFormat(&text, "  %-16s %s\n", RanksOrPids(group), words);
+  // Every rank dead: which was first is where to look.
+  if (const std::string first = WhoEndedFirstText(info); !first.empty()) absl::StrAppend(&text, "  (", first, ")\n");
   return text;
 }
 
@@ -474,7 +477,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
     }
     // Nothing diverged or stalled while it ran, but the job did not end well.
     absl::StrAppend(&text, "\nNot healthy: ", WhyNotHealthy(findings, info), ".\n");
-    if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
+    if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info));
     return text;
   }
   const size_t hangs = UnresolvedCount(findings);
@@ -494,7 +497,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
   }
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(),
                                       [](const RankEnding& rank) { return rank.failed || !rank.not_recorded.empty(); });
-  if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info.ranks));
+  if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info));
   return text;
 }
 
