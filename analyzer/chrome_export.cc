@@ -1,43 +1,32 @@
-// Chrome trace-event JSON of a job's calls (see chrome_export.h).
-// Threading: reads the model only.
+// Chrome trace-event JSON of a job's calls, written in two passes (see chrome_export.h).
+// Threading: single-threaded.
 #include "analyzer/chrome_export.h"
 
 #include <algorithm>
-#include <unordered_map>
-#include <vector>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/call_sites.h"
-#include "analyzer/finding.h"
 #include "analyzer/process_ranks.h"
+#include "analyzer/report.h"
 #include "analyzer/schedule.h"
 #include "files/json_contract.h"
 #include "files/safe_text.h"
 #include "files/version.h"
-#include "nlohmann/json.hpp"
 
 namespace collwatch::analyzer {
 namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxLanes = 8;         // tracks per communicator and process
-constexpr int64_t kTidsPerComm = 16;    // tid = comm index * 16 + lane
-constexpr uint32_t kNotPlaced = UINT32_MAX;
-
-class EventWriter {
- public:
-  explicit EventWriter(std::ostream& out) : out_(out) {}
-  void Write(const json& event) {
-    out_ << (first_ ? "\n" : ",\n") << SafeJsonText(event);
-    first_ = false;
-  }
-
- private:
-  std::ostream& out_;
-  bool first_ = true;
-};
+constexpr size_t kMaxLanes = 8;       // tracks per communicator and process
+constexpr int64_t kTidsPerComm = 16;  // tid = comm index * 16 + lane
+// Ends of the findings' arrows kept for the end of the trace: one per rank and finding,
+// bounded however many findings a report names.
+constexpr size_t kMaxAnchors = 1 << 16;
+constexpr double kNsPerS = 1e9;
 
 std::string_view Category(ring::ApiFn fn) {
   if (ring::IsCollective(fn)) return "collective";
@@ -45,151 +34,338 @@ std::string_view Category(ring::ApiFn fn) {
   return "communicator";
 }
 
+bool Holds(const std::vector<int32_t>& ranks, int32_t rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+// Whether `call` is where `marker`'s arrows begin and end: a call of its sequence number.
+bool MarksCall(const TraceMarker& marker, const Call& call) {
+  if (marker.point_to_point) {
+    return ring::IsP2p(call.fn) && call.seq == marker.seq && Holds(marker.ranks, call.rank) &&
+           Holds(marker.ranks, call.root_or_peer);
+  }
+  if (marker.seq == 0) return !ring::IsCollective(call.fn) && !ring::IsP2p(call.fn);  // the creation
+  return ring::IsCollective(call.fn) && call.seq == marker.seq;
+}
+
+int64_t SecondsToNs(double seconds) { return static_cast<int64_t>(seconds * kNsPerS); }
+
 }  // namespace
 
-ChromeExportStats WriteChromeTrace(const JobModel& model, std::ostream& out) {
-  ChromeExportStats stats;
-  const std::vector<Comm>& comms = model.comms();
-  const std::vector<CommIndex> order = CommsInCreationOrder(model);
-  std::vector<int> index_of(comms.size(), 0);
-  for (size_t i = 0; i < order.size(); ++i) index_of[order[i]] = static_cast<int>(i) + 1;
-  std::unordered_map<CallPathId, json> call_path_args;  // each path's args, made once
-
-  // The communicator of each call, as the model placed it (creation, collectives, p2p).
-  std::vector<std::vector<uint32_t>> placed(model.process_count());
-  for (ProcessId p = 0; p < model.process_count(); ++p) placed[p].assign(model.process(p).calls.size(), kNotPlaced);
-  for (CommIndex c = 0; c < comms.size(); ++c) {
-    for (const CommRank& rank : comms[c].ranks) {
-      if (!rank.present || rank.process >= placed.size()) continue;
-      std::vector<uint32_t>& of_process = placed[rank.process];
-      auto place = [&](uint32_t index) {
-        if (index < of_process.size()) of_process[index] = c;
-      };
-      for (const uint32_t index : rank.collectives) place(index);
-      for (const uint32_t index : rank.p2p) place(index);
-      place(rank.init_call);
-    }
+TraceMarker MarkerOf(const Finding& finding) {
+  TraceMarker marker;
+  marker.kind = std::string(FindingKindName(finding.kind));
+  marker.headline = finding.headline;
+  marker.comm_id = finding.comm_id;
+  marker.seq = finding.seq;
+  marker.point_to_point = std::holds_alternative<P2pFacts>(finding.evidence);
+  for (const RankClass& rank_class : finding.rank_classes) {
+    marker.ranks.insert(marker.ranks.end(), rank_class.ranks.begin(), rank_class.ranks.end());
   }
-  int64_t origin = 0;
-  for (ProcessId p = 0; p < model.process_count(); ++p) {
-    const WindowedLog<Call>& calls = model.process(p).calls;
-    for (size_t i = calls.first(); i < calls.size(); ++i) {
-      if (placed[p][i] != kNotPlaced && calls[i].enter_ns > 0 && (origin == 0 || calls[i].enter_ns < origin)) {
-        origin = calls[i].enter_ns;
-      }
+  marker.ranks.insert(marker.ranks.end(), finding.lagging_ranks.begin(), finding.lagging_ranks.end());
+  std::sort(marker.ranks.begin(), marker.ranks.end());
+  marker.ranks.erase(std::unique(marker.ranks.begin(), marker.ranks.end()), marker.ranks.end());
+  marker.first_bad_ns = finding.first_bad_ns;
+  return marker;
+}
+
+std::vector<TraceMarker> MarkersFromReport(const json& report, size_t* unreadable) {
+  std::vector<TraceMarker> markers;
+  *unreadable = 0;
+  const auto field = [](const json& object, const char* key) -> const json* {
+    if (!object.is_object()) return nullptr;
+    const auto found = object.find(key);
+    return found == object.end() ? nullptr : &*found;
+  };
+  const json* findings = field(report, "findings");
+  if (findings == nullptr || !findings->is_array()) return markers;
+  for (const json& finding : *findings) {
+    const json* kind = field(finding, "kind");
+    const json* comm = field(finding, "comm");
+    const json* seq = field(finding, "seq");
+    const std::optional<uint64_t> comm_id = comm != nullptr ? JsonIdValue(*comm) : std::nullopt;
+    if (kind == nullptr || !kind->is_string() || !comm_id || seq == nullptr || !seq->is_number_unsigned()) {
+      ++*unreadable;
+      continue;
     }
+    TraceMarker marker;
+    marker.kind = kind->get<std::string>();
+    marker.comm_id = *comm_id;
+    marker.seq = seq->get<uint64_t>();
+    if (const json* headline = field(finding, "headline"); headline != nullptr && headline->is_string()) {
+      marker.headline = headline->get<std::string>();
+    }
+    if (const json* p2p = field(finding, "point_to_point"); p2p != nullptr && p2p->is_boolean()) {
+      marker.point_to_point = p2p->get<bool>();
+    }
+    const auto add_ranks = [&](const json* list) {
+      if (list == nullptr || !list->is_array()) return;
+      for (const json& rank : *list) {
+        if (rank.is_number_integer()) marker.ranks.push_back(rank.get<int32_t>());
+      }
+    };
+    if (const json* classes = field(finding, "rank_classes"); classes != nullptr && classes->is_array()) {
+      for (const json& rank_class : *classes) add_ranks(&rank_class);
+    }
+    add_ranks(field(finding, "lagging_ranks"));
+    std::sort(marker.ranks.begin(), marker.ranks.end());
+    marker.ranks.erase(std::unique(marker.ranks.begin(), marker.ranks.end()), marker.ranks.end());
+    if (const json* time = field(finding, "first_bad_time"); time != nullptr && time->is_string()) {
+      marker.first_bad_ns = ParseWallClock(time->get<std::string>()).value_or(0);
+    }
+    markers.push_back(std::move(marker));
   }
-  const int64_t trace_end = std::max(model.LatestTimeNs(), origin);
-  auto micros = [origin](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
+  return markers;
+}
 
-  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
-      << SafeJsonText({{kSchemaVersionKey, kChromeTraceSchemaVersion},
-                       {"producer", "collwatch export --chrome"},
-                       {"collwatch_version", std::string(CollwatchVersionText())},
-                       {"time_origin_realtime_ns", origin},
-                       {"trace_end_realtime_ns", trace_end}})
-      << ",\"traceEvents\":[";
-  EventWriter writer(out);
+ChromeTraceExport::ChromeTraceExport(ChromeExportOptions options) : options_(std::move(options)) {
+  for (size_t k = 0; k < options_.markers.size(); ++k) markers_by_comm_.emplace(options_.markers[k].comm_id, k);
+}
 
-  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
-  for (ProcessId p = 0; p < model.process_count(); ++p) {
-    const Process& process = model.process(p);
-    const std::vector<int32_t>& ranks = ranks_of[p];
-    const int64_t pid = static_cast<int64_t>(p) + 1;
-    ++stats.processes;
-    stats.ranks += static_cast<uint64_t>(HeldRankCount(ranks));
-    writer.Write({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
-                  {"args", {{"name", ProcessLabel(ranks, process.info.host, process.info.pid)}}}});
-    // By lowest rank; processes of unknown ranks last.
-    writer.Write({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
-                  {"args", {{"sort_index", ranks.empty() ? 1'000'000 + static_cast<int64_t>(p) : ranks.front()}}}});
-    writer.Write({{"ph", "M"}, {"name", "process_labels"}, {"pid", pid}, {"tid", 0},
-                  {"args", {{"labels", std::string(ProcessStatusName(process.status))}}}});
+ChromeTraceExport::~ChromeTraceExport() = default;
 
-    // Calls in enter order; each to the first track of its communicator it fits on.
-    std::vector<uint32_t> by_enter;
-    for (uint32_t i = 0; i < process.calls.size(); ++i) {
-      if (placed[p][i] != kNotPlaced && process.calls[i].enter_ns > 0) by_enter.push_back(i);
-    }
-    std::stable_sort(by_enter.begin(), by_enter.end(), [&](uint32_t a, uint32_t b) {
-      return process.calls[a].enter_ns < process.calls[b].enter_ns;
-    });
-    std::vector<std::vector<int64_t>> lane_ends(comms.size());  // per communicator: end of each track
-    for (const uint32_t i : by_enter) {
-      const Call& call = process.calls[i];
-      const CommIndex c = placed[p][i];
-      const Comm& comm = comms[c];
-      const bool finished = ring::IsCollective(call.fn) || ring::IsP2p(call.fn) ? call.completed() : call.returned();
-      int64_t end = call.completed() ? call.complete_ns : call.returned() ? call.return_ns : 0;
-      if (!finished) end = std::max(trace_end, call.enter_ns);
-      end = std::max(end, call.enter_ns);
-
-      std::vector<int64_t>& lanes = lane_ends[c];
-      size_t lane = 0;
-      while (lane < lanes.size() && lanes[lane] > call.enter_ns) ++lane;
-      if (lane == lanes.size() && lanes.size() < kMaxLanes) lanes.push_back(0);
-      if (lane == lanes.size()) lane = lanes.size() - 1;  // past the cap: overlap on the last track
-      const bool new_track = lanes[lane] == 0;
-      lanes[lane] = std::max(lanes[lane], end);
-      const int64_t tid = index_of[c] * kTidsPerComm + static_cast<int64_t>(lane);
-      if (new_track) {
-        std::string name = absl::StrFormat("comm %d (size %d) %016x", index_of[c], comm.nranks, comm.id);
-        if (IsReplayLane(comm.id)) absl::StrAppend(&name, " CUDA graph replays");
-        if (lane > 0) absl::StrAppend(&name, " overlap ", lane);
-        writer.Write({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
-        writer.Write({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid},
-                      {"args", {{"sort_index", tid}}}});
-      }
-
-      const std::string_view region = model.RegionName(call.region);
-      const std::string_view op = OpName(call.fn);
-      json args = {{"op", op},
-                   {"comm", JsonId(comm.id)},
-                   {"comm_index", index_of[c]},
-                   {"rank", call.rank},
-                   {"region", region}};
-      if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
-        args["seq"] = call.seq;
-        args["count"] = call.count;
-        args["dtype"] = DtypeName(call.dtype);
-        args["bytes"] = call.count * DtypeBytes(call.dtype);
-        if (call.redop >= 0) args["redop"] = RedOpName(call.redop);
-        if (call.root_or_peer >= 0) args[ring::IsP2p(call.fn) ? "peer" : "root"] = call.root_or_peer;
-      }
-      if (call.call_path != 0) {
-        // The Python call path, in short form: where in the user's code the call came from.
-        auto [cached, first_seen] = call_path_args.try_emplace(call.call_path);
-        if (first_seen) {
-          const CallPath& path = model.call_path(call.call_path);
-          if (const CallFrame* user = InnermostUserFrame(path)) cached->second["code"] = FrameText(*user);
-          json frames = json::array();
-          for (const CallFrame& frame : path.frames) frames.push_back(FrameText(frame));
-          cached->second["call path"] = std::move(frames);
-        }
-        args.update(cached->second);
-        if (call.call_path_inferred) args["call path inferred"] = "from its unit's forward all-gather";
-      }
-      if (call.group_id != 0) args["group"] = call.group_id;
-      if (call.result != 0) args["result"] = call.result;
-      args["state"] = !call.returned() ? "never returned" : !finished ? "returned, never completed" : "completed";
-      std::string name(op);
-      if (!region.empty()) absl::StrAppend(&name, " ", std::string(region));
-      if (!finished) absl::StrAppend(&name, call.returned() ? " (never completed)" : " (never returned)");
-      writer.Write({{"ph", "X"}, {"name", name}, {"cat", Category(call.fn)}, {"pid", pid}, {"tid", tid},
-                    {"ts", micros(call.enter_ns)}, {"dur", micros(end) - micros(call.enter_ns)}, {"args", args}});
-      ++stats.slices;
-      if (!finished) {
-        ++stats.unfinished;
-        const std::string what =
-            ring::IsCollective(call.fn) ? absl::StrCat(std::string(op), " #", call.seq) : std::string(op);
-        writer.Write({{"ph", "i"}, {"s", "t"},
-                      {"name", absl::StrCat(call.returned() ? "never completed: " : "never returned: ", what)},
-                      {"cat", "hang"}, {"pid", pid}, {"tid", tid}, {"ts", micros(call.enter_ns)}, {"args", args}});
-      }
-    }
+bool ChromeTraceExport::BeginProcess(const ProcessInfo& info) {
+  stream_ = std::make_unique<CallStream>(info);
+  if (!writing_) {
+    surveyed_.push_back(Surveyed{info, {}, {}});
+    first_use_.clear();
+    return true;
   }
-  out << "\n]}\n";
-  return stats;
+  const size_t ordinal = ordinal_++;
+  const std::vector<int32_t> ranks = ordinal < ranks_of_.size() ? ranks_of_[ordinal] : std::vector<int32_t>{};
+  if (options_.ranks && std::none_of(ranks.begin(), ranks.end(), [&](int32_t r) { return Holds(*options_.ranks, r); })) {
+    ++stats_.processes_left_out;
+    stream_.reset();
+    return false;
+  }
+  pid_ = static_cast<int64_t>(ordinal) + 1;
+  lane_ends_.clear();
+  call_path_args_.clear();
+  ++stats_.processes;
+  stats_.ranks += static_cast<uint64_t>(HeldRankCount(ranks));
+  Write({{"ph", "M"}, {"name", "process_name"}, {"pid", pid_}, {"tid", 0},
+         {"args", {{"name", ProcessLabel(ranks, info.host, info.pid)}}}});
+  // By lowest rank; processes of unknown ranks last.
+  Write({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid_}, {"tid", 0},
+         {"args", {{"sort_index", ranks.empty() ? 1'000'000 + pid_ : ranks.front()}}}});
+  return true;
+}
+
+void ChromeTraceExport::AddPiece(const ProcessUpdate& piece) {
+  if (stream_ == nullptr) return;
+  stream_->Add(piece, [this](const JobModel& model, uint32_t index, const Call& call) {
+    writing_ ? WriteCall(model, call) : SurveyCall(model, index, call);
+  });
+}
+
+void ChromeTraceExport::EndProcess() {
+  if (stream_ == nullptr) return;
+  stream_->Finish([this](const JobModel& model, uint32_t index, const Call& call) {
+    writing_ ? WriteCall(model, call) : SurveyCall(model, index, call);
+  });
+  if (writing_) {
+    Write({{"ph", "M"}, {"name", "process_labels"}, {"pid", pid_}, {"tid", 0},
+           {"args", {{"labels", std::string(ProcessStatusName(stream_->process().status))}}}});
+  } else {
+    EndSurvey();
+  }
+  stream_.reset();
+}
+
+void ChromeTraceExport::SurveyCall(const JobModel& model, uint32_t index, const Call& call) {
+  if (call.enter_ns > 0 && (first_call_ns_ == 0 || call.enter_ns < first_call_ns_)) first_call_ns_ = call.enter_ns;
+  auto [first, inserted] = first_use_.try_emplace(model.comms()[call.comm].id, index);
+  if (!inserted) first->second = std::min(first->second, index);
+}
+
+void ChromeTraceExport::EndSurvey() {
+  const JobModel& model = stream_->model();
+  Surveyed& surveyed = surveyed_.back();
+  for (const auto& [comm_index, rank] : stream_->process().memberships) {
+    const Comm& comm = model.comms()[comm_index];
+    surveyed.memberships.push_back(CommMembership{comm.id, comm.nranks, rank});
+    int32_t& size = comm_sizes_[comm.id];
+    size = std::max(size, comm.nranks);
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> by_first_call;
+  for (const auto& [comm_id, index] : first_use_) by_first_call.emplace_back(index, comm_id);
+  std::sort(by_first_call.begin(), by_first_call.end());
+  for (const auto& [index, comm_id] : by_first_call) surveyed.comms_by_first_use.push_back(comm_id);
+  end_ns_ = std::max(end_ns_, model.LatestTimeNs());
+}
+
+void ChromeTraceExport::StartWriting(std::ostream& out) {
+  // Each process's job ranks, by the one rule (process/rank_membership.h), over the world
+  // communicator of the whole job.
+  std::vector<CommMembership> all;
+  for (const Surveyed& surveyed : surveyed_) all.insert(all.end(), surveyed.memberships.begin(), surveyed.memberships.end());
+  const uint64_t world = WorldCommId(all);
+  std::vector<uint64_t> comm_ids;
+  std::vector<int32_t> sizes;
+  std::map<uint64_t, size_t> position;
+  for (const auto& [id, size] : comm_sizes_) {
+    position[id] = comm_ids.size();
+    comm_ids.push_back(id);
+    sizes.push_back(size);
+  }
+  std::vector<CommFirstUses> uses;
+  for (const Surveyed& surveyed : surveyed_) {
+    ranks_of_.push_back(JobRanksOf(surveyed.info.global_rank, surveyed.memberships, world));
+    CommFirstUses use{ranks_of_.back(), {}};
+    for (const uint64_t id : surveyed.comms_by_first_use) use.comms.push_back(position[id]);
+    uses.push_back(std::move(use));
+  }
+  const std::vector<size_t> order = CreationOrder(uses, sizes);
+  for (size_t i = 0; i < order.size(); ++i) comm_index_[comm_ids[order[i]]] = static_cast<int>(i) + 1;
+
+  end_ns_ = std::max(end_ns_, first_call_ns_);
+  base_ns_ = options_.time_base_ns.value_or(first_call_ns_);
+  since_ns_ = options_.since_s > 0 ? first_call_ns_ + SecondsToNs(options_.since_s) : INT64_MIN;
+  until_ns_ = options_.until_s ? first_call_ns_ + SecondsToNs(*options_.until_s) : INT64_MAX;
+  json window = {{"since_s", options_.since_s}, {"until_s", options_.until_s ? json(*options_.until_s) : json(nullptr)}};
+  json other = {{kSchemaVersionKey, kChromeTraceSchemaVersion},
+                {"producer", "collwatch export --format chrome"},
+                {"collwatch_version", std::string(CollwatchVersionText())},
+                {"clock", "CLOCK_REALTIME of each rank's host"},
+                {"time_origin_realtime_ns", base_ns_},
+                {"first_call_realtime_ns", first_call_ns_},
+                {"trace_end_realtime_ns", end_ns_},
+                {"ranks", options_.ranks ? json(*options_.ranks) : json(nullptr)},
+                {"window", window}};
+  out_ = &out;
+  *out_ << "{\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":" << base_ns_
+        << ",\"otherData\":" << SafeJsonText(other) << ",\"traceEvents\":[";
+  writing_ = true;
+  ordinal_ = 0;
+}
+
+double ChromeTraceExport::Micros(int64_t realtime_ns) const {
+  // Whole microseconds and the rest apart: a realtime nanosecond count passes 2^53.
+  const int64_t ns = realtime_ns - base_ns_;
+  return static_cast<double>(ns / 1000) + static_cast<double>(ns % 1000) / 1000.0;
+}
+
+void ChromeTraceExport::Write(const json& event) {
+  *out_ << (first_event_ ? "\n" : ",\n") << SafeJsonText(event);
+  first_event_ = false;
+}
+
+json ChromeTraceExport::CallArgs(const JobModel& model, const Call& call, const Comm& comm) {
+  const std::string_view region = model.RegionName(call.region);
+  json args = {{"op", OpName(call.fn)},
+               {"comm", JsonId(comm.id)},
+               {"comm_index", comm_index_[comm.id]},
+               {"rank", call.rank},
+               {"region", region}};
+  if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
+    args["seq"] = call.seq;
+    args["count"] = call.count;
+    args["dtype"] = DtypeName(call.dtype);
+    args["bytes"] = call.count * DtypeBytes(call.dtype);
+    if (call.redop >= 0) args["redop"] = RedOpName(call.redop);
+    if (call.root_or_peer >= 0) args[ring::IsP2p(call.fn) ? "peer" : "root"] = call.root_or_peer;
+  }
+  if (call.call_path != 0) {
+    // The Python call path, in short form: where in the user's code the call came from.
+    auto [cached, first_seen] = call_path_args_.try_emplace(call.call_path);
+    if (first_seen) {
+      const CallPath& path = model.call_path(call.call_path);
+      if (const CallFrame* user = InnermostUserFrame(path)) cached->second["code"] = FrameText(*user);
+      json frames = json::array();
+      for (const CallFrame& frame : path.frames) frames.push_back(FrameText(frame));
+      cached->second["call path"] = std::move(frames);
+    }
+    args.update(cached->second);
+    if (call.call_path_inferred) args["call path inferred"] = "from its unit's forward all-gather";
+  }
+  if (call.group_id != 0) args["group"] = call.group_id;
+  if (call.result != 0) args["result"] = call.result;
+  const bool finished = CallFinished(call);
+  args["state"] = !call.returned() ? "never returned" : !finished ? "returned, never completed" : "completed";
+  return args;
+}
+
+void ChromeTraceExport::WriteCall(const JobModel& model, const Call& call) {
+  if (call.enter_ns <= 0) return;
+  const Comm& comm = model.comms()[call.comm];
+  const bool finished = CallFinished(call);
+  int64_t end = call.completed() ? call.complete_ns : call.returned() ? call.return_ns : 0;
+  if (!finished) end = end_ns_;  // still running when the trace ends
+  end = std::max(end, call.enter_ns);
+  if (call.enter_ns > until_ns_ || end < since_ns_) {
+    ++stats_.calls_outside;
+    return;
+  }
+  // To the first track of its communicator it fits on, so that every track's slices nest.
+  std::vector<int64_t>& lanes = lane_ends_[comm.id];
+  size_t lane = 0;
+  while (lane < lanes.size() && lanes[lane] > call.enter_ns) ++lane;
+  if (lane == lanes.size() && lanes.size() < kMaxLanes) lanes.push_back(0);
+  if (lane == lanes.size()) lane = lanes.size() - 1;  // past the cap: overlap on the last track
+  const bool new_track = lanes[lane] == 0;
+  lanes[lane] = std::max(lanes[lane], end);
+  const int index = comm_index_[comm.id];
+  const int64_t tid = index * kTidsPerComm + static_cast<int64_t>(lane);
+  if (new_track) {
+    std::string name = absl::StrFormat("comm %d (size %d) %016x", index, comm.nranks, comm.id);
+    if (IsReplayLane(comm.id)) absl::StrAppend(&name, " CUDA graph replays");
+    if (lane > 0) absl::StrAppend(&name, " overlap ", lane);
+    Write({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid_}, {"tid", tid}, {"args", {{"name", name}}}});
+    Write({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid_}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  }
+
+  const std::string_view op = OpName(call.fn);
+  const std::string_view region = model.RegionName(call.region);
+  const json args = CallArgs(model, call, comm);
+  std::string name(op);
+  if (!region.empty()) absl::StrAppend(&name, " ", std::string(region));
+  if (!finished) absl::StrAppend(&name, call.returned() ? " (never completed)" : " (never returned)");
+  Write({{"ph", "X"}, {"name", name}, {"cat", Category(call.fn)}, {"pid", pid_}, {"tid", tid},
+         {"ts", Micros(call.enter_ns)}, {"dur", static_cast<double>(end - call.enter_ns) / 1000.0}, {"args", args}});
+  ++stats_.slices;
+  if (!finished) {
+    ++stats_.unfinished;
+    const std::string what =
+        ring::IsCollective(call.fn) ? absl::StrCat(std::string(op), " #", call.seq) : std::string(op);
+    Write({{"ph", "i"}, {"s", "t"}, {"name", absl::StrCat(call.returned() ? "never completed: " : "never returned: ", what)},
+           {"cat", "hang"}, {"pid", pid_}, {"tid", tid}, {"ts", Micros(call.enter_ns)}, {"args", args}});
+  }
+  const auto [first, last] = markers_by_comm_.equal_range(comm.id);
+  for (auto it = first; it != last && anchors_.size() < kMaxAnchors; ++it) {
+    if (MarksCall(options_.markers[it->second], call)) anchors_.push_back(Anchor{it->second, pid_, tid, call.enter_ns});
+  }
+}
+
+ChromeExportStats ChromeTraceExport::Finish() {
+  if (out_ == nullptr) return stats_;
+  for (size_t k = 0; k < options_.markers.size(); ++k) {
+    const TraceMarker& marker = options_.markers[k];
+    if (marker.first_bad_ns <= 0 || marker.first_bad_ns < since_ns_ || marker.first_bad_ns > until_ns_) continue;
+    Write({{"ph", "i"}, {"s", "g"}, {"name", absl::StrCat(marker.kind, ": ", marker.headline)}, {"cat", "finding"},
+           {"pid", 0}, {"tid", 0}, {"ts", Micros(marker.first_bad_ns)},
+           {"args", {{"kind", marker.kind}, {"headline", marker.headline}, {"comm", JsonId(marker.comm_id)},
+                     {"seq", marker.seq}, {"ranks", marker.ranks}, {"finding", k + 1}}}});
+    ++stats_.markers;
+  }
+  // Per finding, its calls in time order joined one to the next: an arrow from each rank's
+  // call to the next one's (flow events bound to the slices they start in).
+  std::stable_sort(anchors_.begin(), anchors_.end(), [](const Anchor& a, const Anchor& b) {
+    return std::tie(a.marker, a.enter_ns) < std::tie(b.marker, b.enter_ns);
+  });
+  for (size_t i = 1; i < anchors_.size(); ++i) {
+    const Anchor& from = anchors_[i - 1];
+    const Anchor& to = anchors_[i];
+    if (from.marker != to.marker) continue;
+    const TraceMarker& marker = options_.markers[from.marker];
+    const std::string name = absl::StrCat("finding ", from.marker + 1, ": ", marker.kind, " #", marker.seq);
+    const uint64_t id = ++stats_.arrows;
+    Write({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "finding"}, {"pid", from.pid}, {"tid", from.tid},
+           {"ts", Micros(from.enter_ns)}});
+    Write({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "finding"}, {"pid", to.pid}, {"tid", to.tid},
+           {"ts", Micros(to.enter_ns)}});
+  }
+  *out_ << "\n]}\n";
+  return stats_;
 }
 
 }  // namespace collwatch::analyzer

@@ -2,6 +2,7 @@
 #include "analyzer/report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <map>
 #include <tuple>
@@ -27,6 +28,22 @@ std::string WallClock(int64_t realtime_ns) {
   char text[40];
   strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
   return absl::StrFormat("%s.%03dZ", text, (realtime_ns / 1'000'000) % 1000);
+}
+
+std::optional<int64_t> ParseWallClock(std::string_view text) {
+  tm utc{};
+  int millis = 0, used = 0;
+  const std::string copy(text);  // sscanf wants a terminated string
+  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &utc.tm_year, &utc.tm_mon, &utc.tm_mday,
+                  &utc.tm_hour, &utc.tm_min, &utc.tm_sec, &millis, &used) != 7 ||
+      used != static_cast<int>(copy.size())) {
+    return std::nullopt;
+  }
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  const time_t seconds = timegm(&utc);
+  if (seconds <= 0) return std::nullopt;
+  return static_cast<int64_t>(seconds) * 1'000'000'000 + int64_t{millis} * 1'000'000;
 }
 
 namespace {
@@ -291,6 +308,7 @@ nlohmann::json FindingJson(const Finding& finding) {
           {"other_readings", other_readings},
           {"comm", JsonId(finding.comm_id)},
           {"seq", finding.seq},
+          {"point_to_point", std::holds_alternative<P2pFacts>(finding.evidence)},
           {"rank_classes", classes},
           {"rank_class_labels", labels},
           {"lagging_ranks", finding.lagging_ranks},

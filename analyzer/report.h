@@ -5,8 +5,10 @@
 #define COLLWATCH_ANALYZER_REPORT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/finding.h"
@@ -19,6 +21,9 @@ namespace collwatch::analyzer {
 // "2026-11-26T08:02:22.006Z" (UTC, milliseconds; "" for 0): the one form of a time in
 // the reports and on the dashboard.
 std::string WallClock(int64_t realtime_ns);
+// WallClock's inverse: CLOCK_REALTIME ns of "2026-11-26T08:02:22.006Z" (to the
+// millisecond it keeps); nullopt for "" or any other text.
+std::optional<int64_t> ParseWallClock(std::string_view text);
 
 // How one process of the job ended (report.json `ranks`).
 struct RankEnding {

@@ -133,37 +133,54 @@ std::vector<CommIndex> CommsInCreationOrder(const JobModel& model) {
       if (!inserted) it->second = std::min(it->second, first);
     }
   }
-  // Per process, the ordinal of each communicator among those it created.
-  std::vector<std::map<CommIndex, uint32_t>> ordinal(model.process_count());
+  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
+  std::vector<CommFirstUses> processes(model.process_count());
   for (size_t p = 0; p < first_call.size(); ++p) {
     std::vector<std::pair<uint32_t, CommIndex>> order;
     for (const auto& [comm, call] : first_call[p]) order.emplace_back(call, comm);
     std::sort(order.begin(), order.end());
-    for (size_t k = 0; k < order.size(); ++k) ordinal[p][order[k].second] = static_cast<uint32_t>(k);
+    processes[p].ranks = ranks_of[p];
+    for (const auto& [call, comm] : order) processes[p].comms.push_back(comm);
   }
-  const std::vector<std::vector<int32_t>> ranks_of = RanksOfProcesses(model);
-  auto rank_key = [&](ProcessId process) -> int64_t {
-    const std::vector<int32_t>& ranks = ranks_of[process];
-    return ranks.empty() ? (int64_t{1} << 32) + process : ranks.front();
+  std::vector<int32_t> sizes;
+  sizes.reserve(comms.size());
+  for (const Comm& comm : comms) sizes.push_back(comm.nranks);
+  std::vector<CommIndex> order;
+  for (const size_t c : CreationOrder(processes, sizes)) order.push_back(static_cast<CommIndex>(c));
+  return order;
+}
+
+std::vector<size_t> CreationOrder(const std::vector<CommFirstUses>& processes, const std::vector<int32_t>& comm_sizes) {
+  auto rank_key = [&](size_t process) -> int64_t {
+    const std::vector<int32_t>& ranks = processes[process].ranks;
+    return ranks.empty() ? (int64_t{1} << 32) + static_cast<int64_t>(process) : ranks.front();
   };
-  using Key = std::tuple<uint32_t, int64_t, int32_t, CommIndex>;
-  std::vector<Key> keys;
-  for (CommIndex c = 0; c < comms.size(); ++c) {
-    std::optional<ProcessId> lowest;
-    for (const CommRank& rank : comms[c].ranks) {
-      if (rank.present && rank.process < model.process_count() &&
-          (!lowest || rank_key(rank.process) < rank_key(*lowest))) {
-        lowest = rank.process;
+  // Per communicator, the process of the lowest rank that used it, and the ordinal of the
+  // communicator among that process's.
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> lowest(comm_sizes.size(), kNone);
+  std::vector<uint32_t> ordinal(comm_sizes.size(), UINT32_MAX);
+  for (size_t p = 0; p < processes.size(); ++p) {
+    for (size_t k = 0; k < processes[p].comms.size(); ++k) {
+      const size_t c = processes[p].comms[k];
+      if (c >= comm_sizes.size()) continue;
+      if (lowest[c] == kNone || rank_key(p) < rank_key(lowest[c])) {
+        lowest[c] = p;
+        ordinal[c] = static_cast<uint32_t>(k);
       }
     }
-    if (!lowest) {
-      keys.emplace_back(UINT32_MAX, INT64_MAX, comms[c].nranks, c);
+  }
+  using Key = std::tuple<uint32_t, int64_t, int32_t, size_t>;
+  std::vector<Key> keys;
+  for (size_t c = 0; c < comm_sizes.size(); ++c) {
+    if (lowest[c] == kNone) {
+      keys.emplace_back(UINT32_MAX, INT64_MAX, comm_sizes[c], c);
     } else {
-      keys.emplace_back(ordinal[*lowest][c], rank_key(*lowest), comms[c].nranks, c);
+      keys.emplace_back(ordinal[c], rank_key(lowest[c]), comm_sizes[c], c);
     }
   }
   std::sort(keys.begin(), keys.end());
-  std::vector<CommIndex> order;
+  std::vector<size_t> order;
   for (const Key& key : keys) order.push_back(std::get<3>(key));
   return order;
 }

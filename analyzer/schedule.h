@@ -92,6 +92,16 @@ struct JobSchedule {
 // (splits by color) interleave.
 std::vector<CommIndex> CommsInCreationOrder(const JobModel& model);
 
+// The same rule over what it reads, for callers that never hold a whole model (the Chrome
+// trace export): per process its job ranks and the communicators it used, as indexes into
+// `comm_sizes`, in the order of its first call on each. Returns those indexes in creation
+// order.
+struct CommFirstUses {
+  std::vector<int32_t> ranks;  // ascending (process_ranks.h)
+  std::vector<size_t> comms;
+};
+std::vector<size_t> CreationOrder(const std::vector<CommFirstUses>& processes, const std::vector<int32_t>& comm_sizes);
+
 // Every communicator's collectives, rank classes formed by identical sequences. A call
 // whose region is its Python call path's (no NVTX range) names its lines only when asked
 // (`--code-lines`): edits move lines, and a schedule should not change with them.

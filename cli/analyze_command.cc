@@ -13,36 +13,43 @@
 
 namespace collwatch {
 
-int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
+bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, LoadSummary* summary,
+                   std::ostream& err) {
   std::error_code error;
   if (!options.source_root.empty() && !std::filesystem::is_directory(options.source_root, error)) {
     err << "collwatch analyze: --source-root " << TerminalText(options.source_root) << ": not a folder\n";
-    return kExitBadInput;
+    return false;
   }
-  analyzer::Analyzer analyzer;
-  LoadSummary summary;
-  if (!LoadTracesForCommand("analyze", options.path, &analyzer.model(), &summary, err, options.job)) return kExitBadInput;
+  if (!LoadTracesForCommand("analyze", options.path, &analyzer->model(), summary, err, options.job)) return false;
   analyzer::AnalyzerOptions analyzer_options;
   // Source lines: under the root the user names; for dumps handed over, nowhere without
   // one (their call paths would choose which local files the report shows).
   analyzer_options.source_access.root = options.source_root;
-  analyzer_options.source_access.read = !summary.imported || !options.source_root.empty();
+  analyzer_options.source_access.read = !summary->imported || !options.source_root.empty();
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;
-  } else if (summary.stall_after_s > 0) {
-    analyzer_options.stall_after_s = summary.stall_after_s;
+  } else if (summary->stall_after_s > 0) {
+    analyzer_options.stall_after_s = summary->stall_after_s;
   }
-  analyzer.set_options(analyzer_options);
+  analyzer->set_options(analyzer_options);
   // As of the end of the trace (the last record or heartbeat of any rank), or of the
   // moment `collwatch run --kill-on-hang` stopped the job: the deaths it caused are not
   // the job's.
-  int64_t as_of = analyzer.model().LatestTimeNs();
-  if (summary.stopped_at_ns > 0) {
-    as_of = summary.stopped_at_ns;
-    analyzer.model().ForgetDeathsAfter(summary.stopped_at_ns);
+  int64_t as_of = analyzer->model().LatestTimeNs();
+  if (summary->stopped_at_ns > 0) {
+    as_of = summary->stopped_at_ns;
+    analyzer->model().ForgetDeathsAfter(summary->stopped_at_ns);
   }
-  analyzer.Analyze(as_of, /*final_pass=*/true);
-  analyzer.AttachStacks();  // the stacks the trace store kept from the stalls
+  analyzer->Analyze(as_of, /*final_pass=*/true);
+  analyzer->AttachStacks();  // the stacks the trace store kept from the stalls
+  return true;
+}
+
+int RunAnalyzeCommand(const AnalyzeOptions& options, std::ostream& out, std::ostream& err) {
+  analyzer::Analyzer analyzer;
+  LoadSummary summary;
+  if (!AnalyzeTraces(options, &analyzer, &summary, err)) return kExitBadInput;
+  const analyzer::AnalyzerOptions& analyzer_options = analyzer.options();
   const std::vector<analyzer::Finding>& findings = analyzer.findings();
   analyzer::ReportInfo info = analyzer::DescribeJob(analyzer.model());
   info.job = summary.job;

@@ -6,6 +6,9 @@
 #include <ostream>
 #include <string>
 
+#include "analyzer/analyzer.h"
+#include "cli/trace_loader.h"
+
 namespace collwatch {
 
 struct AnalyzeOptions {
@@ -17,6 +20,12 @@ struct AnalyzeOptions {
   // under it. Empty: collwatch's own traces as they name them; imported dumps, none.
   std::string source_root;
 };
+
+// The analysis `analyze` reports, into `analyzer`: the traces loaded, analysed as of the
+// end of the trace (or of the moment collwatch stopped the job), the stacks attached.
+// False (said on `err`) when nothing could be read.
+bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, LoadSummary* summary,
+                   std::ostream& err);
 
 // Prints the report on `out`, problems on `err`. Exit code: 0 healthy, 1 findings or
 // not healthy (a rank died or exited non-zero, the command failed), 2 nothing readable

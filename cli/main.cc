@@ -10,6 +10,7 @@
 #include "cli/daemon_commands.h"
 #include "cli/dump_command.h"
 #include "cli/env_command.h"
+#include "cli/export_command.h"
 #include "cli/exit_codes.h"
 #include "cli/gc_command.h"
 #include "cli/import_command.h"
@@ -244,11 +245,37 @@ int main(int argc, char** argv) {
   check->add_flag("--ignore-regions", check_options.ignore_regions,
                   "compare op, count, dtype, reduce op and root only, not the NVTX regions");
 
-  std::string export_dir, export_file;
-  CLI::App* export_command = app.add_subcommand("export", "export a run's NCCL calls for other tools");
-  export_command->add_option("--chrome", export_dir, "trace folder to write as Chrome trace-event JSON "
-                                                     "(Perfetto, chrome://tracing)")->required();
-  export_command->add_option("-o,--out", export_file, "JSON file to write (- for standard output)")->required();
+  // `export [--format chrome] DIR -o FILE`; `--chrome DIR` and `DIR --chrome` are the
+  // spellings of before (--chrome took the folder as its value).
+  collwatch::ExportOptions export_options;
+  std::string export_format = "chrome", export_chrome_dir;
+  double export_since = 0, export_until = 0;
+  int64_t export_time_base = 0;
+  CLI::App* export_command = app.add_subcommand("export", "a run's NCCL calls as a timeline for Perfetto or "
+                                                          "chrome://tracing, its findings marked; written as it is read");
+  export_command->add_option("dir", export_options.dir, "trace folder: a collwatch run --out folder, a job folder, "
+                                                        "rank traces or rings");
+  export_command->add_option("--format", export_format, "chrome: Chrome trace-event JSON (the one format)")
+      ->check(CLI::IsMember({"chrome"}));
+  export_command->add_option("--chrome", export_chrome_dir, "--format chrome; the trace folder may follow it")
+      ->expected(0, 1);
+  export_command->add_option("-o,--out", export_options.file, "JSON file to write (- for standard output)");
+  export_command->add_option("--job", export_options.job, "the job to export, where the folder holds several");
+  export_command->add_flag("--absolute-time", export_options.absolute_time,
+                           "ts in microseconds of CLOCK_REALTIME since the Unix epoch (each rank's host clock), to lay "
+                           "the trace over a Kineto or Nsight Systems one");
+  CLI::Option* export_base = export_command->add_option(
+      "--time-base", export_time_base,
+      "ts in microseconds since this CLOCK_REALTIME nanosecond: a Kineto trace's baseTimeNanoseconds, an Nsight "
+      "Systems session's start (implies --absolute-time)");
+  export_command->add_option("--ranks", export_options.ranks, "only the processes of these job ranks, e.g. 0,3-5");
+  CLI::Option* export_since_option = export_command->add_option(
+      "--since", export_since, "only the calls that overlap the window from this many seconds after the job's first call");
+  CLI::Option* export_until_option =
+      export_command->add_option("--until", export_until, "... up to this many seconds after it");
+  export_command->add_option("--findings", export_options.findings_file,
+                             "report.json whose findings to mark (default: DIR/report.json, else the analysis of DIR)");
+  export_command->add_flag("--no-findings", export_options.no_findings, "mark no findings (and analyse nothing)");
 
   collwatch::ImportCommandOptions import_options;
   CLI::App* import = app.add_subcommand("import", "PyTorch Flight Recorder dumps of a hung job into a trace folder "
@@ -349,7 +376,26 @@ int main(int argc, char** argv) {
   } else if (import->parsed()) {
     return finish("import", collwatch::RunImportCommand(import_options, std::cout, std::cerr));
   } else if (export_command->parsed()) {
-    return finish("export", collwatch::RunExportChromeCommand(export_dir, export_file, std::cout, std::cerr));
+    if (!export_chrome_dir.empty()) {
+      if (!export_options.dir.empty() && export_options.dir != export_chrome_dir) {
+        std::cerr << "collwatch export: two trace folders given (" << export_options.dir << " and " << export_chrome_dir
+                  << "); export one at a time\n";
+        return collwatch::kExitBadInput;
+      }
+      export_options.dir = export_chrome_dir;
+    }
+    if (export_options.dir.empty()) {
+      std::cerr << "collwatch export: which trace folder? collwatch export DIR -o FILE\n";
+      return collwatch::kExitBadInput;
+    }
+    if (export_options.file.empty()) {
+      std::cerr << "collwatch export: where to? -o FILE (- for standard output)\n";
+      return collwatch::kExitBadInput;
+    }
+    if (export_base->count() > 0) export_options.time_base_ns = export_time_base;
+    if (export_since_option->count() > 0) export_options.since_s = export_since;
+    if (export_until_option->count() > 0) export_options.until_s = export_until;
+    return finish("export", collwatch::RunExportCommand(export_options, std::cout, std::cerr));
   }
   return 0;
 }

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "analyzer/baseline.h"
-#include "analyzer/chrome_export.h"
 #include "analyzer/report.h"
 #include "analyzer/schedule.h"
 #include "analyzer/schedule_check.h"
@@ -192,23 +191,6 @@ int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::
     return kExitBadInput;
   }
   return status;
-}
-
-int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err) {
-  JobModel model;
-  LoadSummary summary;
-  if (!LoadTracesForCommand("export", dir, &model, &summary, err)) return kExitBadInput;
-  std::ostringstream json;
-  const analyzer::ChromeExportStats stats = analyzer::WriteChromeTrace(model, json);
-  if (!WriteTextFile("export", file, json.str(), out, err)) return kExitBadInput;
-  if (file != "-") {
-    out << "collwatch export: wrote " << file << ": " << stats.ranks << " rank" << (stats.ranks == 1 ? "" : "s");
-    if (stats.ranks != stats.processes) out << " in " << stats.processes << " processes";
-    out << ", " << stats.slices << " calls";
-    if (stats.unfinished > 0) out << ", " << stats.unfinished << " never finished (instant events named 'never ...')";
-    out << "; open it in https://ui.perfetto.dev or chrome://tracing\n";
-  }
-  return kExitSame;
 }
 
 }  // namespace collwatch

@@ -1,6 +1,6 @@
-// `collwatch diff`, `baseline`, `check` and `export --chrome`: load trace folders, run the
-// analyzer's schedule tools (analyzer/schedule_diff.h, baseline.h, schedule_check.h,
-// chrome_export.h), write the files, and turn the outcome into an exit status.
+// `collwatch diff`, `baseline` and `check`: load trace folders, run the analyzer's schedule
+// tools (analyzer/schedule_diff.h, baseline.h, schedule_check.h), write the files, and turn
+// the outcome into an exit status.
 // Threading: the caller's thread.
 #ifndef COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
 #define COLLWATCH_CLI_SCHEDULE_COMMANDS_H_
@@ -46,9 +46,6 @@ struct CheckCommandOptions {
 // Compares the run in `dir` with the baseline; a JUnit file too when asked, also when the
 // input is bad (an error case then).
 int RunCheckCommand(const CheckCommandOptions& options, std::ostream& out, std::ostream& err);
-
-// Writes the run's calls as Chrome trace-event JSON to `file` ("-": standard output).
-int RunExportChromeCommand(const std::string& dir, const std::string& file, std::ostream& out, std::ostream& err);
 
 }  // namespace collwatch
 

@@ -64,20 +64,7 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
   for (const v1::ProcessStacks& stacks : (*reader)->stacks()) {
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
-  if ((*reader)->damaged_bytes() > 0) {
-    const uint32_t places = (*reader)->damaged_regions();
-    summary->warnings.push_back(absl::StrCat(dir, ": ", (*reader)->damaged_bytes(), " damaged bytes in ", places,
-                                             places == 1 ? " place" : " places",
-                                             " skipped (the records there are lost; those around them were read)"));
-  }
-  if ((*reader)->torn_tail_bytes() > 0) {
-    summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", (*reader)->torn_tail_bytes(),
-                                             " bytes ignored (the collector stopped mid-write)"));
-  }
-  if (status.lost() + status.torn() > 0) {
-    summary->warnings.push_back(absl::StrCat(dir, ": ", status.lost() + status.torn(),
-                                             " records were lost in the ring before they were shipped"));
-  }
+  NoteRankTraceGaps(dir, **reader, summary);
   if (summary->job.empty()) summary->job = identity.job();
   summary->records += events->size();
   summary->inputs.push_back(dir);
@@ -105,21 +92,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (alive && identity.host == ThisHostName()) {
     model->SetSample(process, SampleProcess(identity.pid, nullptr, static_cast<int64_t>(RealtimeNs())));
   }
-  // Overwritten records are the ring's older history, gone by design as in any ring (a
-  // note); torn or dropped ones are a gap in what it kept.
-  if (lost > 0) {
-    summary->notes.push_back(absl::StrCat(path, ": its first ", lost,
-                                          " records were overwritten by later ones; its history starts after them"));
-  }
-  if (torn + (*reader)->dropped() > 0) {
-    summary->warnings.push_back(
-        absl::StrCat(path, ": ", torn, " records torn, ", (*reader)->dropped(), " dropped by the writer"));
-  }
-  if (damaged > 0) {
-    summary->warnings.push_back(absl::StrCat(path, ": ", damaged,
-                                             damaged == 1 ? " record damaged (its slot holds" : " records damaged (their slots hold",
-                                             " what no write of the ring left)"));
-  }
+  NoteRingGaps(path, lost, torn, damaged, (*reader)->dropped(), summary);
   if (summary->job.empty()) summary->job = identity.job;
   summary->records += records;
   summary->inputs.push_back(path);
@@ -271,6 +244,75 @@ void AddNoRingNote(const NoRingNoteRead& note, JobModel* model, LoadSummary* sum
 
 }  // namespace
 
+void DescribeSources(const TraceSources& sources, LoadSummary* summary) {
+  if (!sources.run_record_lost.empty()) {
+    summary->warnings.push_back(absl::StrCat(sources.run_record_lost,
+                                             ": the run's record could not be read, so how the job's command "
+                                             "ended (its exit status), whether collwatch stopped it and the "
+                                             "ranks it saw are unknown"));
+  }
+  if (const std::optional<RunRecord>& run = sources.run) {
+    summary->job = run->job;
+    summary->stall_after_s = run->stall_after_s;
+    summary->stopped_at_ns = run->stopped_at_ns;
+    if (run->exit_status >= 0) summary->command_exit_status = run->exit_status;
+  }
+  summary->source = sources.kind == TraceSources::Kind::kRings ? "rings" : "trace store";
+  if (const std::optional<flight_recorder::ImportRecord>& import = sources.import) {
+    summary->source = "PyTorch Flight Recorder dumps, imported";
+    summary->imported = true;
+    summary->job = import->job;
+    summary->stall_after_s = import->stall_after_s;
+    // What the import said of the dumps (histories cut, entries left out, ranks that wrote
+    // none): notes; a rank without a dump is a missing rank of the report all the same.
+    summary->notes.insert(summary->notes.end(), import->notes.begin(), import->notes.end());
+    // Files that may have held a rank's dump and were not read: the data is incomplete.
+    for (const std::string& file : import->not_read) {
+      summary->warnings.push_back(file + " (a Flight Recorder dump there is lost to the analysis)");
+    }
+    if (!import->as_of_basis.empty()) summary->notes.push_back("analysed as of " + import->as_of_basis);
+    for (const flight_recorder::GroupHistory& group : import->cut_groups) {
+      summary->compared_from_seq[group.comm_id] = group.compared_from_seq;
+    }
+  }
+}
+
+void NoteRankTraceGaps(const std::string& dir, const RankTraceReader& reader, LoadSummary* summary) {
+  if (reader.damaged_bytes() > 0) {
+    const uint32_t places = reader.damaged_regions();
+    summary->warnings.push_back(absl::StrCat(dir, ": ", reader.damaged_bytes(), " damaged bytes in ", places,
+                                             places == 1 ? " place" : " places",
+                                             " skipped (the records there are lost; those around them were read)"));
+  }
+  if (reader.torn_tail_bytes() > 0) {
+    summary->warnings.push_back(absl::StrCat(dir, ": torn tail of ", reader.torn_tail_bytes(),
+                                             " bytes ignored (the collector stopped mid-write)"));
+  }
+  const v1::StoredStatus& status = reader.status();
+  if (status.lost() + status.torn() > 0) {
+    summary->warnings.push_back(absl::StrCat(dir, ": ", status.lost() + status.torn(),
+                                             " records were lost in the ring before they were shipped"));
+  }
+}
+
+void NoteRingGaps(const std::string& path, uint64_t lost, uint64_t torn, uint64_t damaged, uint64_t dropped,
+                  LoadSummary* summary) {
+  // Overwritten records are the ring's older history, gone by design as in any ring (a
+  // note); torn or dropped ones are a gap in what it kept.
+  if (lost > 0) {
+    summary->notes.push_back(absl::StrCat(path, ": its first ", lost,
+                                          " records were overwritten by later ones; its history starts after them"));
+  }
+  if (torn + dropped > 0) {
+    summary->warnings.push_back(absl::StrCat(path, ": ", torn, " records torn, ", dropped, " dropped by the writer"));
+  }
+  if (damaged > 0) {
+    summary->warnings.push_back(absl::StrCat(path, ": ", damaged,
+                                             damaged == 1 ? " record damaged (its slot holds" : " records damaged (their slots hold",
+                                             " what no write of the ring left)"));
+  }
+}
+
 absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::string& job) {
   std::error_code error;
   const fs::path root(path);
@@ -349,44 +391,14 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {
   absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
-  if (!sources->run_record_lost.empty()) {
-    summary->warnings.push_back(absl::StrCat(sources->run_record_lost,
-                                             ": the run's record could not be read, so how the job's command "
-                                             "ended (its exit status), whether collwatch stopped it and the "
-                                             "ranks it saw are unknown"));
-  }
-  if (const std::optional<RunRecord>& run = sources->run) {
-    summary->job = run->job;
-    summary->stall_after_s = run->stall_after_s;
-    summary->stopped_at_ns = run->stopped_at_ns;
-    if (run->exit_status >= 0) summary->command_exit_status = run->exit_status;
-  }
+  DescribeSources(*sources, summary);
   if (sources->kind == TraceSources::Kind::kRings) {
-    summary->source = "rings";
     absl::Status loaded = LoadAll(sources->paths, LoadRing, model, summary);
     for (const NoRingNoteRead& note : sources->no_rings) AddNoRingNote(note, model, summary);
     // Ranks that could make no ring are something to report, even when none could.
     if (sources->paths.empty() && !sources->no_rings.empty()) loaded = absl::OkStatus();
     SecondLook(model);
     return loaded;
-  }
-  summary->source = "trace store";
-  if (const std::optional<flight_recorder::ImportRecord>& import = sources->import) {
-    summary->source = "PyTorch Flight Recorder dumps, imported";
-    summary->imported = true;
-    summary->job = import->job;
-    summary->stall_after_s = import->stall_after_s;
-    // What the import said of the dumps (histories cut, entries left out, ranks that wrote
-    // none): notes; a rank without a dump is a missing rank of the report all the same.
-    summary->notes.insert(summary->notes.end(), import->notes.begin(), import->notes.end());
-    // Files that may have held a rank's dump and were not read: the data is incomplete.
-    for (const std::string& file : import->not_read) {
-      summary->warnings.push_back(file + " (a Flight Recorder dump there is lost to the analysis)");
-    }
-    if (!import->as_of_basis.empty()) summary->notes.push_back("analysed as of " + import->as_of_basis);
-    for (const flight_recorder::GroupHistory& group : import->cut_groups) {
-      summary->compared_from_seq[group.comm_id] = group.compared_from_seq;
-    }
   }
   const absl::Status loaded = LoadAll(sources->paths, LoadRankTrace, model, summary);
   if (loaded.ok() && sources->paths_from_run) ObserveRunProcesses(sources->run->rank_processes, model);

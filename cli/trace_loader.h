@@ -17,6 +17,7 @@
 #include "cli/run_record.h"
 #include "flight_recorder/import_record.h"
 #include "ring/ring_leftovers.h"
+#include "store/trace_store.h"
 
 namespace collwatch {
 
@@ -66,6 +67,16 @@ struct TraceSources {
 // jobs in a ring folder); without it such a path is INVALID_ARGUMENT naming the jobs, never
 // read as one job.
 absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::string& job = "");
+
+// What LoadTraces notes of `sources` before it reads them: run.json's job and how its
+// command ended (or that the record could not be read), an import's notes, the source.
+void DescribeSources(const TraceSources& sources, LoadSummary* summary);
+// What a rank trace's reader found missing (damage skipped, a torn tail, records lost in
+// the ring before they were shipped), as LoadTraces warns of it.
+void NoteRankTraceGaps(const std::string& dir, const RankTraceReader& reader, LoadSummary* summary);
+// What reading a ring found overwritten (a note), torn, dropped or damaged (warnings).
+void NoteRingGaps(const std::string& path, uint64_t lost, uint64_t torn, uint64_t damaged, uint64_t dropped,
+                  LoadSummary* summary);
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring

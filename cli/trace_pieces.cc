@@ -1,0 +1,118 @@
+// Trace store folders and ring files read process by process, in pieces (see trace_pieces.h).
+#include "cli/trace_pieces.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cli/processes_seen.h"
+#include "ring/clocks.h"
+#include "ring/ring_reader.h"
+#include "store/event_codec.h"
+
+namespace collwatch {
+namespace {
+
+// The piece of names and the piece of status that frame a process's records.
+ProcessUpdate NamesOf(ProcessUpdate& whole) {
+  ProcessUpdate names;
+  names.regions = std::move(whole.regions);
+  names.call_paths = std::move(whole.call_paths);
+  return names;
+}
+
+ProcessUpdate StatusOf(ProcessUpdate& whole) {
+  ProcessUpdate status;
+  status.status = whole.status;
+  status.heartbeat_ns = whole.heartbeat_ns;
+  status.lost_records = whole.lost_records;
+  status.sample = whole.sample;
+  status.exit_code = whole.exit_code;
+  return status;
+}
+
+absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, LoadSummary* summary,
+                            ProcessesSeen* seen) {
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
+  if (!reader.ok()) return reader.status();
+  const v1::RankIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
+                                  identity.start_realtime_ns(), identity.rank()};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
+  NoteRankTraceGaps(dir, **reader, summary);
+  if (summary->job.empty()) summary->job = identity.job();
+  summary->inputs.push_back(dir);
+  if (!visitor->Begin(ProcessInfoFromIdentity(identity))) return absl::OkStatus();
+  // Names and status as the whole trace gives them, with none of its events.
+  ProcessUpdate framing =
+      ProcessUpdateFromStore({}, (*reader)->regions(), (*reader)->call_paths(), (*reader)->status());
+  visitor->Piece(NamesOf(framing));
+  const absl::Status read = (*reader)->ForEachEventsFrame([&](std::vector<v1::Event>& events) {
+    ProcessUpdate piece;
+    piece.records.reserve(events.size());
+    for (const v1::Event& event : events) {
+      piece.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+    }
+    summary->records += events.size();
+    visitor->Piece(piece);
+    return absl::OkStatus();
+  });
+  visitor->Piece(StatusOf(framing));
+  visitor->End();
+  return read;
+}
+
+absl::Status VisitRing(const std::string& path, ProcessVisitor* visitor, LoadSummary* summary, ProcessesSeen* seen) {
+  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  const RingIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
+                                  identity.rank};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return absl::OkStatus();
+  }
+  const bool alive = (*reader)->writer_state() == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
+  // A ring is as large as it was made, whatever the job did: read whole, handed on in pieces.
+  ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
+  NoteRingGaps(path, batch.lost, batch.torn, batch.damaged, (*reader)->dropped(), summary);
+  if (summary->job.empty()) summary->job = identity.job;
+  summary->inputs.push_back(path);
+  summary->records += batch.records.size();
+  if (!visitor->Begin(ProcessInfoOfRing(identity))) return absl::OkStatus();
+  ProcessUpdate whole = ProcessUpdateFromRing(**reader, std::move(batch), MonotonicClockNs());
+  visitor->Piece(NamesOf(whole));
+  for (size_t i = 0; i < whole.records.size(); i += kPieceRecords) {
+    ProcessUpdate piece;
+    const auto from = whole.records.begin() + static_cast<std::ptrdiff_t>(i);
+    piece.records.assign(from, from + static_cast<std::ptrdiff_t>(std::min(kPieceRecords, whole.records.size() - i)));
+    visitor->Piece(piece);
+  }
+  visitor->Piece(StatusOf(whole));
+  visitor->End();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VisitTraces(const TraceSources& sources, ProcessVisitor* visitor, LoadSummary* summary) {
+  DescribeSources(sources, summary);
+  const bool rings = sources.kind == TraceSources::Kind::kRings;
+  ProcessesSeen seen;
+  for (const std::string& input : sources.paths) {
+    const absl::Status visited =
+        rings ? VisitRing(input, visitor, summary, &seen) : VisitRankTrace(input, visitor, summary, &seen);
+    if (!visited.ok()) summary->warnings.push_back(absl::StrCat(input, ": skipped: ", visited.message()));
+  }
+  if (absl::Status clash = seen.RankClash(); !clash.ok()) return clash;
+  if (summary->inputs.empty()) {
+    return absl::DataLossError(absl::StrCat("none of the ", sources.paths.size(), " inputs could be read"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace collwatch
