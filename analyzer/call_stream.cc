@@ -36,7 +36,9 @@ CallStream::Placed CallStream::PlacedNow(uint32_t index, const Call& call) const
     const bool listed = call.seq > 0 && rank.collectives.Holds(call.seq - 1) && rank.collectives[call.seq - 1] == index;
     return listed ? Placed::kYes : Placed::kNo;
   }
-  if (ring::IsP2p(call.fn)) return std::binary_search(rank.p2p.begin(), rank.p2p.end(), index) ? Placed::kYes : Placed::kNo;
+  if (ring::IsP2p(call.fn)) {
+    return std::binary_search(rank.p2p.begin(), rank.p2p.end(), index) ? Placed::kYes : Placed::kNo;
+  }
   return rank.init_call == index ? Placed::kYes : not_yet;
 }
 

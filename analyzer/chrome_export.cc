@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analyzer/call_sites.h"
+#include "analyzer/finding_evidence.h"
 #include "analyzer/process_ranks.h"
 #include "analyzer/report.h"
 #include "analyzer/schedule.h"
@@ -26,7 +27,6 @@ constexpr int64_t kTidsPerComm = 16;  // tid = comm index * 16 + lane
 // Ends of the findings' arrows kept for the end of the trace: one per rank and finding,
 // bounded however many findings a report names.
 constexpr size_t kMaxAnchors = 1 << 16;
-constexpr double kNsPerS = 1e9;
 
 std::string_view Category(ring::ApiFn fn) {
   if (ring::IsCollective(fn)) return "collective";
@@ -34,15 +34,15 @@ std::string_view Category(ring::ApiFn fn) {
   return "communicator";
 }
 
-bool Holds(const std::vector<int32_t>& ranks, int32_t rank) {
+bool ListsRank(const std::vector<int32_t>& ranks, int32_t rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
 // Whether `call` is where `marker`'s arrows begin and end: a call of its sequence number.
 bool MarksCall(const TraceMarker& marker, const Call& call) {
   if (marker.point_to_point) {
-    return ring::IsP2p(call.fn) && call.seq == marker.seq && Holds(marker.ranks, call.rank) &&
-           Holds(marker.ranks, call.root_or_peer);
+    return ring::IsP2p(call.fn) && call.seq == marker.seq && ListsRank(marker.ranks, call.rank) &&
+           ListsRank(marker.ranks, call.root_or_peer);
   }
   if (marker.seq == 0) return !ring::IsCollective(call.fn) && !ring::IsP2p(call.fn);  // the creation
   return ring::IsCollective(call.fn) && call.seq == marker.seq;
@@ -133,7 +133,8 @@ bool ChromeTraceExport::BeginProcess(const ProcessInfo& info) {
   }
   const size_t ordinal = ordinal_++;
   const std::vector<int32_t> ranks = ordinal < ranks_of_.size() ? ranks_of_[ordinal] : std::vector<int32_t>{};
-  if (options_.ranks && std::none_of(ranks.begin(), ranks.end(), [&](int32_t r) { return Holds(*options_.ranks, r); })) {
+  const auto asked = [&](int32_t rank) { return ListsRank(*options_.ranks, rank); };
+  if (options_.ranks && std::none_of(ranks.begin(), ranks.end(), asked)) {
     ++stats_.processes_left_out;
     stream_.reset();
     return false;
@@ -198,7 +199,9 @@ void ChromeTraceExport::StartWriting(std::ostream& out) {
   // Each process's job ranks, by the one rule (process/rank_membership.h), over the world
   // communicator of the whole job.
   std::vector<CommMembership> all;
-  for (const Surveyed& surveyed : surveyed_) all.insert(all.end(), surveyed.memberships.begin(), surveyed.memberships.end());
+  for (const Surveyed& surveyed : surveyed_) {
+    all.insert(all.end(), surveyed.memberships.begin(), surveyed.memberships.end());
+  }
   const uint64_t world = WorldCommId(all);
   std::vector<uint64_t> comm_ids;
   std::vector<int32_t> sizes;
@@ -222,7 +225,8 @@ void ChromeTraceExport::StartWriting(std::ostream& out) {
   base_ns_ = options_.time_base_ns.value_or(first_call_ns_);
   since_ns_ = options_.since_s > 0 ? first_call_ns_ + SecondsToNs(options_.since_s) : INT64_MIN;
   until_ns_ = options_.until_s ? first_call_ns_ + SecondsToNs(*options_.until_s) : INT64_MAX;
-  json window = {{"since_s", options_.since_s}, {"until_s", options_.until_s ? json(*options_.until_s) : json(nullptr)}};
+  const json until = options_.until_s ? json(*options_.until_s) : json(nullptr);
+  const json window = {{"since_s", options_.since_s}, {"until_s", until}};
   json other = {{kSchemaVersionKey, kChromeTraceSchemaVersion},
                 {"producer", "collwatch export --format chrome"},
                 {"collwatch_version", std::string(CollwatchVersionText())},
@@ -327,8 +331,8 @@ void ChromeTraceExport::WriteCall(const JobModel& model, const Call& call) {
     ++stats_.unfinished;
     const std::string what =
         ring::IsCollective(call.fn) ? absl::StrCat(std::string(op), " #", call.seq) : std::string(op);
-    Write({{"ph", "i"}, {"s", "t"}, {"name", absl::StrCat(call.returned() ? "never completed: " : "never returned: ", what)},
-           {"cat", "hang"}, {"pid", pid_}, {"tid", tid}, {"ts", Micros(call.enter_ns)}, {"args", args}});
+    const std::string never = absl::StrCat(call.returned() ? "never completed: " : "never returned: ", what);
+    Write({{"ph", "i"}, {"s", "t"}, {"name", never}, {"cat", "hang"}, {"pid", pid_}, {"tid", tid}, {"ts", Micros(call.enter_ns)}, {"args", args}});
   }
   const auto [first, last] = markers_by_comm_.equal_range(comm.id);
   for (auto it = first; it != last && anchors_.size() < kMaxAnchors; ++it) {

@@ -43,8 +43,9 @@ json Export(const RecordedJob& job, ChromeExportOptions options = {}, ChromeExpo
       const std::vector<IndexedRecord>& records = process.update.records;
       for (size_t i = 0; i < records.size(); i += piece_records) {
         ProcessUpdate piece;
+        const size_t end = std::min(records.size(), i + piece_records);
         piece.records.assign(records.begin() + static_cast<std::ptrdiff_t>(i),
-                             records.begin() + static_cast<std::ptrdiff_t>(std::min(records.size(), i + piece_records)));
+                             records.begin() + static_cast<std::ptrdiff_t>(end));
         exporter.AddPiece(piece);
       }
       exporter.EndProcess();

@@ -51,7 +51,9 @@ uint64_t FolderBytes(const fs::path& dir) {
 // A step of 12 forward all-gathers, then per unit a backward all-gather and reduce-scatter.
 std::vector<SyntheticOp> StepSchedule() {
   std::vector<SyntheticOp> ops;
-  for (int unit = 0; unit < 12; ++unit) ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "fwd/unit" + std::to_string(unit)});
+  for (int unit = 0; unit < 12; ++unit) {
+    ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "fwd/unit" + std::to_string(unit)});
+  }
   for (int unit = 11; unit >= 0; --unit) {
     ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "bwd/unit" + std::to_string(unit)});
     ops.push_back({ApiFn::kReduceScatter, 1u << 14, 7, "bwd/unit" + std::to_string(unit), 4});
@@ -149,8 +151,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const fs::path root = keep.empty() ? fs::temp_directory_path() / ("collwatch-export-memory-" + std::to_string(getpid()))
-                                     : fs::path(keep);
+  const std::string scratch = "collwatch-export-memory-" + std::to_string(getpid());
+  const fs::path root = keep.empty() ? fs::temp_directory_path() / scratch : fs::path(keep);
   std::printf("%12s %6s %12s %12s %9s %10s %14s\n", "calls", "ranks", "store MiB", "trace MiB", "export s",
               "peak MiB", "B/call > first");
   double first_peak = -1;

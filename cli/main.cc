@@ -251,8 +251,8 @@ int main(int argc, char** argv) {
   std::string export_format = "chrome", export_chrome_dir;
   double export_since = 0, export_until = 0;
   int64_t export_time_base = 0;
-  CLI::App* export_command = app.add_subcommand("export", "a run's NCCL calls as a timeline for Perfetto or "
-                                                          "chrome://tracing, its findings marked; written as it is read");
+  CLI::App* export_command = app.add_subcommand(
+      "export", "a run's NCCL calls as a timeline for Perfetto or chrome://tracing, its findings marked");
   export_command->add_option("dir", export_options.dir, "trace folder: a collwatch run --out folder, a job folder, "
                                                         "rank traces or rings");
   export_command->add_option("--format", export_format, "chrome: Chrome trace-event JSON (the one format)")
@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
       "Systems session's start (implies --absolute-time)");
   export_command->add_option("--ranks", export_options.ranks, "only the processes of these job ranks, e.g. 0,3-5");
   CLI::Option* export_since_option = export_command->add_option(
-      "--since", export_since, "only the calls that overlap the window from this many seconds after the job's first call");
+      "--since", export_since, "only the calls that overlap the window from this many seconds after the first call");
   CLI::Option* export_until_option =
       export_command->add_option("--until", export_until, "... up to this many seconds after it");
   export_command->add_option("--findings", export_options.findings_file,

@@ -125,7 +125,8 @@ TEST(ExportTest, TheFindingIsAMarkerWithArrowsBetweenTheRanksCallsOfItsSequenceN
   // No report.json: the export analyses the run.
   const CliOutcome analysed = RunCollwatch(dir, {"export", run, "-o", dir.path() + "/analysed.json"}, {}, 60);
   ASSERT_EQ(analysed.exit_code, 0) << analysed.err;
-  EXPECT_THAT(analysed.out, HasSubstr("1 of 1 findings marked, 3 arrows between their calls (from the analysis of the run)"));
+  EXPECT_THAT(analysed.out,
+              HasSubstr("1 of 1 findings marked, 3 arrows between their calls (from the analysis of the run)"));
   const json trace = json::parse(ReadFile(dir.path() + "/analysed.json"));
   const std::vector<json> markers = EventsWith(trace, "i", "finding");
   ASSERT_EQ(markers.size(), 1u);
@@ -190,7 +191,8 @@ TEST(ExportTest, RanksAndAWindowSelectWhatIsWritten) {
       RunCollwatch(dir, {"export", run, "--ranks", "1,3", "--since", "0.35", "--until", "0.65", "-o",
                          dir.path() + "/part.json"}, {}, 60);
   ASSERT_EQ(filtered.exit_code, 0) << filtered.err;
-  EXPECT_THAT(filtered.out, HasSubstr("2 ranks, 12 calls; 2 processes left out by --ranks; 32 calls outside the window"));
+  EXPECT_THAT(filtered.out,
+              HasSubstr("2 ranks, 12 calls; 2 processes left out by --ranks; 32 calls outside the window"));
   const json trace = json::parse(ReadFile(dir.path() + "/part.json"));
   EXPECT_THAT(SchemaProblems(Schema(), trace), IsEmpty());
   std::set<int> ranks, pids;
