@@ -114,8 +114,7 @@ void RunSupervisor::WatchJob() {
     if (dashboard_ == nullptr) LogLine(LogLevel::kError, "collwatch run") << "no dashboard: " << error;
   } else if (embedded_ != nullptr) {
     LogLine(LogLevel::kInfo, "collwatch run") << "live dashboard: collwatch top " << options_.out_dir
-              << " (or collwatch top --collector " << services_.address() << " --token-file " << services_.token_file()
-              << ")";
+              << ", or collwatch top --collector " << services_.address() << " --token-file " << services_.token_file();
   }
   if (embedded_ != nullptr && !embedded_->metrics_url().empty()) {
     LogLine(LogLevel::kInfo, "collwatch run") << "metrics at " << embedded_->metrics_url();

@@ -4,12 +4,10 @@
 // the collector is killed and restarted the screen says so and reconnects.
 // COLLWATCH_SCREENSHOT_DIR=DIR keeps the captured screens (docs/dashboard.md shows them).
 #include <signal.h>
-#include <stdio.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -21,6 +19,7 @@
 #include "tests/support/subprocess.h"
 #include "ring/settings.h"
 #include "tests/support/test_time.h"
+#include "tests/support/tmux_terminal.h"
 
 namespace collwatch {
 namespace {
@@ -28,44 +27,10 @@ namespace {
 using testing::Subprocess;
 using testing::TempDir;
 
-// Runs a shell command and returns its standard output.
-std::string Output(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return output;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
-  pclose(pipe);
-  return output;
-}
-
-// A tmux server of our own (its own socket), with one 150x45 window running a command.
-class Terminal {
+// 150x45, as docs/dashboard.md shows the screens.
+class Terminal : public testing::TmuxTerminal {
  public:
-  explicit Terminal(const std::string& command)
-      : socket_("collwatch-top-test-" + std::to_string(getpid())) {
-    std::system((Tmux() + " new-session -d -s top -x 150 -y 45 '" + command + "'").c_str());
-  }
-  ~Terminal() { std::system((Tmux() + " kill-server 2>/dev/null").c_str()); }
-
-  std::string Screen() const { return Output(Tmux() + " capture-pane -p -t top 2>/dev/null"); }
-  void Keys(const std::string& keys) const { std::system((Tmux() + " send-keys -t top " + keys).c_str()); }
-  bool Alive() const { return std::system((Tmux() + " has-session -t top 2>/dev/null").c_str()) == 0; }
-
-  // Polls the screen until `done` holds or `seconds` pass; returns the last screen.
-  std::string WaitFor(const std::function<bool(const std::string&)>& done, double seconds) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    std::string screen = Screen();
-    while (!done(screen) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      screen = Screen();
-    }
-    return screen;
-  }
-
- private:
-  std::string Tmux() const { return "tmux -L " + socket_ + " -f /dev/null"; }
-  std::string socket_;
+  explicit Terminal(const std::string& command) : TmuxTerminal(command, 150, 45) {}
 };
 
 bool Has(const std::string& screen, const std::string& text) { return screen.find(text) != std::string::npos; }
@@ -87,7 +52,7 @@ void KeepScreenshot(const std::string& name, const std::string& screen) {
 #if defined(COLLWATCH_TRAINER_PATH)
 
 TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
-  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
+  if (!testing::TmuxInstalled()) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
   TempDir dir;
   const std::string address = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
   const std::vector<std::string> collector_argv = {COLLWATCH_CLI_PATH, "collector", "--listen", address, "--out",
@@ -147,7 +112,7 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
 // `collwatch run` on a terminal draws the same screen; q gives the terminal back while the
 // job goes on, and Ctrl-C then reaches the job, whose output was kept in DIR/job.log.
 TEST(TopEndToEndTest, RunShowsTheDashboardOnATerminal) {
-  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
+  if (!testing::TmuxInstalled()) GTEST_SKIP() << "tmux is not installed (scripts/install_deps.sh)";
   TempDir dir;
   std::string preload_runtime;
   for (const auto& [name, value] : testing::CollwatchRunEnv({})) preload_runtime += name + "=" + value + " ";
