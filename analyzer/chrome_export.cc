@@ -345,7 +345,9 @@ ChromeExportStats ChromeTraceExport::Finish() {
   for (size_t k = 0; k < options_.markers.size(); ++k) {
     const TraceMarker& marker = options_.markers[k];
     if (marker.first_bad_ns <= 0 || marker.first_bad_ns < since_ns_ || marker.first_bad_ns > until_ns_) continue;
-    Write({{"ph", "i"}, {"s", "g"}, {"name", absl::StrCat(marker.kind, ": ", marker.headline)}, {"cat", "finding"},
+    // The headline names the kind already ("PATH_DIVERGENCE at comm 3f2a9c01 seq 12: ...").
+    const std::string& name = marker.headline.empty() ? marker.kind : marker.headline;
+    Write({{"ph", "i"}, {"s", "g"}, {"name", name}, {"cat", "finding"},
            {"pid", 0}, {"tid", 0}, {"ts", Micros(marker.first_bad_ns)},
            {"args", {{"kind", marker.kind}, {"headline", marker.headline}, {"comm", JsonId(marker.comm_id)},
                      {"seq", marker.seq}, {"ranks", marker.ranks}, {"finding", k + 1}}}});

@@ -274,7 +274,8 @@ const json* SliceAt(const json& trace, const json& flow) {
 TEST(ChromeExportTest, AFindingIsAMarkerAtItsFirstBadRecordWithArrowsBetweenTheRanksCalls) {
   const RecordedJob recorded = DivergedJob();
   ChromeExportOptions options;
-  TraceMarker marker{"PATH_DIVERGENCE", "ranks 0-1 and 2-3 part at all-gather #2", kWorld, 2, false, {0, 1, 2, 3}, 0};
+  TraceMarker marker{"PATH_DIVERGENCE", "PATH_DIVERGENCE at comm 3f2a9c01 seq 2: ranks 0-1 in fwd/vision, ranks 2-3 in "
+                     "fwd/text", kWorld, 2, false, {0, 1, 2, 3}, 0};
   // Its first bad record: rank 1's call #2 (any realtime within the trace).
   const json plain = Export(recorded);
   const int64_t origin = plain["otherData"]["first_call_realtime_ns"];
@@ -291,7 +292,8 @@ TEST(ChromeExportTest, AFindingIsAMarkerAtItsFirstBadRecordWithArrowsBetweenTheR
   }
   ASSERT_EQ(markers.size(), 1u);
   EXPECT_EQ(markers[0]["s"], "g");
-  EXPECT_EQ(markers[0]["name"], "PATH_DIVERGENCE: ranks 0-1 and 2-3 part at all-gather #2");
+  EXPECT_EQ(markers[0]["name"], "PATH_DIVERGENCE at comm 3f2a9c01 seq 2: ranks 0-1 in fwd/vision, ranks 2-3 in fwd/text");
+  EXPECT_EQ(markers[0]["args"]["kind"], "PATH_DIVERGENCE");
   EXPECT_DOUBLE_EQ(markers[0]["ts"].get<double>(), 123.456);
   EXPECT_EQ(markers[0]["args"]["comm"], "3f2a9c0100000001");
   EXPECT_EQ(markers[0]["args"]["seq"], 2);

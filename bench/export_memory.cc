@@ -1,10 +1,15 @@
 // Memory of `collwatch export --format chrome` against the size of the run: synthetic trace
 // stores of N calls (R ranks on one world communicator, a step of all-gathers and
-// reduce-scatters in named regions, as bench/analyzer_scale.cc issues), each exported by
-// the collwatch binary in a child process, whose peak resident memory (wait4's ru_maxrss)
-// and time are printed per size. Bounded memory means the same peak at every size.
-//   collwatch_export_memory [--calls 10000,1000000] [--ranks 8] [--cli PATH] [--keep DIR]
-//                           [-- EXTRA EXPORT ARGUMENTS]
+// reduce-scatters in named regions, as bench/analyzer_scale.cc issues; the last collective
+// diverges on half the ranks and never returns), each exported by the collwatch binary in
+// a child process, whose peak resident memory (wait4's ru_maxrss) and time are printed per
+// size. Bounded memory means the same peak at every size. The findings to mark:
+//   report    from DIR/report.json, written first by `collwatch analyze --json` (not measured),
+//             as `collwatch run` leaves one (default)
+//   analysis  none beside the traces: the export analyses the run, which holds it
+//   none      --no-findings
+//   collwatch_export_memory [--calls 10000,1000000] [--ranks 8] [--findings report|analysis|none]
+//                           [--cli PATH] [--keep DIR] [-- EXTRA EXPORT ARGUMENTS]
 // Single-threaded; the store is written in batches, never held.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -71,7 +76,7 @@ bool WriteStore(const std::string& out, uint64_t calls, int ranks) {
     job.Init(processes.back(), kWorld, rank, ranks, 1'700'000'000'000'000'000 + rank * kMs);
   }
   const std::vector<SyntheticOp> step = StepSchedule();
-  const uint64_t per_rank = calls / static_cast<uint64_t>(ranks) - 1;
+  const uint64_t per_rank = calls / static_cast<uint64_t>(ranks) - 2;
   int64_t t_ns = 1'700'000'001'000'000'000;
   for (uint64_t seq = 1; seq <= per_rank; ++seq) {
     const SyntheticOp& op = step[(seq - 1) % step.size()];
@@ -81,7 +86,14 @@ bool WriteStore(const std::string& out, uint64_t calls, int ranks) {
     }
     t_ns += 250'000;
   }
-  const absl::Status finished = store.Finish();
+  // The last collective: ranks of the upper half in another region, and nobody returns.
+  for (int rank = 0; rank < ranks; ++rank) {
+    SyntheticOp last = step[0];
+    if (rank >= ranks / 2) last.region = "fwd/other";
+    job.Collective(processes[static_cast<size_t>(rank)], kWorld, rank, ranks, per_rank + 1, last,
+                   t_ns + rank * 1000, 0);
+  }
+  const absl::Status finished = store.Finish(collwatch::v1::WRITER_STATUS_RUNNING);
   if (!finished.ok()) std::fprintf(stderr, "writing the store: %s\n", std::string(finished.message()).c_str());
   return finished.ok();
 }
@@ -92,7 +104,8 @@ struct ChildRun {
   double peak_mib = 0;
 };
 
-ChildRun RunChild(const std::vector<std::string>& args) {
+// `args` in a child (its standard output in `stdout_path`), timed, its peak memory read.
+ChildRun RunChild(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") {
   std::vector<char*> argv;
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -101,7 +114,7 @@ ChildRun RunChild(const std::vector<std::string>& args) {
   const double start = Now();
   const pid_t child = fork();
   if (child == 0) {
-    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
+    if (freopen(stdout_path.c_str(), "w", stdout) == nullptr) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -121,6 +134,7 @@ int main(int argc, char** argv) {
   int ranks = 8;
   std::string cli = COLLWATCH_CLI_PATH;
   std::string keep;
+  std::string findings = "report";
   std::vector<std::string> extra;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -146,6 +160,8 @@ int main(int argc, char** argv) {
       cli = value;
     } else if (flag == "--keep") {
       keep = value;
+    } else if (flag == "--findings" && (value == "report" || value == "analysis" || value == "none")) {
+      findings = value;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -153,15 +169,23 @@ int main(int argc, char** argv) {
   }
   const std::string scratch = "collwatch-export-memory-" + std::to_string(getpid());
   const fs::path root = keep.empty() ? fs::temp_directory_path() / scratch : fs::path(keep);
-  std::printf("%12s %6s %12s %12s %9s %10s %14s\n", "calls", "ranks", "store MiB", "trace MiB", "export s",
-              "peak MiB", "B/call > first");
+  std::printf("findings: %s\n%12s %6s %12s %12s %9s %10s %14s\n", findings.c_str(), "calls", "ranks", "store MiB",
+              "trace MiB", "export s", "peak MiB", "B/call > first");
   double first_peak = -1;
   uint64_t first_calls = 0;
   for (const uint64_t calls : sizes) {
     const fs::path dir = root / ("calls-" + std::to_string(calls));
     fs::remove_all(dir);
     if (!WriteStore(dir.string(), calls, ranks)) return 1;
+    if (findings == "report") {
+      const std::string report = (dir / "report.json").string();
+      if (RunChild({cli, "analyze", "--json", dir.string()}, report).status != 1) {
+        std::fprintf(stderr, "collwatch analyze found no finding in %s\n", dir.c_str());
+        return 1;
+      }
+    }
     std::vector<std::string> args = {cli, "export", "--chrome", dir.string(), "-o", (dir / "trace.json").string()};
+    if (findings == "none") args.push_back("--no-findings");
     args.insert(args.end(), extra.begin(), extra.end());
     const ChildRun run = RunChild(args);
     if (run.status != 0) {
