@@ -19,6 +19,8 @@
 #include "tests/support/cli_run.h"
 #include "tests/support/json_schema.h"
 #include "tests/support/read_files.h"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/synthetic_store.h"
 
 namespace collwatch {
@@ -207,6 +209,33 @@ TEST(ExportTest, RanksAndAWindowSelectWhatIsWritten) {
   EXPECT_EQ(pids, std::set<int>({2, 4}));  // their places in the whole job
   EXPECT_EQ(trace["otherData"]["ranks"], json::array({1, 3}));
   EXPECT_TRUE(EventsWith(trace, "i", "finding").empty());  // collective 21 is after the window
+}
+
+// Rings alone (no collector ran): each rank's ring, read whole and handed on in pieces.
+TEST(ExportTest, RingsAloneAreExportedToo) {
+  TempDir dir;
+  const std::string rings = dir.path() + "/rings";
+  std::filesystem::create_directories(rings);
+  std::filesystem::permissions(rings, std::filesystem::perms::owner_all);  // the preload wants it private
+  testing::Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "2", "all", dir.path()},
+                          testing::CollwatchRunEnv({{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                                                    {"COLLWATCH_RING_DIR", rings},
+                                                    {"COLLWATCH_JOB_ID", "rings"},
+                                                    {"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
+  ASSERT_EQ(job.Wait(60), 0);
+  const CliOutcome outcome = RunCollwatch(dir, {"export", rings, "-o", dir.path() + "/rings.json"}, {}, 60);
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
+  EXPECT_THAT(outcome.out, HasSubstr(": 2 ranks, "));
+  EXPECT_THAT(outcome.out, HasSubstr("0 of 0 findings marked"));
+  const json trace = json::parse(ReadFile(dir.path() + "/rings.json"));
+  EXPECT_THAT(SchemaProblems(Schema(), trace), IsEmpty());
+  std::map<int, int> collectives_of_pid;
+  for (const json& slice : EventsWith(trace, "X")) {
+    if (slice["cat"] == "collective") ++collectives_of_pid[slice["pid"].get<int>()];
+  }
+  ASSERT_EQ(collectives_of_pid.size(), 2u);
+  EXPECT_GT(collectives_of_pid.begin()->second, 0);
+  EXPECT_EQ(collectives_of_pid.begin()->second, collectives_of_pid.rbegin()->second);
 }
 
 TEST(ExportTest, BadUsageSaysWhatToGive) {
