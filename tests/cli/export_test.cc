@@ -19,7 +19,6 @@
 #include "tests/support/cli_run.h"
 #include "tests/support/json_schema.h"
 #include "tests/support/read_files.h"
-#include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/synthetic_store.h"
 
@@ -217,11 +216,12 @@ TEST(ExportTest, RingsAloneAreExportedToo) {
   const std::string rings = dir.path() + "/rings";
   std::filesystem::create_directories(rings);
   std::filesystem::permissions(rings, std::filesystem::perms::owner_all);  // the preload wants it private
+  // The preload list carries a sanitizer build's runtime first.
   testing::Subprocess job({COLLWATCH_NCCL_RANKS_PATH, "2", "all", dir.path()},
-                          testing::CollwatchRunEnv({{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
-                                                    {"COLLWATCH_RING_DIR", rings},
-                                                    {"COLLWATCH_JOB_ID", "rings"},
-                                                    {"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}}));
+                          {{"LD_PRELOAD", COLLWATCH_PRELOAD_LIST},
+                           {"COLLWATCH_RING_DIR", rings},
+                           {"COLLWATCH_JOB_ID", "rings"},
+                           {"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}});
   ASSERT_EQ(job.Wait(60), 0);
   const CliOutcome outcome = RunCollwatch(dir, {"export", rings, "-o", dir.path() + "/rings.json"}, {}, 60);
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
