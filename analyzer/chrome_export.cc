@@ -131,8 +131,21 @@ bool ChromeTraceExport::BeginProcess(const ProcessInfo& info) {
     first_use_.clear();
     return true;
   }
-  const size_t ordinal = ordinal_++;
-  const std::vector<int32_t> ranks = ordinal < ranks_of_.size() ? ranks_of_[ordinal] : std::vector<int32_t>{};
+  // The same process as the first pass saw at this place; a reader that skips an input in
+  // one pass only (a live ring that went away) shifts the places, so it is looked up.
+  const auto same = [&](const Surveyed& surveyed) {
+    return surveyed.info.host == info.host && surveyed.info.pid == info.pid &&
+           surveyed.info.realtime_offset_ns == info.realtime_offset_ns;
+  };
+  size_t ordinal = ordinal_++;
+  if (ordinal >= surveyed_.size() || !same(surveyed_[ordinal])) {
+    ordinal = static_cast<size_t>(std::find_if(surveyed_.begin(), surveyed_.end(), same) - surveyed_.begin());
+  }
+  if (ordinal >= surveyed_.size()) {  // not there in the first pass: nothing to place it by
+    stream_.reset();
+    return false;
+  }
+  const std::vector<int32_t>& ranks = ranks_of_[ordinal];
   const auto asked = [&](int32_t rank) { return ListsRank(*options_.ranks, rank); };
   if (options_.ranks && std::none_of(ranks.begin(), ranks.end(), asked)) {
     ++stats_.processes_left_out;
