@@ -241,6 +241,8 @@ class Analyzer {
   ExpectedDuration expected_;
   std::vector<CommProgress> progress_;  // by CommIndex
   std::map<P2pKey, P2pSide> unpaired_p2p_;
+  // Both sides of each pair matched but not yet completed (wait_cycles.cc reads them).
+  std::vector<P2pSide> open_p2p_;
   std::vector<Finding> findings_;
   std::vector<size_t> resolved_;  // findings_ indexes resolved, not taken yet
   std::vector<size_t> next_forget_at_;  // by process: stored calls that start the next pass

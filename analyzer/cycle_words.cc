@@ -65,6 +65,21 @@ FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c) {
                                    PeerHeldText(arc)));
   }
   w.brief = absl::StrJoin(brief_arcs, ", ");
+  // A peer not in the call it is waited for in: held elsewhere, or never coming.
+  std::string undecided;
+  if (!f.decided) {
+    std::vector<std::string> absent;
+    for (const WaitArc& arc : c.arcs) {
+      if (!arc.peer_entered) absent.push_back(absl::StrCat("rank ", arc.peer));
+    }
+    w.brief = absl::StrCat("(undecided: or ", KindsText(f.other_readings), ") ", w.brief);
+    undecided = absl::StrFormat(
+        " Two readings fit, and the records cannot tell which: %s %s not entered the call %s waited for in. If "
+        "the program issues it after the call it is held in, this is the cycle, and the fix below; if it never "
+        "does (it took another path), it is a NOT_JOINED of that call, and the fix is to make every rank issue "
+        "it. The call paths above show which code each rank was in.",
+        absl::StrJoin(absent, " and "), absent.size() == 1 ? "has" : "have", absent.size() == 1 ? "it is" : "they are");
+  }
   const std::string queue =
       every_call_returned
           ? "Every call was enqueued and none completed: each GPU ran the kernels in issue order (one hardware "
@@ -76,8 +91,8 @@ FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c) {
         "for its receive (NCCL's rendezvous, always for large messages), so when every rank of a ring or pair "
         "sends first, no receive is ever posted. %s Waited %.1f s. Fix: post each send with its receive in one "
         "group (torch.distributed.batch_isend_irecv, or ncclGroupStart/ncclGroupEnd around both), or order them "
-        "by rank parity: even ranks send first, odd ranks receive first.",
-        absl::StrJoin(arcs, "; "), queue, c.waited_s);
+        "by rank parity: even ranks send first, odd ranks receive first.%s",
+        absl::StrJoin(arcs, "; "), queue, c.waited_s, undecided);
     return w;
   }
   w.summary = absl::StrFormat(
@@ -85,9 +100,9 @@ FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c) {
       "on its own agrees: the ranks issued their collectives on these communicators in different orders, and "
       "a rank can go on with one only once the collective ahead of it completes. %s Waited %.1f s. Fix: issue "
       "the process groups' collectives in one global order on every rank (for example the tensor-parallel "
-      "all-reduce before the data-parallel one, everywhere)%s.",
+      "all-reduce before the data-parallel one, everywhere)%s.%s",
       absl::StrJoin(arcs, "; "), queue, c.waited_s,
-      f.regions.empty() ? "" : absl::StrCat("; the calls are in ", RegionListText(f.regions)));
+      f.regions.empty() ? "" : absl::StrCat("; the calls are in ", RegionListText(f.regions)), undecided);
   return w;
 }
 

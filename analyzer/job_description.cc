@@ -70,7 +70,13 @@ ReportInfo DescribeJob(const JobModel& model) {
     rank.failed = EndedBadly(model, id);
     if (process.observed_only) rank.not_recorded = process.no_ring_why;
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
-    if (const Call* last = LastCall(process)) rank.last_call = LastCallText(model, *last);
+    if (const Call* last = LastCall(process)) {
+      rank.last_call = LastCallText(model, *last);
+      if (ring::IsCollective(last->fn) && last->comm < model.comms().size()) {
+        rank.last_collective_comm = model.comms()[last->comm].id;
+        rank.last_collective_seq = last->seq;
+      }
+    }
     if (rank.end == ProcessEnd::kExited || rank.end == ProcessEnd::kKilledOrCrashed) {
       rank.ended_ns = std::max(process.heartbeat_ns, process.last_record_ns);
     }
@@ -101,7 +107,7 @@ void NoteStoppedByCollwatch(ReportInfo* info) {
   }
 }
 
-std::string WhoEndedFirstText(const ReportInfo& info) {
+std::string WhoEndedFirstText(const ReportInfo& info, const std::vector<Finding>& findings) {
   // Two ends closer than this are one moment to the rings: a heartbeat every 100 ms, and
   // the nodes' clocks apart by as much again.
   constexpr int64_t kIndistinctNs = 250'000'000;
@@ -123,6 +129,33 @@ std::string WhoEndedFirstText(const ReportInfo& info) {
     size_t together = 1;
     while (together < ended.size() && ended[together]->ended_ns - first.ended_ns < kIndistinctNs) ++together;
     if (together == ended.size()) {
+      // Too close in time; NCCL's progress may still tell: ranks that never entered the
+      // collective the others were in had stopped first.
+      const bool schedules_agree = std::all_of(findings.begin(), findings.end(), [](const Finding& finding) {
+        return finding.kind == FindingKind::kRankLost || finding.kind == FindingKind::kNotJoined;
+      });
+      uint64_t lowest = UINT64_MAX, highest = 0;
+      for (const RankEnding* rank : ended) {
+        if (!schedules_agree) break;
+        if (rank->last_collective_comm == 0 || rank->last_collective_comm != first.last_collective_comm) {
+          lowest = highest = 0;
+          break;
+        }
+        lowest = std::min(lowest, rank->last_collective_seq);
+        highest = std::max(highest, rank->last_collective_seq);
+      }
+      if (schedules_agree && lowest < highest) {
+        std::vector<std::string> behind;
+        for (const RankEnding* rank : ended) {
+          if (rank->last_collective_seq == lowest) behind.push_back(name(*rank));
+        }
+        const std::string who = absl::StrJoin(behind, ", ");
+        return absl::StrFormat("every rank ended within %.2f s, too close for the records to order, but %s stopped "
+                               "first in NCCL: the others were in seq %d of %s, which %s never entered (last "
+                               "collective: seq %d); the rest followed, as a launcher (torchrun) stops the rest when "
+                               "one fails: look at %s",
+                               spread_s, who, highest, CommText(first.last_collective_comm), who, lowest, who);
+      }
       return absl::StrFormat("every rank ended within %.2f s: the records cannot tell which was first", spread_s);
     }
     std::vector<std::string> names;

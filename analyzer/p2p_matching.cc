@@ -24,6 +24,12 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
         continue;
       }
       const Call& peer_call = model_.call(other->second.process, other->second.call);
+      // Bounded for processes whose completions never come (a dead rank's calls).
+      constexpr size_t kMaxOpenP2p = 1 << 16;
+      if ((!call.completed() || !peer_call.completed()) && open_p2p_.size() < kMaxOpenP2p) {
+        open_p2p_.push_back(other->second);
+        open_p2p_.push_back(P2pSide{entry.process, entry.p2p[cursor]});
+      }
       unpaired_p2p_.erase(other);
       if (peer_call.fn == call.fn) continue;  // two sends claiming one slot: not ours to judge
       if (peer_call.count == call.count && peer_call.dtype == call.dtype) continue;

@@ -91,7 +91,7 @@ std::string RanksOrPids(const std::vector<const RankEnding*>& group) {
 
 // One line per way of ending: ranks that ended alike (and were last in the same call)
 // share it, so that thousands of ranks read as a few lines.
-std::string RankEndingLines(const ReportInfo& info) {
+std::string RankEndingLines(const ReportInfo& info, const std::vector<Finding>& findings) {
   const std::vector<RankEnding>& ranks = info.ranks;
   std::vector<std::pair<std::string, std::vector<const RankEnding*>>> groups;
   std::map<std::string, size_t> group_of;
@@ -105,7 +105,9 @@ std::string RankEndingLines(const ReportInfo& info) {
   std::string text;
   for (const auto& [words, group] : groups) absl::StrAppendFormat(&text, "  %-16s %s\n", RanksOrPids(group), words);
   // Every rank dead: which was first is where to look.
-  if (const std::string first = WhoEndedFirstText(info); !first.empty()) absl::StrAppend(&text, "  (", first, ")\n");
+  if (const std::string first = WhoEndedFirstText(info, findings); !first.empty()) {
+    absl::StrAppend(&text, "  (", first, ")\n");
+  }
   return text;
 }
 
@@ -192,7 +194,7 @@ std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo
     reasons.push_back(count(gone, "rank is gone without ever calling NCCL", "ranks are gone without ever calling NCCL"));
   }
   // Every rank dead: which was first is where to look.
-  if (std::string first = WhoEndedFirstText(info); !first.empty()) reasons.push_back(std::move(first));
+  if (std::string first = WhoEndedFirstText(info, findings); !first.empty()) reasons.push_back(std::move(first));
   if (info.command_exit_status && *info.command_exit_status != 0 && !info.stopped_by_collwatch) {
     reasons.push_back(absl::StrCat("the command exited with status ", *info.command_exit_status));
   }
@@ -495,7 +497,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
     }
     // Nothing diverged or stalled while it ran, but the job did not end well.
     absl::StrAppend(&text, "\nNot healthy: ", WhyNotHealthy(findings, info), ".\n");
-    if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info));
+    if (!info.ranks.empty()) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info, findings));
     return text;
   }
   const size_t hangs = UnresolvedCount(findings);
@@ -515,7 +517,7 @@ std::string ReportTextOf(const std::vector<Finding>& findings, const ReportInfo&
   }
   const bool any_failed = std::any_of(info.ranks.begin(), info.ranks.end(),
                                       [](const RankEnding& rank) { return rank.failed || !rank.not_recorded.empty(); });
-  if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info));
+  if (any_failed) absl::StrAppend(&text, "\nHow each rank ended:\n", RankEndingLines(info, findings));
   return text;
 }
 

@@ -38,6 +38,10 @@ struct RankEnding {
   // When it ended (exited, killed or crashed): its ring's last sign of life, a heartbeat
   // (every 100 ms) or a record, CLOCK_REALTIME. 0: running, or not known.
   int64_t ended_ns = 0;
+  // Its last collective's communicator and sequence number (0: none known): with ends too
+  // close to order, the ranks the others waited for in NCCL show who stopped first.
+  uint64_t last_collective_comm = 0;
+  uint64_t last_collective_seq = 0;
   // Why the preload made no ring for it (its .noring note), "" when it had one or none
   // is known: its calls were never checked, so no verdict is healthy with it.
   std::string not_recorded;
@@ -89,8 +93,11 @@ bool Healthy(const std::vector<Finding>& findings, const ReportInfo& info);
 std::string WhyNotHealthy(const std::vector<Finding>& findings, const ReportInfo& info);
 // When every rank ended badly: which ended first, how, and that the others followed
 // (launchers such as torchrun stop the rest when one fails), or that the records cannot
-// tell the first apart. "" unless every rank (two or more) failed (job_description.cc).
-std::string WhoEndedFirstText(const ReportInfo& info);
+// tell the first apart. Ends too close to order are told apart by NCCL progress (the
+// ranks the others waited for) only where no finding says the ranks' schedules differ:
+// after a divergence the ranks' sequence numbers say nothing of who stopped first. ""
+// unless every rank (two or more) failed (job_description.cc).
+std::string WhoEndedFirstText(const ReportInfo& info, const std::vector<Finding>& findings);
 // The findings that are not resolved stalls: the problems.
 size_t UnresolvedCount(const std::vector<Finding>& findings);
 // Of those, the ones that hold the job up now (an ORDER_INVERSION that got through does
@@ -120,7 +127,7 @@ inline constexpr size_t kReportProseWidth = 96;
 std::string FindingText(const Finding& finding, size_t prose_width = kReportProseWidth);
 std::string ReportText(const std::vector<Finding>& findings, const ReportInfo& info);
 
-// Writes DIR/report.json and DIR/report.txt; false (and `error`) when they cannot be written.
+// Writes DIR/report.json and DIR/report.txt (and DIR/wait-for.dot for a wait cycle); false (and `error`) when they cannot be written.
 bool WriteReportFiles(const std::string& dir, const std::vector<Finding>& findings, const ReportInfo& info,
                       std::string* error);
 

@@ -80,7 +80,8 @@ TEST(ReportVerdictTest, RanksThatExitedNonZeroAreNotHealthy) {
   }
   const std::string text = ReportText({}, info);
   EXPECT_EQ(text.find("No findings"), std::string::npos) << "a failed job is not 'nothing stalled':\n" << text;
-  EXPECT_NE(text.find("Not healthy: 4 ranks exited with a status other than 0; the command exited with status 3."),
+  EXPECT_NE(text.find("Not healthy: 4 ranks exited with a status other than 0; every rank ended within 0.00 s: the records "
+                      "cannot tell which was first; the command exited with status 3."),
             std::string::npos)
       << text;
   // The four ranks ended alike: one line for them all.
@@ -346,6 +347,42 @@ TEST(ReportTest, PostMortemFindingsClaimNoDetectionTime) {
   info.online = true;
   text = ReportText({finding}, info);
   EXPECT_NE(text.find("detected 0.35 s after the first bad record"), std::string::npos) << text;
+}
+
+// Every rank dead: the first by time when the ends are apart, else by NCCL's progress,
+// else said to be unknown.
+TEST(ReportTest, WhenEveryRankDiedTheFirstIsNamedOrSaidUnknown) {
+  auto rank = [](int32_t number, const std::string& ended, int64_t ended_ms, uint64_t seq) {
+    RankEnding ending;
+    ending.global_rank = number;
+    ending.failed = true;
+    ending.ended_text = ended;
+    ending.ended_ns = 1'700'000'000'000'000'000 + ended_ms * 1'000'000;
+    ending.last_collective_comm = 0xc231b3c400000001ull;
+    ending.last_collective_seq = seq;
+    return ending;
+  };
+  ReportInfo apart;
+  apart.ranks = {rank(0, "killed or crashed (no exit recorded)", 900, 3), rank(1, "exited with 3", 0, 2),
+                 rank(2, "killed or crashed (no exit recorded)", 1300, 3)};
+  EXPECT_EQ(WhoEndedFirstText(apart, {}),
+            "every rank ended: rank 1 first (exited with 3), the other 2 followed 0.90 to 1.30 s later, as a launcher "
+            "(torchrun) stops the rest when one fails: look at rank 1");
+  ReportInfo close = apart;
+  close.ranks[0].ended_ns = close.ranks[1].ended_ns + 100'000'000;
+  close.ranks[2].ended_ns = close.ranks[1].ended_ns + 200'000'000;
+  EXPECT_EQ(WhoEndedFirstText(close, {}),
+            "every rank ended within 0.20 s, too close for the records to order, but rank 1 stopped first in NCCL: "
+            "the others were in seq 3 of comm c231b3c4, which rank 1 never entered (last collective: seq 2); the rest "
+            "followed, as a launcher (torchrun) stops the rest when one fails: look at rank 1");
+  Finding divergence;
+  divergence.kind = FindingKind::kSkippedReduceScatter;
+  EXPECT_EQ(WhoEndedFirstText(close, {divergence}), "every rank ended within 0.20 s: the records cannot tell which was first")
+      << "after a divergence the sequence numbers say nothing of who stopped first";
+  close.ranks[1].last_collective_seq = 3;
+  EXPECT_EQ(WhoEndedFirstText(close, {}), "every rank ended within 0.20 s: the records cannot tell which was first");
+  close.ranks[2].failed = false;
+  EXPECT_EQ(WhoEndedFirstText(close, {}), "") << "a rank that did not fail: not every rank died";
 }
 
 }  // namespace

@@ -21,13 +21,16 @@ namespace collwatch::analyzer {
 namespace {
 
 // The oldest call of `process` not completed: a collective or a send or receive outside
-// CUDA graph capture (captured calls run only when replayed). kNoCall: none.
+// CUDA graphs (captured calls run only when replayed). kNoCall: none.
 uint32_t OldestOpenCall(const Process& process) {
   uint32_t oldest = kNoCall;
   auto consider = [&](uint32_t index) {
     if (index >= oldest || !process.calls.Holds(index)) return;
     const Call& call = process.calls[index];
-    if (call.completed() || (call.flags & ring::kFlagCaptured) != 0) return;
+    // A CUDA graph's replays share their host calls' communicator: in NCCL they are one
+    // queue with them, apart only in the analysis (job_model.h), so a replay held up is a
+    // divergence on that one communicator, never a cycle between two.
+    if (call.completed() || (call.flags & (ring::kFlagCaptured | ring::kFlagReplay)) != 0) return;
     if (!ring::IsCollective(call.fn) && !ring::IsP2p(call.fn)) return;
     oldest = index;
   };
@@ -129,11 +132,18 @@ void Analyzer::CheckWaitCycles(const std::vector<std::optional<Frontier>>& front
     if (Seconds(now_ns - since) < frontier->threshold_s) continue;
     for (int32_t rank : frontier->entered) starts.push_back(comms[i].ranks[static_cast<size_t>(rank)].process);
   }
-  for (const auto& [key, side] : unpaired_p2p_) {
-    const Call& call = model_.call(side.process, side.call);
-    if (call.completed() || Seconds(now_ns - call.enter_ns) < StallThresholdS(comms[call.comm], CallBytes(call))) continue;
-    if (!progress_[call.comm].diverged) starts.push_back(side.process);
-  }
+  auto start_at_p2p = [&](ProcessId process, uint32_t index) {
+    const Call& call = model_.call(process, index);
+    if (call.completed() || Seconds(now_ns - call.enter_ns) < StallThresholdS(comms[call.comm], CallBytes(call))) return;
+    if (!progress_[call.comm].diverged) starts.push_back(process);
+  };
+  for (const auto& [key, side] : unpaired_p2p_) start_at_p2p(side.process, side.call);
+  // Sends and receives paired but not completed (on GPUs both sides are enqueued at once).
+  std::erase_if(open_p2p_, [&](const P2pSide& side) {
+    const Process& process = model_.process(side.process);
+    return !process.calls.Holds(side.call) || process.calls[side.call].completed();
+  });
+  for (const P2pSide& side : open_p2p_) start_at_p2p(side.process, side.call);
   if (starts.empty()) return;
 
   // Depth-first search from each start for a cycle, each process expanded once.
@@ -215,6 +225,12 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   facts.point_to_point = point_to_point;
   Finding finding;
   finding.kind = FindingKind::kWaitCycle;
+  // A peer not yet in the call it is waited for in may be held elsewhere, or may never
+  // issue it (it took another path): the records cannot tell, so both readings are given.
+  for (const CycleStep& step : cycle) {
+    if (!step.edge.peer_entered) finding.decided = false;
+  }
+  if (!finding.decided) finding.other_readings = {FindingKind::kNotJoined};
   std::vector<const Call*> calls;
   for (const CycleStep& step : cycle) {
     const Call& call = model_.call(step.process, step.held_at);

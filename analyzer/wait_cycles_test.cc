@@ -36,8 +36,10 @@ class TwoCommunicators {
                     stuck ? 0 : t + kMs, blocking);
     t += 2 * kMs;
   }
-  void SendTo(int rank, int peer, uint64_t seq) {
-    job_.P2p(processes_[rank], kDataParallel, rank, 2, ApiFn::kSend, peer, seq, 1 << 20, 7, clock_[rank], 0);
+  void SendTo(int rank, int peer, uint64_t seq) { P2p(rank, ApiFn::kSend, peer, seq); }
+  void ReceiveFrom(int rank, int peer, uint64_t seq) { P2p(rank, ApiFn::kRecv, peer, seq); }
+  void P2p(int rank, ApiFn fn, int peer, uint64_t seq) {
+    job_.P2p(processes_[rank], kDataParallel, rank, 2, fn, peer, seq, 1 << 20, 7, clock_[rank], 0);
     clock_[rank] += 2 * kMs;
   }
   std::vector<Finding> Run(double plus_s, bool final_pass = false) {
@@ -74,8 +76,13 @@ TEST(WaitCycleTest, BlockedThreadsInOppositeCommunicatorOrdersAreOneCycle) {
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kWaitCycle}) << "one finding, not a NOT_JOINED each";
   const Finding& cycle = found[0];
   EXPECT_EQ(cycle.headline,
-            "WAIT_CYCLE: rank 0 waits in all-reduce #2 on comm 1111aaaa for rank 1, and rank 1 waits in all-reduce #2 "
-            "on comm 2222bbbb for rank 0");
+            "WAIT_CYCLE: (undecided: or NOT_JOINED) rank 0 waits in all-reduce #2 on comm 1111aaaa for rank 1, and "
+            "rank 1 waits in all-reduce #2 on comm 2222bbbb for rank 0");
+  // Neither rank issued its second call: each may be held, or may never issue it.
+  EXPECT_FALSE(cycle.decided);
+  EXPECT_EQ(cycle.other_readings, std::vector<FindingKind>{FindingKind::kNotJoined});
+  EXPECT_THAT(cycle.summary, HasSubstr("Two readings fit, and the records cannot tell which: rank 1 and rank 0 have "
+                                       "not entered the call they are waited for in."));
   EXPECT_THAT(cycle.summary, HasSubstr("rank 1, which has not entered it: it is held in all-reduce #2 on comm 2222bbbb"));
   EXPECT_THAT(cycle.summary, HasSubstr("threads are blocked inside these calls"));
   EXPECT_THAT(cycle.summary, HasSubstr("Fix: issue the process groups' collectives in one global order on every rank"));
@@ -100,6 +107,7 @@ TEST(WaitCycleTest, EnqueuedCallsHeldBehindEachOtherOnOneQueueAreACycle) {
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kWaitCycle}) << "not a TRANSPORT_STALL each";
   EXPECT_THAT(found[0].summary, HasSubstr("entered it behind all-reduce #2 on comm 2222bbbb"));
   EXPECT_THAT(found[0].summary, HasSubstr("one hardware queue"));
+  EXPECT_TRUE(found[0].decided) << "every rank issued both calls: the order itself is the evidence";
 }
 
 TEST(WaitCycleTest, SendsFirstOnBothSidesAreAPointToPointCycle) {
@@ -110,12 +118,27 @@ TEST(WaitCycleTest, SendsFirstOnBothSidesAreAPointToPointCycle) {
   const std::vector<Finding> found = job.Run(11);
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kWaitCycle}) << "not a p2p NOT_JOINED each";
   EXPECT_EQ(found[0].headline,
-            "WAIT_CYCLE: rank 0 waits in send to rank 1 #1 on comm 2222bbbb for rank 1, and rank 1 waits in send to "
-            "rank 0 #1 on comm 2222bbbb for rank 0");
+            "WAIT_CYCLE: (undecided: or NOT_JOINED) rank 0 waits in send to rank 1 #1 on comm 2222bbbb for rank 1, and "
+            "rank 1 waits in send to rank 0 #1 on comm 2222bbbb for rank 0");
   EXPECT_THAT(found[0].summary, HasSubstr("has not posted the matching receive"));
   EXPECT_THAT(found[0].summary, HasSubstr("batch_isend_irecv"));
   EXPECT_THAT(found[0].summary, HasSubstr("rank parity"));
   EXPECT_TRUE(std::get<CycleFacts>(found[0].evidence).point_to_point);
+}
+
+TEST(WaitCycleTest, SendsAndReceivesPairedButQueuedBehindTheSendsAreADecidedCycle) {
+  TwoCommunicators job;
+  job.CleanStep(1);
+  // GPU ranks enqueue both and return: every side is paired, none completes.
+  for (int rank = 0; rank < 2; ++rank) {
+    job.SendTo(rank, 1 - rank, 1);
+    job.ReceiveFrom(rank, 1 - rank, 1);
+  }
+  EXPECT_TRUE(job.Run(5).empty());
+  const std::vector<Finding> found = job.Run(11);
+  ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kWaitCycle});
+  EXPECT_TRUE(found[0].decided);
+  EXPECT_THAT(found[0].summary, HasSubstr("has posted the matching receive behind send to rank 0 #1"));
 }
 
 TEST(WaitCycleTest, ALateRankThatIsNotHeldAnywhereIsNoCycle) {

@@ -66,12 +66,16 @@ CASES = {
     # One call of evidence on each side (an all-gather against a reduce-scatter, the first
     # collectives): undecided, the skipped reduce-scatter given as the other reading.
     "first-op-differs": (["--job", "first-op-differs"], "OP_MISMATCH", 2),
-    # Two process groups called in opposite orders: with one NCCL stream each the job gets
-    # through (a latent deadlock, LATENT_CASES); with one hardware queue it hangs.
-    "comm-order-inversion": (["--job", "comm-order", "--steps", "4"], "ORDER_INVERSION", 2),
-    "comm-order-deadlock": (["--job", "comm-order", "--steps", "4"], "WAIT_CYCLE", 2),
+    # Two process groups called in opposite orders. On H100s with NCCL 2.28.9 the kernels of
+    # the two communicators do not run side by side even with one NCCL stream per group
+    # (NCCL does not promise they would): it hangs by default, and with one hardware queue.
+    "comm-order": (["--job", "comm-order", "--steps", "4"], "WAIT_CYCLE", 2),
+    "comm-order-one-queue": (["--job", "comm-order", "--steps", "4"], "WAIT_CYCLE", 2),
     # Every rank sends 64 MiB before it receives, outside a batch.
     "send-cycle": (["--job", "send-cycle"], "WAIT_CYCLE", 2),
+    "send-cycle-1gib": (["--job", "send-cycle", "--p2p-mib", "1024"], "WAIT_CYCLE", 2),
+    # Rank 1 dies; torchrun stops the other (OWN_END_CASES): the report names the first.
+    "first-fails": (["--job", "first-fails"], None, 2),
     # CUDA graph replays, seen through NCCL's profiler plugin (PLUGIN_CASES).
     "graph": (["--job", "graph", "--steps", "4"], None, 1),
     "graph-replay-skip": (["--job", "graph", "--steps", "4", "--scenario", "replay-skip"], "NOT_JOINED", 2),
@@ -85,10 +89,11 @@ PLUGIN_CASES = {"graph", "graph-replay-skip"}
 # analyzer's settle window; with nothing else to decide by, the honest finding is the
 # undecided one that names this kind among its readings.
 FIRST_STEP_DIVERGENCES = {"divergent-path", "fsdp1-divergent-path", "hf-vlm-divergent-path"}
-# Cases whose finding is no hang: the job ends by itself (exit 0) with this finding.
-LATENT_CASES = {"comm-order-inversion"}
+# Cases the job's launcher ends (no --kill-on-hang): its exit status is not 0, and the
+# report's words must hold this.
+OWN_END_CASES = {"first-fails": "rank 1 stopped first in NCCL"}
 # Cases run with these variables set for the job.
-CASE_ENV = {"comm-order-deadlock": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
+CASE_ENV = {"comm-order-one-queue": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
 # Cases whose first finding must be undecided, giving these other readings.
 UNDECIDED_READINGS = {"first-op-differs": ["SKIPPED_REDUCE_SCATTER"]}
 STALL_AFTER_S = 10  # collwatch's stall threshold in the failing cases (its floor; default 30)
@@ -251,7 +256,7 @@ def run_case(name, args, work):
             command.append("--mps")
     if expected:
         command += ["--stall-after", str(STALL_AFTER_S)]
-        if name not in LATENT_CASES:
+        if name not in OWN_END_CASES:
             command.append("--kill-on-hang")
     if name in PLUGIN_CASES:
         command.append("--profiler-plugin")
@@ -280,10 +285,16 @@ def run_case(name, args, work):
     problems = []
     if wall >= args.case_timeout:
         problems.append(f"still running after {args.case_timeout:.0f} s: stopped")
-    if expected:
-        if name in LATENT_CASES and code != 0:
-            problems.append(f"exit {code}, expected 0 (the job gets through; the finding is a latent deadlock)")
-        if name not in LATENT_CASES and code != 124:
+    if name in OWN_END_CASES:
+        report_text = ""
+        if os.path.exists(os.path.join(out_dir, "report.txt")):
+            with open(os.path.join(out_dir, "report.txt")) as f:
+                report_text = f.read()
+        result["verdict"] = next((line for line in report_text.splitlines() if line.startswith("Not healthy")), "")
+        if code == 0 or OWN_END_CASES[name] not in report_text:
+            problems.append(f"exit {code}; report.txt lacks '{OWN_END_CASES[name]}'")
+    elif expected:
+        if code != 124:
             problems.append(f"exit {code}, expected 124 (collwatch stopped the hung job)")
         undecided_reading = (args.one_gpu and name in FIRST_STEP_DIVERGENCES and findings
                              and findings[0].get("decided") is False
@@ -339,9 +350,9 @@ def run_case(name, args, work):
         result["note"] = "NCCL logged no collective or p2p call"
     if args.one_gpu:  # the CPU backend writes no NCCL log to compare with
         result["note"] = "one GPU: no NCCL log to compare the rings with"
-    elif not expected:  # a killed job's NCCL log is cut anywhere; the comparison needs whole ones
+    elif not expected and name not in OWN_END_CASES:  # a killed job's NCCL log is cut anywhere; the comparison needs whole ones
         problems += compare(nccl, rings)
-    if not expected:
+    if not expected and name not in OWN_END_CASES:
         for pid, (_, ring, uncompleted) in sorted(rings.items()):
             if uncompleted:
                 problems.append(f"pid {pid} rank {ring['rank']}: {len(uncompleted)} calls never completed, "
