@@ -201,9 +201,18 @@ class Analyzer {
     OrderInversion which;
     std::optional<CallFacts> first_x, first_c, second_c, second_x;
   };
-  // `held`: each process's oldest open call, filled as asked.
-  std::vector<WaitEdge> WaitsOf(ProcessId process, uint32_t held_at,
-                                std::unordered_map<ProcessId, uint32_t>& held) const;
+  // What one search learns as it goes: each process's oldest open call, and the ranks
+  // each collective waits for.
+  struct WaitSearch {
+    std::unordered_map<ProcessId, uint32_t> held;
+    std::map<std::pair<CommIndex, uint64_t>, std::vector<WaitEdge>> collective_waits;
+  };
+  uint32_t HeldAt(ProcessId process, WaitSearch& search) const;
+  // Whom `process`, held at `held_at`, waits for.
+  std::vector<WaitEdge> WaitsOf(ProcessId process, uint32_t held_at, WaitSearch& search) const;
+  // The ranks of `call` (made by `process`) that are elsewhere: for a collective, every
+  // such rank but the caller's own (WaitsOf leaves out the asking process).
+  std::vector<WaitEdge> PeersElsewhere(const Call& call, ProcessId process, WaitSearch& search) const;
   // Looks for a cycle from the waiting ranks of every stall past its threshold.
   void CheckWaitCycles(const std::vector<std::optional<Frontier>>& frontiers, int64_t now_ns, bool final_pass,
                        std::vector<Finding>* out);

@@ -167,10 +167,13 @@ std::string WhoEndedFirstText(const ReportInfo& info, const std::vector<Finding>
                            static_cast<double>(ended[together - 1]->ended_ns - first.ended_ns) / 1e9,
                            ended.size() - together, spread_s);
   }
-  return absl::StrFormat("every rank ended: %s first (%s), the other %d followed %.2f to %.2f s later, as a "
-                         "launcher (torchrun) stops the rest when one fails: look at %s",
+  const std::string after_first = absl::StrFormat("%.2f", static_cast<double>(ended[1]->ended_ns - first.ended_ns) / 1e9);
+  const std::string after_last = absl::StrFormat("%.2f", spread_s);
+  return absl::StrFormat("every rank ended: %s first (%s), the other %d followed %s s later, as a launcher (torchrun) "
+                         "stops the rest when one fails: look at %s",
                          name(first), first.ended_text, ended.size() - 1,
-                         static_cast<double>(ended[1]->ended_ns - first.ended_ns) / 1e9, spread_s, name(first));
+                         after_first == after_last ? after_first : absl::StrCat(after_first, " to ", after_last),
+                         name(first));
 }
 
 }  // namespace collwatch::analyzer

@@ -72,24 +72,41 @@ uint32_t MatchingP2pCall(const Process& peer_process, const CommRank& peer, cons
 
 }  // namespace
 
-std::vector<Analyzer::WaitEdge> Analyzer::WaitsOf(ProcessId process, uint32_t held_at,
-                                                  std::unordered_map<ProcessId, uint32_t>& held) const {
-  auto held_of = [&](ProcessId other) {
-    auto [it, inserted] = held.try_emplace(other, kNoCall);
-    if (inserted) it->second = OldestOpenCall(model_.process(other));
-    return it->second;
-  };
-  std::vector<WaitEdge> edges;
+uint32_t Analyzer::HeldAt(ProcessId process, WaitSearch& search) const {
+  auto [it, inserted] = search.held.try_emplace(process, kNoCall);
+  if (inserted) it->second = OldestOpenCall(model_.process(process));
+  return it->second;
+}
+
+std::vector<Analyzer::WaitEdge> Analyzer::WaitsOf(ProcessId process, uint32_t held_at, WaitSearch& search) const {
   const Call& call = model_.process(process).calls[held_at];
+  if (!ring::IsCollective(call.fn)) return PeersElsewhere(call, process, search);
+  // Every process held at one collective waits for the same ranks: found once per
+  // collective, so that a stall of thousands of ranks costs one pass over them.
+  const auto key = std::make_pair(call.comm, call.seq);
+  auto cached = search.collective_waits.find(key);
+  if (cached == search.collective_waits.end()) {
+    cached = search.collective_waits.emplace(key, PeersElsewhere(call, process, search)).first;
+  }
+  std::vector<WaitEdge> edges;
+  for (const WaitEdge& edge : cached->second) {
+    if (edge.peer != process) edges.push_back(edge);
+  }
+  return edges;
+}
+
+std::vector<Analyzer::WaitEdge> Analyzer::PeersElsewhere(const Call& call, ProcessId process,
+                                                         WaitSearch& search) const {
+  std::vector<WaitEdge> edges;
   if (call.comm >= model_.comms().size() || progress_[call.comm].diverged) return edges;
   const Comm& comm = model_.comms()[call.comm];
   if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) return edges;
   auto wait_for = [&](int32_t rank, uint32_t peer_call) {
     const CommRank& peer = comm.ranks[static_cast<size_t>(rank)];
-    if (!peer.present || peer.process == process) return;
+    if (!peer.present) return;
     const Process& peer_process = model_.process(peer.process);
     if (peer_call != kNoCall && peer_process.calls.Holds(peer_call) && peer_process.calls[peer_call].completed()) return;
-    const uint32_t peer_held = held_of(peer.process);
+    const uint32_t peer_held = HeldAt(peer.process, search);
     if (peer_held == kNoCall || peer_held == peer_call) return;  // running, or in this very call
     edges.push_back(WaitEdge{peer.process, rank, peer_call != kNoCall, peer_held});
   };
@@ -99,7 +116,7 @@ std::vector<Analyzer::WaitEdge> Analyzer::WaitsOf(ProcessId process, uint32_t he
       return edges;
     }
     const CommRank& entry = comm.ranks[static_cast<size_t>(peer)];
-    wait_for(peer, MatchingP2pCall(model_.process(entry.process), entry, call));
+    if (entry.process != process) wait_for(peer, MatchingP2pCall(model_.process(entry.process), entry, call));
     return edges;
   }
   for (int32_t rank = 0; rank < static_cast<int32_t>(comm.ranks.size()); ++rank) {
@@ -148,7 +165,7 @@ void Analyzer::CheckWaitCycles(const std::vector<std::optional<Frontier>>& front
 
   // Depth-first search from each start for a cycle, each process expanded once.
   constexpr size_t kMaxVisited = 1 << 14;
-  std::unordered_map<ProcessId, uint32_t> held;
+  WaitSearch search;
   std::unordered_map<ProcessId, int> state;  // 1: on the path, 2: done
   struct Step {
     ProcessId process;
@@ -160,11 +177,10 @@ void Analyzer::CheckWaitCycles(const std::vector<std::optional<Frontier>>& front
     if (state.count(start) != 0) continue;
     std::vector<Step> path;
     auto push = [&](ProcessId process) {
-      auto [it, inserted] = held.try_emplace(process, kNoCall);
-      if (inserted) it->second = OldestOpenCall(model_.process(process));
+      const uint32_t held_at = HeldAt(process, search);
       state[process] = 1;
-      path.push_back(Step{process, it->second, {}, 0});
-      if (it->second != kNoCall) path.back().edges = WaitsOf(process, it->second, held);
+      path.push_back(Step{process, held_at, {}, 0});
+      if (held_at != kNoCall) path.back().edges = WaitsOf(process, held_at, search);
     };
     push(start);
     while (!path.empty() && state.size() < kMaxVisited) {

@@ -116,6 +116,12 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
         row.note = finding->kind() == v1::RANK_LOST          ? "lost"
                    : finding->kind() == v1::RANK_NOT_RUNNING ? absl::StrFormat("in seq %d, process not running", finding->seq())
                                                              : absl::StrFormat("not at seq %d", finding->seq());
+      } else if (finding->kind() == v1::WAIT_CYCLE) {
+        row.note = absl::StrFormat("in a wait cycle at seq %d (the finding names the ranks)", finding->seq());
+      } else if (finding->kind() == v1::ORDER_INVERSION) {
+        // A latent deadlock the ranks got through: worth a look (yellow), not stuck.
+        row.health = Health::kSlow;
+        row.note = absl::StrFormat("seq %d issued in another order than on a rank sharing it (latent)", finding->seq());
       } else {
         row.health = Health::kSlow;
         row.note = finding->kind() == v1::TRANSPORT_STALL ? absl::StrFormat("in seq %d, not completing", finding->seq())
