@@ -203,4 +203,16 @@ void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int3
   if (complete_ns > 0) CompleteRecord(process, end_index, end, complete_ns);
 }
 
+std::vector<SyntheticOp> FsdpLikeStep(int32_t scatter_redop) {
+  std::vector<SyntheticOp> ops;
+  for (int unit = 0; unit < 12; ++unit) {
+    ops.push_back({ring::ApiFn::kAllGather, 1u << 16, 7, "fwd/unit" + std::to_string(unit)});
+  }
+  for (int unit = 11; unit >= 0; --unit) {
+    ops.push_back({ring::ApiFn::kAllGather, 1u << 16, 7, "bwd/unit" + std::to_string(unit)});
+    ops.push_back({ring::ApiFn::kReduceScatter, 1u << 14, 7, "bwd/unit" + std::to_string(unit), scatter_redop});
+  }
+  return ops;
+}
+
 }  // namespace collwatch::analyzer

@@ -62,6 +62,11 @@ class RecordedJob final : public SyntheticSink {
   std::vector<RecordedProcess> processes_;
 };
 
+// One FSDP-like training step of 12 units (the benchmarks' job): the forward all-gathers,
+// then per unit, last first, its backward all-gather and its gradient's reduce-scatter
+// with `scatter_redop`.
+std::vector<SyntheticOp> FsdpLikeStep(int32_t scatter_redop);
+
 class SyntheticJob {
  public:
   explicit SyntheticJob(JobModel* model);

@@ -31,6 +31,7 @@ using collwatch::analyzer::Analyzer;
 using collwatch::analyzer::AnalyzerOptions;
 using collwatch::analyzer::FindingKind;
 using collwatch::analyzer::SyntheticJob;
+using collwatch::analyzer::FsdpLikeStep;
 using collwatch::analyzer::SyntheticOp;
 using collwatch::ring::ApiFn;
 
@@ -44,20 +45,6 @@ double PeakRssMiB() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-// One training step's schedule: forward all-gathers, backward all-gathers and
-// reduce-scatters of 12 units.
-std::vector<SyntheticOp> StepSchedule() {
-  std::vector<SyntheticOp> ops;
-  for (int unit = 0; unit < 12; ++unit) {
-    ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "fwd/unit" + std::to_string(unit)});
-  }
-  for (int unit = 11; unit >= 0; --unit) {
-    ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "bwd/unit" + std::to_string(unit)});
-    ops.push_back({ApiFn::kReduceScatter, 1u << 14, 7, "bwd/unit" + std::to_string(unit), 0});
-  }
-  return ops;
 }
 
 enum class Case { kDivergence, kDtype, kStall };
@@ -106,7 +93,7 @@ int main(int argc, char** argv) {
   constexpr uint64_t kGroupBase = 0x9a0b000000000000ull;
   constexpr int64_t kStart = 1'700'000'000LL * collwatch::analyzer::kSecond;
   constexpr int64_t kOpNs = 200'000;  // 0.2 ms per collective
-  const std::vector<SyntheticOp> step = StepSchedule();
+  const std::vector<SyntheticOp> step = FsdpLikeStep(/*scatter_redop=*/0);
   const SyntheticOp group_op{ApiFn::kAllReduce, 1u << 12, 7, "tp/allreduce", 0};
   const size_t bad = static_cast<size_t>(collectives) / 2;
   const int group_size = comms > 0 ? ranks / comms : 0;

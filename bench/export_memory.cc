@@ -33,8 +33,8 @@ namespace {
 namespace fs = std::filesystem;
 using collwatch::analyzer::kMs;
 using collwatch::analyzer::SyntheticJob;
+using collwatch::analyzer::FsdpLikeStep;
 using collwatch::analyzer::SyntheticOp;
-using collwatch::ring::ApiFn;
 
 constexpr uint64_t kWorld = 0x3f2a9c0100000001ull;
 
@@ -53,19 +53,6 @@ uint64_t FolderBytes(const fs::path& dir) {
   return bytes;
 }
 
-// A step of 12 forward all-gathers, then per unit a backward all-gather and reduce-scatter.
-std::vector<SyntheticOp> StepSchedule() {
-  std::vector<SyntheticOp> ops;
-  for (int unit = 0; unit < 12; ++unit) {
-    ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "fwd/unit" + std::to_string(unit)});
-  }
-  for (int unit = 11; unit >= 0; --unit) {
-    ops.push_back({ApiFn::kAllGather, 1u << 16, 7, "bwd/unit" + std::to_string(unit)});
-    ops.push_back({ApiFn::kReduceScatter, 1u << 14, 7, "bwd/unit" + std::to_string(unit), 4});
-  }
-  return ops;
-}
-
 // `calls` calls over `ranks` ranks (their creation included) under `out`.
 bool WriteStore(const std::string& out, uint64_t calls, int ranks) {
   collwatch::testing::SyntheticStore store(out, "bench");
@@ -75,7 +62,7 @@ bool WriteStore(const std::string& out, uint64_t calls, int ranks) {
     processes.push_back(job.AddProcess(rank));
     job.Init(processes.back(), kWorld, rank, ranks, 1'700'000'000'000'000'000 + rank * kMs);
   }
-  const std::vector<SyntheticOp> step = StepSchedule();
+  const std::vector<SyntheticOp> step = FsdpLikeStep(/*scatter_redop=*/4);
   const uint64_t per_rank = calls / static_cast<uint64_t>(ranks) - 2;
   int64_t t_ns = 1'700'000'001'000'000'000;
   for (uint64_t seq = 1; seq <= per_rank; ++seq) {

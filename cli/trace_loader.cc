@@ -72,15 +72,10 @@ absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary*
 }
 
 absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
-  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
+  absl::StatusOr<std::unique_ptr<RingReader>> reader = OpenRingOnce(path, summary, seen);
   if (!reader.ok()) return reader.status();
+  if (*reader == nullptr) return absl::OkStatus();
   const RingIdentity& identity = (*reader)->identity();
-  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
-                                  identity.rank};
-  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
-    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
-    return absl::OkStatus();
-  }
   const ring::WriterState state = (*reader)->writer_state();
   const bool alive = state == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
   ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
@@ -386,6 +381,20 @@ absl::StatusOr<TraceSources> FindTraces(const std::string& path, const std::stri
   }
   return absl::NotFoundError(absl::StrCat(path, ": no collwatch traces here (expected run.json, rank trace "
                                           "folders with ", store::kLogFileName, ", or *.ring files)"));
+}
+
+absl::StatusOr<std::unique_ptr<RingReader>> OpenRingOnce(const std::string& path, LoadSummary* summary,
+                                                         ProcessesSeen* seen) {
+  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  const RingIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
+                                  identity.rank};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return std::unique_ptr<RingReader>();
+  }
+  return reader;
 }
 
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {

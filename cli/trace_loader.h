@@ -6,6 +6,7 @@
 #define COLLWATCH_CLI_TRACE_LOADER_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -14,9 +15,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "analyzer/job_model.h"
+#include "cli/processes_seen.h"
 #include "cli/run_record.h"
 #include "flight_recorder/import_record.h"
 #include "ring/ring_leftovers.h"
+#include "ring/ring_reader.h"
 #include "store/trace_store.h"
 
 namespace collwatch {
@@ -77,6 +80,11 @@ void NoteRankTraceGaps(const std::string& dir, const RankTraceReader& reader, Lo
 // What reading a ring found overwritten (a note), torn, dropped or damaged (warnings).
 void NoteRingGaps(const std::string& path, uint64_t lost, uint64_t torn, uint64_t damaged, uint64_t dropped,
                   LoadSummary* summary);
+
+// The ring at `path` opened for reading, once per process: nullptr (and a note in
+// `summary`) for a copy of a ring `seen` has read already.
+absl::StatusOr<std::unique_ptr<RingReader>> OpenRingOnce(const std::string& path, LoadSummary* summary,
+                                                         ProcessesSeen* seen);
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring

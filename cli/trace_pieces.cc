@@ -67,15 +67,10 @@ absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, Loa
 }
 
 absl::Status VisitRing(const std::string& path, ProcessVisitor* visitor, LoadSummary* summary, ProcessesSeen* seen) {
-  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Open(path);
+  absl::StatusOr<std::unique_ptr<RingReader>> reader = OpenRingOnce(path, summary, seen);
   if (!reader.ok()) return reader.status();
+  if (*reader == nullptr) return absl::OkStatus();
   const RingIdentity& identity = (*reader)->identity();
-  const InputProcess process_seen{path, identity.job, identity.host, identity.pid, identity.start_realtime_ns,
-                                  identity.rank};
-  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
-    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
-    return absl::OkStatus();
-  }
   const bool alive = (*reader)->writer_state() == ring::WriterState::kRunning && (*reader)->WriterProcessAlive();
   // A ring is as large as it was made, whatever the job did: read whole, handed on in pieces.
   ReadBatch batch = (*reader)->ReadAll(/*writer_gone=*/!alive);
