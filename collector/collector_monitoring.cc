@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "analyzer/report.h"
+#include "files/json_contract.h"
 #include "proto/collwatch.pb.h"
 
 namespace collwatch {
@@ -43,7 +44,10 @@ void CollectorMonitoring::Finding(const std::string& job, const analyzer::Findin
   if (event_log_ != nullptr) event_log_->Finding(job, json);
   if (finding_command_ != nullptr) {
     finding_command_->Enqueue(json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                              {{"COLLWATCH_JOB", job}, {"COLLWATCH_FINDING_KIND", kind}});
+                              {{"COLLWATCH_JOB", job},
+                               {"COLLWATCH_FINDING_KIND", kind},
+                               // The finding is report.json's: its schema's version.
+                               {"COLLWATCH_SCHEMA_VERSION", std::to_string(kReportSchemaVersion)}});
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "files/json_contract.h"
 #include "process/log_line.h"
 #include "process/process_sample.h"
 #include "ring/clocks.h"
@@ -48,6 +49,7 @@ bool EventLog::failed() {
 }
 
 void EventLog::Write(nlohmann::json line, int64_t time_ns) {
+  line[kSchemaVersionKey] = kEventLogSchemaVersion;
   line["time"] = absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(time_ns), absl::UTCTimeZone());
   line["host"] = ThisHostName();
   const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

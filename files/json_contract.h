@@ -27,6 +27,7 @@ inline constexpr int kChromeTraceSchemaVersion = 1;   // `export --chrome`, in o
 inline constexpr int kDiffSchemaVersion = 1;          // `diff --json`
 inline constexpr int kCheckSchemaVersion = 1;         // `check --json`
 inline constexpr int kTopSchemaVersion = 1;           // `top --once --json`
+inline constexpr int kEventLogSchemaVersion = 1;      // each `--event-log` line
 
 // "3f2a9c0100000001": a communicator id, a hash, a stream handle.
 std::string JsonId(uint64_t id);

@@ -93,7 +93,7 @@ std::optional<ImportRecord> ReadImportRecord(const std::string& out_dir) {
       if (!item.is_object()) continue;
       GroupHistory group;
       group.group = Get<std::string>(item, "group", "");
-      if (auto it = item.find("comm_id"); it != item.end()) group.comm_id = JsonIdValue(*it).value_or(0);
+      if (auto id = item.find("comm_id"); id != item.end()) group.comm_id = JsonIdValue(*id).value_or(0);
       group.compared_from_seq = Get<uint64_t>(item, "compared_from_seq", 0);
       record.cut_groups.push_back(std::move(group));
     }

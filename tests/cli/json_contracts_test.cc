@@ -71,7 +71,7 @@ std::string Output(const TempDir& dir, const std::vector<std::string>& args, int
 TEST(JsonContractsTest, EverySchemaIsWithinTheValidatorsKeywords) {
   // An empty object breaks every schema's `required`, never by an unknown keyword.
   for (const char* name : {"report", "run", "dump", "stacks", "flight-recorder-import", "chrome-trace", "diff",
-                           "check"}) {
+                           "check", "top", "event-log"}) {
     const std::vector<std::string> problems = SchemaProblems(Schema(name), json::object());
     EXPECT_FALSE(problems.empty()) << name;
     for (const std::string& problem : problems) EXPECT_THAT(problem, Not(HasSubstr("does not know"))) << name;

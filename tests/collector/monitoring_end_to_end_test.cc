@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/collector/prometheus_server.h"
+#include "tests/support/json_schema.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
@@ -36,6 +37,11 @@ using testing::ReadFile;
 using testing::ReadJson;
 using testing::Subprocess;
 using testing::TempDir;
+
+// docs/schema/NAME.schema.json.
+nlohmann::json SchemaNamed(const std::string& name) {
+  return ReadJson(std::string(COLLWATCH_SCHEMA_DIR) + "/" + name + ".schema.json");
+}
 
 // `collwatch run ARGS -- nccl_ranks NPROC PLAN DIR`, its stderr in DIR/run.err; the exit code.
 int RunRanks(const TempDir& dir, std::vector<std::string> args, int nproc, const std::string& plan) {
@@ -122,7 +128,8 @@ TEST(MonitoringEndToEndTest, OnFindingAndTheEventLogSeeTheDivergenceAndQuietKeep
   const int exit_code =
       RunRanks(dir,
                {"--kill-on-hang", "--stall-after", "3", "--quiet", "--event-log", event_log, "--on-finding",
-                "cat > " + finding_file + "; echo \"$COLLWATCH_FINDING_KIND $COLLWATCH_JOB\" > " + dir.path() + "/env"},
+                "cat > " + finding_file + "; echo \"$COLLWATCH_FINDING_KIND $COLLWATCH_JOB $COLLWATCH_SCHEMA_VERSION\" > " +
+                    dir.path() + "/env"},
                2, "skip");
   const std::string log = ReadFile(dir.path() + "/run.err");
   EXPECT_EQ(exit_code, kExitStoppedHungJob) << log;
@@ -136,14 +143,25 @@ TEST(MonitoringEndToEndTest, OnFindingAndTheEventLogSeeTheDivergenceAndQuietKeep
   EXPECT_EQ(given["kind"], "NOT_JOINED");
   EXPECT_EQ(given["kind"], reported["kind"]);
   EXPECT_EQ(given["headline"], reported["headline"]);
-  EXPECT_EQ(ReadFile(dir.path() + "/env"), "NOT_JOINED " + report["job"].get<std::string>() + "\n");
+  EXPECT_EQ(ReadFile(dir.path() + "/env"), "NOT_JOINED " + report["job"].get<std::string>() + " 1\n")
+      << "the kind, the job and the version of report.json's schema the finding follows";
 
-  // The event log: the finding, and each process's stream and writer state.
+  // The event log: the finding, and each process's stream and writer state, each line as
+  // docs/schema/event-log.schema.json says, its finding as report.json's.
+  const nlohmann::json line_schema = SchemaNamed("event-log");
+  const nlohmann::json report_schema = SchemaNamed("report");
+  const nlohmann::json finding_schema = {{"$defs", report_schema["$defs"]},
+                                         {"type", "object"},
+                                         {"required", {"finding"}},
+                                         {"properties", {{"finding", {{"$ref", "#/$defs/finding"}}}}}};
   std::vector<nlohmann::json> events;
   for (const std::string& line : Lines(ReadFile(event_log))) {
     events.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
     ASSERT_TRUE(events.back().is_object()) << line;
-    EXPECT_TRUE(events.back().contains("time") && events.back().contains("host")) << line;
+    EXPECT_THAT(testing::SchemaProblems(line_schema, events.back()), ::testing::IsEmpty()) << line;
+    if (events.back()["event"] == "finding") {
+      EXPECT_THAT(testing::SchemaProblems(finding_schema, events.back()), ::testing::IsEmpty()) << line;
+    }
   }
   int findings = 0;
   std::map<int, std::vector<std::string>> states;  // by rank
