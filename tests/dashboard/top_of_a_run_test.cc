@@ -86,6 +86,14 @@ class TopOfARunTest : public ::testing::Test {
         dir_.path() + "/run.err");
   }
 
+  // `collwatch run` stops its command's own process group on SIGTERM, as a scheduler's
+  // stop; killing run's group alone would leave the job's ranks behind in theirs.
+  void TearDown() override {
+    if (run_ == nullptr) return;
+    kill(run_->pid(), SIGTERM);
+    run_->Wait(60);
+  }
+
   // `collwatch top ARGS...` in its own folder (standard output and error apart).
   CliOutcome Top(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
     TempDir scratch;
