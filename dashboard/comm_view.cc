@@ -2,14 +2,10 @@
 // findings, grouped by health and progress; rank lists as the user types them.
 // Threading: pure functions.
 #include <map>
-#include <set>
 #include <tuple>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "analyzer/process_ranks.h"
 #include "dashboard/dashboard_model.h"
 #include "dashboard/dashboard_model_internal.h"
@@ -23,26 +19,6 @@ using internal::IsDivergence;
 using internal::kNsPerS;
 using internal::kSlowAfterS;
 using internal::Seconds;
-
-std::optional<std::vector<int32_t>> ParseRankList(std::string_view list) {
-  const absl::string_view text(list.data(), list.size());
-  std::set<int32_t> ranks;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    part = absl::StripAsciiWhitespace(part);
-    const size_t dash = part.find('-');
-    int32_t first = 0, last = 0;
-    if (dash == absl::string_view::npos) {
-      if (!absl::SimpleAtoi(part, &first)) return std::nullopt;
-      last = first;
-    } else if (!absl::SimpleAtoi(part.substr(0, dash), &first) || !absl::SimpleAtoi(part.substr(dash + 1), &last)) {
-      return std::nullopt;
-    }
-    if (first < 0 || last < first || last - first > (1 << 20)) return std::nullopt;
-    for (int32_t rank = first; rank <= last; ++rank) ranks.insert(rank);
-  }
-  if (ranks.empty()) return std::nullopt;
-  return std::vector<int32_t>(ranks.begin(), ranks.end());
-}
 
 int MinorityClass(const v1::Finding& finding) {
   if (!IsDivergence(finding.kind()) || finding.rank_classes_size() < 2) return -1;

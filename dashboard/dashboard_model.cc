@@ -18,6 +18,7 @@
 #include "analyzer/stack_classes.h"
 #include "collector/finding_codec.h"
 #include "dashboard/dashboard_model_internal.h"
+#include "process/rank_membership.h"
 #include "dashboard/screen_text.h"
 #include "ring/settings.h"
 #include "store/event_codec.h"

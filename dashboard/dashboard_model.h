@@ -104,8 +104,6 @@ CommView BuildCommView(const v1::ClusterState& state, const v1::CommState& comm,
 // Ranks alike (same progress, health and note) merged into one row; worst first, a
 // divergence's minority class first among the diverged.
 std::vector<RankRow> GroupRows(const std::vector<RankRow>& rows);
-// "0-3,8,10-12" -> ranks; nullopt when it does not parse.
-std::optional<std::vector<int32_t>> ParseRankList(std::string_view text);
 
 // Whether the screen may draw in colour: not in plain mode, nor while NO_COLOR holds any
 // value but empty (no-color.org); bold, dim and reverse stay either way.

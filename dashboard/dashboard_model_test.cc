@@ -430,14 +430,5 @@ TEST(DashboardModelTest, PlainModeIsAsciiAndLinesFitTheWidth) {
   EXPECT_NE(Screen(fancy).find("█"), std::string::npos);
 }
 
-TEST(DashboardModelTest, ParsesRankLists) {
-  EXPECT_EQ(ParseRankList("0-3,8"), (std::vector<int32_t>{0, 1, 2, 3, 8}));
-  EXPECT_EQ(ParseRankList(" 5 , 2 "), (std::vector<int32_t>{2, 5}));
-  EXPECT_FALSE(ParseRankList("3-1").has_value());
-  EXPECT_FALSE(ParseRankList("a").has_value());
-  EXPECT_FALSE(ParseRankList("").has_value());
-  EXPECT_FALSE(ParseRankList("0-99999999").has_value());
-}
-
 }  // namespace
 }  // namespace collwatch::dashboard
