@@ -3,6 +3,7 @@
 #include "analyzer/chrome_export.h"
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -48,6 +49,12 @@ bool MarksCall(const TraceMarker& marker, const Call& call) {
   return ring::IsCollective(call.fn) && call.seq == marker.seq;
 }
 
+// Whether `call`, on communicator `comm_id`, is the call a cycle's arc names.
+bool IsCycleCall(const TraceCycleCall& arc, uint64_t comm_id, const Call& call) {
+  return arc.comm_id == comm_id && call.seq == arc.seq && call.rank == arc.comm_rank && OpName(call.fn) == arc.op &&
+         (arc.peer < 0 || call.root_or_peer == arc.peer);
+}
+
 int64_t SecondsToNs(double seconds) { return static_cast<int64_t>(seconds * kNsPerS); }
 
 }  // namespace
@@ -66,6 +73,12 @@ TraceMarker MarkerOf(const Finding& finding) {
   std::sort(marker.ranks.begin(), marker.ranks.end());
   marker.ranks.erase(std::unique(marker.ranks.begin(), marker.ranks.end()), marker.ranks.end());
   marker.first_bad_ns = finding.first_bad_ns;
+  if (const auto* cycle = std::get_if<CycleFacts>(&finding.evidence)) {
+    for (const WaitArc& arc : cycle->arcs) {
+      marker.cycle.push_back(TraceCycleCall{arc.comm_id, arc.call.seq, arc.comm_rank, std::string(OpName(arc.call.fn)),
+                                            ring::IsP2p(arc.call.fn) ? arc.call.root_or_peer : -1});
+    }
+  }
   return marker;
 }
 
@@ -113,13 +126,37 @@ std::vector<TraceMarker> MarkersFromReport(const json& report, size_t* unreadabl
     if (const json* time = field(finding, "first_bad_time"); time != nullptr && time->is_string()) {
       marker.first_bad_ns = ParseWallClock(time->get<std::string>()).value_or(0);
     }
+    // A cycle's arcs (report.json `wait_cycle`); one that cannot be read leaves them all out.
+    const auto in = [&](const json* object, const char* key) { return object == nullptr ? nullptr : field(*object, key); };
+    const json* arcs = in(field(finding, "wait_cycle"), "arcs");
+    for (const json& arc : arcs != nullptr && arcs->is_array() ? *arcs : json::array()) {
+      const json* call = field(arc, "waits_in");
+      const json* comm_rank = field(arc, "comm_rank");
+      const json* op = in(call, "op");
+      const json* arc_seq = in(call, "seq");
+      const json* peer = in(call, "peer");
+      const json* arc_comm_text = in(call, "comm");
+      const std::optional<uint64_t> arc_comm = arc_comm_text != nullptr ? JsonIdValue(*arc_comm_text) : std::nullopt;
+      if (!arc_comm || comm_rank == nullptr || !comm_rank->is_number_integer() || op == nullptr || !op->is_string() ||
+          arc_seq == nullptr || !arc_seq->is_number_unsigned()) {
+        marker.cycle.clear();
+        break;
+      }
+      marker.cycle.push_back(TraceCycleCall{*arc_comm, arc_seq->get<uint64_t>(), comm_rank->get<int32_t>(),
+                                            op->get<std::string>(),
+                                            peer != nullptr && peer->is_number_integer() ? peer->get<int32_t>() : -1});
+    }
     markers.push_back(std::move(marker));
   }
   return markers;
 }
 
 ChromeTraceExport::ChromeTraceExport(ChromeExportOptions options) : options_(std::move(options)) {
-  for (size_t k = 0; k < options_.markers.size(); ++k) markers_by_comm_.emplace(options_.markers[k].comm_id, k);
+  for (size_t k = 0; k < options_.markers.size(); ++k) {
+    std::set<uint64_t> comms = {options_.markers[k].comm_id};
+    for (const TraceCycleCall& arc : options_.markers[k].cycle) comms.insert(arc.comm_id);
+    for (uint64_t comm : comms) markers_by_comm_.emplace(comm, k);
+  }
 }
 
 ChromeTraceExport::~ChromeTraceExport() = default;
@@ -349,7 +386,14 @@ void ChromeTraceExport::WriteCall(const JobModel& model, const Call& call) {
   }
   const auto [first, last] = markers_by_comm_.equal_range(comm.id);
   for (auto it = first; it != last && anchors_.size() < kMaxAnchors; ++it) {
-    if (MarksCall(options_.markers[it->second], call)) anchors_.push_back(Anchor{it->second, pid_, tid, call.enter_ns});
+    const TraceMarker& marker = options_.markers[it->second];
+    if (marker.cycle.empty()) {
+      if (MarksCall(marker, call)) anchors_.push_back(Anchor{it->second, pid_, tid, call.enter_ns, 0});
+      continue;
+    }
+    for (size_t arc = 0; arc < marker.cycle.size(); ++arc) {
+      if (IsCycleCall(marker.cycle[arc], comm.id, call)) anchors_.push_back(Anchor{it->second, pid_, tid, call.enter_ns, arc});
+    }
   }
 }
 
@@ -367,14 +411,23 @@ ChromeExportStats ChromeTraceExport::Finish() {
     ++stats_.markers;
   }
   // Per finding, its calls in time order joined one to the next: an arrow from each rank's
-  // call to the next one's (flow events bound to the slices they start in).
+  // call to the next one's (flow events bound to the slices they start in). A cycle's go
+  // in arc order, round: each waiting rank's call to the call of the rank it waits for.
   std::stable_sort(anchors_.begin(), anchors_.end(), [](const Anchor& a, const Anchor& b) {
-    return std::tie(a.marker, a.enter_ns) < std::tie(b.marker, b.enter_ns);
+    return std::tie(a.marker, a.arc, a.enter_ns) < std::tie(b.marker, b.arc, b.enter_ns);
   });
+  std::vector<std::pair<size_t, size_t>> joined;  // anchors_ indexes: from, to
   for (size_t i = 1; i < anchors_.size(); ++i) {
-    const Anchor& from = anchors_[i - 1];
-    const Anchor& to = anchors_[i];
-    if (from.marker != to.marker) continue;
+    if (anchors_[i - 1].marker == anchors_[i].marker) joined.emplace_back(i - 1, i);
+    const bool last_of_marker = i + 1 == anchors_.size() || anchors_[i + 1].marker != anchors_[i].marker;
+    if (!last_of_marker || options_.markers[anchors_[i].marker].cycle.empty()) continue;
+    size_t first_of_marker = i;
+    while (first_of_marker > 0 && anchors_[first_of_marker - 1].marker == anchors_[i].marker) --first_of_marker;
+    if (first_of_marker < i) joined.emplace_back(i, first_of_marker);  // closing the cycle
+  }
+  for (const auto& [from_index, to_index] : joined) {
+    const Anchor& from = anchors_[from_index];
+    const Anchor& to = anchors_[to_index];
     const TraceMarker& marker = options_.markers[from.marker];
     const std::string name = absl::StrCat("finding ", from.marker + 1, ": ", marker.kind, " #", marker.seq);
     const uint64_t id = ++stats_.arrows;

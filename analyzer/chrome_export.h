@@ -28,6 +28,14 @@
 namespace collwatch::analyzer {
 
 // A finding as the trace marks it.
+// A call one arc of a WAIT_CYCLE or ORDER_INVERSION names: the call a rank waits in.
+struct TraceCycleCall {
+  uint64_t comm_id = 0;
+  uint64_t seq = 0;
+  int32_t comm_rank = -1;
+  std::string op;     // ring_names' OpName: "all-reduce", "send"
+  int32_t peer = -1;  // a send's or receive's peer (communicator rank); -1 for a collective
+};
 struct TraceMarker {
   std::string kind;      // "PATH_DIVERGENCE"
   std::string headline;
@@ -38,6 +46,9 @@ struct TraceMarker {
   bool point_to_point = false;
   std::vector<int32_t> ranks;  // the communicator ranks it names (its classes, the lagging)
   int64_t first_bad_ns = 0;    // CLOCK_REALTIME of its first bad record (0: not known)
+  // WAIT_CYCLE, ORDER_INVERSION: each arc's call in cycle order, on communicators of their
+  // own; the arrows go round them, the last back to the first.
+  std::vector<TraceCycleCall> cycle;
 };
 TraceMarker MarkerOf(const Finding& finding);
 // The findings of a report.json (docs/schema/report.schema.json: a report written by
@@ -100,6 +111,7 @@ class ChromeTraceExport {
     int64_t pid = 0;
     int64_t tid = 0;
     int64_t enter_ns = 0;
+    size_t arc = 0;  // a cycle's: the arc whose call it is
   };
 
   void SurveyCall(const JobModel& model, uint32_t index, const Call& call);

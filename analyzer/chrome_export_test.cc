@@ -12,6 +12,7 @@
 
 #include "analyzer/synthetic_job.h"
 #include "analyzer/test_job.h"
+#include "files/json_contract.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -346,6 +347,46 @@ TEST(ChromeExportTest, PointToPointAndCreationFindingsJoinTheirOwnCalls) {
   }
   EXPECT_EQ(cat_of_arrow, (std::map<std::string, std::string>{{"finding 1: SIGNATURE_MISMATCH #1", "p2p"},
                                                              {"finding 2: COMM_INIT_STALL #0", "communicator"}}));
+}
+
+// A wait cycle across two communicators: an arrow from each rank's held call to the call
+// of the rank it waits for, round the cycle, read from report.json's `wait_cycle` too.
+TEST(ChromeExportTest, AWaitCycleIsArrowsRoundItsArcs) {
+  constexpr uint64_t kSecond = 0x5d0c8e2100000002ull;
+  RecordedJob recorded;
+  TestJob job(&recorded);
+  for (int r = 0; r < 2; ++r) {
+    const ProcessId p = job.AddRank(r);
+    job.Init(p, kWorld, r, 2);
+    job.Init(p, kSecond, r, 2);
+    // Rank 0 hangs in the world's all-reduce #1, rank 1 in the second communicator's.
+    job.Collective(p, r == 0 ? kWorld : kSecond, r, 2, SyntheticOp{ring::ApiFn::kAllReduce, 8, testing::kFloat32, "", 0},
+                   /*returns=*/false);
+  }
+  const json report = {
+      {"findings",
+       {{{"kind", "WAIT_CYCLE"}, {"comm", JsonId(kWorld)}, {"seq", 1u}, {"headline", "WAIT_CYCLE: ..."},
+         {"wait_cycle",
+          {{"arcs",
+            {{{"comm_rank", 0},
+              {"waits_in", {{"comm", JsonId(kWorld)}, {"seq", 1u}, {"op", "all-reduce"}, {"peer", nullptr}}}},
+             {{"comm_rank", 1},
+              {"waits_in", {{"comm", JsonId(kSecond)}, {"seq", 1u}, {"op", "all-reduce"}, {"peer", nullptr}}}}}}}}}}}};
+  size_t unreadable = 0;
+  ChromeExportOptions options;
+  options.markers = MarkersFromReport(report, &unreadable);
+  ASSERT_EQ(options.markers.size(), 1u);
+  ASSERT_EQ(options.markers[0].cycle.size(), 2u);
+  ChromeExportStats stats;
+  const json trace = Export(recorded, options, &stats);
+  EXPECT_EQ(stats.arrows, 2u) << "rank 0's call to rank 1's, and back";
+  std::set<std::pair<int, int>> arrows;  // (pid it starts in, pid it ends in)
+  std::map<int, int> start_pid;
+  for (const json& start : EventsWith(trace, "s")) start_pid[start["id"]] = start["pid"];
+  for (const json& end : EventsWith(trace, "f")) arrows.insert({start_pid[end["id"]], end["pid"]});
+  ASSERT_EQ(arrows.size(), 2u);
+  EXPECT_NE(arrows.begin()->first, arrows.begin()->second);
+  EXPECT_EQ(arrows.count({arrows.begin()->second, arrows.begin()->first}), 1u) << "the way back closes the cycle";
 }
 
 TEST(ChromeExportTest, AbsoluteTimeIsMicrosecondsOfTheRanksRealtimeClockFromTheBaseAsked) {
