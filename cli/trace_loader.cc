@@ -47,15 +47,10 @@ std::vector<std::string> RankTracesIn(const fs::path& dir) {
 }
 
 absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
-  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = OpenRankTraceOnce(dir, summary, seen);
   if (!reader.ok()) return reader.status();
+  if (*reader == nullptr) return absl::OkStatus();
   const v1::RankIdentity& identity = (*reader)->identity();
-  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
-                                  identity.start_realtime_ns(), identity.rank()};
-  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
-    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
-    return absl::OkStatus();
-  }
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   if (!events.ok()) return events.status();
   const v1::StoredStatus& status = (*reader)->status();
@@ -393,6 +388,20 @@ absl::StatusOr<std::unique_ptr<RingReader>> OpenRingOnce(const std::string& path
   if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
     summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
     return std::unique_ptr<RingReader>();
+  }
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::string& dir, LoadSummary* summary,
+                                                                   ProcessesSeen* seen) {
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
+  if (!reader.ok()) return reader.status();
+  const v1::RankIdentity& identity = (*reader)->identity();
+  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
+                                  identity.start_realtime_ns(), identity.rank()};
+  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
+    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+    return std::unique_ptr<RankTraceReader>();
   }
   return reader;
 }

@@ -81,10 +81,12 @@ void NoteRankTraceGaps(const std::string& dir, const RankTraceReader& reader, Lo
 void NoteRingGaps(const std::string& path, uint64_t lost, uint64_t torn, uint64_t damaged, uint64_t dropped,
                   LoadSummary* summary);
 
-// The ring at `path` opened for reading, once per process: nullptr (and a note in
-// `summary`) for a copy of a ring `seen` has read already.
+// The ring at `path`, or the rank trace in folder `dir`, opened for reading once per
+// process: nullptr (and a note in `summary`) for a copy of one `seen` has read already.
 absl::StatusOr<std::unique_ptr<RingReader>> OpenRingOnce(const std::string& path, LoadSummary* summary,
                                                          ProcessesSeen* seen);
+absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::string& dir, LoadSummary* summary,
+                                                                   ProcessesSeen* seen);
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring

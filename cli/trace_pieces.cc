@@ -34,15 +34,10 @@ ProcessUpdate StatusOf(ProcessUpdate& whole) {
 
 absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, LoadSummary* summary,
                             ProcessesSeen* seen) {
-  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = OpenRankTraceOnce(dir, summary, seen);
   if (!reader.ok()) return reader.status();
+  if (*reader == nullptr) return absl::OkStatus();
   const v1::RankIdentity& identity = (*reader)->identity();
-  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
-                                  identity.start_realtime_ns(), identity.rank()};
-  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
-    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
-    return absl::OkStatus();
-  }
   NoteRankTraceGaps(dir, **reader, summary);
   if (summary->job.empty()) summary->job = identity.job();
   summary->inputs.push_back(dir);
