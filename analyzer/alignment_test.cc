@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::alignment_test {
 namespace {
 
 TEST(AlignmentTest, RunInsertedInTheFirstSequence) {
@@ -65,4 +65,4 @@ TEST(AlignmentTest, TiesSkipTheChosenSide) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::alignment_test

@@ -9,11 +9,11 @@
 #include "analyzer/report.h"
 #include "analyzer/schedule.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::analyzer_test {
 namespace {
 
 using ring::ApiFn;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 TEST(AnalyzerTest, CleanJobHasNoFinding) {
   JobBuilder job(4);
@@ -460,4 +460,4 @@ TEST(AnalyzerTest, ThousandsOfRanksInThreeClassesReadAsClasses) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::analyzer_test

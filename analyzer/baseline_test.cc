@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::baseline_test {
 namespace {
 
 using testing::BaselineText;
@@ -220,4 +220,4 @@ TEST(BaselineTest, SurvivesRandomEdits) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::baseline_test

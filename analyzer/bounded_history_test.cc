@@ -8,11 +8,11 @@
 #include "analyzer/analyzer_test_job.h"
 #include "analyzer/report.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::bounded_history_test {
 namespace {
 
 using ring::ApiFn;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 // Bounded history (online): the model forgets what no check reads again.
 AnalyzerOptions BoundedOptions() {
@@ -189,4 +189,4 @@ TEST(AnalyzerBoundedHistoryTest, OnlyTheHistoryKeeperHoldsTheScheduleHistory) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::bounded_history_test

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::call_sites_test {
 namespace {
 
 const CallFrame kGather{"/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", "all_gather", 3000};
@@ -132,4 +132,4 @@ TEST(CallSitesTest, TheDeepestSharedFunctionWhoseLinesDifferIsTheBranchPoint) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::call_sites_test

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::chrome_export_test {
 namespace {
 
 using nlohmann::json;
@@ -538,4 +538,4 @@ TEST(CallStreamTest, HoldsTheCallsInFlightNotTheCallsMade) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::chrome_export_test

@@ -12,7 +12,7 @@
 #include "analyzer/report.h"
 #include "analyzer/test_job.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::classification_test {
 namespace {
 
 using ring::ApiFn;
@@ -311,4 +311,4 @@ TEST(ClassificationTest, PostMortemGivesTheOnlineVerdict) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::classification_test

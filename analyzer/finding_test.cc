@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::finding_test {
 namespace {
 
 constexpr FindingKind kEveryKind[] = {
@@ -44,4 +44,4 @@ TEST(CommTextTest, NamesACommunicatorByItsFirstEightHexDigits) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::finding_test

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::finding_text_test {
 namespace {
 
 using ring::ApiFn;
@@ -169,4 +169,4 @@ TEST(FindingTextTest, AFindingWithoutEvidenceKeepsItsWords) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::finding_text_test

@@ -11,7 +11,7 @@
 #include "analyzer/analyzer_test_job.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::job_model_test {
 namespace {
 
 using ring::ApiFn;
@@ -303,4 +303,4 @@ TEST(JobModelTest, NotJoinedNamesWhereTheWaitingRanksWait) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::job_model_test

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::liveness_test {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
@@ -168,4 +168,4 @@ TEST(ObserveProcessTest, AProgramThatNeverUsedNcclDidNotFailByEnding) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::liveness_test

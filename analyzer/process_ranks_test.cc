@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::process_ranks_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -175,4 +175,4 @@ TEST(ProcessRanksModelTest, CommInitAllReturnsJoinEveryRank) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::process_ranks_test

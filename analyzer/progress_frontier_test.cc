@@ -4,7 +4,7 @@
 
 #include <vector>
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::progress_frontier_test {
 namespace {
 
 TEST(ProgressFrontierTest, CompletionsInOrderMoveTheFrontier) {
@@ -114,4 +114,4 @@ TEST(GroupedCollectivesTest, GroupsThatNeverEndAreBounded) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::progress_frontier_test

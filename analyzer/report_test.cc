@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "ring/ring_leftovers.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::report_test {
 namespace {
 
 constexpr uint64_t kComm = 0x3f2a9c0100000001ull;
@@ -386,4 +386,4 @@ TEST(ReportTest, WhenEveryRankDiedTheFirstIsNamedOrSaidUnknown) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::report_test

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::schedule_check_test {
 namespace {
 
 using testing::BaselineText;
@@ -239,4 +239,4 @@ TEST(CheckTest, JunitOfInputThatCouldNotBeCheckedHoldsAnErrorCase) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::schedule_check_test

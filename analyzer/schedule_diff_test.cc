@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::schedule_diff_test {
 namespace {
 
 using testing::BuildJob;
@@ -89,4 +89,4 @@ TEST(DiffTest, RankClassesAndCommunicatorsOnOneSideOnly) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::schedule_diff_test

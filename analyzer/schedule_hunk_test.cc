@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::schedule_hunk_test {
 namespace {
 
 TEST(ScheduleHunkTest, ATieReadsAsAnInsertionOnThePlusSide) {
@@ -58,4 +58,4 @@ TEST(ScheduleHunkTest, SlicesAndContextAreClippedToTheSequence) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::schedule_hunk_test

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::schedule_test {
 namespace {
 
 using testing::Gather;
@@ -140,4 +140,4 @@ TEST(ExtractScheduleTest, CreationOrderIgnoresIdsAndLoadOrder) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::schedule_test

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::stack_classes_test {
 namespace {
 
 using stacks::NativeFrame;
@@ -128,4 +128,4 @@ TEST(StackClassesTest, AProcessWithNoStackSaysWhy) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::stack_classes_test

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::step_folding_test {
 namespace {
 
 using testing::Gather;
@@ -100,4 +100,4 @@ TEST(FoldScheduleTest, LongSchedulesFindTheirStepThroughLikelyPeriods) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::step_folding_test

@@ -7,7 +7,7 @@
 #include "analyzer/analyzer_test_job.h"
 #include "analyzer/report.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::stragglers_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -150,4 +150,4 @@ TEST(StragglersTest, LateRanksAtWorkRunOutsideNcclWithTheirCpuAdvancing) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::stragglers_test

@@ -6,12 +6,12 @@
 #include "analyzer/analyzer.h"
 #include "analyzer/analyzer_test_job.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::wait_cycles_test {
 namespace {
 
 using ring::ApiFn;
-using testing::HasSubstr;
-using testing::Not;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kTensorParallel = 0x1111aaaa00000001ull;
 constexpr uint64_t kDataParallel = 0x2222bbbb00000002ull;
@@ -195,4 +195,4 @@ TEST(OrderInversionTest, AnInversionThatHangsIsTheCycleAlone) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::wait_cycles_test

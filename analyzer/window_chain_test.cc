@@ -8,7 +8,7 @@
 #include "analyzer/analyzer.h"
 #include "analyzer/synthetic_job.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::window_chain_test {
 namespace {
 
 using ring::ApiFn;
@@ -99,4 +99,4 @@ TEST(WindowChainTest, ChainIsTheSameWhateverTheArrivalOrder) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::window_chain_test

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::windowed_log_test {
 namespace {
 
 TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
@@ -31,4 +31,4 @@ TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::windowed_log_test

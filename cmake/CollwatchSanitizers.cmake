@@ -4,6 +4,14 @@ if(COLLWATCH_SANITIZE)
   # to compile and link than -g.
   add_compile_options(-fsanitize=${COLLWATCH_SANITIZE} -fno-omit-frame-pointer -g1)
   add_link_options(-fsanitize=${COLLWATCH_SANITIZE})
+  # Clang links its sanitizer runtime statically by default; the preload, loaded into
+  # programs that are not sanitized, needs the shared one, as GCC links it. It lies in
+  # clang's own folder, not on the loader's path.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT COLLWATCH_BUILD_FUZZERS)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} --print-runtime-dir
+      OUTPUT_VARIABLE clang_runtime_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
+    add_link_options(-shared-libsan "LINKER:-rpath,${clang_runtime_dir}")
+  endif()
   if(COLLWATCH_SANITIZE MATCHES "undefined")
     add_compile_options(-fno-sanitize-recover=undefined)
   endif()
@@ -13,7 +21,10 @@ endif()
 # that are not sanitized themselves (/bin/sh under `collwatch run` in the tests).
 # Empty without a sanitizer.
 set(COLLWATCH_SANITIZER_RUNTIME_PATH "")
-if(COLLWATCH_SANITIZE MATCHES "address")
+if(COLLWATCH_SANITIZE MATCHES "address" AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libclang_rt.asan-x86_64.so
+    OUTPUT_VARIABLE COLLWATCH_SANITIZER_RUNTIME_PATH OUTPUT_STRIP_TRAILING_WHITESPACE)
+elseif(COLLWATCH_SANITIZE MATCHES "address")
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so
     OUTPUT_VARIABLE COLLWATCH_SANITIZER_RUNTIME_PATH OUTPUT_STRIP_TRAILING_WHITESPACE)
 elseif(COLLWATCH_SANITIZE MATCHES "thread")

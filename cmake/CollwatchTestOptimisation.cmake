@@ -17,6 +17,11 @@
 #   cli/trace_loader_test 9.8 s -> 6.7 s). GCC takes a precompiled header only where the
 #   flags that change its content match (-O level, sanitizers, -fPIE), hence one level for
 #   all tests; -Winvalid-pch says so if one ever does not.
+# - Test files that link the same libraries share one executable, compiled as unity
+#   sources (collwatch_add_test_executable): the headers and templates they have in
+#   common are compiled once per batch, and one link replaces many. Each such file keeps
+#   its helpers in a namespace named after it (collwatch::analyzer::report_test), so
+#   that files compiled together do not collide.
 # -DCOLLWATCH_TEST_PCH=OFF compiles every test from its headers.
 option(COLLWATCH_TEST_PCH "Share one precompiled header among the test executables" ON)
 
@@ -50,6 +55,36 @@ function(collwatch_compile_tests_fast dir)
   foreach(subdirectory IN LISTS subdirectories)
     collwatch_compile_tests_fast(${subdirectory})
   endforeach()
+endfunction()
+
+# collwatch_add_test_executable(NAME SOURCES...): one test executable of several test files,
+# compiled together in batches (every preset, the default one included).
+function(collwatch_add_test_executable name)
+  add_executable(${name} ${ARGN})
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+endfunction()
+
+# collwatch_discover_tests_in(TARGET SOURCE PROPERTY VALUE...): the tests SOURCE (one file
+# of the merged executable TARGET) defines, each a ctest test with these properties, as
+# gtest_discover_tests would give them for an executable of its own. Its suites are read
+# from the file: TEST/TEST_F suites, and the instantiations of TEST_P ones.
+function(collwatch_discover_tests_in target source)
+  file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/${source} lines
+    REGEX "^(TEST|TEST_F)\\(|^INSTANTIATE_TEST_SUITE_P\\(")
+  set(patterns)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^INSTANTIATE_TEST_SUITE_P\\(([A-Za-z0-9_]+), *([A-Za-z0-9_]+)")
+      list(APPEND patterns "${CMAKE_MATCH_1}/${CMAKE_MATCH_2}.*")
+    elseif(line MATCHES "^TEST(_F)?\\(([A-Za-z0-9_]+),")
+      list(APPEND patterns "${CMAKE_MATCH_2}.*")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES patterns)
+  if(NOT patterns)
+    message(FATAL_ERROR "${source}: no TEST, TEST_F or INSTANTIATE_TEST_SUITE_P at the start of a line")
+  endif()
+  list(JOIN patterns ":" filter)
+  gtest_discover_tests(${target} TEST_FILTER "${filter}" DISCOVERY_TIMEOUT 30 PROPERTIES ${ARGN})
 endfunction()
 
 function(collwatch_compile_as_test target)

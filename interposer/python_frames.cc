@@ -115,8 +115,9 @@ class SafeReader {
 // The byte offset of the running instruction, from the frame's f_lasti (3.10) or
 // instruction pointer (3.11+); negative before the first instruction runs. Checked
 // against the code's size by DescribePythonFrame, once per path, not here on every call.
-template <const Layout& L>
+template <size_t kLayout>
 int32_t InstructionOffset(uintptr_t frame, uintptr_t code) noexcept {
+  constexpr const Layout& L = kLayouts[kLayout];
   if constexpr (L.code_bytecode == kNone) {
     const int32_t lasti = Load<int32_t>(frame + L.frame_instruction);
     return lasti >= 0 && lasti < (INT32_MAX / 2) ? lasti * 2 : -1;
@@ -126,9 +127,11 @@ int32_t InstructionOffset(uintptr_t frame, uintptr_t code) noexcept {
   }
 }
 
-template <const Layout& L>
+// By the layout's index (clang 14 takes no array element as a reference argument).
+template <size_t kLayout>
 size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, size_t max,
             uint64_t* identity) noexcept {
+  constexpr const Layout& L = kLayouts[kLayout];
   uintptr_t frame = Load<uintptr_t>(thread_state + L.tstate_frame);
   if constexpr (L.cframe_current_frame != kNone) {
     if (frame == 0) return 0;
@@ -153,7 +156,7 @@ size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, si
     }
     const uintptr_t code = Load<uintptr_t>(frame + L.frame_code);
     if (code == 0 || Load<uintptr_t>(code + kObType) != code_type) break;
-    const int32_t instruction = InstructionOffset<L>(frame, code);
+    const int32_t instruction = InstructionOffset<kLayout>(frame, code);
     out[kept] = RawPythonFrame{code, instruction};
     chain = (chain ^ code ^ (static_cast<uint64_t>(static_cast<uint32_t>(instruction)) << 47)) * kFactor;
     ++kept;
@@ -168,7 +171,7 @@ size_t Walk(uintptr_t thread_state, uintptr_t code_type, RawPythonFrame* out, si
 
 template <size_t... kIndex>
 constexpr std::array<Walker, sizeof...(kIndex)> WalkersOf(std::index_sequence<kIndex...>) {
-  return {&Walk<kLayouts[kIndex]>...};
+  return {&Walk<kIndex>...};
 }
 // kWalkers[i] walks kLayouts[i]'s frames.
 constexpr auto kWalkers = WalkersOf(std::make_index_sequence<std::size(kLayouts)>());

@@ -23,7 +23,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::findings_end_to_end_test {
 namespace {
 
 using testing::Subprocess;
@@ -363,4 +363,4 @@ TEST(FindingsEndToEndTest, NeedsTheTrainer) { GTEST_SKIP() << "built without the
 #endif
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::findings_end_to_end_test

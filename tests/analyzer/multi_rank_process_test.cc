@@ -19,7 +19,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::multi_rank_process_test {
 namespace {
 
 using testing::Subprocess;
@@ -151,4 +151,4 @@ TEST(MultiRankProcessTest, DivergingRankInsideAProcessIsNamed) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::multi_rank_process_test

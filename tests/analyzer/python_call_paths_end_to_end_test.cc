@@ -18,7 +18,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::python_call_paths_end_to_end_test {
 namespace {
 
 using testing::Subprocess;
@@ -266,4 +266,4 @@ TEST(PythonCallPathsEndToEndTest, AnInterpreterNotReadRecordsNoCallPathsKeepsRun
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::python_call_paths_end_to_end_test

@@ -13,7 +13,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::schedule_tools_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -172,4 +172,4 @@ TEST(ScheduleToolsTest, BadInputExitsTwoWithAMessage) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::schedule_tools_test

@@ -11,7 +11,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::stragglers_end_to_end_test {
 namespace {
 
 using testing::ReadFile;
@@ -79,4 +79,4 @@ TEST(StragglersEndToEndTest, KillOnHangLeavesARankAtWorkOutsideNcclAlone) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::stragglers_end_to_end_test

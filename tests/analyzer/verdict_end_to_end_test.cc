@@ -14,7 +14,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::verdict_end_to_end_test {
 namespace {
 
 using testing::Subprocess;
@@ -297,4 +297,4 @@ TEST(VerdictEndToEndTest, SendsFirstAroundARingAreOnePointToPointCycle) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::verdict_end_to_end_test

@@ -25,7 +25,7 @@
 
 extern char** environ;
 
-namespace collwatch {
+namespace collwatch::background_run_test {
 namespace {
 
 using testing::ReadFile;
@@ -228,4 +228,4 @@ TEST(BackgroundRunTest, TopInTheBackgroundSaysItNeedsTheForeground) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::background_run_test

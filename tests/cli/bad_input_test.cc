@@ -22,7 +22,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::bad_input_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -366,4 +366,4 @@ TEST(BadInputTest, AFifoOrDevZeroAsAnInputIsAnErrorAtOnce) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::bad_input_test

@@ -10,7 +10,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::beside_other_tools_test {
 namespace {
 
 using testing::ReadFile;
@@ -74,4 +74,4 @@ TEST(BesideOtherToolsTest, ProfilerPluginRefusesAnotherPluginNamingBoth) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::beside_other_tools_test

@@ -24,7 +24,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::endpoints_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -172,4 +172,4 @@ TEST(EndpointsTest, AStoreFolderRemovedAndMadeAgainStaysTheRunningCollectors) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::endpoints_test

@@ -22,7 +22,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/synthetic_store.h"
 
-namespace collwatch {
+namespace collwatch::export_test {
 namespace {
 
 using analyzer::testing::Gather;
@@ -261,4 +261,4 @@ TEST(ExportTest, BadUsageSaysWhatToGive) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::export_test

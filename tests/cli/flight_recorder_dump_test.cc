@@ -19,7 +19,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::flight_recorder_dump_test {
 namespace {
 
 using testing::ReadFile;
@@ -136,4 +136,4 @@ TEST(FlightRecorderDumpEndToEndTest, NoPipePrefixAsksNothing) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::flight_recorder_dump_test

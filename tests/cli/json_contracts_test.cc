@@ -14,7 +14,7 @@
 #include "tests/support/json_schema.h"
 #include "tests/support/read_files.h"
 
-namespace collwatch {
+namespace collwatch::json_contracts_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -224,4 +224,4 @@ TEST(JsonContractsTest, ARunsFilesAndTheScheduleToolsMatchTheirSchemas) {
 #endif  // COLLWATCH_TRAINER_PATH
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::json_contracts_test

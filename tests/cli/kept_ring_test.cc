@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace collwatch {
+namespace collwatch::kept_ring_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -136,4 +136,4 @@ TEST(KeptRingTest, ARingOfAnotherJobAndPidAtTheNewProcesssNameIsKeptAsideAndSaid
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::kept_ring_test

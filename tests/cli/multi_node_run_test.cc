@@ -24,7 +24,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::multi_node_run_test {
 namespace {
 
 using testing::ReadFile;
@@ -164,4 +164,4 @@ TEST_F(MultiNodeRunTest, RefusedStreamsAreSaidInTheFindingAndTheVerdict) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::multi_node_run_test

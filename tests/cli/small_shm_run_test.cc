@@ -16,7 +16,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::small_shm_run_test {
 namespace {
 
 using testing::ReadFile;
@@ -169,4 +169,4 @@ TEST(SmallShmRunTest, RanksWhoseRingCannotFitAreReportedWithTheReason) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::small_shm_run_test

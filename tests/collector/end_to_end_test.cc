@@ -23,7 +23,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::end_to_end_test {
 namespace {
 
 using testing::Subprocess;
@@ -229,4 +229,4 @@ TEST(CollwatchRunTest, EmbeddedCollectorTakesCallsOnlyWithTheRunsSecret) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::end_to_end_test

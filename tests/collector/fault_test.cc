@@ -21,7 +21,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::fault_test {
 namespace {
 
 using testing::LoopGate;
@@ -229,4 +229,4 @@ TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::fault_test

@@ -28,7 +28,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::monitoring_end_to_end_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -215,4 +215,4 @@ TEST(MonitoringEndToEndTest, AnOnFindingCommandThatHangsIsKilledAtItsLimitAndHol
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::monitoring_end_to_end_test

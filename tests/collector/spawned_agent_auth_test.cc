@@ -16,7 +16,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::spawned_agent_auth_test {
 namespace {
 
 using testing::Subprocess;
@@ -161,4 +161,4 @@ TEST_F(SpawnedAgentAuthTest, RingsOfEndedWritersAreRemovedOnceStored) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::spawned_agent_auth_test

@@ -19,7 +19,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::stuck_store_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -81,4 +81,4 @@ TEST(StuckStoreTest, AnAgentCutOffAtEveryStreamGivesUpWhenPromisedAndKeepsTheRin
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::stuck_store_test

@@ -21,7 +21,7 @@
 #include "tests/support/test_time.h"
 #include "tests/support/tmux_terminal.h"
 
-namespace collwatch {
+namespace collwatch::top_end_to_end_test {
 namespace {
 
 using testing::Subprocess;
@@ -148,4 +148,4 @@ TEST(TopEndToEndTest, RunShowsTheDashboardOnATerminal) {
 #endif
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::top_end_to_end_test

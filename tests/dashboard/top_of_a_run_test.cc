@@ -25,7 +25,7 @@
 #include "tests/support/test_time.h"
 #include "tests/support/tmux_terminal.h"
 
-namespace collwatch {
+namespace collwatch::top_of_a_run_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -248,4 +248,4 @@ TEST(TopUnreachableTest, ACollectorThatIsNotThereIsSaidAfterABoundedWait) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::top_of_a_run_test

@@ -22,7 +22,7 @@
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::profiler_plugin_job_test {
 namespace {
 
 using ring::ApiFn;
@@ -256,4 +256,4 @@ INSTANTIATE_TEST_SUITE_P(Nccl228, ProfilerPluginGraphTest, ::testing::Values(5),
                          [](const ::testing::TestParamInfo<int>& param) { return "v" + std::to_string(param.param); });
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::profiler_plugin_job_test

@@ -17,7 +17,7 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::stacks_end_to_end_test {
 namespace {
 
 using testing::ReadFile;
@@ -167,4 +167,4 @@ TEST(StacksEndToEndTest, NoSuchProcessIsSaidAndExitsTwo) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::stacks_end_to_end_test

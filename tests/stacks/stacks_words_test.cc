@@ -21,7 +21,7 @@
 #include "tests/support/read_files.h"
 #include "tests/support/subprocess.h"
 
-namespace collwatch {
+namespace collwatch::stacks_words_test {
 namespace {
 
 using testing::ReadFile;
@@ -142,4 +142,4 @@ TEST(StacksWordsTest, RanksOfSeveralJobsUnderOnePidAreShownJobByJob) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::stacks_words_test
