@@ -22,7 +22,7 @@
 #include "store/trace_store_format.h"
 #include "tests/analyzer/damage_sweep_job.h"
 
-namespace collwatch {
+namespace collwatch::damage_sweep_test {
 namespace {
 
 using namespace damage_sweep;  // NOLINT: the job's constants throughout
@@ -214,4 +214,4 @@ TEST_F(DamageSweepTest, RingCallPathSlotsWithImpossibleFrameCountsOrFrameNames) 
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::damage_sweep_test

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace collwatch {
+namespace collwatch::flight_recorder_end_to_end_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +163,4 @@ TEST_F(FlightRecorderEndToEndTest, BadDumpsAreRefusedWithTheFileNamed) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::flight_recorder_end_to_end_test

@@ -30,7 +30,7 @@
 #include "store/trace_store.h"
 #include "tests/support/ring_dump_text.h"
 
-namespace collwatch {
+namespace collwatch::gpu_golden_report_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -245,4 +245,4 @@ TEST(GpuGoldenReportDiff, ShowsEachChangeWithItsLineAndContext) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::gpu_golden_report_test

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/ring_dump_text.h"
 
-namespace collwatch::analyzer {
+namespace collwatch::analyzer::gpu_golden_test {
 namespace {
 
 using ::collwatch::testing::DumpedJob;
@@ -263,4 +263,4 @@ TEST(GpuGoldenTraces, ImageTextWithoutRegionsIsHonestlyUndecided) {
 }
 
 }  // namespace
-}  // namespace collwatch::analyzer
+}  // namespace collwatch::analyzer::gpu_golden_test

@@ -18,7 +18,7 @@
 #include "interposer/ring_writer.h"
 #include "ring/ring_reader.h"
 
-namespace collwatch::testing {
+namespace collwatch::testing::ring_dump_text_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -336,4 +336,4 @@ TEST(RingDumpText, AMissingFileIsNotFound) {
 }
 
 }  // namespace
-}  // namespace collwatch::testing
+}  // namespace collwatch::testing::ring_dump_text_test
