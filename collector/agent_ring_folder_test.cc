@@ -19,7 +19,7 @@
 #include "store/trace_store.h"
 #include "tests/support/test_time.h"
 
-namespace collwatch {
+namespace collwatch::agent_ring_folder_test {
 namespace {
 
 // The agent ships rings only from a folder private to its user: one opened to others
@@ -82,4 +82,4 @@ TEST(AgentRingFolderTest, ShipsOnlyFromAPrivateFolder) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::agent_ring_folder_test

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "store/trace_store.h"
 
-namespace collwatch {
+namespace collwatch::collector_input_test {
 namespace {
 
 // Every entry below `dir`, as paths relative to it.
@@ -205,4 +205,4 @@ TEST(CollectorLimitsTest, StreamOverItsEventRateIsRefused) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::collector_input_test

@@ -11,7 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
-namespace collwatch {
+namespace collwatch::collector_service_test {
 namespace {
 
 class CollectorServiceTest : public ::testing::Test {
@@ -430,4 +430,4 @@ TEST(CollectorSecurityTest, TlsServesTlsClientsOnly) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::collector_service_test

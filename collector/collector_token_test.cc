@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "store/trace_store.h"
 
-namespace collwatch {
+namespace collwatch::collector_token_test {
 namespace {
 
 constexpr char kToken[] = "7f3a9c1e-collwatch-test-token";
@@ -155,4 +155,4 @@ TEST(CollectorTokenTest, TokenComparisonIsExact) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::collector_token_test

@@ -10,7 +10,7 @@
 #include "google/protobuf/message.h"
 #include "gtest/gtest.h"
 
-namespace collwatch {
+namespace collwatch::finding_codec_test {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000'000'000;
@@ -234,4 +234,4 @@ TEST(FindingProtoTest, WhatTheWireCannotCarryIsMadeSafe) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::finding_codec_test

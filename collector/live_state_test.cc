@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "ring/ring_format.h"
 
-namespace collwatch {
+namespace collwatch::live_state_test {
 namespace {
 
 constexpr uint64_t kWorld = 0x77;
@@ -142,4 +142,4 @@ TEST(LiveStateTest, OneRankProcessesCountAsBefore) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::live_state_test

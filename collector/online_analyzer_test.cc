@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "store/event_codec.h"
 
-namespace collwatch {
+namespace collwatch::online_analyzer_test {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000'000'000;
@@ -104,4 +104,4 @@ TEST(OnlineAnalyzerLivenessTest, ARankWithoutARingReadsAsNotRecordedForItsNotesR
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::online_analyzer_test

@@ -6,7 +6,7 @@
 
 #include "google/protobuf/util/message_differencer.h"
 
-namespace collwatch {
+namespace collwatch::watch_delta_test {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
@@ -131,4 +131,4 @@ TEST(WatchDeltaTest, AFullStateReplacesEverything) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::watch_delta_test
