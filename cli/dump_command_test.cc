@@ -17,7 +17,7 @@
 #include "store/event_codec.h"
 #include "store/trace_store.h"
 
-namespace collwatch {
+namespace collwatch::dump_command_test {
 namespace {
 
 class RingDumpTest : public ::testing::Test {
@@ -239,4 +239,4 @@ TEST_F(RingDumpTest, UnusablePathsAreErrors) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::dump_command_test

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "ring/settings.h"
 
-namespace collwatch {
+namespace collwatch::env_command_test {
 namespace {
 
 constexpr char kBegin[] = "<!-- settings table: collwatch env --markdown -->\n";
@@ -160,4 +160,4 @@ TEST(EnvCommand, RingFolderAndJobNameComeFromTheTable) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::env_command_test

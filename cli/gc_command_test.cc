@@ -16,7 +16,7 @@
 #include "ring/ring_leftovers.h"
 #include "ring/ring_reader.h"
 
-namespace collwatch {
+namespace collwatch::gc_command_test {
 namespace {
 
 class RingFolderTest : public ::testing::Test {
@@ -143,4 +143,4 @@ TEST_F(RingFolderTest, SeveralJobsAreNeverMergedAndJobPicksOne) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::gc_command_test

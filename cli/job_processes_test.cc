@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "ring/clocks.h"
 
-namespace collwatch {
+namespace collwatch::job_processes_test {
 namespace {
 
 pid_t ParentOf(pid_t pid) {
@@ -128,4 +128,4 @@ TEST(JobProcessTreeLaunchersTest, SrunRanksCountAndATorchrunUnderSrunDoesNot) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::job_processes_test

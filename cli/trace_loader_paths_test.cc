@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch {
+namespace collwatch::trace_loader_paths_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -157,4 +157,4 @@ TEST_F(TraceLoaderPathsTest, APathLongerThanPathMaxSaysSoWithItsLength) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::trace_loader_paths_test

@@ -27,7 +27,7 @@
 #include "store/trace_store.h"
 #include "store/trace_store_format.h"
 
-namespace collwatch {
+namespace collwatch::trace_loader_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -487,4 +487,4 @@ TEST_F(TraceLoaderTest, CommandsSayWhatWentWrongInOneLine) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::trace_loader_test

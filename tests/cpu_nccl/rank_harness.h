@@ -21,8 +21,11 @@ extern int g_rank;
 
 // Sanitizers slow memory access 10-30 times: tests then send fewer large messages to stay
 // within their time limits (the small-message matrices stay complete).
+// (GCC says so with __SANITIZE_*__, clang with __has_feature.)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+inline constexpr bool kSanitized = __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
 #else
 inline constexpr bool kSanitized = false;
 #endif
