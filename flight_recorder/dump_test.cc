@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::flight_recorder {
+namespace collwatch::flight_recorder::dump_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -131,4 +131,4 @@ TEST(DumpTest, TheRankComesFromTheFileName) {
 }
 
 }  // namespace
-}  // namespace collwatch::flight_recorder
+}  // namespace collwatch::flight_recorder::dump_test

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace collwatch::flight_recorder {
+namespace collwatch::flight_recorder::pickle_reader_test {
 namespace {
 
 using Kind = PlainValue::Kind;
@@ -150,4 +150,4 @@ TEST(PickleReaderTest, ARealDumpCutAnywhereIsAnErrorNeverACrash) {
 }
 
 }  // namespace
-}  // namespace collwatch::flight_recorder
+}  // namespace collwatch::flight_recorder::pickle_reader_test

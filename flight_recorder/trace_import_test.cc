@@ -14,7 +14,7 @@
 #include "ring/ring_format.h"
 #include "store/trace_store.h"
 
-namespace collwatch::flight_recorder {
+namespace collwatch::flight_recorder::trace_import_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -271,4 +271,4 @@ TEST(TraceImportTest, AFolderOfDumpsMayHoldOtherFiles) {
 }
 
 }  // namespace
-}  // namespace collwatch::flight_recorder
+}  // namespace collwatch::flight_recorder::trace_import_test

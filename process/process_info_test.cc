@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch {
+namespace collwatch::process_info_test {
 namespace {
 
 using ring::WriterState;
@@ -136,4 +136,4 @@ TEST(RealtimeOffsetTest, IsRealtimeMinusMonotonicWithinTheModelsRange) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::process_info_test

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "ring/clocks.h"
 
-namespace collwatch {
+namespace collwatch::process_sample_test {
 namespace {
 
 // A child process, SIGKILLed and reaped at the end of the test unless reaped before.
@@ -156,4 +156,4 @@ TEST(ProcessStateNameTest, OtherTextIsNoState) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::process_sample_test

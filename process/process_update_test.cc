@@ -19,7 +19,7 @@
 #include "interposer/ring_writer.h"
 #include "ring/ring_reader.h"
 
-namespace collwatch {
+namespace collwatch::process_update_test {
 namespace {
 
 using ring::ApiFn;
@@ -160,4 +160,4 @@ TEST_F(ProcessUpdateFromRingTest, TheRingsHeaderNamesItsProcess) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::process_update_test

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace collwatch {
+namespace collwatch::rank_membership_test {
 namespace {
 
 TEST(RankListTextTest, CompressesRunsAndProgressions) {
@@ -37,4 +37,4 @@ TEST(RankListTextTest, ARankListIsReadAsPeopleTypeIt) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::rank_membership_test

@@ -22,7 +22,7 @@
 #include "interposer/ring_writer.h"
 #include "store/trace_store.h"
 
-namespace collwatch {
+namespace collwatch::event_codec_test {
 namespace {
 
 using namespace std::string_literals;
@@ -477,4 +477,4 @@ TEST(WireTextTest, KeepsValidUtf8AndReplacesEachBadByte) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::event_codec_test

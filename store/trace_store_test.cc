@@ -13,7 +13,7 @@
 #include "store/trace_frames.h"
 #include "store/trace_store_format.h"
 
-namespace collwatch {
+namespace collwatch::trace_store_test {
 namespace {
 
 class TraceStoreTest : public ::testing::Test {
@@ -372,4 +372,4 @@ TEST_F(TraceStoreTest, IndexSeeksByCommunicatorAndSequence) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::trace_store_test
