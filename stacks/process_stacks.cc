@@ -161,6 +161,25 @@ int UnwindThread(Dwfl_Thread* thread, void* arg) {
   return DWARF_CB_OK;
 }
 
+// The file and line of `address` in `module`, looked up in the unit whose ranges hold it.
+// dwfl_module_getsrc finds the unit through .debug_aranges, which clang does not write:
+// without this, every frame of a program clang built would have no line.
+bool SourceLineByUnits(Dwfl_Module* module, Dwarf_Addr address, NativeFrame* frame) {
+  Dwarf_Addr bias = 0;
+  for (Dwarf_Die* unit = dwfl_module_nextcu(module, nullptr, &bias); unit != nullptr;
+       unit = dwfl_module_nextcu(module, unit, &bias)) {
+    if (dwarf_haspc(unit, address - bias) != 1) continue;
+    Dwarf_Line* line = dwarf_getsrc_die(unit, address - bias);
+    int number = 0;
+    const char* source = line == nullptr ? nullptr : dwarf_linesrc(line, nullptr, nullptr);
+    if (source == nullptr || dwarf_lineno(line, &number) != 0) return false;
+    frame->file = source;
+    frame->line = number;
+    return true;
+  }
+  return false;
+}
+
 NativeFrame Resolve(Dwfl* dwfl, const RawFrame& raw) {
   NativeFrame frame;
   frame.pc = raw.pc;
@@ -178,8 +197,10 @@ NativeFrame Resolve(Dwfl* dwfl, const RawFrame& raw) {
     if (const char* source = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr)) {
       frame.file = source;
       frame.line = number;
+      return frame;
     }
   }
+  SourceLineByUnits(module, lookup, &frame);
   return frame;
 }
 

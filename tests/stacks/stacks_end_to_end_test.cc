@@ -139,9 +139,12 @@ TEST(StacksEndToEndTest, AStoppedRankIsSaidStoppedItsStacksReadAndItStaysStopped
   kill(rank.pid(), SIGCONT);
 }
 
-TEST(StacksEndToEndTest, ANativeProgramBlockedInASystemCallIsNamedByItsOwnFunctions) {
+// The blocked program as this build's compiler built it, and as clang built it where the
+// build found clang (COLLWATCH_BLOCKED_PROGRAM_CLANG): clang writes no .debug_aranges, where
+// libdwfl looks a line up first.
+void ExpectNamedByItsOwnFunctionsAndLines(const std::string& program) {
   TempDir dir;
-  Subprocess blocked({COLLWATCH_BLOCKED_PROGRAM}, {});
+  Subprocess blocked({program}, {});
   const StacksRun run = RunStacksUntil(dir, {std::to_string(blocked.pid())}, {"BlockedReadingAPipe"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   const std::string merged = run.output.substr(0, run.output.find("\n\n"));
@@ -153,7 +156,19 @@ TEST(StacksEndToEndTest, ANativeProgramBlockedInASystemCallIsNamedByItsOwnFuncti
                         ") \u2190 (anonymous namespace)::WaitForInput (blocked_program.cc:" +
                         std::to_string(LineOf("blocked", source)) + ")"),
             std::string::npos)
-      << merged;
+      << program << "\n" << merged;
+}
+
+TEST(StacksEndToEndTest, ANativeProgramBlockedInASystemCallIsNamedByItsOwnFunctions) {
+  ExpectNamedByItsOwnFunctionsAndLines(COLLWATCH_BLOCKED_PROGRAM);
+}
+
+TEST(StacksEndToEndTest, AProgramClangBuiltHasItsLinesToo) {
+#ifdef COLLWATCH_BLOCKED_PROGRAM_CLANG
+  ExpectNamedByItsOwnFunctionsAndLines(COLLWATCH_BLOCKED_PROGRAM_CLANG);
+#else
+  GTEST_SKIP() << "no clang found when configuring";
+#endif
 }
 
 TEST(StacksEndToEndTest, NoSuchProcessIsSaidAndExitsTwo) {
