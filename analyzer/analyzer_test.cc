@@ -14,6 +14,7 @@ namespace {
 
 using ring::ApiFn;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(AnalyzerTest, CleanJobHasNoFinding) {
   JobBuilder job(4);
@@ -278,6 +279,41 @@ TEST(AnalyzerTest, DeadRankIsLostAtOnce) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
   EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{2}));
+}
+
+// DDP with a parameter unused on rank 1 from step 3: its gradient bucket is never ready
+// there, so rank 1 all-reduces the buckets before it and not that one, then fails.
+SyntheticOp Bucket(uint64_t count) { return SyntheticOp{ring::ApiFn::kAllReduce, count, 7, "", 0}; }
+
+TEST(AnalyzerTest, ARankThatEndedBeforeACallItMadeEveryStepGivesBothReadingsAndDdpsFix) {
+  JobBuilder job(2);
+  const std::vector<SyntheticOp> step = {Bucket(1 << 20), Bucket(4 << 20), Bucket(2 << 20)};
+  for (int i = 0; i < 2; ++i) job.IssueAll(step);
+  job.Issue(0, {step[0], step[1], step[2]}, /*stuck_last=*/true);
+  job.Issue(1, {step[0], step[1]});
+  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kDead, static_cast<uint64_t>(job.Now(0.05)), 0);
+  const std::vector<Finding> found = job.Run(0.5);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
+  EXPECT_EQ(found[0].seq, 9u);
+  EXPECT_THAT(found[0].summary, HasSubstr("Rank 1 completed every collective before seq 9 and never issued it, the "
+                                          "all-reduce 8.0 MiB (2097152 x float32) sum that it had issued with the "
+                                          "others at seq 3 and 6."));
+  EXPECT_THAT(found[0].summary, HasSubstr("failed on the way to it"));
+  EXPECT_THAT(found[0].summary, HasSubstr("find_unused_parameters=True"));
+}
+
+TEST(AnalyzerTest, ARankThatEndedBeforeACallNoStepHadGetsNoLeftOutReading) {
+  JobBuilder job(2);
+  const std::vector<SyntheticOp> step = {Bucket(1 << 20), Bucket(4 << 20)};
+  for (int i = 0; i < 2; ++i) job.IssueAll(step);
+  job.Issue(0, {step[0], step[1], Bucket(2 << 20)}, /*stuck_last=*/true);  // a call no step had before
+  job.Issue(1, {step[0], step[1]});
+  job.analyzer().model().SetStatus(job.process(1), ProcessStatus::kDead, static_cast<uint64_t>(job.Now(0.05)), 0);
+  const std::vector<Finding> found = job.Run(0.5);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
+  EXPECT_THAT(found[0].summary, Not(HasSubstr("never issued it")));
 }
 
 TEST(AnalyzerTest, RankKilledLongAfterItWasLateIsStillNotJoined) {

@@ -189,6 +189,11 @@ struct StallFacts {
   double expected_s = 0;          // the time the job's earlier collectives predict
   int32_t ranks_present = 0;      // COMM_INIT_STALL: ranks that reported on the communicator
   JobPlace lost_place;            // RANK_LOST: where the lost ranks sit in the job
+  // RANK_LOST, where every lost rank completed each collective before this one: the latest
+  // earlier collectives of the communicator (ascending, at most 3) with this one's
+  // signature that every rank issued, lost ranks included. A call the lost ranks made at
+  // every such point and not this time: left out, or next when they failed.
+  std::vector<uint64_t> same_call_before;
   // NOT_JOINED: every lagging rank. TRANSPORT_STALL: entered ranks whose process cannot
   // run. RANK_LOST: the lost ranks. COMM_INIT_STALL: the missing ranks whose process is alive.
   std::vector<StalledRank> ranks;

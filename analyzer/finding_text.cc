@@ -456,6 +456,7 @@ Words RankLostWords(const Finding& f, const StallFacts& s) {
       "up to its last call. Fix that rank's failure, and use an elastic launcher (torchrun "
       "--max-restarts) or a job-level abort so the survivors do not sit out the timeout.",
       Capitalized(absl::StrJoin(states, "; ")));
+  if (!s.same_call_before.empty()) absl::StrAppend(&w.summary, " ", LeftOutOrFailedText(f, s));
   return w;
 }
 

@@ -269,4 +269,39 @@ std::string OpMismatchUndecidedText(const Finding& f, const DivergenceFacts& d) 
       RanksText(without.ranks, f.comm_size), RanksText(with.ranks, f.comm_size));
 }
 
+std::string SeqListText(const std::vector<uint64_t>& seqs) {
+  std::vector<std::string> numbers;
+  for (uint64_t seq : seqs) numbers.push_back(absl::StrCat(seq));
+  if (numbers.size() <= 1) return absl::StrCat("seq ", absl::StrJoin(numbers, ""));
+  const std::string last = numbers.back();
+  numbers.pop_back();
+  return absl::StrCat("seq ", absl::StrJoin(numbers, ", "), " and ", last);
+}
+
+std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s) {
+  const std::vector<int32_t>& lost = f.lagging_ranks;
+  const std::string who = RanksText(lost, f.comm_size);
+  const std::string they = lost.size() == 1 ? "it" : "they";
+  std::string text = absl::StrFormat(
+      "%s completed every collective before seq %d and never issued it, the %s that %s had issued with the others at "
+      "%s. "
+      "The records cannot tell two readings apart: %s failed on the way to it (%s own output names the error), or "
+      "%s left this call out and failed after.",
+      Capitalized(who), f.seq, DescribeCall(s.call), they, SeqListText(s.same_call_before), they,
+      lost.size() == 1 ? "its" : "their", they);
+  if (s.call.fn == ring::ApiFn::kAllReduce) {
+    absl::StrAppend(
+        &text,
+        " The second is what DistributedDataParallel does when a parameter gets no gradient on one rank (a branch "
+        "not taken, an expert no token chose): that rank never all-reduces the parameter's gradient bucket, and its "
+        "next forward raises \"Expected to have finished reduction in the prior iteration\". If that is the error, "
+        "pass find_unused_parameters=True to DistributedDataParallel, or make the branch run on every rank (scale "
+        "its output by zero where it is not wanted).");
+  } else {
+    absl::StrAppend(&text, " If it was left out, the code that issues it ran on some ranks only: make it run on "
+                           "every rank.");
+  }
+  return text;
+}
+
 }  // namespace collwatch::analyzer

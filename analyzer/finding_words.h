@@ -76,6 +76,12 @@ std::string SizeMismatchFix(double ratio);
 
 // What an undecided OP_MISMATCH could also be, and how to tell which (empty when decided).
 std::string OpMismatchUndecidedText(const Finding& f, const DivergenceFacts& d);
+// "seq 12, 24 and 36"
+std::string SeqListText(const std::vector<uint64_t>& seqs);
+// RANK_LOST where the lost ranks made the waited call before with the others
+// (StallFacts::same_call_before): the two readings (failed on the way, or left it out), and
+// DistributedDataParallel's unused-parameter case where the call is an all-reduce.
+std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s);
 
 // One kind's words: the headline is the kind, `joint`, then the brief (finding_text.cc).
 struct FindingWords {

@@ -3,6 +3,8 @@
 // cannot run), communicator creation waiting for
 // ranks (COMM_INIT_STALL), and ranks whose process ended (RANK_LOST); with how each rank
 // named is doing, for finding_text.cc to word.
+#include <algorithm>
+
 #include "analyzer/analyzer.h"
 #include "analyzer/finding_evidence.h"
 #include "analyzer/liveness.h"
@@ -31,6 +33,34 @@ bool JoinedInTime(const JobModel& model, const Comm& comm, uint64_t seq, const s
     if (needs_every_rank && Seconds(call->complete_ns - first_enter_ns) < threshold_s) return true;
   }
   return false;
+}
+
+// The latest earlier collectives of `comm` (ascending, at most 3) with the signature of
+// `waited` (the call at `seq`) that `lost` issued too, each rank the same call. None where
+// a lost rank has not completed every collective before `seq`: it then stopped inside one.
+std::vector<uint64_t> SameCallBefore(const JobModel& model, const Comm& comm, uint64_t seq, const Call& waited,
+                                     int32_t waiting_rank, const std::vector<int32_t>& lost) {
+  constexpr size_t kWanted = 3;
+  constexpr uint64_t kLookBack = 4096;  // collectives; a step of a large model has hundreds
+  for (int32_t rank : lost) {
+    const ProgressFrontier& progress = comm.ranks[static_cast<size_t>(rank)].progress;
+    if (progress.entered() + 1 != seq || progress.completed() + 1 != seq) return {};
+  }
+  const Fingerprint signature = FingerprintOf(waited);
+  std::vector<uint64_t> found;
+  for (uint64_t earlier = seq - 1; earlier >= 1 && seq - earlier <= kLookBack && found.size() < kWanted; --earlier) {
+    const Call* call = model.Collective(comm, waiting_rank, earlier);
+    if (call == nullptr) break;  // forgotten (bounded history) or a gap
+    if (!FingerprintOf(*call).SameSignature(signature)) continue;
+    bool everyone = true;
+    for (int32_t rank : lost) {
+      const Call* theirs = model.Collective(comm, rank, earlier);
+      everyone = everyone && theirs != nullptr && FingerprintOf(*theirs).SameSignature(signature);
+    }
+    if (everyone) found.push_back(earlier);
+  }
+  std::reverse(found.begin(), found.end());
+  return found;
 }
 
 }  // namespace
@@ -106,6 +136,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
         facts.ranks.push_back(StalledRankOf(model_, comm, rank, comm.ranks[static_cast<size_t>(rank)].process, now_ns));
       }
       facts.lost_place = JobPlaceOf(model_, comm, lost);
+      facts.same_call_before = SameCallBefore(model_, comm, seq, *sample, entered.front(), lost);
       DescribeRanks(comm, lost, now_ns, &finding);
       finding.evidence = std::move(facts);
       progress.stall_reported_seq = seq;
