@@ -298,7 +298,8 @@ TEST(AnalyzerTest, ARankThatEndedBeforeACallItMadeEveryStepGivesBothReadingsAndD
   EXPECT_EQ(found[0].seq, 9u);
   EXPECT_THAT(found[0].summary, HasSubstr("Rank 1 completed every collective before seq 9 and never issued it, the "
                                           "all-reduce 8.0 MiB (2097152 x float32) sum that it had issued with the "
-                                          "others at seq 3 and 6."));
+                                          "others at seq 3 and 6 (once every 3 collectives, as a training "
+                                          "step's calls recur)."));
   EXPECT_THAT(found[0].summary, HasSubstr("failed on the way to it"));
   EXPECT_THAT(found[0].summary, HasSubstr("find_unused_parameters=True"));
 }

@@ -280,14 +280,18 @@ std::string SeqListText(const std::vector<uint64_t>& seqs) {
 
 std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s) {
   const std::vector<int32_t>& lost = f.lagging_ranks;
-  const std::string who = RanksText(lost, f.comm_size);
+  const std::vector<uint64_t>& before = s.same_call_before;
   const std::string they = lost.size() == 1 ? "it" : "they";
+  // Evenly spaced, and this one the next: the call recurs as a step's calls do.
+  const uint64_t period = before.back() < f.seq ? f.seq - before.back() : 0;
+  bool recurs = before.size() >= 2 && period > 0;
+  for (size_t i = 1; i < before.size(); ++i) recurs = recurs && before[i] - before[i - 1] == period;
   std::string text = absl::StrFormat(
       "%s completed every collective before seq %d and never issued it, the %s that %s had issued with the others at "
-      "%s. "
-      "The records cannot tell two readings apart: %s failed on the way to it (%s own output names the error), or "
-      "%s left this call out and failed after.",
-      Capitalized(who), f.seq, DescribeCall(s.call), they, SeqListText(s.same_call_before), they,
+      "%s%s. The records cannot tell two readings apart: %s failed on the way to it (%s own output names the error), "
+      "or %s left this call out and failed after.",
+      Capitalized(RanksText(lost, f.comm_size)), f.seq, DescribeCall(s.call), they, SeqListText(before),
+      recurs ? absl::StrFormat(" (once every %d collectives, as a training step's calls recur)", period) : "", they,
       lost.size() == 1 ? "its" : "their", they);
   if (s.call.fn == ring::ApiFn::kAllReduce) {
     absl::StrAppend(

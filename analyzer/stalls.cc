@@ -137,6 +137,10 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
       }
       facts.lost_place = JobPlaceOf(model_, comm, lost);
       facts.same_call_before = SameCallBefore(model_, comm, seq, *sample, entered.front(), lost);
+      // Where the waiting ranks wait: the code of a call the lost ranks may have left out.
+      if (!facts.call.call_path.frames.empty()) {
+        finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
+      }
       DescribeRanks(comm, lost, now_ns, &finding);
       finding.evidence = std::move(facts);
       progress.stall_reported_seq = seq;

@@ -244,6 +244,32 @@ TEST(VerdictEndToEndTest, WhenEveryRankDiesTheFirstIsNamed) {
   EXPECT_EQ(analyzed["ranks"], run.report["ranks"]);
 }
 
+// DDP's skipped gradient bucket (#41): rank 1 never issues step 3's last all-reduce, then
+// fails. RANK_LOST, with the call it made every step before, both readings and DDP's fix,
+// online and post-mortem alike.
+TEST(VerdictEndToEndTest, ARankThatSkippedAStepsBucketAndFailedIsNamedWithTheBucket) {
+  TempDir dir;
+  const RunOutcome run = RunRanks(dir, 2, "unused-bucket");
+  EXPECT_NE(run.exit_code, 0) << ReadFile(dir.path() + "/run.err");
+  const auto [exit_code, analyzed] = Analyze(dir, run.out_dir);
+  EXPECT_EQ(exit_code, 1);
+  for (const nlohmann::json& report : {run.report, analyzed}) {
+    ASSERT_TRUE(report.is_object()) << ReadFile(dir.path() + "/run.err");
+    ASSERT_FALSE(report["findings"].empty()) << report.dump(2);
+    const nlohmann::json& finding = report["findings"][0];
+    EXPECT_EQ(finding["kind"], "RANK_LOST") << finding.dump(2);
+    EXPECT_EQ(finding["seq"], 9) << finding.dump(2);
+    const std::string summary = finding["summary"];
+    EXPECT_TRUE(Has(summary, "Rank 1 completed every collective before seq 9 and never issued it, the all-reduce "
+                             "2.0 MiB (524288 x float32) sum that it had issued with the others at seq 3 and 6 "
+                             "(once every 3 "
+                             "collectives, as a training step's calls recur)."))
+        << summary;
+    EXPECT_TRUE(Has(summary, "failed on the way to it")) << summary;
+    EXPECT_TRUE(Has(summary, "find_unused_parameters=True")) << summary;
+  }
+}
+
 // Two communicators called in opposite orders on a blocking backend: one WAIT_CYCLE naming
 // both arcs and the fix (never two NOT_JOINED pointing at each other), online and
 // post-mortem, with the cycle drawn in the report folder's wait-for.dot.

@@ -221,6 +221,32 @@ void RunFirstFailsPlan(ncclComm_t comm) {
   CHECK_NCCL(ncclAllReduce(&value, &sum, 1, ncclFloat32, ncclSum, comm, nullptr));
 }
 
+// DistributedDataParallel with a parameter unused on rank 1 from the third step: each step
+// all-reduces three gradient buckets (1, 4 and 2 MiB); in step 3 rank 1's last bucket is
+// never ready, so it issues the first two only, and its next forward fails as DDP's does.
+// The others wait in the third until a launcher stops them (SIGTERM after 1.5 s).
+void RunUnusedBucketPlan(ncclComm_t comm) {
+  const std::vector<size_t> bucket_floats = {256 << 10, 1 << 20, 512 << 10};
+  std::vector<float> send(1 << 20, 1.0f), receive(1 << 20);
+  for (int step = 1; step <= 3; ++step) {
+    for (size_t bucket = 0; bucket < bucket_floats.size(); ++bucket) {
+      if (step == 3 && g_rank == 1 && bucket == 2) {
+        std::fprintf(stderr, "rank 1: RuntimeError: Expected to have finished reduction in the prior iteration "
+                             "before starting a new one.\n");
+        std::exit(1);
+      }
+      if (step == 3 && bucket == 2) {
+        std::thread([] {
+          usleep(1500000);
+          raise(SIGTERM);
+        }).detach();
+      }
+      CHECK_NCCL(ncclAllReduce(send.data(), receive.data(), bucket_floats[bucket], ncclFloat32, ncclSum, comm,
+                               nullptr));
+    }
+  }
+}
+
 // Return times: 200 quick all-reduces, then one that rank 0 enters 300 ms before rank 1
 // joins it, so rank 0 blocks in it.
 void RunLatePlan(ncclComm_t comm) {
@@ -474,6 +500,8 @@ int RunRank(const std::string& plan, const std::string& dir) {
     RunSendCyclePlan(comm);
   } else if (plan == "first-fails") {
     RunFirstFailsPlan(comm);
+  } else if (plan == "unused-bucket") {
+    RunUnusedBucketPlan(comm);
   } else if (plan == "late") {
     RunLatePlan(comm);
   } else if (plan == "straggler" || plan == "busy-pause") {
