@@ -76,6 +76,10 @@ CASES = {
     "send-cycle-1gib": (["--job", "send-cycle", "--p2p-mib", "1024"], "WAIT_CYCLE", 2),
     # Rank 1 dies; torchrun stops the other (OWN_END_CASES): the report names the first.
     "first-fails": (["--job", "first-fails"], None, 2),
+    # DDP's skipped gradient bucket: rank 1's batches skip a branch from step 2, so it never
+    # all-reduces that bucket and fails at its next forward; torchrun stops rank 0.
+    "ddp-unused-branch": (["--job", "ddp", "--scenario", "unused-branch", "--diverge-from-step", "2"],
+                          "RANK_LOST", 2),
     # CUDA graph replays, seen through NCCL's profiler plugin (PLUGIN_CASES).
     "graph": (["--job", "graph", "--steps", "4"], None, 1),
     "graph-replay-skip": (["--job", "graph", "--steps", "4", "--scenario", "replay-skip"], "NOT_JOINED", 2),
@@ -91,7 +95,7 @@ PLUGIN_CASES = {"graph", "graph-replay-skip"}
 FIRST_STEP_DIVERGENCES = {"divergent-path", "fsdp1-divergent-path", "hf-vlm-divergent-path"}
 # Cases the job's launcher ends (no --kill-on-hang): its exit status is not 0, and the
 # report's words must hold this.
-OWN_END_CASES = {"first-fails": "rank 1 stopped first in NCCL"}
+OWN_END_CASES = {"first-fails": "rank 1 stopped first in NCCL", "ddp-unused-branch": "find_unused_parameters=True"}
 # Cases run with these variables set for the job.
 CASE_ENV = {"comm-order-one-queue": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
 # Cases whose first finding must be undecided, giving these other readings.
@@ -293,6 +297,11 @@ def run_case(name, args, work):
         result["verdict"] = next((line for line in report_text.splitlines() if line.startswith("Not healthy")), "")
         if code == 0 or OWN_END_CASES[name] not in report_text:
             problems.append(f"exit {code}; report.txt lacks '{OWN_END_CASES[name]}'")
+        if expected and (not findings or findings[0]["kind"] != expected):
+            problems.append(f"first finding {findings[0]['kind'] if findings else 'none'}, expected {expected}")
+        elif expected:
+            result.update(headline=findings[0].get("headline"), summary=findings[0].get("summary"),
+                          detect_latency_s=findings[0].get("detect_latency_s"))
     elif expected:
         if code != 124:
             problems.append(f"exit {code}, expected 124 (collwatch stopped the hung job)")

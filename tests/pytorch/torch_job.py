@@ -15,7 +15,8 @@ Jobs:
   ddp        a small transformer under DistributedDataParallel; scenarios clean,
              divergent-path (odd ranks all-reduce a metric no even rank does),
              dtype-mismatch (rank 1's replica in bf16: its gradient buckets differ),
-             late-rank and stopped-rank.
+             late-rank, stopped-rank, and unused-branch (odd ranks' batches skip the
+             image projector from --diverge-from-step on: DDP's unused parameter).
   fsdp       a small vision-language model with a mixture of experts under FSDP2
              (fully_shard), in the scenarios below.
   fsdp1      the same model under FSDP1 (FullyShardedDataParallel, one unit per block,
@@ -78,14 +79,16 @@ def parse_args():
                                  "first-op-differs", "comm-order", "send-cycle", "first-fails"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
-                                 "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip"])
+                                 "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip",
+                                 "unused-branch"])
     parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
                         help="create the default communicator at init (device_id) or at its first collective")
     parser.add_argument("--no-graph", action="store_true",
                         help="features: leave out the section captured into a CUDA graph (the CPU NCCL "
                              "backend's CUDA mode refuses captured calls)")
     parser.add_argument("--diverge-from-step", type=int, default=0,
-                        help="divergent-path: the first step with text-only batches (earlier steps agree)")
+                        help="divergent-path, unused-branch: the first step with text-only batches (earlier "
+                             "steps agree)")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
     parser.add_argument("--iterations", type=int, default=2000, help="allreduce: calls timed")
@@ -294,18 +297,41 @@ def hold_back(args, rank, step):
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
+class WithImageProjector(nn.Module):
+    """The blocks, then an image projector that only image batches go through: a branch
+    whose parameters get no gradient on a text-only batch."""
+
+    def __init__(self, hidden, layers):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(hidden) for _ in range(layers)])
+        self.image_projector = nn.Linear(hidden, hidden)
+
+    def forward(self, x, has_image):
+        h = self.blocks(x)
+        return h + self.image_projector(h) if has_image else h
+
+
 def run_ddp(args, device):
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = nn.Sequential(*[Block(args.hidden) for _ in range(args.layers)]).to(device)
     dtype = torch.bfloat16 if args.scenario == "dtype-mismatch" and rank == 1 else torch.float32
-    model = nn.parallel.DistributedDataParallel(model.to(dtype), device_ids=[device.index])
+    text_only = TextOnlyBatches(args, rank)
+    if args.scenario == "unused-branch":
+        # Odd ranks get text-only batches from --diverge-from-step on: the projector's
+        # gradient bucket is never ready there, and DDP (find_unused_parameters=False) raises
+        # at their next forward.
+        text_only.diverging = rank % 2 == 1
+        module = WithImageProjector(args.hidden, args.layers)
+    else:
+        module = nn.Sequential(*[Block(args.hidden) for _ in range(args.layers)])
+    model = nn.parallel.DistributedDataParallel(module.to(device).to(dtype), device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
-    text_only = TextOnlyBatches(args, rank)
 
     def forward_loss():
         x = torch.randn(8, 128, args.hidden, device=device, generator=generator, dtype=dtype)
+        if args.scenario == "unused-branch":
+            return model(x, has_image=not text_only()).float().pow(2).mean()
         loss = model(x).float().pow(2).mean()
         if text_only():  # this rank's logging averages a metric the others never send
             metric = loss.detach().clone()
