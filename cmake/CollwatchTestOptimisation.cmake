@@ -1,6 +1,5 @@
-# How the test executables (those linking GoogleTest) compile: about 170 of them, one
-# source each, built three times in CI (default, ASan, TSan), so their fixed cost per file
-# is most of a clean-clone run.
+# How the test executables (those linking GoogleTest) compile: built three times in CI
+# (default, ASan, TSan), their fixed cost per file was most of a clean-clone run.
 #
 # - RelWithDebInfo (the default preset, CI's first build): the tests' own code at -O0; the
 #   libraries they check keep -O2. Measured on the 2-core machine: collector/end_to_end_test
@@ -17,11 +16,13 @@
 #   cli/trace_loader_test 9.8 s -> 6.7 s). GCC takes a precompiled header only where the
 #   flags that change its content match (-O level, sanitizers, -fPIE), hence one level for
 #   all tests; -Winvalid-pch says so if one ever does not.
-# - Test files that link the same libraries share one executable, compiled as unity
-#   sources (collwatch_add_test_executable): the headers and templates they have in
-#   common are compiled once per batch, and one link replaces many. Each such file keeps
-#   its helpers in a namespace named after it (collwatch::analyzer::report_test), so
-#   that files compiled together do not collide.
+# - Test files that link the same libraries share one executable (125 files in 38
+#   executables, from 106), compiled as unity sources in every preset
+#   (collwatch_add_test_executable): the headers and templates they have in common are
+#   compiled once per batch, and one link replaces many. Each such file keeps its helpers
+#   in a namespace named after it (collwatch::analyzer::report_test), so that files
+#   compiled together do not collide. Files that TSan leaves out (single-threaded) are
+#   not merged with those it runs.
 # -DCOLLWATCH_TEST_PCH=OFF compiles every test from its headers.
 option(COLLWATCH_TEST_PCH "Share one precompiled header among the test executables" ON)
 
