@@ -69,6 +69,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mesh2d_job import run_mesh2d
+from pipeline_job import run_pipeline
 from wait_jobs import run_comm_order, run_first_fails, run_send_cycle
 
 
@@ -76,11 +77,11 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--job", required=True,
                         choices=["features", "ddp", "fsdp", "fsdp1", "hf-vlm", "allreduce", "mesh2d", "graph",
-                                 "first-op-differs", "comm-order", "send-cycle", "first-fails"])
+                                 "first-op-differs", "comm-order", "send-cycle", "first-fails", "pipeline"])
     parser.add_argument("--scenario", default="clean",
                         choices=["clean", "divergent-path", "skipped-reduce-scatter", "dtype-mismatch",
                                  "late-rank", "stopped-rank", "metrics-skip", "metrics-dtype", "replay-skip",
-                                 "unused-branch"])
+                                 "unused-branch", "fewer-microbatches"])
     parser.add_argument("--init", default="eager", choices=["eager", "lazy"],
                         help="create the default communicator at init (device_id) or at its first collective")
     parser.add_argument("--no-graph", action="store_true",
@@ -96,6 +97,8 @@ def parse_args():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--late-seconds", type=float, default=60.0)
     parser.add_argument("--p2p-mib", type=int, default=64, help="send-cycle: MiB each rank sends")
+    parser.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b"], help="pipeline: its schedule")
+    parser.add_argument("--microbatches", type=int, default=4, help="pipeline: microbatches a step")
     parser.add_argument("--hold-at-step", type=int, default=0,
                         help="late-rank, stopped-rank: the step whose forward rank 1 is late to or stops at")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -580,7 +583,7 @@ def main():
     jobs = {"features": run_features, "ddp": run_ddp, "fsdp": run_fsdp, "fsdp1": run_fsdp1, "hf-vlm": run_hf_vlm,
             "allreduce": run_allreduce, "mesh2d": run_mesh2d, "graph": run_graph,
             "first-op-differs": run_first_op_differs, "comm-order": run_comm_order, "send-cycle": run_send_cycle,
-            "first-fails": run_first_fails}
+            "first-fails": run_first_fails, "pipeline": run_pipeline}
     jobs[args.job](args, device)
     if args.flight_recorder_dump:
         write_flight_recorder(args.flight_recorder_dump, dist.get_rank())
