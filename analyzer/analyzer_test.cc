@@ -431,6 +431,29 @@ TEST(AnalyzerTest, P2pPairsBySenderReceiverAndSequence) {
   EXPECT_THAT(found[0].summary, HasSubstr("byte ratio 0.50"));
 }
 
+// A pipeline stage's send meeting a receive of another shape: each side's code is named.
+TEST(AnalyzerTest, P2pMismatchNamesEachSidesCallPath) {
+  Analyzer analyzer(TestOptions());
+  SyntheticJob job(&analyzer.model());
+  const ProcessId p0 = job.AddProcess(0), p1 = job.AddProcess(1);
+  const CallPath sending{{CallFrame{"/home/me/schedules.py", "_step_microbatches", 610}}};
+  const CallPath receiving{{CallFrame{"/home/me/schedules.py", "_step_microbatches", 598}}};
+  auto p2p = [&](ProcessId process, int32_t rank, ApiFn fn, uint64_t count, const CallPath& path) {
+    SyntheticOp op{fn, count, 7, "", ring::kUnset, 1 - rank, path};
+    job.Collective(process, kComm, rank, 2, 1, op, kT0, 0);
+  };
+  p2p(p0, 0, ApiFn::kSend, 4096, sending);
+  p2p(p1, 1, ApiFn::kRecv, 1, receiving);
+  const std::vector<Finding> found = analyzer.Analyze(kT0 + kSecond);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kSignatureMismatch);
+  ASSERT_EQ(found[0].call_paths.size(), 2u);
+  EXPECT_EQ(found[0].call_paths[0].ranks, (std::vector<int32_t>{0}));
+  EXPECT_EQ(found[0].call_paths[0].path.frames[0].line, 610);
+  EXPECT_EQ(found[0].call_paths[1].ranks, (std::vector<int32_t>{1}));
+  EXPECT_EQ(found[0].call_paths[1].path.frames[0].line, 598);
+}
+
 TEST(AnalyzerTest, P2pWithoutItsPeerIsNotJoined) {
   Analyzer analyzer(TestOptions());
   SyntheticJob job(&analyzer.model());
