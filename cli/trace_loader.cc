@@ -11,12 +11,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/liveness.h"
+#include "cli/ordered_parallel.h"
 #include "cli/processes_seen.h"
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
@@ -46,22 +48,56 @@ std::vector<std::string> RankTracesIn(const fs::path& dir) {
   return traces;
 }
 
-absl::Status LoadRankTrace(const std::string& dir, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
-  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = OpenRankTraceOnce(dir, summary, seen);
-  if (!reader.ok()) return reader.status();
-  if (*reader == nullptr) return absl::OkStatus();
-  const v1::RankIdentity& identity = (*reader)->identity();
-  absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
-  if (!events.ok()) return events.status();
-  const v1::StoredStatus& status = (*reader)->status();
+// A copy of a rank trace `seen` has read already: noted in `summary`, not to be read.
+bool NotedAsCopy(const std::string& dir, const v1::RankIdentity& identity, LoadSummary* summary,
+                 ProcessesSeen* seen) {
+  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
+                                  identity.start_realtime_ns(), identity.rank()};
+  const std::string first = seen->CopyOf(process_seen);
+  if (!first.empty()) summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
+  return !first.empty();
+}
+
+// A rank trace as a worker thread reads it: opened, its events read and converted. The
+// model, the summary and the copies seen are the calling thread's (ApplyRankTrace).
+struct ReadRankTrace {
+  absl::StatusOr<std::unique_ptr<RankTraceReader>> reader;
+  absl::Status read = absl::OkStatus();  // reading its events (after it opened)
+  size_t records = 0;
+  ProcessUpdate update;
+};
+
+ReadRankTrace ReadRankTraceApart(const std::string& dir) {
+  ReadRankTrace trace{RankTraceReader::Open(dir)};
+  if (!trace.reader.ok()) return trace;
+  RankTraceReader& reader = **trace.reader;
+  absl::StatusOr<std::vector<v1::Event>> events = reader.ReadAll();
+  if (!events.ok()) {
+    trace.read = events.status();
+    return trace;
+  }
+  trace.records = events->size();
+  trace.update = ProcessUpdateFromStore(*events, reader.regions(), reader.call_paths(), reader.status());
+  return trace;
+}
+
+// Into the model, as OpenRankTraceOnce and one reading in order would: a copy of a
+// process seen already is noted and left out, whether or not its events could be read.
+absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobModel* model, LoadSummary* summary,
+                            ProcessesSeen* seen) {
+  if (!trace.reader.ok()) return trace.reader.status();
+  const RankTraceReader& reader = **trace.reader;
+  const v1::RankIdentity& identity = reader.identity();
+  if (NotedAsCopy(dir, identity, summary, seen)) return absl::OkStatus();
+  if (!trace.read.ok()) return trace.read;
   const analyzer::ProcessId process = model->AddProcess(ProcessInfoFromIdentity(identity));
-  model->Apply(process, ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), status));
-  for (const v1::ProcessStacks& stacks : (*reader)->stacks()) {
+  model->Apply(process, std::move(trace.update));
+  for (const v1::ProcessStacks& stacks : reader.stacks()) {
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
-  NoteRankTraceGaps(dir, **reader, summary);
+  NoteRankTraceGaps(dir, reader, summary);
   if (summary->job.empty()) summary->job = identity.job();
-  summary->records += events->size();
+  summary->records += trace.records;
   summary->inputs.push_back(dir);
   return absl::OkStatus();
 }
@@ -164,21 +200,42 @@ void ObserveRunProcesses(const std::map<pid_t, RankProcess>& ranks, JobModel* mo
   for (const auto& [pid, rank] : ranks) model->ObserveProcess(rank.info, rank.sample);
 }
 
+// After every input was looked at: two processes of one rank are an error, and so is a
+// load that could read none.
+absl::Status LoadedAll(const ProcessesSeen& seen, size_t inputs, const LoadSummary& summary) {
+  if (absl::Status clash = seen.RankClash(); !clash.ok()) return clash;
+  if (summary.inputs.empty()) {
+    return absl::DataLossError(absl::StrCat("none of the ", inputs, " inputs could be read"));
+  }
+  return absl::OkStatus();
+}
+
+void SkipInput(const std::string& input, const absl::Status& status, LoadSummary* summary) {
+  if (!status.ok()) summary->warnings.push_back(absl::StrCat(input, ": skipped: ", status.message()));
+}
+
 // Loads each input; a damaged one is a warning, not the end. A copy of an input is read
 // once; two processes of one rank of one job are never one job (ProcessesSeen).
 template <typename Loader>
 absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobModel* model, LoadSummary* summary) {
   ProcessesSeen seen;
-  for (const std::string& input : inputs) {
-    if (absl::Status status = load(input, model, summary, &seen); !status.ok()) {
-      summary->warnings.push_back(absl::StrCat(input, ": skipped: ", status.message()));
-    }
-  }
-  if (absl::Status clash = seen.RankClash(); !clash.ok()) return clash;
-  if (summary->inputs.empty()) {
-    return absl::DataLossError(absl::StrCat("none of the ", inputs.size(), " inputs could be read"));
-  }
-  return absl::OkStatus();
+  for (const std::string& input : inputs) SkipInput(input, load(input, model, summary, &seen), summary);
+  return LoadedAll(seen, inputs.size(), *summary);
+}
+
+// Rank traces read on every core (each decoded apart) and applied in their order, so the
+// model is the one reading them one by one would give.
+absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* model, LoadSummary* summary,
+                            const LoadProgress& progress) {
+  ProcessesSeen seen;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  OrderedParallel<ReadRankTrace>(
+      inputs.size(), threads, 2 * threads, [&](size_t i) { return ReadRankTraceApart(inputs[i]); },
+      [&](size_t i, ReadRankTrace trace) {
+        SkipInput(inputs[i], ApplyRankTrace(inputs[i], std::move(trace), model, summary, &seen), summary);
+        if (progress) progress(i + 1, inputs.size());
+      });
+  return LoadedAll(seen, inputs.size(), *summary);
 }
 
 // "a (2 rings), b (1 ring)"
@@ -396,17 +453,12 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::st
                                                                    ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = RankTraceReader::Open(dir);
   if (!reader.ok()) return reader.status();
-  const v1::RankIdentity& identity = (*reader)->identity();
-  const InputProcess process_seen{dir,           identity.job(), identity.host(), identity.pid(),
-                                  identity.start_realtime_ns(), identity.rank()};
-  if (const std::string first = seen->CopyOf(process_seen); !first.empty()) {
-    summary->notes.push_back(ProcessesSeen::CopyNote(process_seen, first));
-    return std::unique_ptr<RankTraceReader>();
-  }
+  if (NotedAsCopy(dir, (*reader)->identity(), summary, seen)) return std::unique_ptr<RankTraceReader>();
   return reader;
 }
 
-absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job) {
+absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job,
+                        const LoadProgress& progress) {
   absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
   DescribeSources(*sources, summary);
@@ -418,14 +470,27 @@ absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* s
     SecondLook(model);
     return loaded;
   }
-  const absl::Status loaded = LoadAll(sources->paths, LoadRankTrace, model, summary);
+  const absl::Status loaded = LoadRankTraces(sources->paths, model, summary, progress);
   if (loaded.ok() && sources->paths_from_run) ObserveRunProcesses(sources->run->rank_processes, model);
   return loaded;
 }
 
 bool LoadTracesForCommand(const std::string& command, const std::string& path, JobModel* model, LoadSummary* summary,
                           std::ostream& err, const std::string& job) {
-  const absl::Status status = LoadTraces(path, model, summary, job);
+  // On a terminal, a line that counts the rank traces read (a large store takes a while),
+  // rewritten at most ten times a second and cleared when done.
+  const bool on_terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
+  auto last_shown = std::chrono::steady_clock::time_point{};
+  bool shown = false;
+  const LoadProgress progress = [&](size_t done, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!on_terminal || total < 2 || (done < total && now - last_shown < std::chrono::milliseconds(100))) return;
+    last_shown = now;
+    shown = true;
+    err << "\rcollwatch " << command << ": read " << done << " of " << total << " rank traces" << std::flush;
+  };
+  const absl::Status status = LoadTraces(path, model, summary, job, progress);
+  if (shown) err << "\r\033[K" << std::flush;
   for (const std::string& warning : summary->warnings) {
     err << "collwatch " << command << ": warning: " << warning << "\n";
   }

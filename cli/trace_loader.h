@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_CLI_TRACE_LOADER_H_
 #define COLLWATCH_CLI_TRACE_LOADER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,11 +89,15 @@ absl::StatusOr<std::unique_ptr<RingReader>> OpenRingOnce(const std::string& path
 absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::string& dir, LoadSummary* summary,
                                                                    ProcessesSeen* seen);
 
+// Called on the loading thread as rank traces are read: how many of how many.
+using LoadProgress = std::function<void(size_t done, size_t total)>;
+
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
-// file. NOT_FOUND when the path holds none of these.
+// file. NOT_FOUND when the path holds none of these. Rank traces are read on every core
+// and applied in their order.
 absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary,
-                        const std::string& job = "");
+                        const std::string& job = "", const LoadProgress& progress = nullptr);
 
 // LoadTraces for the commands: the loader's warnings, records it could not place and
 // any error go to `err` as "collwatch COMMAND: ...". False when nothing could be read.

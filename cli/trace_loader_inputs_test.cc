@@ -22,7 +22,7 @@
 #include "store/event_codec.h"
 #include "store/trace_store.h"
 
-namespace collwatch {
+namespace collwatch::trace_loader_inputs_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -251,4 +251,4 @@ TEST_F(TraceLoaderInputsTest, JobIdsThatShareTheirFirst63BytesStayTwoJobs) {
 }
 
 }  // namespace
-}  // namespace collwatch
+}  // namespace collwatch::trace_loader_inputs_test
