@@ -317,6 +317,19 @@ TEST(AnalyzerTest, ARankThatEndedBeforeACallNoStepHadGetsNoLeftOutReading) {
   EXPECT_THAT(found[0].summary, Not(HasSubstr("never issued it")));
 }
 
+TEST(AnalyzerTest, ARankLostBesideOneStillOnItsWayNamesBoth) {
+  JobBuilder job(3);
+  job.IssueAll({Gather("a")});
+  job.Issue(0, {Gather("b")}, true);
+  job.analyzer().model().SetStatus(job.process(2), ProcessStatus::kDead, static_cast<uint64_t>(job.Now(0.05)), 0);
+  const std::vector<Finding> found = job.Run(0.5);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, FindingKind::kRankLost);
+  EXPECT_EQ(found[0].lagging_ranks, (std::vector<int32_t>{2}));
+  EXPECT_THAT(found[0].summary, HasSubstr("Rank 1 has not entered it either, and was still running when this was "
+                                          "found."));
+}
+
 TEST(AnalyzerTest, RankKilledLongAfterItWasLateIsStillNotJoined) {
   JobBuilder job(2);
   job.Issue(0, {Gather("a")}, true);

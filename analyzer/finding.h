@@ -194,6 +194,8 @@ struct StallFacts {
   // signature that every rank issued, lost ranks included. A call the lost ranks made at
   // every such point and not this time: left out, or next when they failed.
   std::vector<uint64_t> same_call_before;
+  // RANK_LOST: ranks that have not entered the collective either, alive when it was found.
+  std::vector<int32_t> also_missing;
   // NOT_JOINED: every lagging rank. TRANSPORT_STALL: entered ranks whose process cannot
   // run. RANK_LOST: the lost ranks. COMM_INIT_STALL: the missing ranks whose process is alive.
   std::vector<StalledRank> ranks;

@@ -456,6 +456,11 @@ Words RankLostWords(const Finding& f, const StallFacts& s) {
       "up to its last call. Fix that rank's failure, and use an elastic launcher (torchrun "
       "--max-restarts) or a job-level abort so the survivors do not sit out the timeout.",
       Capitalized(absl::StrJoin(states, "; ")));
+  if (!s.also_missing.empty()) {
+    absl::StrAppend(&w.summary, " ", Capitalized(RanksText(s.also_missing, f.comm_size)),
+                    s.also_missing.size() == 1 ? " has" : " have", " not entered it either, and ",
+                    s.also_missing.size() == 1 ? "was" : "were", " still running when this was found.");
+  }
   if (!s.same_call_before.empty()) absl::StrAppend(&w.summary, " ", LeftOutOrFailedText(f, s));
   return w;
 }

@@ -137,6 +137,9 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
       }
       facts.lost_place = JobPlaceOf(model_, comm, lost);
       facts.same_call_before = SameCallBefore(model_, comm, seq, *sample, entered.front(), lost);
+      for (int32_t rank : lagging) {
+        if (std::find(lost.begin(), lost.end(), rank) == lost.end()) facts.also_missing.push_back(rank);
+      }
       // Where the waiting ranks wait: the code of a call the lost ranks may have left out.
       if (!facts.call.call_path.frames.empty()) {
         finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
