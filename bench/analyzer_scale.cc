@@ -157,12 +157,23 @@ int main(int argc, char** argv) {
   } else {
     // Online: every rank's calls of the next block of positions, then an analysis pass,
     // as the collector analyses what its agents shipped.
+    // Detection: from the moment the block holding the first bad record starts to arrive
+    // until the pass that names it returns (an upper bound: the whole block, every rank's
+    // 64 positions, is fed before that pass, where a real job's records trickle in).
+    double bad_block_started = 0, named_after = -1;
     for (size_t from = 0; from < positions; from += kOnlineBlock) {
+      const bool bad_block = bad >= from && bad < from + kOnlineBlock;
+      if (bad_block) bad_block_started = Now();
       for (int rank = 0; rank < ranks; ++rank) {
         for (size_t position = from; position < std::min(positions, from + kOnlineBlock); ++position) issue(rank, position);
       }
       const int64_t block_end = kStart + static_cast<int64_t>(std::min(positions, from + kOnlineBlock) + 1) * kOpNs;
       for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
+      if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
+    }
+    if (named_after >= 0) {
+      std::printf("named online             : %.3f s after its block of %zu positions began to arrive\n", named_after,
+                  kOnlineBlock);
     }
   }
   const double t1 = Now();
