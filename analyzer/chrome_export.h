@@ -27,7 +27,6 @@
 
 namespace collwatch::analyzer {
 
-// A finding as the trace marks it.
 // A call one arc of a WAIT_CYCLE or ORDER_INVERSION names: the call a rank waits in.
 struct TraceCycleCall {
   uint64_t comm_id = 0;
@@ -36,6 +35,7 @@ struct TraceCycleCall {
   std::string op;     // ring_names' OpName: "all-reduce", "send"
   int32_t peer = -1;  // a send's or receive's peer (communicator rank); -1 for a collective
 };
+// A finding as the trace marks it.
 struct TraceMarker {
   std::string kind;      // "PATH_DIVERGENCE"
   std::string headline;

@@ -138,11 +138,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     const Call& head = *calls_by_rank[static_cast<size_t>(representative(ranks))].front();
     facts.classes.push_back(DivergingClass{ranks, JobPlaceOf(model_, comm, ranks), FactsOf(model_, head)});
   }
-  for (const DivergingClass& diverging : facts.classes) {
-    if (!diverging.head.call_path.frames.empty()) {
-      finding.call_paths.push_back({diverging.ranks, diverging.head.call_path, diverging.head.call_path_inferred});
-    }
-  }
+  for (const DivergingClass& diverging : facts.classes) AddCallPath(diverging.ranks, diverging.head, &finding);
   if (finding.call_paths.size() == facts.classes.size()) {
     finding.branch_point = BranchPointOf(finding.call_paths);
     if (finding.branch_point) WithSourceLines(&*finding.branch_point, options_.source_access);

@@ -32,6 +32,11 @@ CallFacts FactsOf(const JobModel& model, const Call& call) {
   return facts;
 }
 
+void AddCallPath(std::vector<int32_t> ranks, const CallFacts& call, Finding* finding) {
+  if (call.call_path.frames.empty()) return;
+  finding->call_paths.push_back({std::move(ranks), call.call_path, call.call_path_inferred});
+}
+
 std::vector<CallFacts> FactsOf(const JobModel& model, std::span<const Call* const> calls) {
   std::vector<CallFacts> facts;
   facts.reserve(calls.size());

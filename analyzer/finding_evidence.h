@@ -24,6 +24,8 @@ double CallBytes(const Call& call);
 // A call with its region named.
 CallFacts FactsOf(const JobModel& model, const Call& call);
 std::vector<CallFacts> FactsOf(const JobModel& model, std::span<const Call* const> calls);
+// Adds `call`'s Python call path to `finding` as the path of `ranks`, where it has one.
+void AddCallPath(std::vector<int32_t> ranks, const CallFacts& call, Finding* finding);
 
 // Distinct NVTX regions of `calls`, in order of first appearance (none: empty).
 std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls);

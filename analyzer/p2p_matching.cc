@@ -49,10 +49,8 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
       const CallFacts send_facts = FactsOf(model_, sender);
       const CallFacts recv_facts = FactsOf(model_, receiver);
       // Where each side's code posted its call (a pipeline schedule's line, say).
-      for (const auto& [rank, facts] : {std::pair{key.sender, send_facts}, std::pair{key.receiver, recv_facts}}) {
-        if (facts.call_path.frames.empty()) continue;
-        finding.call_paths.push_back({{rank}, facts.call_path, facts.call_path_inferred});
-      }
+      AddCallPath({key.sender}, send_facts, &finding);
+      AddCallPath({key.receiver}, recv_facts, &finding);
       finding.evidence = P2pFacts{key.sender, key.receiver, send_facts, recv_facts, 0};
       finding.context = {ClassContext{{key.sender}, {}, {{false, send_facts}}, 0},
                          ClassContext{{key.receiver}, {}, {{false, recv_facts}}, 0}};
@@ -89,9 +87,7 @@ void Analyzer::CheckP2pStall(const Comm& comm, CommProgress& progress, int64_t n
     finding.found_ns = final_pass ? call.enter_ns + static_cast<int64_t>(options_.stall_after_s * kNsPerS) : now_ns;
     P2pFacts facts{key.sender, key.receiver, std::nullopt, std::nullopt, Seconds(now_ns - call.enter_ns)};
     const CallFacts posted = FactsOf(model_, call);
-    if (!posted.call_path.frames.empty()) {
-      finding.call_paths.push_back({{waiting}, posted.call_path, posted.call_path_inferred});
-    }
+    AddCallPath({waiting}, posted, &finding);
     (call.fn == ApiFn::kSend ? facts.send : facts.recv) = posted;
     finding.evidence = std::move(facts);
     Emit(std::move(finding), out);

@@ -141,9 +141,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
         if (std::find(lost.begin(), lost.end(), rank) == lost.end()) facts.also_missing.push_back(rank);
       }
       // Where the waiting ranks wait: the code of a call the lost ranks may have left out.
-      if (!facts.call.call_path.frames.empty()) {
-        finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
-      }
+      AddCallPath(entered, facts.call, &finding);
       DescribeRanks(comm, lost, now_ns, &finding);
       finding.evidence = std::move(facts);
       progress.stall_reported_seq = seq;
@@ -162,9 +160,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
     finding.lagging_ranks = lagging;
     finding.rank_classes = {RankClass{entered, ""}, RankClass{lagging, ""}};
     // Where the waiting ranks wait; the late ones have no call here to name.
-    if (!facts.call.call_path.frames.empty()) {
-      finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
-    }
+    AddCallPath(entered, facts.call, &finding);
     finding.first_bad_ns = first_enter;
     finding.found_ns = final_pass ? first_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
     facts.waited_s = age;
@@ -189,9 +185,7 @@ void Analyzer::CheckStall(const Comm& comm, CommProgress& progress, const std::o
     }
   }
   finding.rank_classes = {RankClass{entered, ""}};
-  if (!facts.call.call_path.frames.empty()) {
-    finding.call_paths.push_back({entered, facts.call.call_path, facts.call.call_path_inferred});
-  }
+  AddCallPath(entered, facts.call, &finding);
   finding.first_bad_ns = last_enter;
   finding.found_ns = final_pass ? last_enter + static_cast<int64_t>(threshold * kNsPerS) : now_ns;
   facts.waited_s = age;
