@@ -225,8 +225,9 @@ TEST(BadInputTest, PlantedLinksUnderOutputsRedirectNothing) {
 // An agent pointed at a folder with no rings says so, at the start and at the end.
 TEST(BadInputTest, AnAgentWithoutRingsSaysSo) {
   TempDir dir;
+  const testing::DeadLoopbackPort never_a_collector;
   const Outcome outcome = Collwatch(dir, {"agent", "--ring-dir", dir.path() + "/missing", "--idle-exit", "0.5",
-                                          "--collector", "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort())});
+                                          "--collector", never_a_collector.address()});
   EXPECT_EQ(outcome.exit_code, 0) << outcome.err;
   EXPECT_THAT(outcome.err, HasSubstr(dir.path() + "/missing does not exist yet; waiting for the first ring there"));
   EXPECT_THAT(outcome.err, HasSubstr("no ring appeared in " + dir.path() + "/missing"));

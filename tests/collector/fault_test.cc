@@ -202,8 +202,9 @@ TEST_F(FaultTest, PreloadStartsOneAgentPerNodeAndJob) {
 TEST_F(FaultTest, AgentGivesUpOnACollectorThatNeverComesBack) {
   auto job = StartJob("all");
   ASSERT_EQ(job->Wait(60), 0);
+  const testing::DeadLoopbackPort never_a_collector;
   auto agent_for = [&](const std::vector<std::string>& extra, const std::string& log) {
-    std::vector<std::string> argv{COLLWATCH_CLI_PATH, "agent", "--keep-rings", "--collector", address_, "--ring-dir", Rings(),
+    std::vector<std::string> argv{COLLWATCH_CLI_PATH, "agent", "--keep-rings", "--collector", never_a_collector.address(), "--ring-dir", Rings(),
                                   "--job", kJob, "--idle-exit", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(argv, std::map<std::string, std::string>{}, "", log);

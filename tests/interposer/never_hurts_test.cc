@@ -289,7 +289,8 @@ TEST_F(NeverHurtsTest, CollectorDown) {
   const std::string rings = dir_.path() + "/rings";
   SpawnedAgent agent(rings);
   std::map<std::string, std::string> env = PreloadEnv(rings);
-  env["COLLWATCH_COLLECTOR"] = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  const testing::DeadLoopbackPort never_a_collector;
+  env["COLLWATCH_COLLECTOR"] = never_a_collector.address();
   env["COLLWATCH_AGENT"] = COLLWATCH_CLI_PATH;
   TrainerRun run(env);
   // While the job runs, the agent holds none of its pipes or sockets: a launcher reading

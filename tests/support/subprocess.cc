@@ -76,7 +76,10 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-int FreeLoopbackPort() {
+namespace {
+
+// A loopback TCP socket bound to a port of the kernel's pick; its port through *port.
+int BoundLoopbackSocket(int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -84,8 +87,22 @@ int FreeLoopbackPort() {
   bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
   socklen_t length = sizeof address;
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  int port = 0;
+  close(BoundLoopbackSocket(&port));
+  return port;
+}
+
+DeadLoopbackPort::DeadLoopbackPort() { fd_ = BoundLoopbackSocket(&port_); }
+
+DeadLoopbackPort::~DeadLoopbackPort() {
+  if (fd_ >= 0) close(fd_);
 }
 
 }  // namespace collwatch::testing

@@ -50,6 +50,22 @@ class TempDir {
 // A loopback TCP port nobody listens on right now (the kernel's pick).
 int FreeLoopbackPort();
 
+// A loopback TCP port that nobody listens on for this object's life: the port is bound
+// and never listened on, so a connection is refused and no other test's collector can
+// take it (a port that is merely free now may be some other test's a moment later).
+class DeadLoopbackPort {
+ public:
+  DeadLoopbackPort();
+  ~DeadLoopbackPort();
+  DeadLoopbackPort(const DeadLoopbackPort&) = delete;
+  DeadLoopbackPort& operator=(const DeadLoopbackPort&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace collwatch::testing
 
 #endif  // COLLWATCH_TESTS_SUPPORT_SUBPROCESS_H_
