@@ -62,17 +62,30 @@ class WindowedLog {
 
   // Drops every index below `index`, except those in `keep` (any order), which stay
   // readable; entries kept by an earlier call and not named again are dropped now.
+  // Kept entries that run without a hole up to `index` stay in the window, which then
+  // starts lower: the usual case online (the calls every rank's recent collectives name),
+  // where copying each into the map cost more than the rest of the pass.
   void DropBefore(size_t index, const std::vector<size_t>& keep = {}) {
     if (index > size()) index = size();
     if (index < first_) index = first_;
-    std::map<size_t, T> kept;
+    // Marks over the dropped span of the window: no sort of `keep`, which holds every
+    // call a rank's recent collectives name, in no order.
+    std::vector<bool> kept_in_window(index - first_, false);
+    std::vector<size_t> kept_below;  // kept by an earlier call, below the window
     for (size_t k : keep) {
-      if (k >= index || kept.count(k) != 0) continue;
-      if (k >= first_ && k < size()) {
-        kept.emplace(k, items_[k - first_]);
-      } else if (auto node = kept_.extract(k)) {
-        kept.insert(std::move(node));  // kept before: moved, not copied
+      if (k >= first_ && k < index) {
+        kept_in_window[k - first_] = true;
+      } else if (k < first_) {
+        kept_below.push_back(k);
       }
+    }
+    while (index > first_ && kept_in_window[index - 1 - first_]) --index;
+    std::map<size_t, T> kept;
+    for (size_t k : kept_below) {
+      if (auto node = kept_.extract(k)) kept.insert(std::move(node));  // moved, not copied
+    }
+    for (size_t k = first_; k < index; ++k) {
+      if (kept_in_window[k - first_]) kept.emplace(k, items_[k - first_]);
     }
     kept_.swap(kept);
     items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(index - first_));

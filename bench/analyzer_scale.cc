@@ -6,7 +6,8 @@
 //   dtype:      every fourth rank issues that collective in another dtype (SIGNATURE_MISMATCH)
 //   stall:      one rank never enters it; the others wait inside it (NOT_JOINED)
 // Prints how long building the model from the records, analysing and rendering the report
-// take, ns per record, and the process's peak memory. Single-threaded.
+// take, ns per record (also with the benchmark's own record making taken out), and the
+// process's peak memory. Single-threaded.
 // Post-mortem by default (each rank's whole trace in turn, one final pass, everything kept,
 // as `collwatch analyze`); --online feeds every rank's next 64 positions between analysis
 // passes with bounded history, as the collector does (its "build" time includes them).
@@ -18,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/analyzer.h"
@@ -48,6 +51,18 @@ double PeakRssMiB() {
 }
 
 enum class Case { kDivergence, kDtype, kStall };
+
+// Takes the synthetic job's records and keeps nothing: times the record making alone.
+class DiscardingSink final : public collwatch::analyzer::SyntheticSink {
+ public:
+  collwatch::analyzer::ProcessId AddProcess(const collwatch::ProcessInfo& /*info*/) override { return next_++; }
+  void AddRegionName(collwatch::analyzer::ProcessId, uint32_t, std::string_view) override {}
+  void AddCallPath(collwatch::analyzer::ProcessId, uint32_t, const collwatch::CallPath&) override {}
+  void AddRecord(collwatch::analyzer::ProcessId, uint32_t, uint64_t, const collwatch::ring::Record&) override {}
+
+ private:
+  collwatch::analyzer::ProcessId next_ = 0;
+};
 
 // Online: schedule positions fed for every rank between two analysis passes.
 constexpr size_t kOnlineBlock = 64;
@@ -99,82 +114,95 @@ int main(int argc, char** argv) {
   const int group_size = comms > 0 ? ranks / comms : 0;
   const int stuck_rank = ranks - 3;
 
+  // Every rank's records into `job`, in the order of the mode: post-mortem one rank's
+  // whole trace after another, as `collwatch analyze` reads them; online every rank's calls
+  // of the next block of positions, then `after_block(first position after it)`, as the
+  // collector analyses what its agents shipped. Returns the records made.
+  auto generate = [&](SyntheticJob& job, const std::function<void(size_t, bool)>& after_block) {
+    uint64_t records = 0;
+    struct RankState {
+      collwatch::analyzer::ProcessId process = 0;
+      uint64_t seq = 1;
+      bool done = false;
+    };
+    std::vector<RankState> states(static_cast<size_t>(ranks));
+    for (int rank = 0; rank < ranks; ++rank) {
+      RankState& state = states[static_cast<size_t>(rank)];
+      state.process = job.AddProcess(rank);
+      job.Init(state.process, kWorld, rank, ranks, kStart);
+      if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
+    }
+    // The calls of `rank` at schedule position `position` (none once its run ended).
+    auto issue = [&](int rank, size_t position) {
+      RankState& state = states[static_cast<size_t>(rank)];
+      if (state.done || state.seq > static_cast<uint64_t>(collectives)) return;
+      const uint64_t group = kGroupBase + static_cast<uint64_t>(comms > 0 ? rank / group_size : 0);
+      const int group_rank = comms > 0 ? rank % group_size : 0;
+      const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
+      if (fault == Case::kStall && position == bad) {
+        // The stuck rank never arrives; the others wait inside the collective for it.
+        if (rank != stuck_rank) {
+          job.Collective(state.process, kWorld, rank, ranks, state.seq, step[position % step.size()], t, 0);
+          records += 1;
+        }
+        state.done = true;
+        return;
+      }
+      // The divergent ranks leave out two schedule entries at the fault.
+      if (fault == Case::kDivergence && rank % 4 == 1 && (position == bad || position == bad + 1)) return;
+      SyntheticOp op = step[position % step.size()];
+      if (fault == Case::kDtype && rank % 4 == 1 && position == bad) op.dtype = 6;  // ncclFloat16, not 32
+      job.Collective(state.process, kWorld, rank, ranks, state.seq, op, t, t + kOpNs / 2);
+      records += 2;
+      if (comms > 0) {
+        job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
+        records += 2;
+      }
+      ++state.seq;
+    };
+    // Positions run past the last collective: the divergent ranks skip two.
+    const size_t positions = static_cast<size_t>(collectives) + 2;
+    if (!online) {
+      for (int rank = 0; rank < ranks; ++rank) {
+        for (size_t position = 0; position < positions; ++position) issue(rank, position);
+      }
+      return records;
+    }
+    for (size_t from = 0; from < positions; from += kOnlineBlock) {
+      const bool bad_block = bad >= from && bad < from + kOnlineBlock;
+      const size_t to = std::min(positions, from + kOnlineBlock);
+      if (bad_block) after_block(from, /*bad_block_starts=*/true);
+      for (int rank = 0; rank < ranks; ++rank) {
+        for (size_t position = from; position < to; ++position) issue(rank, position);
+      }
+      after_block(to, false);
+    }
+    return records;
+  };
+
   const double rss_before = PeakRssMiB();
   const double t0 = Now();
   AnalyzerOptions options;
   options.bounded_history = online;
   Analyzer analyzer(options);
   SyntheticJob job(&analyzer.model());
-  uint64_t records = 0;
-  struct RankState {
-    collwatch::analyzer::ProcessId process = 0;
-    uint64_t seq = 1;
-    bool done = false;
-  };
-  std::vector<RankState> states(static_cast<size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    RankState& state = states[static_cast<size_t>(rank)];
-    state.process = job.AddProcess(rank);
-    job.Init(state.process, kWorld, rank, ranks, kStart);
-    if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
-  }
-  // The calls of `rank` at schedule position `position` (none once its run ended).
-  auto issue = [&](int rank, size_t position) {
-    RankState& state = states[static_cast<size_t>(rank)];
-    if (state.done || state.seq > static_cast<uint64_t>(collectives)) return;
-    const uint64_t group = kGroupBase + static_cast<uint64_t>(comms > 0 ? rank / group_size : 0);
-    const int group_rank = comms > 0 ? rank % group_size : 0;
-    const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
-    if (fault == Case::kStall && position == bad) {
-      // The stuck rank never arrives; the others wait inside the collective for it.
-      if (rank != stuck_rank) {
-        job.Collective(state.process, kWorld, rank, ranks, state.seq, step[position % step.size()], t, 0);
-        records += 1;
-      }
-      state.done = true;
+  std::vector<collwatch::analyzer::Finding> findings;
+  // Online detection: from the moment the block holding the first bad record starts to
+  // arrive until the pass that names it returns (an upper bound: the whole block, every
+  // rank's 64 positions, is fed before that pass, where a real job's records trickle in).
+  double bad_block_started = 0, named_after = -1;
+  const uint64_t records = generate(job, [&](size_t to, bool bad_block_starts) {
+    if (bad_block_starts) {
+      bad_block_started = Now();
       return;
     }
-    // The divergent ranks leave out two schedule entries at the fault.
-    if (fault == Case::kDivergence && rank % 4 == 1 && (position == bad || position == bad + 1)) return;
-    SyntheticOp op = step[position % step.size()];
-    if (fault == Case::kDtype && rank % 4 == 1 && position == bad) op.dtype = 6;  // ncclFloat16, not 32
-    job.Collective(state.process, kWorld, rank, ranks, state.seq, op, t, t + kOpNs / 2);
-    records += 2;
-    if (comms > 0) {
-      job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
-      records += 2;
-    }
-    ++state.seq;
-  };
-  // Positions run past the last collective: the divergent ranks skip two.
-  const size_t positions = static_cast<size_t>(collectives) + 2;
-  std::vector<collwatch::analyzer::Finding> findings;
-  if (!online) {
-    // Post-mortem: one rank's whole trace after another, as `collwatch analyze` reads them.
-    for (int rank = 0; rank < ranks; ++rank) {
-      for (size_t position = 0; position < positions; ++position) issue(rank, position);
-    }
-  } else {
-    // Online: every rank's calls of the next block of positions, then an analysis pass,
-    // as the collector analyses what its agents shipped.
-    // Detection: from the moment the block holding the first bad record starts to arrive
-    // until the pass that names it returns (an upper bound: the whole block, every rank's
-    // 64 positions, is fed before that pass, where a real job's records trickle in).
-    double bad_block_started = 0, named_after = -1;
-    for (size_t from = 0; from < positions; from += kOnlineBlock) {
-      const bool bad_block = bad >= from && bad < from + kOnlineBlock;
-      if (bad_block) bad_block_started = Now();
-      for (int rank = 0; rank < ranks; ++rank) {
-        for (size_t position = from; position < std::min(positions, from + kOnlineBlock); ++position) issue(rank, position);
-      }
-      const int64_t block_end = kStart + static_cast<int64_t>(std::min(positions, from + kOnlineBlock) + 1) * kOpNs;
-      for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
-      if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
-    }
-    if (named_after >= 0) {
-      std::printf("named online             : %.3f s after its block of %zu positions began to arrive\n", named_after,
-                  kOnlineBlock);
-    }
+    const int64_t block_end = kStart + static_cast<int64_t>(to + 1) * kOpNs;
+    for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
+    if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
+  });
+  if (named_after >= 0) {
+    std::printf("named online             : %.3f s after its block of %zu positions began to arrive\n", named_after,
+                kOnlineBlock);
   }
   const double t1 = Now();
   // Past the stall threshold (30 s floor) when a rank is stuck.
@@ -187,6 +215,14 @@ int main(int argc, char** argv) {
   const std::string text = collwatch::analyzer::ReportText(findings, info);
   const double t3 = Now();
 
+  // The same records made again and thrown away: what the benchmark's own record making
+  // costs (a collector decodes its agents' batches instead), so the model's share can be read.
+  DiscardingSink discard;
+  SyntheticJob making_only(&discard);
+  const double t4 = Now();
+  generate(making_only, [](size_t, bool) {});
+  const double making = Now() - t4;
+
   const char* case_name = fault == Case::kDivergence ? "divergence" : fault == Case::kDtype ? "dtype" : "stall";
   std::printf("ranks %d, collectives per rank %d, group comms %d of %d, records %llu, %s injected at position %zu, %s\n",
               ranks, collectives, comms, group_size, static_cast<unsigned long long>(records), case_name, bad,
@@ -198,6 +234,8 @@ int main(int argc, char** argv) {
   std::printf("render report            : %.3f s (json %zu bytes, text %zu bytes)\n", t3 - t2, json.size(), text.size());
   std::printf("analyze + report         : %.3f s\n", t3 - t1);
   std::printf("records -> findings      : %.2f s (%.0f ns per record)\n", t3 - t0, (t3 - t0) * per_record);
+  std::printf("  of which making records: %.2f s (%.0f ns per record); the analyzer alone: %.0f ns per record\n", making,
+              making * per_record, (t3 - t0 - making) * per_record);
   std::printf("peak RSS                 : %.0f MiB (%.0f MiB before the model)\n", PeakRssMiB(), rss_before);
   std::printf("findings                 : %zu\n", findings.size());
   for (const auto& finding : findings) std::printf("  %s\n", finding.headline.c_str());
