@@ -239,7 +239,7 @@ class Analyzer {
   // History is dropped in chunks of at least this many entries (amortises the scans):
   // the history keeper's and a process's calls, and any other rank's collectives.
   static constexpr size_t kForgetChunk = 1024;
-  static constexpr size_t kCallsForgetChunk = 128;
+  static constexpr size_t kCallsForgetChunk = 64;
   static constexpr size_t kFollowerForgetChunk = 64;
   // Agreed collectives a divergence finding shows before the first disagreement, from
   // each class's representative (divergence.cc).
