@@ -49,6 +49,62 @@ std::string PeerHeldText(const WaitArc& arc) {
                           : absl::StrCat("has not entered it: it is held in ", held);
 }
 
+// "rank 1's calls with rank 0 repeated every 8 (4 receives, 4 sends) 2 times, then it
+// posted 3 receives, 3 sends, 2 receives, the last one waiting" (empty: no rhythm).
+std::string RhythmText(const WaitArc& arc) {
+  const P2pRhythm& r = arc.rhythm;
+  if (r.period.empty()) return "";
+  std::string text = absl::StrFormat("rank %d's calls with rank %d repeated every %d (%s) %d times", arc.rank, arc.peer,
+                                     r.period_calls, RunsText(r.period), r.repetitions);
+  if (r.after.empty()) return absl::StrCat(text, ", the last call waiting");
+  return absl::StrCat(text, r.broke ? ", then it left that rhythm: " : ", then ", RunsText(r.after),
+                      ", the last one waiting");
+}
+
+// Both ranks wait to receive: the sends they wait for were never posted. Either each
+// receives before it sends, or their programs disagree on how many messages go each way;
+// the rhythm of their exchange tells which fits when one side left it and the other kept it.
+std::string ReceiveCycleText(const CycleFacts& c) {
+  std::vector<std::string> counts, rhythms;
+  const WaitArc* left = nullptr;
+  const WaitArc* kept = nullptr;
+  for (const WaitArc& arc : c.arcs) {
+    counts.push_back(absl::StrFormat("rank %d waits for message #%d from rank %d, which has sent %d", arc.rank,
+                                     arc.call.seq, arc.peer, arc.peer_posted));
+    if (const std::string rhythm = RhythmText(arc); !rhythm.empty()) rhythms.push_back(rhythm);
+    if (!arc.rhythm.period.empty()) (arc.rhythm.broke ? left : kept) = &arc;
+  }
+  std::string text = absl::StrFormat(
+      "Neither side sends, so neither receive can complete (%s). Two readings fit: each rank receives before it "
+      "sends (fix: post the send with its receive in one group, torch.distributed.batch_isend_irecv or "
+      "ncclGroupStart/ncclGroupEnd, or order them by rank parity), or the ranks' programs disagree on how many "
+      "messages go each way (fix: make both sides post as many sends as the other posts receives).",
+      absl::StrJoin(counts, "; "));
+  if (rhythms.empty()) return text;
+  absl::StrAppend(&text, " Their exchange had a rhythm: ", absl::StrJoin(rhythms, "; "), ".");
+  if (left != nullptr && kept != nullptr && left->rhythm.period_calls == kept->rhythm.period_calls) {
+    // "3 where rank 0's stage ran 4": the first run after the break, against the same run of
+    // the rhythm.
+    const P2pRun& was = left->rhythm.period.front();
+    const P2pRun& now = left->rhythm.after.front();
+    const std::string how_many =
+        now.sends == was.sends && now.calls != was.calls
+            ? absl::StrFormat("%d microbatches in that step where rank %d's stage ran %d", now.calls, kept->rank, was.calls)
+            : absl::StrFormat("another number of microbatches in that step than rank %d's stage", kept->rank);
+    absl::StrAppend(
+        &text,
+        absl::StrFormat(
+            " Rank %d left the rhythm both ranks kept, and rank %d did not: the second reading fits. In a "
+            "pipeline schedule (GPipe, 1F1B) one repetition is one step and each send carries one microbatch's "
+            "activations or gradients, so rank %d's stage ran %s (a shorter batch, or another microbatch "
+            "count, on one stage). Fix: run the same "
+            "number of microbatches on every stage in every step (the same batch size and n_microbatches "
+            "everywhere; drop or pad a short last batch on all stages alike).",
+            left->rank, kept->rank, left->rank, how_many));
+  }
+  return text;
+}
+
 }  // namespace
 
 FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c) {
@@ -85,6 +141,11 @@ FindingWords WaitCycleWords(const Finding& f, const CycleFacts& c) {
           ? "Every call was enqueued and none completed: each GPU ran the kernels in issue order (one hardware "
             "queue, as with CUDA_DEVICE_MAX_CONNECTIONS=1, or kernels that cannot run side by side)."
           : "The ranks' threads are blocked inside these calls.";
+  if (c.point_to_point && c.receives_only) {
+    w.summary = absl::StrFormat("The ranks wait for each other in a cycle of receives, so none can go on: %s. %s %s Waited %.1f s.",
+                                absl::StrJoin(arcs, "; "), ReceiveCycleText(c), queue, c.waited_s);
+    return w;
+  }
   if (c.point_to_point) {
     w.summary = absl::StrFormat(
         "The ranks wait for each other in a cycle of point-to-point calls, so none can go on: %s. A send waits "

@@ -16,6 +16,7 @@
 #include "process/process_info.h"
 #include "process/rank_membership.h"
 #include "analyzer/call_sites.h"
+#include "analyzer/p2p_rhythm.h"
 #include "analyzer/stack_classes.h"
 #include "ring/call_path.h"
 #include "ring/ring_format.h"
@@ -249,6 +250,11 @@ struct WaitArc {
   // ORDER_INVERSION: `rank`'s own collective on the peer's communicator, issued after `call`.
   std::optional<CallFacts> then_call;
   std::optional<ProcessReport> process;  // how `rank`'s process is doing
+  // A send or receive: how many of the other side's calls toward `rank` the peer had
+  // posted (its highest per-peer sequence number; 0: none), and the rhythm of `rank`'s
+  // sends and receives with the peer on `comm_id` (p2p_rhythm.h).
+  uint64_t peer_posted = 0;
+  P2pRhythm rhythm;
 };
 
 // Evidence of a wait-for cycle (WAIT_CYCLE) or an order inversion (ORDER_INVERSION): the
@@ -257,6 +263,7 @@ struct CycleFacts {
   std::vector<WaitArc> arcs;
   double waited_s = 0;   // WAIT_CYCLE: the longest wait of the cycle
   bool point_to_point = false;  // every arc is a send or receive
+  bool receives_only = false;   // every arc is a receive
   bool completed = false;  // ORDER_INVERSION: both ranks completed all four calls
 };
 

@@ -70,6 +70,33 @@ uint32_t MatchingP2pCall(const Process& peer_process, const CommRank& peer, cons
   return kNoCall;
 }
 
+// `rank`'s sends and receives with `peer` on `comm`, as P2pRhythm reads them; and the
+// highest per-peer sequence number among `peer`'s calls of `toward_rank_fn` to `rank`.
+struct P2pChannel {
+  std::vector<bool> is_send;
+  uint64_t peer_posted = 0;
+};
+P2pChannel ChannelOf(const JobModel& model, const Comm& comm, int32_t rank, int32_t peer, ring::ApiFn toward_rank_fn) {
+  P2pChannel channel;
+  const CommRank& own = comm.ranks[static_cast<size_t>(rank)];
+  for (size_t i = own.p2p.first(); i < own.p2p.size(); ++i) {
+    const Call& call = model.call(own.process, own.p2p[i]);
+    if (call.root_or_peer == peer) channel.is_send.push_back(call.fn == ring::ApiFn::kSend);
+  }
+  if (peer < 0 || static_cast<size_t>(peer) >= comm.ranks.size() || !comm.ranks[static_cast<size_t>(peer)].present) {
+    return channel;
+  }
+  const CommRank& other = comm.ranks[static_cast<size_t>(peer)];
+  for (size_t i = other.p2p.size(); i-- > other.p2p.first();) {
+    const Call& call = model.call(other.process, other.p2p[i]);
+    if (call.fn == toward_rank_fn && call.root_or_peer == rank) {
+      channel.peer_posted = call.seq;
+      break;
+    }
+  }
+  return channel;
+}
+
 }  // namespace
 
 uint32_t Analyzer::HeldAt(ProcessId process, WaitSearch& search) const {
@@ -239,6 +266,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   CycleFacts facts;
   facts.waited_s = longest_s;
   facts.point_to_point = point_to_point;
+  bool receives_only = true;
   Finding finding;
   finding.kind = FindingKind::kWaitCycle;
   // A peer not yet in the call it is waited for in may be held elsewhere, or may never
@@ -264,10 +292,18 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
     arc.peer_comm_id = model_.comms()[peer_call.comm].id;
     arc.peer_call = FactsOf(model_, peer_call);
     arc.process = DescribeProcess(model_, step.process, call.rank, now_ns);
+    if (ring::IsP2p(call.fn)) {
+      const ring::ApiFn toward = call.fn == ring::ApiFn::kSend ? ring::ApiFn::kRecv : ring::ApiFn::kSend;
+      P2pChannel channel = ChannelOf(model_, model_.comms()[call.comm], call.rank, call.root_or_peer, toward);
+      arc.peer_posted = channel.peer_posted;
+      arc.rhythm = RhythmOf(channel.is_send);
+    }
+    receives_only = receives_only && call.fn == ring::ApiFn::kRecv;
     finding.call_paths.push_back({{arc.rank}, arc.call.call_path, arc.call.call_path_inferred});
     if (arc.process) finding.processes.push_back(*arc.process);
     facts.arcs.push_back(std::move(arc));
   }
+  facts.receives_only = receives_only;
   const Call& first = *calls.front();
   finding.comm_id = model_.comms()[first.comm].id;
   finding.comm_size = model_.comms()[first.comm].nranks;

@@ -140,4 +140,22 @@ void Communicator::Broadcast(const at::Tensor& tensor, int root) {
   EndCollective();
 }
 
+void Communicator::Send(const at::Tensor& tensor, int peer) {
+  TORCH_CHECK(tensor.is_contiguous(), "send needs a contiguous tensor");
+  void* stream = BeginCollective();
+  Check(ncclSend(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), NcclType(tensor), peer, comm_,
+                 static_cast<cudaStream_t>(stream)),
+        "ncclSend");
+  EndCollective();
+}
+
+void Communicator::Recv(const at::Tensor& tensor, int peer) {
+  TORCH_CHECK(tensor.is_contiguous(), "receive needs a contiguous tensor");
+  void* stream = BeginCollective();
+  Check(ncclRecv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), NcclType(tensor), peer, comm_,
+                 static_cast<cudaStream_t>(stream)),
+        "ncclRecv");
+  EndCollective();
+}
+
 }  // namespace collwatch::trainer

@@ -1,4 +1,4 @@
-// The trainer's only door to NCCL: every collective of the trainer goes through one
+// The trainer's only door to NCCL: every collective and send of the trainer goes through one
 // Communicator. On CUDA devices collectives run on a dedicated stream ordered against the
 // compute stream both ways; on the CPU (CPU NCCL backend) they are plain host calls.
 // Threading: one thread per Communicator, as NCCL requires.
@@ -35,6 +35,10 @@ class Communicator {
   // Average over ranks of `full`, this rank's slice into `shard` (same dtype).
   void ReduceScatterAverage(const at::Tensor& full, const at::Tensor& shard);
   void Broadcast(const at::Tensor& tensor, int root);
+  // Point-to-point (pipeline stages): `tensor` to / from `peer`, contiguous; the receiving
+  // tensor has the sender's shape and dtype.
+  void Send(const at::Tensor& tensor, int peer);
+  void Recv(const at::Tensor& tensor, int peer);
 
   // Bytes received by all-gathers since the last reset (for the run's report lines).
   uint64_t all_gather_bytes() const { return all_gather_bytes_; }

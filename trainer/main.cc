@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
                  "first-forward-stall: how late the stalled rank is")->capture_default_str();
   app.add_option("--stall-rank", options.stall_rank,
                  "the misbehaving rank of dtype-mismatch and first-forward-stall")->capture_default_str();
+  app.add_option("--microbatches", options.microbatches,
+                 "pipeline scenarios: microbatches a step, of --batch samples each")
+      ->capture_default_str();
+  app.add_option("--fewer-from-step", options.fewer_from_step,
+                 "pipeline-fewer-microbatches: the step from which the last stage runs one microbatch fewer")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--dump-params", options.dump_params,
                  "after training, rank 0 writes every unit's parameters and last gradients here");
   CLI11_PARSE(app, argc, argv);

@@ -149,6 +149,19 @@ at::Tensor ExpertForward(const std::vector<at::Tensor>& w, const at::Tensor& x) 
   return at::linear(at::gelu(at::linear(LayerNorm(x, w[0], w[1]), w[2], w[3])), w[4], w[5]);
 }
 
+at::Tensor RoutedExpertsUpdate(const std::vector<std::vector<at::Tensor>>& experts, const at::Tensor& domains,
+                               const at::Tensor& x) {
+  at::Tensor update = at::zeros_like(x);
+  const auto count = static_cast<int64_t>(experts.size());
+  for (int64_t e = 0; e < count; ++e) {
+    const at::Tensor routed = at::nonzero(domains.remainder(count) == e).flatten();
+    if (routed.numel() == 0) continue;
+    const at::Tensor out = ExpertForward(experts[static_cast<size_t>(e)], x.index_select(0, routed));
+    update = update.index_copy(0, routed, out);
+  }
+  return update;
+}
+
 at::Tensor UnembedForward(const std::vector<at::Tensor>& w, const at::Tensor& x) {
   return at::linear(LayerNorm(x, w[0], w[1]), w[2]);
 }

@@ -62,6 +62,10 @@ at::Tensor BlockForward(const std::vector<at::Tensor>& w, const at::Tensor& x, i
 at::Tensor ProjectorForward(const std::vector<at::Tensor>& w, const at::Tensor& features);
 at::Tensor EmbedForward(const std::vector<at::Tensor>& w, const at::Tensor& tokens);
 at::Tensor ExpertForward(const std::vector<at::Tensor>& w, const at::Tensor& x);  // the update only
+// The experts' update of `x`: each sample goes to the expert of its domain (domains
+// [batch] modulo the experts); an expert without samples does not run.
+at::Tensor RoutedExpertsUpdate(const std::vector<std::vector<at::Tensor>>& experts, const at::Tensor& domains,
+                               const at::Tensor& x);
 at::Tensor UnembedForward(const std::vector<at::Tensor>& w, const at::Tensor& x);
 
 // Image placeholders (positions 1..image_tokens) replaced by the projected features.

@@ -21,6 +21,8 @@ enum class Scenario {
   kDtypeMismatch,
   kFirstForwardStall,
   kMtpSequentialBackward,
+  kPipeline,
+  kPipelineFewerMicrobatches,
 };
 
 struct ScenarioName {
@@ -37,7 +39,14 @@ inline constexpr ScenarioName kScenarioNames[] = {
     {Scenario::kDtypeMismatch, "dtype-mismatch"},
     {Scenario::kFirstForwardStall, "first-forward-stall"},
     {Scenario::kMtpSequentialBackward, "mtp-sequential-backward"},
+    {Scenario::kPipeline, "pipeline"},
+    {Scenario::kPipelineFewerMicrobatches, "pipeline-fewer-microbatches"},
 };
+
+// Pipeline parallel (pipeline_trainer.h) rather than ZeRO-3.
+inline bool IsPipelineScenario(Scenario scenario) {
+  return scenario == Scenario::kPipeline || scenario == Scenario::kPipelineFewerMicrobatches;
+}
 
 inline std::optional<Scenario> ParseScenario(std::string_view name) {
   for (const ScenarioName& entry : kScenarioNames) {
@@ -81,6 +90,9 @@ struct TrainerOptions {
   double stall_seconds = 120;   // first-forward-stall: how late the stalled rank is
   int stall_rank = 1;           // the rank that misbehaves in the single-rank scenarios
   std::string dump_params;      // after training: write gathered params and grads here
+  int64_t microbatches = 4;     // pipeline scenarios: microbatches a step, of `batch` samples each
+  // pipeline-fewer-microbatches: from this step on the last stage runs one microbatch fewer
+  int64_t fewer_from_step = 2;
 };
 
 }  // namespace collwatch::trainer

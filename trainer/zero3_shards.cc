@@ -59,6 +59,11 @@ Zero3Trainer::Zero3Trainer(const TrainerOptions& options, const DistEnv& env, Co
   }
 }
 
+std::string Zero3Trainer::FirstStepNote() const {
+  return "first all-gather bytes " + std::to_string(first_gather_bytes_) + ", first forward all-gather bytes " +
+         std::to_string(forward_gather_bytes_);
+}
+
 int64_t Zero3Trainer::ParameterCount(bool trainable_only) const {
   int64_t total = 0;
   for (const ShardedUnit& unit : units_) {

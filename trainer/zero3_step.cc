@@ -42,17 +42,9 @@ at::Tensor Zero3Trainer::Combine(const at::Tensor& embedded, const at::Tensor& p
 }
 
 at::Tensor Zero3Trainer::ExpertsUpdate(const at::Tensor& x) {
-  // Samples go to the expert of their domain; an expert without samples does not run.
-  at::Tensor update = at::zeros_like(x);
-  for (size_t e = 0; e < experts_.size(); ++e) {
-    const at::Tensor routed =
-        at::nonzero(domains_.remainder(static_cast<int64_t>(experts_.size())) == static_cast<int64_t>(e))
-            .flatten();
-    if (routed.numel() == 0) continue;
-    const at::Tensor out = ExpertForward(Weights(units_[experts_[e]]), x.index_select(0, routed));
-    update = update.index_copy(0, routed, out);
-  }
-  return update;
+  std::vector<std::vector<at::Tensor>> experts;
+  for (int index : experts_) experts.push_back(Weights(units_[index]));
+  return RoutedExpertsUpdate(experts, domains_, x);
 }
 
 at::Tensor Zero3Trainer::ForwardBody(const Batch& batch) {

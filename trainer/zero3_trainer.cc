@@ -1,6 +1,6 @@
-// ZeRO-3 training (see zero3_trainer.h): the options check, the unique id shared through
-// the rendezvous store, then the steps, one line each. The trainer itself:
-// zero3_trainer_internal.h. Threading: one thread.
+// Training (see zero3_trainer.h): the options check, the unique id shared through the
+// rendezvous store, then the steps of the ZeRO-3 trainer (zero3_trainer_internal.h) or the
+// pipeline trainer (pipeline_trainer.h), one line each. Threading: one thread.
 #include "trainer/zero3_trainer.h"
 
 #include <ATen/Parallel.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainer/comm.h"
+#include "trainer/pipeline_trainer.h"
 #include "trainer/zero3_trainer_internal.h"
 
 namespace collwatch::trainer {
@@ -42,6 +43,11 @@ std::string CheckOptions(const TrainerOptions& options, int world_size) {
         options.scenario == Scenario::kFirstForwardStall) {
       return "--stall-rank " + std::to_string(options.stall_rank) + " is not a rank of this job";
     }
+  }
+  if (IsPipelineScenario(options.scenario)) {
+    if (world_size < 2) return "a pipeline needs at least 2 ranks, one stage each (--nproc 2)";
+    if (options.microbatches < 2) return "--microbatches must be at least 2";
+    if (!options.dump_params.empty()) return "--dump-params is for the ZeRO-3 scenarios";
   }
   return "";
 }
@@ -84,29 +90,32 @@ int RunTraining(const TrainerOptions& options, const DistEnv& env) {
   }
 
   Communicator comm(env.rank, env.world_size, id, device);
-  Zero3Trainer trainer(options, env, comm, device);
+  std::unique_ptr<StepTrainer> trainer;
+  if (IsPipelineScenario(options.scenario)) {
+    trainer = std::make_unique<PipelineTrainer>(options, env, comm, device);
+  } else {
+    trainer = std::make_unique<Zero3Trainer>(options, env, comm, device);
+  }
   if (env.rank == 0) {
     std::printf("collwatch-trainer: scenario %s, %d ranks on %s, %lld parameters (%lld trainable)\n",
                 std::string(ScenarioToString(options.scenario)).c_str(), env.world_size,
-                device.str().c_str(), static_cast<long long>(trainer.ParameterCount(false)),
-                static_cast<long long>(trainer.ParameterCount(true)));
+                device.str().c_str(), static_cast<long long>(trainer->ParameterCount(false)),
+                static_cast<long long>(trainer->ParameterCount(true)));
     std::fflush(stdout);
   }
   for (int64_t step = 0; step < options.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
-    const double loss = trainer.Step(step);
+    const double loss = trainer->Step(step);
     const double millis =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::printf("rank %d step %lld loss %.4f time_ms %.1f\n", env.rank, static_cast<long long>(step),
                 loss, millis);
     if (step == 0 && env.rank == 0) {
-      std::printf("rank 0 first all-gather bytes %llu, first forward all-gather bytes %llu\n",
-                  static_cast<unsigned long long>(trainer.first_gather_bytes()),
-                  static_cast<unsigned long long>(trainer.forward_gather_bytes()));
+      if (const std::string note = trainer->FirstStepNote(); !note.empty()) std::printf("rank 0 %s\n", note.c_str());
     }
     std::fflush(stdout);
   }
-  if (!options.dump_params.empty() && !trainer.DumpParams(options.dump_params)) return 1;
+  if (!options.dump_params.empty() && !trainer->DumpParams(options.dump_params)) return 1;
   return 0;
 }
 

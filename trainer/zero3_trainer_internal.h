@@ -16,6 +16,7 @@
 #include "trainer/launch.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
+#include "trainer/step_trainer.h"
 
 namespace collwatch::trainer {
 
@@ -39,19 +40,19 @@ struct ShardedUnit {
   at::Tensor full;  // gathered flat parameters; undefined while freed
 };
 
-class Zero3Trainer {
+class Zero3Trainer final : public StepTrainer {
  public:
   Zero3Trainer(const TrainerOptions& options, const DistEnv& env, Communicator& comm,
                const at::Device& device);
 
   // One training step; returns this rank's loss (mean over the MTP heads).
-  double Step(int64_t step);
+  double Step(int64_t step) override;
   // Gathers every unit's parameters and last gradients; rank 0 writes them to `path`.
-  bool DumpParams(const std::string& path);
+  bool DumpParams(const std::string& path) override;
 
-  int64_t ParameterCount(bool trainable_only) const;
-  uint64_t first_gather_bytes() const { return first_gather_bytes_; }
-  uint64_t forward_gather_bytes() const { return forward_gather_bytes_; }
+  int64_t ParameterCount(bool trainable_only) const override;
+  // The bytes of the first all-gather and of step 0's forward all-gathers.
+  std::string FirstStepNote() const override;
 
  private:
   void Gather(ShardedUnit& unit, GatherFor purpose);
