@@ -59,10 +59,11 @@ Outcome RunScenario(const TempDir& dir, const std::string& scenario, const std::
   outcome.ring_dir = dir.path() + "/rings";
   std::vector<std::string> argv = {COLLWATCH_CLI_PATH, "run", "--out", outcome.out_dir, "--ring-dir", outcome.ring_dir,
                                    "--kill-on-hang", "--stall-after", std::to_string(stall_after_s), "--",
-                                   COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", scenario, "--steps", "3",
+                                   COLLWATCH_TRAINER_PATH, "--nproc", "4", "--scenario", scenario,
                                    "--hidden", "32", "--layers", "2", "--vision-layers", "1", "--seq", "16",
                                    "--vocab", "32", "--batch", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
+  if (std::find(extra.begin(), extra.end(), "--steps") == extra.end()) argv.insert(argv.end(), {"--steps", "3"});
   std::map<std::string, std::string> env = {{"COLLWATCH_CPU_NCCL_SHM_DIR", dir.path()}};
   if (unlabelled) env["COLLWATCH_NVTX"] = "off";
   Subprocess run(argv, testing::CollwatchRunEnv(env));
@@ -150,6 +151,31 @@ TEST(FindingsEndToEndTest, DtypeMismatchIsASignatureMismatch) {
   EXPECT_EQ(Classes(finding), (std::vector<std::vector<int>>{{0, 2, 3}, {1}}));
   EXPECT_NE(finding["summary"].get<std::string>().find("byte ratio 2.00"), std::string::npos) << finding["summary"];
   EXPECT_LT(finding["detect_latency_s"].get<double>(), kPromptS);
+}
+
+// Four pipeline stages; from step 2 the last runs 3 microbatches where the others run 4.
+// Stage 2 waits for the 4th microbatch's gradient, stage 3 (already in step 3) for the
+// next activations: a cycle of receives, told with each side's message count and, from
+// the rhythm of the two clean steps, as a microbatch count that differs between stages.
+TEST(FindingsEndToEndTest, APipelineStageWithFewerMicrobatchesIsNamedWithTheCounts) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "pipeline-fewer-microbatches", {"--steps", "5"});
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "WAIT_CYCLE");
+  if (finding.empty()) return;
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("cycle of receives"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 2 waits for message #12 from rank 3, which has sent 11"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 3's stage ran 3 microbatches in that step where rank 2's stage ran 4"),
+            std::string::npos)
+      << summary;
+  EXPECT_TRUE(Contains(finding["regions"], "bwd/microbatch3")) << finding["regions"];
+  EXPECT_TRUE(Contains(finding["regions"], "fwd/microbatch1")) << finding["regions"];
+  if (outcome.analyzed.is_object() && !outcome.analyzed["findings"].empty()) {
+    EXPECT_EQ(outcome.analyzed["findings"][0]["summary"].get<std::string>().find("ran 3 microbatches") !=
+                  std::string::npos,
+              true)
+        << "post-mortem tells the same";
+  }
 }
 
 TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
@@ -279,7 +305,7 @@ INSTANTIATE_TEST_SUITE_P(Fixes, UnlabelledHealthyScenarioTest,
 
 INSTANTIATE_TEST_SUITE_P(CleanAndFixes, HealthyScenarioTest,
                          ::testing::Values("clean", "image-text-dummy", "image-text-batchsync",
-                                           "mtp-sequential-backward"),
+                                           "mtp-sequential-backward", "pipeline"),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

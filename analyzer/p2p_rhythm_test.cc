@@ -1,0 +1,59 @@
+// RhythmOf: the repeated exchange of a rank with one peer, where it broke, and what came
+// after. Threading: single-threaded.
+#include "analyzer/p2p_rhythm.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace collwatch::analyzer::p2p_rhythm_test {
+namespace {
+
+// "SSRR": S a send, R a receive.
+std::vector<bool> Calls(const std::string& text) {
+  std::vector<bool> calls;
+  for (char c : text) calls.push_back(c == 'S');
+  return calls;
+}
+
+// A GPipe stage of 4 microbatches: 4 sends then 4 receives each step; runs of one
+// direction are not a rhythm of their own.
+TEST(P2pRhythmTest, AStepOfFourMicrobatchesRepeats) {
+  const P2pRhythm rhythm = RhythmOf(Calls("SSSSRRRR" "SSSSRRRR" "SSSSRRR"));
+  EXPECT_EQ(rhythm.period_calls, 8u);
+  EXPECT_EQ(RunsText(rhythm.period), "4 sends, 4 receives");
+  EXPECT_EQ(rhythm.repetitions, 2u);
+  EXPECT_FALSE(rhythm.broke);
+  EXPECT_EQ(RunsText(rhythm.after), "4 sends, 3 receives");
+}
+
+// The last stage ran 3 microbatches in its third step: the rhythm broke at its 4th
+// receive of that step.
+TEST(P2pRhythmTest, AShorterStepBreaksTheRhythm) {
+  const P2pRhythm rhythm = RhythmOf(Calls("RRRRSSSS" "RRRRSSSS" "RRRSSS" "RR"));
+  EXPECT_EQ(RunsText(rhythm.period), "4 receives, 4 sends");
+  EXPECT_EQ(rhythm.repetitions, 2u);
+  EXPECT_TRUE(rhythm.broke);
+  EXPECT_EQ(rhythm.broke_at, 19u);
+  EXPECT_EQ(RunsText(rhythm.after), "3 receives, 3 sends, 2 receives");
+}
+
+// 1F1B's steady state alternates: a period of one send and one receive.
+TEST(P2pRhythmTest, AlternatingCallsHaveAShortRhythm) {
+  const P2pRhythm rhythm = RhythmOf(Calls("SRSRSRS"));
+  EXPECT_EQ(rhythm.period_calls, 2u);
+  EXPECT_EQ(RunsText(rhythm.period), "1 send, 1 receive");
+  EXPECT_EQ(rhythm.repetitions, 3u);
+  EXPECT_EQ(RunsText(rhythm.after), "1 send");
+}
+
+// Nothing repeated twice, or one direction only: no rhythm to read.
+TEST(P2pRhythmTest, NoRhythmWithoutTwoRepetitionsOfBothDirections) {
+  EXPECT_TRUE(RhythmOf(Calls("SSSSRRRRSSS")).period.empty());
+  EXPECT_TRUE(RhythmOf(Calls("SSSSSSSS")).period.empty());
+  EXPECT_TRUE(RhythmOf({}).period.empty());
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer::p2p_rhythm_test
