@@ -148,6 +148,18 @@ std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& path
   return PointAt(paths, frames, depths.lines_differ.front());
 }
 
+std::optional<BranchPoint> LibraryPartingOf(const std::vector<ClassCallPath>& paths) {
+  if (paths.size() < 2) return std::nullopt;
+  std::vector<std::vector<CallFrame>> frames;
+  for (const ClassCallPath& path : paths) {
+    if (path.path.frames.empty()) return std::nullopt;
+    frames.emplace_back(path.path.frames.rbegin(), path.path.frames.rend());
+  }
+  const SharedDepths depths = SharedDepthsOf(frames);
+  if (depths.lines_differ.empty() || !IsLibraryFrame(frames[0][depths.lines_differ.back()])) return std::nullopt;
+  return PointAt(paths, frames, depths.lines_differ.back());
+}
+
 std::string FrameText(const CallFrame& frame) {
   return absl::StrCat(frame.function, " (", BaseName(frame.file), ":", frame.line, ")");
 }

@@ -71,6 +71,12 @@ std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths
 // model then took its two paths): nullopt otherwise.
 std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& paths);
 
+// Where the paths part inside a library, below the user's code (every frame counted):
+// the deepest shared function whose lines differ, when it is a library's (a pipeline
+// schedule that posted one side's transfer from its stage set-up, the other's from its
+// microbatch loop). nullopt otherwise: the user's branch point tells it.
+std::optional<BranchPoint> LibraryPartingOf(const std::vector<ClassCallPath>& paths);
+
 // Which files the report may open for the source lines call paths name. The paths are
 // the trace's words: whoever hands over a trace (imported Flight Recorder dumps) would
 // choose which local file's lines land in the report.

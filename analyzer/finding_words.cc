@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analyzer/call_sites.h"
 #include "analyzer/finding_evidence.h"
 
 namespace collwatch::analyzer {
@@ -304,6 +305,26 @@ std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s) {
   } else {
     absl::StrAppend(&text, " If it was left out, the code that issues it ran on some ranks only: make it run on "
                            "every rank.");
+  }
+  return text;
+}
+
+std::string LibraryPartingText(const Finding& f) {
+  const std::optional<BranchPoint> parting = LibraryPartingOf(f.call_paths);
+  if (!parting) return "";
+  std::string text = absl::StrCat(" Their call paths part inside ", BranchPointText(*parting), ".");
+  for (const BranchArm& arm : parting->arms) {
+    if (arm.callee.find("_initialize_stage") == std::string::npos) continue;
+    absl::StrAppend(
+        &text, absl::StrFormat(
+                   " %s's side comes from the stage set-up that a torch.distributed.pipelining schedule runs on "
+                   "its own first step, while the other side was already in its microbatches: the stages "
+                   "stepped different schedule objects (one built anew, for example for another number of "
+                   "microbatches, on one stage only). Fix: build one schedule per stage with the same "
+                   "n_microbatches on every stage, and give every stage batches of the same size (drop or pad "
+                   "a short last batch on all stages alike).",
+                   arm.ranks.size() == 1 ? absl::StrCat("Rank ", arm.ranks[0]) : std::string("That")));
+    break;
   }
   return text;
 }

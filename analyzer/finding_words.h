@@ -82,6 +82,10 @@ std::string SeqListText(const std::vector<uint64_t>& seqs);
 // (StallFacts::same_call_before): the two readings (failed on the way, or left it out), and
 // DistributedDataParallel's unused-parameter case where the call is an all-reduce.
 std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s);
+// " Their call paths part inside `ScheduleGPipe._step_microbatches` (schedules.py): ..."
+// where two sides' calls came from different code of a library ("" otherwise), and what
+// torch.distributed.pipelining's stage set-up there means.
+std::string LibraryPartingText(const Finding& f);
 
 // One kind's words: the headline is the kind, `joint`, then the brief (finding_text.cc).
 struct FindingWords {

@@ -1,0 +1,43 @@
+// A real torch.distributed.pipelining job's trace store (tests/data/gpu/README.md): on
+// 2 x H200 the last stage switched, from step 2, to a schedule of one microbatch fewer.
+// That schedule's first step re-runs the stage set-up, so rank 1's receive #12 is the
+// set-up's 4-byte handshake where rank 0 sends its activations. `collwatch analyze` names
+// the mismatch, where the two call paths part inside the library, and the cause.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/read_files.h"
+#include "tests/support/run_env.h"
+#include "tests/support/subprocess.h"
+
+namespace collwatch::torch_pipeline_trace_test {
+namespace {
+
+using testing::ReadJson;
+using testing::Subprocess;
+using testing::TempDir;
+
+TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
+  TempDir dir;
+  const std::string report = dir.path() + "/report.json";
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json",
+                      std::string(COLLWATCH_GPU_TRACES_DIR) + "/2026-11-28-h200x2-torch-pipeline-fewer-microbatches"},
+                     testing::CollwatchRunEnv({}), report);
+  EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
+  const nlohmann::json json = ReadJson(report);
+  ASSERT_TRUE(json.is_object());
+  ASSERT_EQ(json["findings"].size(), 1u) << json.dump(2);
+  const nlohmann::json& finding = json["findings"][0];
+  EXPECT_EQ(finding["kind"], "SIGNATURE_MISMATCH");
+  EXPECT_EQ(finding["seq"], 12);
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("part inside `ScheduleGPipe._step_microbatches` (schedules.py): rank 0 at line 725 → "
+                         "_sorted_batch_p2p, rank 1 at line 707 → PipelineScheduleSingle._initialize_stage"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("the stages stepped different schedule objects"), std::string::npos) << summary;
+}
+
+}  // namespace
+}  // namespace collwatch::torch_pipeline_trace_test
