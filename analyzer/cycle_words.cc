@@ -83,23 +83,25 @@ std::string ReceiveCycleText(const CycleFacts& c) {
   if (rhythms.empty()) return text;
   absl::StrAppend(&text, " Their exchange had a rhythm: ", absl::StrJoin(rhythms, "; "), ".");
   if (left != nullptr && kept != nullptr && left->rhythm.period_calls == kept->rhythm.period_calls) {
-    // "3 where rank 0's stage ran 4": the first run after the break, against the same run of
-    // the rhythm.
+    // "3 where rank 0's stage exchanged 4": the first run after the break, against the same
+    // run of the rhythm.
     const P2pRun& was = left->rhythm.period.front();
     const P2pRun& now = left->rhythm.after.front();
     const std::string how_many =
         now.sends == was.sends && now.calls != was.calls
-            ? absl::StrFormat("%d microbatches in that step where rank %d's stage ran %d", now.calls, kept->rank, was.calls)
+            ? absl::StrFormat("%d microbatches in that step where rank %d's stage exchanged %d", now.calls, kept->rank,
+                              was.calls)
             : absl::StrFormat("another number of microbatches in that step than rank %d's stage", kept->rank);
     absl::StrAppend(
         &text,
         absl::StrFormat(
             " Rank %d left the rhythm both ranks kept, and rank %d did not: the second reading fits. In a "
             "pipeline schedule (GPipe, 1F1B) one repetition is one step and each send carries one microbatch's "
-            "activations or gradients, so rank %d's stage ran %s (a shorter batch, or another microbatch "
-            "count, on one stage). Fix: run the same "
-            "number of microbatches on every stage in every step (the same batch size and n_microbatches "
-            "everywhere; drop or pad a short last batch on all stages alike).",
+            "activations or gradients, so rank %d's stage exchanged %s: it ran another number of "
+            "microbatches (a shorter batch, or another microbatch count, on one stage), or skipped a transfer "
+            "(for example of an empty microbatch). Fix: run and exchange the same number of microbatches on "
+            "every stage in every step (the same batch size and n_microbatches everywhere; drop or pad a short "
+            "last batch on all stages alike, and send even an empty microbatch).",
             left->rank, kept->rank, left->rank, how_many));
   }
   return text;

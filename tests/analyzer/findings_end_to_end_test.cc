@@ -165,13 +165,13 @@ TEST(FindingsEndToEndTest, APipelineStageWithFewerMicrobatchesIsNamedWithTheCoun
   const std::string summary = finding["summary"].get<std::string>();
   EXPECT_NE(summary.find("cycle of receives"), std::string::npos) << summary;
   EXPECT_NE(summary.find("rank 2 waits for message #12 from rank 3, which has sent 11"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("rank 3's stage ran 3 microbatches in that step where rank 2's stage ran 4"),
+  EXPECT_NE(summary.find("rank 3's stage exchanged 3 microbatches in that step where rank 2's stage exchanged 4"),
             std::string::npos)
       << summary;
   EXPECT_TRUE(Contains(finding["regions"], "bwd/microbatch3")) << finding["regions"];
   EXPECT_TRUE(Contains(finding["regions"], "fwd/microbatch1")) << finding["regions"];
   if (outcome.analyzed.is_object() && !outcome.analyzed["findings"].empty()) {
-    EXPECT_EQ(outcome.analyzed["findings"][0]["summary"].get<std::string>().find("ran 3 microbatches") !=
+    EXPECT_EQ(outcome.analyzed["findings"][0]["summary"].get<std::string>().find("exchanged 3 microbatches") !=
                   std::string::npos,
               true)
         << "post-mortem tells the same";
