@@ -405,6 +405,10 @@ def main():
         return SKIP
     args.nproc = args.nproc or (2 if args.one_gpu else gpus)
     names = args.cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print(f"unknown case {', '.join(unknown)}; the cases are: {' '.join(CASES)}")
+        return 2
     if not args.one_gpu and args.nproc > gpus:
         print(f"--nproc {args.nproc}: only {gpus} GPUs (several ranks on one GPU need --one-gpu)")
         return 2
