@@ -1,6 +1,7 @@
 """A pipeline-parallel job (torch_job.py --job pipeline) on torch.distributed.pipelining:
 a stack of MLP blocks split into one stage per rank, trained with ScheduleGPipe or
-Schedule1F1B (--schedule) over --microbatches microbatches a step.
+Schedule1F1B (--schedule) over --microbatches microbatches a step; or two stages a rank
+(rank r holds stages r and r + world) under ScheduleInterleaved1F1B.
 
 Scenario fewer-microbatches: from step --diverge-from-step on, the last stage's schedule
 runs one microbatch less than the others' (a data loader that gives the last stage a
@@ -21,23 +22,25 @@ class Stage(nn.Module):
 
 
 def run_pipeline(args, device):
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(rank)
-    stage = PipelineStage(Stage(args.hidden, args.layers).to(device), stage_index=rank, num_stages=world,
-                          device=device)
-    schedules = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+    per_rank = 2 if args.schedule == "interleaved-1f1b" else 1
+    stages = [PipelineStage(Stage(args.hidden, args.layers).to(device), stage_index=rank + k * world,
+                            num_stages=world * per_rank, device=device) for k in range(per_rank)]
+    schedules = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B}
 
     def loss_fn(output, target):
         return (output - target).pow(2).mean()
 
     def schedule_of(microbatches):
-        return schedules[args.schedule](stage, n_microbatches=microbatches, loss_fn=loss_fn)
+        return schedules[args.schedule](stages if per_rank > 1 else stages[0], n_microbatches=microbatches,
+                                        loss_fn=loss_fn)
 
     full = schedule_of(args.microbatches)
     short = schedule_of(args.microbatches - 1) if args.scenario == "fewer-microbatches" else full
-    optimizer = torch.optim.SGD(stage.submod.parameters(), lr=1e-3)
+    optimizer = torch.optim.SGD([p for stage in stages for p in stage.submod.parameters()], lr=1e-3)
     batch = 4 * args.microbatches
     for step in range(args.steps):
         diverging = args.scenario == "fewer-microbatches" and rank == world - 1 and step >= args.diverge_from_step

@@ -97,7 +97,8 @@ def parse_args():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--late-seconds", type=float, default=60.0)
     parser.add_argument("--p2p-mib", type=int, default=64, help="send-cycle: MiB each rank sends")
-    parser.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b"], help="pipeline: its schedule")
+    parser.add_argument("--schedule", default="gpipe", choices=["gpipe", "1f1b", "interleaved-1f1b"],
+                        help="pipeline: its schedule (interleaved-1f1b: two stages a rank)")
     parser.add_argument("--microbatches", type=int, default=4, help="pipeline: microbatches a step")
     parser.add_argument("--hold-at-step", type=int, default=0,
                         help="late-rank, stopped-rank: the step whose forward rank 1 is late to or stops at")
