@@ -54,8 +54,9 @@ std::string PeerHeldText(const WaitArc& arc) {
 std::string RhythmText(const WaitArc& arc) {
   const P2pRhythm& r = arc.rhythm;
   if (r.period.empty()) return "";
-  std::string text = absl::StrFormat("rank %d's calls with rank %d repeated every %d (%s) %d times", arc.rank, arc.peer,
-                                     r.period_calls, RunsText(r.period), r.repetitions);
+  std::string text = absl::StrFormat("rank %d's calls with rank %d repeated every %d (%s) %d times%s", arc.rank,
+                                     arc.peer, r.period_calls, RunsText(r.period), r.repetitions,
+                                     r.offset == 0 ? "" : absl::StrFormat(" after %d calls of set-up", r.offset));
   if (r.after.empty()) return absl::StrCat(text, ", the last call waiting");
   return absl::StrCat(text, r.broke ? ", then it left that rhythm: " : ", then ", RunsText(r.after),
                       ", the last one waiting");

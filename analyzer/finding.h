@@ -210,6 +210,11 @@ struct P2pFacts {
   std::optional<CallFacts> send;
   std::optional<CallFacts> recv;
   double waited_s = 0;  // NOT_JOINED: since the posted side entered
+  // SIGNATURE_MISMATCH: the rhythm of the sender's exchange with the receiver, where the
+  // send sits in it, and whether the rhythm was read from the sender's first call on.
+  P2pRhythm sender_rhythm;
+  std::optional<RhythmPlace> send_place;
+  bool rhythm_whole = false;
 };
 
 // Stalls: the named processes' stacks, merged (stack_classes.h), as taken after the

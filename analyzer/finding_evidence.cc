@@ -85,4 +85,29 @@ StalledRank StalledRankOf(const JobModel& model, const Comm& comm, int32_t rank,
   return stalled;
 }
 
+P2pChannel P2pChannelOf(const JobModel& model, const Comm& comm, int32_t rank, int32_t peer,
+                        ring::ApiFn toward_rank_fn) {
+  P2pChannel channel;
+  const CommRank& own = comm.ranks[static_cast<size_t>(rank)];
+  channel.whole = own.p2p.first() == 0;
+  for (size_t i = own.p2p.first(); i < own.p2p.size(); ++i) {
+    const Call& call = model.call(own.process, own.p2p[i]);
+    if (call.root_or_peer != peer) continue;
+    channel.is_send.push_back(call.fn == ring::ApiFn::kSend);
+    channel.calls.push_back(own.p2p[i]);
+  }
+  if (peer < 0 || static_cast<size_t>(peer) >= comm.ranks.size() || !comm.ranks[static_cast<size_t>(peer)].present) {
+    return channel;
+  }
+  const CommRank& other = comm.ranks[static_cast<size_t>(peer)];
+  for (size_t i = other.p2p.size(); i-- > other.p2p.first();) {
+    const Call& call = model.call(other.process, other.p2p[i]);
+    if (call.fn == toward_rank_fn && call.root_or_peer == rank) {
+      channel.peer_posted = call.seq;
+      break;
+    }
+  }
+  return channel;
+}
+
 }  // namespace collwatch::analyzer

@@ -27,6 +27,18 @@ std::vector<CallFacts> FactsOf(const JobModel& model, std::span<const Call* cons
 // Adds `call`'s Python call path to `finding` as the path of `ranks`, where it has one.
 void AddCallPath(std::vector<int32_t> ranks, const CallFacts& call, Finding* finding);
 
+// One rank's sends and receives with one peer on a communicator, oldest kept first (as
+// P2pRhythm reads them), and the highest per-peer sequence number among the peer's calls
+// of `toward_rank_fn` to the rank (0: none).
+struct P2pChannel {
+  std::vector<bool> is_send;
+  std::vector<uint32_t> calls;  // the rank's call indexes, as is_send
+  bool whole = false;           // from the rank's first send or receive on (none forgotten)
+  uint64_t peer_posted = 0;
+};
+P2pChannel P2pChannelOf(const JobModel& model, const Comm& comm, int32_t rank, int32_t peer,
+                        ring::ApiFn toward_rank_fn);
+
 // Distinct NVTX regions of `calls`, in order of first appearance (none: empty).
 std::vector<std::string> RegionsOf(const JobModel& model, std::span<const Call* const> calls);
 

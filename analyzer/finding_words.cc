@@ -329,4 +329,23 @@ std::string LibraryPartingText(const Finding& f) {
   return text;
 }
 
+std::string SendPlaceText(const P2pFacts& p) {
+  if (!p.send_place) return "";
+  const P2pRhythm& r = p.sender_rhythm;
+  const RhythmPlace& place = *p.send_place;
+  const std::string set_up = r.offset == 0 ? "" : absl::StrFormat(", after %d calls of set-up", r.offset);
+  if (!p.rhythm_whole) {
+    // Its first calls are forgotten: the repetition cannot be counted.
+    return absl::StrFormat(
+        " Rank %d's calls with rank %d repeat every %d (%s); this send is send %d of %d in its repetition (in a "
+        "pipeline schedule: microbatch %d of %d in a step of its stage).",
+        p.sender, p.receiver, r.period_calls, RunsText(r.period), place.nth, place.of, place.nth, place.of);
+  }
+  return absl::StrFormat(
+      " Rank %d's calls with rank %d repeat every %d (%s)%s; this send is send %d of %d in repetition %d (in a "
+      "pipeline schedule: microbatch %d of %d in its stage's step %d).",
+      p.sender, p.receiver, r.period_calls, RunsText(r.period), set_up, place.nth, place.of, place.repetition + 1,
+      place.nth, place.of, place.repetition + 1);
+}
+
 }  // namespace collwatch::analyzer

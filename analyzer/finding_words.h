@@ -86,6 +86,10 @@ std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s);
 // where two sides' calls came from different code of a library ("" otherwise), and what
 // torch.distributed.pipelining's stage set-up there means.
 std::string LibraryPartingText(const Finding& f);
+// " Rank 0's calls with rank 1 repeat every 8 (4 sends, 4 receives), after 4 calls of
+// set-up; this send is send 4 of 4 in repetition 3 (in a pipeline schedule: microbatch 4
+// of 4 in its stage's step 3)." ("" where the sender's exchange has no rhythm).
+std::string SendPlaceText(const P2pFacts& p);
 
 // One kind's words: the headline is the kind, `joint`, then the brief (finding_text.cc).
 struct FindingWords {

@@ -24,6 +24,7 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
         continue;
       }
       const Call& peer_call = model_.call(other->second.process, other->second.call);
+      const uint32_t peer_index = other->second.call;
       // Bounded for processes whose completions never come (a dead rank's calls).
       constexpr size_t kMaxOpenP2p = 1 << 16;
       if ((!call.completed() || !peer_call.completed()) && open_p2p_.size() < kMaxOpenP2p) {
@@ -51,7 +52,17 @@ void Analyzer::CheckP2p(const Comm& comm, CommProgress& progress, int64_t now_ns
       // Where each side's code posted its call (a pipeline schedule's line, say).
       AddCallPath({key.sender}, send_facts, &finding);
       AddCallPath({key.receiver}, recv_facts, &finding);
-      finding.evidence = P2pFacts{key.sender, key.receiver, send_facts, recv_facts, 0};
+      P2pFacts facts{key.sender, key.receiver, send_facts, recv_facts, 0};
+      // Which microbatch of which step, where the sender's exchange has a rhythm.
+      const P2pChannel channel = P2pChannelOf(model_, comm, key.sender, key.receiver, ApiFn::kRecv);
+      const uint32_t send_index = send ? entry.p2p[cursor] : peer_index;
+      for (size_t i = 0; i < channel.calls.size(); ++i) {
+        if (channel.calls[i] != send_index) continue;
+        facts.sender_rhythm = RhythmOf(channel.is_send);
+        facts.send_place = PlaceInRhythm(facts.sender_rhythm, i);
+        facts.rhythm_whole = channel.whole;
+      }
+      finding.evidence = std::move(facts);
       finding.context = {ClassContext{{key.sender}, {}, {{false, send_facts}}, 0},
                          ClassContext{{key.receiver}, {}, {{false, recv_facts}}, 0}};
       Emit(std::move(finding), out);

@@ -21,21 +21,48 @@ std::vector<P2pRun> RunsOf(const std::vector<bool>& is_send, size_t begin, size_
 P2pRhythm RhythmOf(const std::vector<bool>& is_send) {
   P2pRhythm rhythm;
   const size_t n = is_send.size();
-  for (size_t period = 2; 2 * period <= n; ++period) {
-    size_t held = period;  // calls that follow the rhythm
-    while (held < n && is_send[held] == is_send[held - period]) ++held;
-    if (held < 2 * period) continue;
-    const std::vector<P2pRun> runs = RunsOf(is_send, 0, period);
-    if (runs.size() < 2) continue;  // one direction only: no exchange to count
-    rhythm.period = runs;
-    rhythm.period_calls = period;
-    rhythm.repetitions = held / period;
-    rhythm.broke = held < n;
-    rhythm.broke_at = held;
-    rhythm.after = RunsOf(is_send, rhythm.repetitions * period, n);
-    return rhythm;
+  for (size_t offset = 0; offset <= kMaxRhythmOffset && offset < n; ++offset) {
+    for (size_t period = 2; offset + 2 * period <= n; ++period) {
+      size_t held = offset + period;  // calls that follow the rhythm
+      while (held < n && is_send[held] == is_send[held - period]) ++held;
+      if (held < offset + 2 * period) continue;
+      const std::vector<P2pRun> runs = RunsOf(is_send, offset, offset + period);
+      if (runs.size() < 2) continue;  // one direction only: no exchange to count
+      rhythm.offset = offset;
+      rhythm.period = runs;
+      rhythm.period_calls = period;
+      rhythm.repetitions = (held - offset) / period;
+      rhythm.broke = held < n;
+      rhythm.broke_at = held;
+      rhythm.after = RunsOf(is_send, offset + rhythm.repetitions * period, n);
+      return rhythm;
+    }
   }
   return rhythm;
+}
+
+std::optional<RhythmPlace> PlaceInRhythm(const P2pRhythm& rhythm, size_t position) {
+  if (rhythm.period.empty() || position < rhythm.offset || (rhythm.broke && position >= rhythm.broke_at)) {
+    return std::nullopt;
+  }
+  RhythmPlace place;
+  place.repetition = (position - rhythm.offset) / rhythm.period_calls;
+  size_t left = (position - rhythm.offset) % rhythm.period_calls;
+  size_t before[2] = {0, 0};  // receives, sends in the runs before the call's
+  bool sends = false;
+  for (const P2pRun& run : rhythm.period) {
+    if (left < run.calls) {
+      sends = run.sends;
+      place.nth = before[run.sends ? 1 : 0] + left + 1;
+      break;
+    }
+    before[run.sends ? 1 : 0] += run.calls;
+    left -= run.calls;
+  }
+  for (const P2pRun& run : rhythm.period) {
+    if (run.sends == sends) place.of += run.calls;
+  }
+  return place;
 }
 
 std::string RunsText(const std::vector<P2pRun>& runs) {

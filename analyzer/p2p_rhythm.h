@@ -8,6 +8,7 @@
 #define COLLWATCH_ANALYZER_P2P_RHYTHM_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct P2pRun {
 };
 
 struct P2pRhythm {
+  size_t offset = 0;           // calls before the rhythm starts (a set-up, a handshake)
   std::vector<P2pRun> period;  // one repetition, as runs (empty: no rhythm found)
   size_t period_calls = 0;
   size_t repetitions = 0;      // whole repetitions before it broke (or the calls ended)
@@ -30,9 +32,23 @@ struct P2pRhythm {
   std::vector<P2pRun> after;
 };
 
+// At most this many calls before a rhythm (a schedule's first-step set-up).
+inline constexpr size_t kMaxRhythmOffset = 16;
+
 // `is_send`: the rank's sends (true) and receives (false) with the peer, oldest first, from
-// the first one. A rhythm must repeat at least twice from the start.
+// the first one. A rhythm must repeat at least twice from its start, which is the first
+// call or, where none starts there, the fewest calls after it (kMaxRhythmOffset at most).
 P2pRhythm RhythmOf(const std::vector<bool>& is_send);
+
+// Where call `position` of `rhythm`'s calls sits: its repetition (0-based) and, among the
+// repetition's calls of its direction, its number (1-based); nullopt before the rhythm or
+// once it broke.
+struct RhythmPlace {
+  size_t repetition = 0;
+  size_t nth = 0;     // the nth send (or receive) of its repetition
+  size_t of = 0;      // sends (or receives) in one repetition
+};
+std::optional<RhythmPlace> PlaceInRhythm(const P2pRhythm& rhythm, size_t position);
 
 // "4 sends, 4 receives"
 std::string RunsText(const std::vector<P2pRun>& runs);

@@ -2,6 +2,7 @@
 // after. Threading: single-threaded.
 #include "analyzer/p2p_rhythm.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,38 @@ TEST(P2pRhythmTest, NoRhythmWithoutTwoRepetitionsOfBothDirections) {
   EXPECT_TRUE(RhythmOf(Calls("SSSSRRRRSSS")).period.empty());
   EXPECT_TRUE(RhythmOf(Calls("SSSSSSSS")).period.empty());
   EXPECT_TRUE(RhythmOf({}).period.empty());
+}
+
+// A schedule's first step sets its stage up (a handshake, the shapes) before the rhythm:
+// the rhythm starts after it, and a call's place counts from there.
+TEST(P2pRhythmTest, ARhythmStartsAfterASetUp) {
+  const P2pRhythm rhythm = RhythmOf(Calls("SRSS" "SSSSRRRR" "SSSSRRRR" "S"));
+  EXPECT_EQ(rhythm.offset, 4u);
+  EXPECT_EQ(RunsText(rhythm.period), "4 sends, 4 receives");
+  EXPECT_EQ(rhythm.repetitions, 2u);
+  const std::optional<RhythmPlace> last = PlaceInRhythm(rhythm, 20);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->repetition, 2u);
+  EXPECT_EQ(last->nth, 1u);
+  EXPECT_EQ(last->of, 4u);
+  const std::optional<RhythmPlace> receive = PlaceInRhythm(rhythm, 14);
+  ASSERT_TRUE(receive.has_value());
+  EXPECT_EQ(receive->repetition, 1u);
+  EXPECT_EQ(receive->nth, 3u) << "the third receive of the second repetition";
+  EXPECT_FALSE(PlaceInRhythm(rhythm, 2).has_value()) << "in the set-up";
+}
+
+// 1F1B's repetition interleaves the directions: a call's number counts its direction only.
+TEST(P2pRhythmTest, APlaceCountsItsDirectionAcrossRuns) {
+  const P2pRhythm rhythm = RhythmOf(Calls("SSRSRSRR" "SSRSRSRR"));
+  EXPECT_EQ(RunsText(rhythm.period), "2 sends, 1 receive, 1 send, 1 receive, 1 send, 2 receives");
+  const std::optional<RhythmPlace> place = PlaceInRhythm(rhythm, 8 + 5);
+  ASSERT_TRUE(place.has_value());
+  EXPECT_EQ(place->nth, 4u);
+  EXPECT_EQ(place->of, 4u);
+  const P2pRhythm broken = RhythmOf(Calls("SSRR" "SSRR" "SRR"));
+  EXPECT_TRUE(broken.broke);
+  EXPECT_FALSE(PlaceInRhythm(broken, 9).has_value()) << "past the break";
 }
 
 }  // namespace

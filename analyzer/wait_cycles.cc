@@ -70,33 +70,6 @@ uint32_t MatchingP2pCall(const Process& peer_process, const CommRank& peer, cons
   return kNoCall;
 }
 
-// `rank`'s sends and receives with `peer` on `comm`, as P2pRhythm reads them; and the
-// highest per-peer sequence number among `peer`'s calls of `toward_rank_fn` to `rank`.
-struct P2pChannel {
-  std::vector<bool> is_send;
-  uint64_t peer_posted = 0;
-};
-P2pChannel ChannelOf(const JobModel& model, const Comm& comm, int32_t rank, int32_t peer, ring::ApiFn toward_rank_fn) {
-  P2pChannel channel;
-  const CommRank& own = comm.ranks[static_cast<size_t>(rank)];
-  for (size_t i = own.p2p.first(); i < own.p2p.size(); ++i) {
-    const Call& call = model.call(own.process, own.p2p[i]);
-    if (call.root_or_peer == peer) channel.is_send.push_back(call.fn == ring::ApiFn::kSend);
-  }
-  if (peer < 0 || static_cast<size_t>(peer) >= comm.ranks.size() || !comm.ranks[static_cast<size_t>(peer)].present) {
-    return channel;
-  }
-  const CommRank& other = comm.ranks[static_cast<size_t>(peer)];
-  for (size_t i = other.p2p.size(); i-- > other.p2p.first();) {
-    const Call& call = model.call(other.process, other.p2p[i]);
-    if (call.fn == toward_rank_fn && call.root_or_peer == rank) {
-      channel.peer_posted = call.seq;
-      break;
-    }
-  }
-  return channel;
-}
-
 }  // namespace
 
 uint32_t Analyzer::HeldAt(ProcessId process, WaitSearch& search) const {
@@ -294,7 +267,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
     arc.process = DescribeProcess(model_, step.process, call.rank, now_ns);
     if (ring::IsP2p(call.fn)) {
       const ring::ApiFn toward = call.fn == ring::ApiFn::kSend ? ring::ApiFn::kRecv : ring::ApiFn::kSend;
-      P2pChannel channel = ChannelOf(model_, model_.comms()[call.comm], call.rank, call.root_or_peer, toward);
+      const P2pChannel channel = P2pChannelOf(model_, model_.comms()[call.comm], call.rank, call.root_or_peer, toward);
       arc.peer_posted = channel.peer_posted;
       arc.rhythm = RhythmOf(channel.is_send);
     }

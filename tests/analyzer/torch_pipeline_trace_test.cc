@@ -2,7 +2,8 @@
 // 2 x H200 the last stage switched, from step 2, to a schedule of one microbatch fewer.
 // That schedule's first step re-runs the stage set-up, so rank 1's receive #12 is the
 // set-up's 4-byte handshake where rank 0 sends its activations. `collwatch analyze` names
-// the mismatch, where the two call paths part inside the library, and the cause.
+// the mismatch, which microbatch of which step the send was, where the two call paths part
+// inside the library, and the cause.
 #include <string>
 
 #include "gtest/gtest.h"
@@ -37,6 +38,13 @@ TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
             std::string::npos)
       << summary;
   EXPECT_NE(summary.find("the stages stepped different schedule objects"), std::string::npos) << summary;
+  // After its 4 set-up calls rank 0 sends 4 activations and receives 4 gradients a step:
+  // send #12 opens its third step.
+  EXPECT_NE(summary.find("Rank 0's calls with rank 1 repeat every 8 (4 sends, 4 receives), after 4 calls of set-up; "
+                         "this send is send 1 of 4 in repetition 3 (in a pipeline schedule: microbatch 1 of 4 in its "
+                         "stage's step 3)"),
+            std::string::npos)
+      << summary;
 }
 
 }  // namespace
