@@ -49,8 +49,8 @@ std::string PeerHeldText(const WaitArc& arc) {
                           : absl::StrCat("has not entered it: it is held in ", held);
 }
 
-// "rank 1's calls with rank 0 repeated every 8 (4 receives, 4 sends) 2 times, then it
-// posted 3 receives, 3 sends, 2 receives, the last one waiting" (empty: no rhythm).
+// "rank 1's calls with rank 0 repeated every 8 (4 receives, 4 sends) 2 times, then it left
+// that rhythm: 3 receives, 3 sends, 2 receives, the last one waiting" (empty: no rhythm).
 std::string RhythmText(const WaitArc& arc) {
   const P2pRhythm& r = arc.rhythm;
   if (r.period.empty()) return "";

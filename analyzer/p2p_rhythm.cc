@@ -1,6 +1,8 @@
 // The rhythm of a rank's point-to-point calls with one peer: see p2p_rhythm.h.
 #include "analyzer/p2p_rhythm.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -22,12 +24,15 @@ P2pRhythm RhythmOf(const std::vector<bool>& is_send) {
   P2pRhythm rhythm;
   const size_t n = is_send.size();
   for (size_t offset = 0; offset <= kMaxRhythmOffset && offset < n; ++offset) {
-    for (size_t period = 2; offset + 2 * period <= n; ++period) {
+    // A repetition must hold both directions: no period ends before the first change.
+    size_t first_change = offset + 1;
+    while (first_change < n && is_send[first_change] == is_send[offset]) ++first_change;
+    for (size_t period = std::max<size_t>(2, first_change - offset + 1);
+         period <= kMaxRhythmPeriod && offset + 2 * period <= n; ++period) {
       size_t held = offset + period;  // calls that follow the rhythm
       while (held < n && is_send[held] == is_send[held - period]) ++held;
       if (held < offset + 2 * period) continue;
       const std::vector<P2pRun> runs = RunsOf(is_send, offset, offset + period);
-      if (runs.size() < 2) continue;  // one direction only: no exchange to count
       rhythm.offset = offset;
       rhythm.period = runs;
       rhythm.period_calls = period;

@@ -32,8 +32,10 @@ struct P2pRhythm {
   std::vector<P2pRun> after;
 };
 
-// At most this many calls before a rhythm (a schedule's first-step set-up).
+// At most this many calls before a rhythm (a schedule's first-step set-up), and in one
+// repetition: what bounds the search on a long history (post-mortem) to a few passes.
 inline constexpr size_t kMaxRhythmOffset = 16;
+inline constexpr size_t kMaxRhythmPeriod = 4096;
 
 // `is_send`: the rank's sends (true) and receives (false) with the peer, oldest first, from
 // the first one. A rhythm must repeat at least twice from its start, which is the first

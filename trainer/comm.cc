@@ -140,21 +140,19 @@ void Communicator::Broadcast(const at::Tensor& tensor, int root) {
   EndCollective();
 }
 
-void Communicator::Send(const at::Tensor& tensor, int peer) {
-  TORCH_CHECK(tensor.is_contiguous(), "send needs a contiguous tensor");
-  void* stream = BeginCollective();
-  Check(ncclSend(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), NcclType(tensor), peer, comm_,
-                 static_cast<cudaStream_t>(stream)),
-        "ncclSend");
-  EndCollective();
-}
+void Communicator::Send(const at::Tensor& tensor, int peer) { PointToPoint(tensor, peer, /*send=*/true); }
 
-void Communicator::Recv(const at::Tensor& tensor, int peer) {
-  TORCH_CHECK(tensor.is_contiguous(), "receive needs a contiguous tensor");
-  void* stream = BeginCollective();
-  Check(ncclRecv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), NcclType(tensor), peer, comm_,
-                 static_cast<cudaStream_t>(stream)),
-        "ncclRecv");
+void Communicator::Recv(const at::Tensor& tensor, int peer) { PointToPoint(tensor, peer, /*send=*/false); }
+
+void Communicator::PointToPoint(const at::Tensor& tensor, int peer, bool send) {
+  TORCH_CHECK(tensor.is_contiguous(), "send and receive need a contiguous tensor");
+  auto* stream = static_cast<cudaStream_t>(BeginCollective());
+  const auto count = static_cast<size_t>(tensor.numel());
+  if (send) {
+    Check(ncclSend(tensor.data_ptr(), count, NcclType(tensor), peer, comm_, stream), "ncclSend");
+  } else {
+    Check(ncclRecv(tensor.data_ptr(), count, NcclType(tensor), peer, comm_, stream), "ncclRecv");
+  }
   EndCollective();
 }
 

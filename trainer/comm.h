@@ -47,6 +47,7 @@ class Communicator {
  private:
   struct CudaStreams;
   void* BeginCollective();  // returns the cudaStream_t to use (NULL on the CPU)
+  void PointToPoint(const at::Tensor& tensor, int peer, bool send);
   void EndCollective();
 
   int rank_;

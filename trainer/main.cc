@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
                  "pipeline scenarios: microbatches a step, of --batch samples each")
       ->capture_default_str();
   app.add_option("--fewer-from-step", options.fewer_from_step,
-                 "pipeline-fewer-microbatches: the step from which the last stage runs one microbatch fewer")
+                 "pipeline-fewer-microbatches, pipeline-skip-empty-microbatch: the step from which a stage "
+                 "runs one microbatch fewer")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--dump-params", options.dump_params,

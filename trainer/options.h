@@ -23,6 +23,7 @@ enum class Scenario {
   kMtpSequentialBackward,
   kPipeline,
   kPipelineFewerMicrobatches,
+  kPipelineSkipEmptyMicrobatch,
 };
 
 struct ScenarioName {
@@ -41,11 +42,13 @@ inline constexpr ScenarioName kScenarioNames[] = {
     {Scenario::kMtpSequentialBackward, "mtp-sequential-backward"},
     {Scenario::kPipeline, "pipeline"},
     {Scenario::kPipelineFewerMicrobatches, "pipeline-fewer-microbatches"},
+    {Scenario::kPipelineSkipEmptyMicrobatch, "pipeline-skip-empty-microbatch"},
 };
 
 // Pipeline parallel (pipeline_trainer.h) rather than ZeRO-3.
 inline bool IsPipelineScenario(Scenario scenario) {
-  return scenario == Scenario::kPipeline || scenario == Scenario::kPipelineFewerMicrobatches;
+  return scenario == Scenario::kPipeline || scenario == Scenario::kPipelineFewerMicrobatches ||
+         scenario == Scenario::kPipelineSkipEmptyMicrobatch;
 }
 
 inline std::optional<Scenario> ParseScenario(std::string_view name) {
@@ -91,7 +94,8 @@ struct TrainerOptions {
   int stall_rank = 1;           // the rank that misbehaves in the single-rank scenarios
   std::string dump_params;      // after training: write gathered params and grads here
   int64_t microbatches = 4;     // pipeline scenarios: microbatches a step, of `batch` samples each
-  // pipeline-fewer-microbatches: from this step on the last stage runs one microbatch fewer
+  // pipeline-fewer-microbatches / pipeline-skip-empty-microbatch: from this step on the last
+  // stage runs one microbatch fewer / the first stage skips its last microbatch as empty
   int64_t fewer_from_step = 2;
 };
 

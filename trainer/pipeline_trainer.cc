@@ -54,9 +54,12 @@ bool PipelineTrainer::DumpParams(const std::string& /*path*/) {
 }
 
 int64_t PipelineTrainer::MicrobatchesAt(int64_t step) const {
-  // The scenario's fault: a data loader that gives the last stage a shorter batch.
-  const bool fewer = options_.scenario == Scenario::kPipelineFewerMicrobatches && stage_ == stages_ - 1 &&
-                     step >= options_.fewer_from_step;
+  if (step < options_.fewer_from_step) return options_.microbatches;
+  // The scenarios' faults: a data loader that gives the last stage a shorter batch; a first
+  // stage that finds its last microbatch empty (every sample filtered out) and skips it,
+  // sending nothing for it, while the stages after it still expect it.
+  const bool fewer = (options_.scenario == Scenario::kPipelineFewerMicrobatches && stage_ == stages_ - 1) ||
+                     (options_.scenario == Scenario::kPipelineSkipEmptyMicrobatch && stage_ == 0);
   return options_.microbatches - (fewer ? 1 : 0);
 }
 

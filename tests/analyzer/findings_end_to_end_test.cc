@@ -178,6 +178,22 @@ TEST(FindingsEndToEndTest, APipelineStageWithFewerMicrobatchesIsNamedWithTheCoun
   }
 }
 
+// The first stage skips its last microbatch as empty from step 2: it sends 3 activations
+// and waits for 3 gradients, while stage 1 waits for the 4th activation. The same cycle of
+// receives, the skipping stage named as the one that left the rhythm.
+TEST(FindingsEndToEndTest, AStageThatSkipsAnEmptyMicrobatchIsNamedAsTheOneThatLeftTheRhythm) {
+  TempDir dir;
+  const Outcome outcome = RunScenario(dir, "pipeline-skip-empty-microbatch", {"--steps", "5"});
+  const nlohmann::json& finding = ExpectHungAndNamed(outcome, "WAIT_CYCLE");
+  if (finding.empty()) return;
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("Rank 0 left the rhythm both ranks kept, and rank 1 did not"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("rank 0's stage exchanged 3 microbatches in that step where rank 1's stage exchanged 4"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("or skipped a transfer (for example of an empty microbatch)"), std::string::npos) << summary;
+}
+
 TEST(FindingsEndToEndTest, FirstForwardStallIsNotJoinedNamingTheLateRank) {
   TempDir dir;
   const Outcome outcome = RunScenario(dir, "first-forward-stall", {"--stall-seconds", "60"});
