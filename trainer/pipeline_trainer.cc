@@ -3,6 +3,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
