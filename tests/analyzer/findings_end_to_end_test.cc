@@ -159,7 +159,7 @@ TEST(FindingsEndToEndTest, DtypeMismatchIsASignatureMismatch) {
 // the rhythm of the two clean steps, as a microbatch count that differs between stages.
 TEST(FindingsEndToEndTest, APipelineStageWithFewerMicrobatchesIsNamedWithTheCounts) {
   TempDir dir;
-  const Outcome outcome = RunScenario(dir, "pipeline-fewer-microbatches", {"--steps", "5"});
+  const Outcome outcome = RunScenario(dir, "pipeline-fewer-microbatches", {"--steps", "4"});
   const nlohmann::json& finding = ExpectHungAndNamed(outcome, "WAIT_CYCLE");
   if (finding.empty()) return;
   const std::string summary = finding["summary"].get<std::string>();
@@ -183,7 +183,7 @@ TEST(FindingsEndToEndTest, APipelineStageWithFewerMicrobatchesIsNamedWithTheCoun
 // receives, the skipping stage named as the one that left the rhythm.
 TEST(FindingsEndToEndTest, AStageThatSkipsAnEmptyMicrobatchIsNamedAsTheOneThatLeftTheRhythm) {
   TempDir dir;
-  const Outcome outcome = RunScenario(dir, "pipeline-skip-empty-microbatch", {"--steps", "5"});
+  const Outcome outcome = RunScenario(dir, "pipeline-skip-empty-microbatch", {"--steps", "3"});
   const nlohmann::json& finding = ExpectHungAndNamed(outcome, "WAIT_CYCLE");
   if (finding.empty()) return;
   const std::string summary = finding["summary"].get<std::string>();
