@@ -69,13 +69,15 @@ std::string CodeRegionName(const CallPath& path, CodeLines lines) {
 
 namespace {
 
-// The user frames of each path, outermost first; empty when a path has none.
-std::vector<std::vector<CallFrame>> UserFramesOuterFirst(const std::vector<ClassCallPath>& paths) {
+// The frames of each path (its user frames only, or every frame), outermost first; empty
+// when a path has none.
+enum class FramesKept { kUser, kAll };
+std::vector<std::vector<CallFrame>> FramesOuterFirst(const std::vector<ClassCallPath>& paths, FramesKept kept) {
   std::vector<std::vector<CallFrame>> result;
   for (const ClassCallPath& path : paths) {
     std::vector<CallFrame> frames;
     for (auto frame = path.path.frames.rbegin(); frame != path.path.frames.rend(); ++frame) {
-      if (!IsLibraryFrame(*frame)) frames.push_back(*frame);
+      if (kept == FramesKept::kAll || !IsLibraryFrame(*frame)) frames.push_back(*frame);
     }
     if (frames.empty()) return {};
     result.push_back(std::move(frames));
@@ -128,7 +130,7 @@ BranchPoint PointAt(const std::vector<ClassCallPath>& paths, const std::vector<s
 
 std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths) {
   if (paths.size() < 2) return std::nullopt;
-  const std::vector<std::vector<CallFrame>> frames = UserFramesOuterFirst(paths);
+  const std::vector<std::vector<CallFrame>> frames = FramesOuterFirst(paths, FramesKept::kUser);
   if (frames.empty()) return std::nullopt;
   const SharedDepths depths = SharedDepthsOf(frames);
   if (depths.shared == 0) return std::nullopt;  // not even the outermost function is shared
@@ -141,7 +143,7 @@ std::optional<BranchPoint> BranchPointOf(const std::vector<ClassCallPath>& paths
 
 std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& paths) {
   if (paths.size() < 2) return std::nullopt;
-  const std::vector<std::vector<CallFrame>> frames = UserFramesOuterFirst(paths);
+  const std::vector<std::vector<CallFrame>> frames = FramesOuterFirst(paths, FramesKept::kUser);
   if (frames.empty()) return std::nullopt;
   const SharedDepths depths = SharedDepthsOf(frames);
   if (depths.lines_differ.size() < 2) return std::nullopt;  // the branch point is the only one
@@ -150,11 +152,8 @@ std::optional<BranchPoint> FirstPartingOf(const std::vector<ClassCallPath>& path
 
 std::optional<BranchPoint> LibraryPartingOf(const std::vector<ClassCallPath>& paths) {
   if (paths.size() < 2) return std::nullopt;
-  std::vector<std::vector<CallFrame>> frames;
-  for (const ClassCallPath& path : paths) {
-    if (path.path.frames.empty()) return std::nullopt;
-    frames.emplace_back(path.path.frames.rbegin(), path.path.frames.rend());
-  }
+  const std::vector<std::vector<CallFrame>> frames = FramesOuterFirst(paths, FramesKept::kAll);
+  if (frames.empty()) return std::nullopt;
   const SharedDepths depths = SharedDepthsOf(frames);
   if (depths.lines_differ.empty() || !IsLibraryFrame(frames[0][depths.lines_differ.back()])) return std::nullopt;
   return PointAt(paths, frames, depths.lines_differ.back());

@@ -333,19 +333,16 @@ std::string SendPlaceText(const P2pFacts& p) {
   if (!p.send_place) return "";
   const P2pRhythm& r = p.sender_rhythm;
   const RhythmPlace& place = *p.send_place;
-  const std::string set_up = r.offset == 0 ? "" : absl::StrFormat(", after %d calls of set-up", r.offset);
-  if (!p.rhythm_whole) {
-    // Its first calls are forgotten: the repetition cannot be counted.
-    return absl::StrFormat(
-        " Rank %d's calls with rank %d repeat every %d (%s); this send is send %d of %d in its repetition (in a "
-        "pipeline schedule: microbatch %d of %d in a step of its stage).",
-        p.sender, p.receiver, r.period_calls, RunsText(r.period), place.nth, place.of, place.nth, place.of);
-  }
+  // Where its first calls are forgotten, neither the set-up nor the repetition is counted.
+  const size_t repetition = place.repetition + 1;
+  const bool counted = p.rhythm_whole;
   return absl::StrFormat(
-      " Rank %d's calls with rank %d repeat every %d (%s)%s; this send is send %d of %d in repetition %d (in a "
-      "pipeline schedule: microbatch %d of %d in its stage's step %d).",
-      p.sender, p.receiver, r.period_calls, RunsText(r.period), set_up, place.nth, place.of, place.repetition + 1,
-      place.nth, place.of, place.repetition + 1);
+      " Rank %d's calls with rank %d repeat every %d (%s)%s; this send is send %d of %d in %s (in a pipeline "
+      "schedule: microbatch %d of %d in %s).",
+      p.sender, p.receiver, r.period_calls, RunsText(r.period),
+      counted && r.offset != 0 ? absl::StrFormat(", after %d calls of set-up", r.offset) : "", place.nth, place.of,
+      counted ? absl::StrFormat("repetition %d", repetition) : "its repetition", place.nth, place.of,
+      counted ? absl::StrFormat("its stage's step %d", repetition) : "a step of its stage");
 }
 
 }  // namespace collwatch::analyzer

@@ -217,6 +217,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   double longest_s = 0;
   bool past_threshold = false;
   bool point_to_point = true;
+  bool receives_only = true;
   int64_t closed_ns = 0;
   for (const CycleStep& step : cycle) {
     const Call& call = model_.call(step.process, step.held_at);
@@ -224,6 +225,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
     longest_s = std::max(longest_s, waited);
     past_threshold = past_threshold || waited >= StallThresholdS(model_.comms()[call.comm], CallBytes(call));
     point_to_point = point_to_point && ring::IsP2p(call.fn);
+    receives_only = receives_only && call.fn == ring::ApiFn::kRecv;
     closed_ns = std::max(closed_ns, call.enter_ns);
   }
   if (!past_threshold) return false;
@@ -239,7 +241,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   CycleFacts facts;
   facts.waited_s = longest_s;
   facts.point_to_point = point_to_point;
-  bool receives_only = true;
+  facts.receives_only = receives_only;
   Finding finding;
   finding.kind = FindingKind::kWaitCycle;
   // A peer not yet in the call it is waited for in may be held elsewhere, or may never
@@ -271,12 +273,10 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
       arc.peer_posted = channel.peer_posted;
       arc.rhythm = RhythmOf(channel.is_send);
     }
-    receives_only = receives_only && call.fn == ring::ApiFn::kRecv;
     finding.call_paths.push_back({{arc.rank}, arc.call.call_path, arc.call.call_path_inferred});
     if (arc.process) finding.processes.push_back(*arc.process);
     facts.arcs.push_back(std::move(arc));
   }
-  facts.receives_only = receives_only;
   const Call& first = *calls.front();
   finding.comm_id = model_.comms()[first.comm].id;
   finding.comm_size = model_.comms()[first.comm].nranks;
