@@ -7,7 +7,7 @@ if(COLLWATCH_SANITIZE)
   # Clang links its sanitizer runtime statically by default; the preload, loaded into
   # programs that are not sanitized, needs the shared one, as GCC links it. It lies in
   # clang's own folder, not on the loader's path.
-  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT COLLWATCH_BUILD_FUZZERS)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} --print-runtime-dir
       OUTPUT_VARIABLE clang_runtime_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
     add_link_options(-shared-libsan "LINKER:-rpath,${clang_runtime_dir}")

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace collwatch {
 namespace {
@@ -57,7 +58,7 @@ TEST_F(SafeFilesTest, AFifoADeviceOrAFolderIsRefusedAtOnce) {
   const absl::StatusOr<std::string> fifo = ReadRegularFile(Path("fifo"), 1 << 20);
   const absl::StatusOr<std::string> zero = ReadRegularFile("/dev/zero", 1 << 20);
   const absl::StatusOr<std::string> folder = ReadRegularFile(dir_, 1 << 20);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::duration<double>(testing::Scaled(5)));
   EXPECT_NE(fifo.status().message().find("is a FIFO, not a regular file"), std::string::npos) << fifo.status();
   EXPECT_NE(zero.status().message().find("is a character device, not a regular file"), std::string::npos)
       << zero.status();
