@@ -4,6 +4,7 @@
 #include "analyzer/baseline.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -67,9 +68,13 @@ absl::StatusOr<std::vector<int32_t>> ParseRankList(std::string_view text, int32_
     for (uint64_t rank = first; rank <= last; rank += stride) ranks.push_back(static_cast<int32_t>(rank));
     begin = end + 1;
   }
-  std::sort(ranks.begin(), ranks.end());
-  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
-    return absl::InvalidArgumentError("a rank appears twice in the list");
+  // Lists are written in increasing order (baselines print them so): sorted only when not,
+  // which keeps a list of millions of ranks linear.
+  if (std::adjacent_find(ranks.begin(), ranks.end(), std::greater_equal<>()) != ranks.end()) {
+    std::sort(ranks.begin(), ranks.end());
+    if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+      return absl::InvalidArgumentError("a rank appears twice in the list");
+    }
   }
   return ranks;
 }
@@ -77,23 +82,28 @@ absl::StatusOr<std::vector<int32_t>> ParseRankList(std::string_view text, int32_
 // Closes a communicator: its sections must cover each of its ranks once.
 absl::Status FinishComm(const BaselineComm& comm) {
   if (comm.sections.empty()) return LineError(comm.line, "communicator without a 'ranks' section");
-  std::vector<int32_t> all;
+  // One mark per rank (ParseRankList keeps them below the size): linear in the ranks, where
+  // sorting a list of up to kMaxBaselineRanks of them was not.
+  std::vector<bool> seen(comm.size, false);
+  size_t covered = 0;
+  int32_t lowest_twice = -1;
   for (const BaselineSection& section : comm.sections) {
-    all.insert(all.end(), section.ranks.begin(), section.ranks.end());
-  }
-  std::sort(all.begin(), all.end());
-  if (const auto twice = std::adjacent_find(all.begin(), all.end()); twice != all.end()) {
-    return LineError(comm.line, absl::StrCat("rank ", *twice, " is in two 'ranks' sections of comm ", comm.index));
-  }
-  if (all.size() != static_cast<size_t>(comm.size)) {
-    std::vector<int32_t> missing;
-    size_t k = 0;
-    for (int32_t rank = 0; rank < comm.size && missing.size() < 64; ++rank) {
-      if (k < all.size() && all[k] == rank) {
-        ++k;
-      } else {
-        missing.push_back(rank);
+    for (const int32_t rank : section.ranks) {
+      if (!seen[rank]) {
+        seen[rank] = true;
+        ++covered;
+      } else if (lowest_twice < 0 || rank < lowest_twice) {
+        lowest_twice = rank;
       }
+    }
+  }
+  if (lowest_twice >= 0) {
+    return LineError(comm.line, absl::StrCat("rank ", lowest_twice, " is in two 'ranks' sections of comm ", comm.index));
+  }
+  if (covered != static_cast<size_t>(comm.size)) {
+    std::vector<int32_t> missing;
+    for (int32_t rank = 0; rank < comm.size && missing.size() < 64; ++rank) {
+      if (!seen[rank]) missing.push_back(rank);
     }
     return LineError(comm.line, absl::StrCat("ranks ", ScheduleRanksText(missing), " of comm ", comm.index,
                                              " are in no 'ranks' section"));

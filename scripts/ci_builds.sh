@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# .ci/run's background work: configures and builds each preset named (asan, tsan) one after
-# the other, or for the name fuzz runs scripts/fuzz.sh (60 CPU-s a target, from the asan
-# build), and leaves NAME.done (or NAME.failed) in STATE_DIR when each ends, with its log in
-# NAME.log. With --wait, waits for those files instead and fails (showing the log's end) if
-# the step failed.
-#   scripts/ci_builds.sh STATE_DIR NAME...
-#   scripts/ci_builds.sh --wait STATE_DIR NAME
+# .ci/run's background builds: configures and builds each preset named (asan, tsan)
+# one after the other, and leaves PRESET.done (or PRESET.failed) in STATE_DIR when each
+# ends, with its log in PRESET.log. With --wait, waits for those files instead and fails
+# (showing the log's end) if the build failed.
+#   scripts/ci_builds.sh STATE_DIR PRESET...
+#   scripts/ci_builds.sh --wait STATE_DIR PRESET
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +17,6 @@ if [ "${1:-}" = "--wait" ]; then
     exit 1
   fi
   cat "$state/$preset.done" >&2
-  grep "^$preset: " "$state/$preset.log" >&2 || true  # fuzz.sh's summary lines
   exit 0
 fi
 
@@ -39,24 +37,14 @@ for _ in $(seq 3600); do
   [ -x "$trainer" ] && break
   sleep 1
 done
-# One named step: fuzzing, or a preset's build.
-run_step() {
-  if [ "$1" = fuzz ]; then
-    bash scripts/fuzz.sh 60
-  else
-    cmake --preset "$1" && cmake --build --preset "$1" -j "$(nproc)"
-  fi
-}
 for preset in "$@"; do
   start=$SECONDS
   cpu_before="$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)"
-  what="built"
-  [ "$preset" != fuzz ] || what="fuzzed"
-  if run_step "$preset" >"$state/$preset.log" 2>&1; then
+  if { cmake --preset "$preset" && cmake --build --preset "$preset" -j "$(nproc)"; } >"$state/$preset.log" 2>&1; then
     # This shell's children's CPU (utime, stime, cutime, cstime in clock ticks).
     ticks="$(getconf CLK_TCK)"
     cpu_after="$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)"
-    echo "ci_builds: $preset $what in $((SECONDS - start)) s, $(((cpu_after - cpu_before) / ticks)) CPU-s, in the background" >"$state/$preset.done"
+    echo "ci_builds: $preset built in $((SECONDS - start)) s, $(((cpu_after - cpu_before) / ticks)) CPU-s, in the background" >"$state/$preset.done"
   else
     touch "$state/$preset.failed"
     exit 1
