@@ -199,8 +199,7 @@ TEST_F(TopOfARunTest, AMissingOrWrongTokenEndsTopAtOnceWithTopsHint) {
   testing::TmuxTerminal terminal(std::string(COLLWATCH_CLI_PATH) + " top --collector " + address + " --token-file " +
                                      wrong + "; echo top-exit=$?; sleep 60",
                                  80, 24);
-  const std::string screen = terminal.WaitFor([](const std::string& s) { return Has(s, "top-exit="); },
-                                              testing::Scaled(15));
+  const std::string screen = terminal.WaitFor([](const std::string& s) { return Has(s, "top-exit="); }, 15);
   EXPECT_TRUE(Has(screen, "top-exit=2")) << screen;
   EXPECT_TRUE(Has(Squeezed(screen), "refused this dashboard")) << screen;
   EXPECT_FALSE(Has(screen, "agrees")) << screen;
@@ -215,8 +214,7 @@ TEST_F(TopOfARunTest, NoColorOnATerminalAndTheEndedRunSaidAsSuch) {
       testing::TmuxTerminal terminal(std::string(no_colour ? "env NO_COLOR=1 " : "env -u NO_COLOR ") +
                                          "TERM=xterm-256color " + COLLWATCH_CLI_PATH + " top " + out_,
                                      100, 30, no_colour ? "no-colour" : "colour");
-      const std::string screen = terminal.WaitFor([](const std::string& s) { return Has(s, "OP_MISMATCH"); },
-                                                  testing::Scaled(20));
+      const std::string screen = terminal.WaitFor([](const std::string& s) { return Has(s, "OP_MISMATCH"); }, 20);
       ASSERT_TRUE(Has(screen, "OP_MISMATCH")) << screen;
       const std::string drawn = terminal.ScreenWithAttributes();
       EXPECT_EQ(HasColour(drawn), !no_colour) << (no_colour ? "NO_COLOR=1" : "no NO_COLOR") << "\n" << drawn;

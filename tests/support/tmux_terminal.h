@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/test_time.h"
+
 namespace collwatch::testing {
 
 // A shell command's standard output.
@@ -49,8 +51,9 @@ class TmuxTerminal {
   bool Alive() const { return std::system((Tmux() + " has-session -t top 2>/dev/null").c_str()) == 0; }
 
   // Polls the screen until `done` holds or `seconds` pass; returns the last screen.
+  // `seconds`: the limit in the default build, scaled for this one (a safety net).
   std::string WaitFor(const std::function<bool(const std::string&)>& done, double seconds) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(Scaled(seconds));
     std::string screen = Screen();
     while (!done(screen) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
