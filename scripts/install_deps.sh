@@ -9,7 +9,7 @@ packages=(
   libgtest-dev googletest libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtorch-dev libncurses-dev tmux
   libdw-dev  # elfutils: native stacks of stuck ranks (stacks/)
-  clang-14 libclang-rt-14-dev  # the asan and fuzz presets: clang, its sanitizer runtimes, libFuzzer
+  clang-14 libclang-rt-14-dev  # the asan preset: clang, its sanitizer runtimes, libFuzzer
   dpkg-dev  # cpack -G DEB: dpkg-shlibdeps computes the packages' Depends
   prometheus-cpp-dev  # the collector's --metrics endpoint (docs/monitoring.md)
   prometheus libcurl4-openssl-dev  # the monitoring test scrapes with a real Prometheus, asks it with libcurl

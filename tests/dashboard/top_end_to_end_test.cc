@@ -15,6 +15,7 @@
 
 #include "cli/exit_codes.h"
 #include "gtest/gtest.h"
+#include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
 #include "tests/support/subprocess.h"
 #include "ring/settings.h"
@@ -59,6 +60,16 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
                                                    dir.path() + "/store", "--stall-after", "5"};
   auto collector = std::make_unique<Subprocess>(collector_argv, testing::CollwatchRunEnv({}), "",
                                                 dir.path() + "/collector.log");
+  // top gives up on a collector that answers nothing within --connect-timeout: start it
+  // once the collector listens (a sanitized collector on a busy machine took over top's
+  // default 10 s, and top's window closed with it).
+  for (int i = 0; i < testing::Scaled(300) && collector->Running() &&
+                  testing::ReadFile(dir.path() + "/collector.log").find("listening") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(testing::ReadFile(dir.path() + "/collector.log").find("listening"), std::string::npos)
+      << testing::ReadFile(dir.path() + "/collector.log");
   // The job hangs on its first forward all-gather; with --kill-on-hang it is stopped once
   // the collector's finding reaches `collwatch run`, and the collector keeps the finding.
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--collector", address, "--out", dir.path() + "/run", "--no-dashboard",
