@@ -180,7 +180,8 @@ TEST(ExportTest, AbsoluteTimeIsTheRanksRealtimeClockInMicroseconds) {
   ASSERT_EQ(slices.size(), absolute_slices.size());
   ASSERT_EQ(slices.size(), based_slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
-    EXPECT_NEAR(absolute_slices[i]["ts"].get<double>(), static_cast<double>(kFirstCallNs) / 1000.0 + slices[i]["ts"].get<double>(), 0.5);
+    EXPECT_NEAR(absolute_slices[i]["ts"].get<double>(),
+                static_cast<double>(kFirstCallNs) / 1000.0 + slices[i]["ts"].get<double>(), 0.5);
     EXPECT_NEAR(based_slices[i]["ts"].get<double>(), 2'000'000.0 + slices[i]["ts"].get<double>(), 1e-6);
   }
 }
