@@ -1,10 +1,10 @@
 # libFuzzer targets (-DCOLLWATCH_BUILD_FUZZERS=ON, clang: the asan preset, so that one
 # sanitized build serves both the tests and the fuzzers). The project's libraries a fuzzer
 # links get the fuzzer's coverage instrumentation (collwatch_instrument_fuzzed_libraries);
-# only the fuzzer executables link libFuzzer's main. Sanitizers come from COLLWATCH_SANITIZE. Each target's inputs (tests/fuzz/<corpus>/:
-# seeds and regression inputs) are replayed as a test: by the fuzzer itself (-runs=0 runs
-# the folder once and fuzzes nothing), or without libFuzzer by the target's source built
-# with tests/fuzz/replay_main.cc.
+# only the fuzzer executables link libFuzzer's main. Sanitizers come from COLLWATCH_SANITIZE.
+# Each target's inputs (tests/fuzz/<corpus>/: seeds and regression inputs) are replayed as a
+# test: by the fuzzer itself (-runs=0 runs the folder once and fuzzes nothing), or without
+# libFuzzer by the target's source built with tests/fuzz/replay_main.cc.
 option(COLLWATCH_BUILD_FUZZERS "Build the libFuzzer targets (needs clang)" OFF)
 
 if(COLLWATCH_BUILD_FUZZERS)
