@@ -30,6 +30,7 @@ using testing::ReadFile;
 using testing::Subprocess;
 using testing::Scaled;
 using testing::TempDir;
+using testing::WaitForText;
 
 using Outcome = testing::CliOutcome;
 
@@ -92,10 +93,7 @@ TEST(BadInputTest, ACollectorThatCannotListenSaysWhy) {
   Subprocess first({COLLWATCH_CLI_PATH, "collector", "--listen", "127.0.0.1:" + std::to_string(port), "--out",
                     dir.path() + "/first"},
                    testing::CollwatchRunEnv({}), dir.path() + "/first.out", dir.path() + "/first.err");
-  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/first.err").find("listening") == std::string::npos;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitForText(dir.path() + "/first.err", "listening", 10);
   ASSERT_THAT(ReadFile(dir.path() + "/first.err"), HasSubstr("listening on"));
   const struct {
     std::string listen;
@@ -278,10 +276,7 @@ TEST(BadInputTest, ACollectorThatCannotWriteItsStoreIsNamedAndTheRingsKept) {
                         "ulimit -f 64; exec " + std::string(COLLWATCH_CLI_PATH) + " collector --listen " + socket +
                             " --out " + dir.path() + "/store"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
-  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitForText(dir.path() + "/collector.err", "listening", 10);
   ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--no-dashboard", "--collector", socket, "--out", dir.path() + "/out", "--",
                   COLLWATCH_NCCL_RANKS_PATH, "2", "loop", dir.path()},
@@ -308,10 +303,7 @@ TEST(BadInputTest, StreamsTheCollectorRefusedKeepTheirRings) {
   Subprocess collector({COLLWATCH_CLI_PATH, "collector", "--listen", socket, "--out", dir.path() + "/store",
                         "--token-file", dir.path() + "/right.token"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.out", dir.path() + "/collector.err");
-  for (int waited = 0; waited < Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitForText(dir.path() + "/collector.err", "listening", 10);
   ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
   const Outcome run = Collwatch(dir, {"run", "--no-dashboard", "--collector", socket, "--token-file",
                                       dir.path() + "/wrong.token", "--out", dir.path() + "/out", "--",

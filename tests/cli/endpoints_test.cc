@@ -47,10 +47,7 @@ std::unique_ptr<Subprocess> StartCollector(const std::string& listen, const std:
   auto collector = std::make_unique<Subprocess>(
       std::vector<std::string>{COLLWATCH_CLI_PATH, "collector", "--listen", listen, "--out", out},
       testing::CollwatchRunEnv({}), "", err);
-  for (int waited = 0; waited < testing::Scaled(200) && collector->Running() && ReadFile(err).find("listening") == std::string::npos;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::WaitForText(err, "listening", 10, [&] { return collector->Running(); });
   return collector;
 }
 

@@ -55,10 +55,7 @@ TEST(StuckStoreTest, AnAgentCutOffAtEveryStreamGivesUpWhenPromisedAndKeepsTheRin
                         "(ulimit -f 1; exec " + std::string(COLLWATCH_CLI_PATH) + " collector --listen " + socket +
                             " --out " + dir.path() + "/store) 2>&1 | cat"},
                        testing::CollwatchRunEnv({}), dir.path() + "/collector.err");
-  for (int waited = 0; waited < testing::Scaled(200) && ReadFile(dir.path() + "/collector.err").find("listening") == std::string::npos;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::WaitForText(dir.path() + "/collector.err", "listening", 10);
   ASSERT_THAT(ReadFile(dir.path() + "/collector.err"), HasSubstr("listening on"));
 
   const auto start = std::chrono::steady_clock::now();

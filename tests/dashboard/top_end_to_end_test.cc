@@ -63,13 +63,9 @@ TEST(TopEndToEndTest, NamesTheHangAndItsRanksAndSurvivesACollectorRestart) {
   // top gives up on a collector that answers nothing within --connect-timeout: start it
   // once the collector listens (a sanitized collector on a busy machine took over top's
   // default 10 s, and top's window closed with it).
-  for (int i = 0; i < testing::Scaled(300) && collector->Running() &&
-                  testing::ReadFile(dir.path() + "/collector.log").find("listening") == std::string::npos;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_NE(testing::ReadFile(dir.path() + "/collector.log").find("listening"), std::string::npos)
-      << testing::ReadFile(dir.path() + "/collector.log");
+  const std::string collector_log =
+      testing::WaitForText(dir.path() + "/collector.log", "listening", 30, [&] { return collector->Running(); });
+  ASSERT_NE(collector_log.find("listening"), std::string::npos) << collector_log;
   // The job hangs on its first forward all-gather; with --kill-on-hang it is stopped once
   // the collector's finding reaches `collwatch run`, and the collector keeps the finding.
   Subprocess run({COLLWATCH_CLI_PATH, "run", "--collector", address, "--out", dir.path() + "/run", "--no-dashboard",
