@@ -66,6 +66,7 @@ void Agent::Stop() {
 }
 
 void Agent::Rescan() {
+  std::lock_guard<std::mutex> scanning(scan_mutex_);
   // Rings in a folder another user could write into are not this user's to ship.
   const RingDirCheck dir = OpenPrivateRingDir(options_.ring_dir.c_str(), /*create=*/false);
   if (dir.fd >= 0) close(dir.fd);
@@ -101,7 +102,7 @@ void Agent::Rescan() {
     auto channel = std::static_pointer_cast<grpc::Channel>(channel_);
     auto rank = std::make_unique<RankChannel>(options_, job_stopping_, *std::move(reader), channel);
     std::lock_guard<std::mutex> lock(mutex_);
-    ranks_[path] = std::move(rank);
+    ranks_.try_emplace(path, std::move(rank));
   }
 }
 

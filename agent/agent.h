@@ -83,6 +83,9 @@ class Agent {
  private:
   explicit Agent(AgentOptions options);
   void TailLoop();
+  // Opens the rings not shipped yet. The tail thread and Drain (the caller's thread) both
+  // scan: one scan at a time (scan_mutex_), so that a ring is opened once and no channel
+  // the tail thread is polling is ever replaced.
   void Rescan();
   // Removes (or marks, with keep_rings) the rings whose records are all stored and whose
   // writer ended, once each; says so in the log. Tail thread.
@@ -94,8 +97,9 @@ class Agent {
 
   AgentOptions options_;
   std::shared_ptr<void> channel_;  // the gRPC channel (type-erased to keep gRPC out of this header)
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards ranks_
   std::map<std::string, std::unique_ptr<RankChannel>> ranks_;  // by ring path
+  std::mutex scan_mutex_;  // held through each Rescan; guards unreadable_
   std::map<std::string, std::string> unreadable_;              // path -> last error logged
   std::set<std::string> given_up_;                             // rings given up on (logged once)
   std::set<std::string> retired_;  // rings removed or marked shipped (tail thread only)
