@@ -1,12 +1,14 @@
 // The agent's ring folder rule over a real collector (docs/security.md): it ships rings
 // only from a folder private to its user, never from one open to others or reached
-// through a symlink. Threading: single-threaded test code; the agent and the server run
-// their own threads.
+// through a symlink; and it scans that folder one scan at a time, from its tail thread and
+// from Drain. Threading: single-threaded test code; the agent and the server run their own
+// threads.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -79,6 +81,31 @@ TEST(AgentRingFolderTest, ShipsOnlyFromAPrivateFolder) {
   (*open_folder)->Stop();
   (*through_link)->Stop();
   (*server)->Shutdown();
+}
+
+
+// `collwatch run` drains its agent from its own thread (Agent::Drain) while the agent's
+// tail thread scans the folder: one scan at a time. Before, both scanned together, and a
+// ring that cannot be read yet, noted by both, was a data race (TSan, in a clean-clone
+// run: `collwatch run` exited 66); two scans could also open one new ring twice and
+// replace the channel the tail thread was polling. Under TSan this test fails on that code.
+TEST(AgentRingFolderTest, DrainScansBesideTheTailThreadOneScanAtATime) {
+  ScratchDir dir;
+  const std::string rings = dir.path() + "/rings";
+  ASSERT_EQ(mkdir(rings.c_str(), 0700), 0);
+  std::ofstream(rings + "/not-a-ring-yet.ring") << "neither a header nor records";
+  AgentOptions options;
+  options.collector = "127.0.0.1:1";  // never reached: nothing here is shipped
+  options.ring_dir = rings;
+  options.log = false;
+  options.poll_interval_s = 0.001;
+  options.rescan_interval_s = 0;  // the tail thread scans at every poll
+  auto agent = Agent::Start(options);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  // With no ring to wait for, each Drain is one scan from this thread.
+  for (int i = 0; i < 200; ++i) EXPECT_TRUE((*agent)->Drain(1)) << "drain " << i;
+  EXPECT_EQ((*agent)->Stats().rings, 0);
+  (*agent)->Stop();
 }
 
 }  // namespace
