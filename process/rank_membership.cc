@@ -59,7 +59,8 @@ std::string ProcessLabel(const std::vector<int32_t>& ranks, std::string_view hos
 
 std::string RankListText(const std::vector<int32_t>& unsorted, size_t max_parts, int32_t nranks) {
   std::vector<int32_t> ranks = unsorted;
-  std::sort(ranks.begin(), ranks.end());
+  // Most lists come sorted (a report's missing ranks can number millions).
+  if (!std::is_sorted(ranks.begin(), ranks.end())) std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   if (ranks.empty()) return "none";
   if (nranks > 0 && ranks.size() > max_parts && ranks.size() < static_cast<size_t>(nranks)) {

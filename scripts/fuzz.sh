@@ -41,10 +41,12 @@ for entry in "${targets[@]}"; do
   cp tests/fuzz/"$name"/* "$work/$name/corpus/"
   echo "fuzz: $name, ${seconds} CPU-s ($(ls tests/fuzz/"$name" | wc -l) seeds)" >&2
   # -max_total_time is only a safety net (a starved machine): the CPU budget stops it first.
-  # -timeout (wall time for one input) is 30 s: the ASan build is -O0 (the slowest seed takes
-  # about 3 s alone) and the targets share the cores with each other and with the TSan tests.
+  # -timeout (wall time for one input) is 120 s: the ASan build is -O0 with coverage, and the
+  # targets share two cores with each other and with the TSan tests. A ring whose damaged
+  # size claims a million ranks is linear work that takes 3 s alone and took 37 s so shared
+  # (a clean-clone run, 2026-11-28): slow, not hung. A hang still ends at the limit.
   "build-asan/$binary" "$work/$name/corpus" -max_total_time=$((seconds * 20)) -rss_limit_mb=2048 \
-    -timeout=30 -print_final_stats=1 -artifact_prefix="$work/$name/" >"$work/$name/log" 2>&1 &
+    -timeout=120 -print_final_stats=1 -artifact_prefix="$work/$name/" >"$work/$name/log" 2>&1 &
   pids+=("$!")
   names+=("$name")
 done
