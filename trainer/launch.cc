@@ -2,12 +2,10 @@
 // rendezvous. Threading: main thread only; the launcher's signal handler only forwards
 // signals to the children.
 #include "trainer/launch.h"
+#include "ring/loopback_port.h"
 #include "ring/settings.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,29 +41,14 @@ int IntFromEnv(Setting setting, int fallback) {
   return static_cast<int>(value);
 }
 
-// A port nobody listens on now; the store binds it a moment later. Taken below Linux's
-// ephemeral range (32768-60999), which the kernel hands out to every bind to port 0 and
-// every outgoing connection: a port it had just given us could go to another process in
-// that moment (seen: the store's bind failed with EADDRINUSE beside other tests' servers).
-int PickFreePort() {
-  constexpr int kFirst = 20000, kCount = 12768;  // [20000, 32768)
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Fail("cannot create a socket to pick a port");
-  const auto seed = static_cast<unsigned>(getpid()) * 2654435761u +
-                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count());
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const int port = kFirst + static_cast<int>((seed + static_cast<unsigned>(attempt) * 7919u) % kCount);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
-      close(fd);
-      return port;
-    }
+// A port nobody listens on now; the store binds it a moment later.
+int PickStorePort() {
+  const int port = PickLoopbackPort();
+  if (port < 0) {
+    Fail("cannot pick a free port for the rendezvous store (none of 200 tried in " +
+         std::to_string(kFirstPickedPort) + "-32767 could be bound)");
   }
-  close(fd);
-  Fail("cannot pick a free port for the rendezvous store (200 tried in 20000-32767)");
+  return port;
 }
 
 std::vector<pid_t> g_children;  // read by the signal handler
@@ -100,7 +83,7 @@ DistEnv ReadDistEnv() {
 bool IsLaunchedRank() { return SettingIfSet(Setting::kTrainerLaunched) != nullptr; }
 
 int LaunchLocalRanks(int nproc, char** argv) {
-  const std::string port = std::to_string(PickFreePort());
+  const std::string port = std::to_string(PickStorePort());
   for (int rank = 0; rank < nproc; ++rank) {
     const pid_t child = fork();
     if (child < 0) Fail("fork failed");

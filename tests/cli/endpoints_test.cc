@@ -1,23 +1,29 @@
 // Collector endpoints through real processes: an address with a port out of range is
 // refused by every command and by the preload before it spawns an agent (gRPC dialled
 // 99999 as 34463); a second collector never takes over a live collector's unix socket
-// path, nor its store folder removed and made again while it runs.
+// path, nor its store folder removed and made again while it runs; the loopback ports
+// tests and the trainer pick lie below the kernel's ephemeral range.
 // Threading: single-threaded test code over real collector, agent and job processes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ring/loopback_port.h"
 #include "tests/support/cli_run.h"
 #include "tests/support/read_files.h"
 #include "tests/support/run_env.h"
@@ -166,6 +172,29 @@ TEST(EndpointsTest, AStoreFolderRemovedAndMadeAgainStaysTheRunningCollectors) {
   auto third = StartCollector("unix:" + dir.path() + "/third.sock", store, dir.path() + "/third.err");
   EXPECT_THAT(ReadFile(dir.path() + "/third.err"), HasSubstr("listening on"));
   EXPECT_TRUE(third->Running());
+}
+
+// The ports tests and the trainer's rendezvous store pick lie below the kernel's ephemeral
+// range, where no bind to port 0 or outgoing connection of another process lands, and a
+// server can bind each at once (the kernel's own pick, released, went to another process
+// before the server bound it: EADDRINUSE in clean-clone runs).
+TEST(EndpointsTest, PickedLoopbackPortsLieBelowTheEphemeralRangeAndCanBeListenedOn) {
+  int ephemeral_low = 0, ephemeral_high = 0;
+  std::istringstream(ReadFile("/proc/sys/net/ipv4/ip_local_port_range")) >> ephemeral_low >> ephemeral_high;
+  ASSERT_GT(ephemeral_low, 0);
+  for (int pick = 0; pick < 20; ++pick) {
+    const int port = PickLoopbackPort();
+    ASSERT_GE(port, kFirstPickedPort);
+    EXPECT_LT(port, std::min(ephemeral_low, 32768));
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << "port " << port;
+    EXPECT_EQ(listen(fd, 1), 0) << "port " << port;
+    close(fd);
+  }
 }
 
 }  // namespace

@@ -11,9 +11,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
+#include "ring/loopback_port.h"
 #include "tests/support/test_time.h"
 
 namespace collwatch::testing {
@@ -94,8 +97,11 @@ int BoundLoopbackSocket(int* port) {
 }  // namespace
 
 int FreeLoopbackPort() {
-  int port = 0;
-  close(BoundLoopbackSocket(&port));
+  const int port = PickLoopbackPort();
+  if (port < 0) {
+    std::fprintf(stderr, "FreeLoopbackPort: no port in %d-32767 could be bound\n", kFirstPickedPort);
+    std::abort();
+  }
   return port;
 }
 

@@ -47,7 +47,8 @@ class TempDir {
   std::string path_;
 };
 
-// A loopback TCP port nobody listens on right now (the kernel's pick).
+// A loopback TCP port nobody listens on right now, below the kernel's ephemeral range
+// (ring/loopback_port.h says why); aborts the test when none can be bound.
 int FreeLoopbackPort();
 
 // A loopback TCP port that nobody listens on for this object's life: the port is bound
