@@ -247,7 +247,7 @@ Words P2pSignatureMismatchWords(const Finding& f, const P2pFacts& p) {
       "stages).",
       p.sender, f.seq, p.receiver, CommText(f.comm_id), DescribeCall(send), p.receiver, f.seq, p.sender,
       DescribeCall(recv), ratio);
-  absl::StrAppend(&w.summary, SendPlaceText(p), LibraryPartingText(f));
+  absl::StrAppend(&w.summary, SendPlaceText(f, p), LibraryPartingText(f));
   return w;
 }
 

@@ -155,6 +155,45 @@ TEST(FindingTextTest, P2pNotJoinedNamesTheMissingSide) {
       << finding.summary;
 }
 
+// A mismatched send in a schedule of several stages a rank: a later send of the step is
+// counted, never called a microbatch (each microbatch crosses the pair of ranks more than
+// once a step); a one-stage schedule's send is.
+TEST(FindingTextTest, ASendOfAMultiStageScheduleIsNotCalledAMicrobatch) {
+  auto mismatch = [](const std::string& schedule_function) {
+    Finding finding;
+    finding.kind = FindingKind::kSignatureMismatch;
+    finding.comm_id = kComm;
+    finding.comm_size = 2;
+    finding.seq = 48;
+    finding.rank_classes = {RankClass{{0}, ""}, RankClass{{1}, ""}};
+    finding.call_paths = {ClassCallPath{{0}, CallPath{{CallFrame{"schedules.py", schedule_function, 1634}}}, false}};
+    P2pFacts p2p;
+    p2p.sender = 0;
+    p2p.receiver = 1;
+    p2p.send = CallFacts{48, ApiFn::kSend, 4096, kFloat32, ring::kUnset, 1, ""};
+    p2p.recv = CallFacts{48, ApiFn::kRecv, 1, kFloat32, ring::kUnset, 0, ""};
+    p2p.sender_rhythm.offset = 12;
+    p2p.sender_rhythm.period = {P2pRun{true, 12}, P2pRun{false, 12}};
+    p2p.sender_rhythm.period_calls = 24;
+    p2p.sender_rhythm.repetitions = 4;
+    p2p.send_place = RhythmPlace{3, 5, 12};
+    p2p.rhythm_whole = true;
+    finding.evidence = p2p;
+    WriteWords(&finding);
+    return finding.summary;
+  };
+  const std::string multi = mismatch("PipelineScheduleMulti.step");
+  EXPECT_NE(multi.find("this send is send 5 of 12 in repetition 4. With several stages a rank"), std::string::npos)
+      << multi;
+  EXPECT_NE(multi.find("which microbatch this send carries follows the schedule's order of actions"),
+            std::string::npos)
+      << multi;
+  EXPECT_EQ(multi.find("microbatch 5"), std::string::npos) << multi;
+  const std::string single = mismatch("PipelineScheduleSingle.step");
+  EXPECT_NE(single.find("(in a pipeline schedule: microbatch 5 of 12 in its stage's step 4)"), std::string::npos)
+      << single;
+}
+
 // Findings read back from the wire carry words but no evidence: they keep their words.
 TEST(FindingTextTest, AFindingWithoutEvidenceKeepsItsWords) {
   Finding finding;

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -329,20 +330,60 @@ std::string LibraryPartingText(const Finding& f) {
   return text;
 }
 
-std::string SendPlaceText(const P2pFacts& p) {
+namespace {
+
+// Whether `rank`'s call path runs in a torch.distributed.pipelining schedule of several
+// stages a rank (PipelineScheduleMulti and its runtime: interleaved, looped, zero-bubble).
+bool InMultiStageSchedule(const Finding& f, int32_t rank) {
+  for (const ClassCallPath& path : f.call_paths) {
+    if (std::find(path.ranks.begin(), path.ranks.end(), rank) == path.ranks.end()) continue;
+    for (const CallFrame& frame : path.path.frames) {
+      if (absl::StartsWith(frame.function, "PipelineScheduleMulti.") ||
+          absl::StartsWith(frame.function, "_PipelineScheduleRuntime.")) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string SendPlaceText(const Finding& f, const P2pFacts& p) {
   if (!p.send_place) return "";
   const P2pRhythm& r = p.sender_rhythm;
   const RhythmPlace& place = *p.send_place;
   // Where its first calls are forgotten, neither the set-up nor the repetition is counted.
   const size_t repetition = place.repetition + 1;
   const bool counted = p.rhythm_whole;
-  return absl::StrFormat(
-      " Rank %d's calls with rank %d repeat every %d (%s)%s; this send is send %d of %d in %s (in a pipeline "
-      "schedule: microbatch %d of %d in %s).",
-      p.sender, p.receiver, r.period_calls, RunsText(r.period),
+  std::string text = absl::StrFormat(
+      " Rank %d's calls with rank %d repeat every %d (%s)%s; this send is send %d of %d in %s", p.sender, p.receiver,
+      r.period_calls, RunsText(r.period),
       counted && r.offset != 0 ? absl::StrFormat(", after %d calls of set-up", r.offset) : "", place.nth, place.of,
-      counted ? absl::StrFormat("repetition %d", repetition) : "its repetition", place.nth, place.of,
-      counted ? absl::StrFormat("its stage's step %d", repetition) : "a step of its stage");
+      counted ? absl::StrFormat("repetition %d", repetition) : "its repetition");
+  if (!InMultiStageSchedule(f, p.sender)) {
+    absl::StrAppend(&text, absl::StrFormat(" (in a pipeline schedule: microbatch %d of %d in %s).", place.nth, place.of,
+                                           counted ? absl::StrFormat("its stage's step %d", repetition)
+                                                   : "a step of its stage"));
+    return text;
+  }
+  // Each microbatch crosses between the two ranks once for every pair of their stages that
+  // exchange: sends are not microbatches. Every stage runs its microbatches in order, so
+  // only a step's first send is known to carry microbatch 1.
+  absl::StrAppend(&text, absl::StrFormat(
+                             ". With several stages a rank (PipelineScheduleMulti) each microbatch crosses between "
+                             "the two ranks once for every pair of their stages that exchange, so %d sends a step "
+                             "are not %d microbatches; ",
+                             place.of, place.of));
+  if (place.nth == 1) {
+    absl::StrAppend(&text, "as every stage runs its microbatches in order, this first send of ",
+                    counted ? absl::StrFormat("step %d", repetition) : std::string("its step"),
+                    " carries microbatch 1.");
+  } else {
+    absl::StrAppend(&text, "which microbatch this send carries follows the schedule's order of actions, which "
+                           "NCCL's calls do not show.");
+  }
+  return text;
 }
 
 }  // namespace collwatch::analyzer

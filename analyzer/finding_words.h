@@ -88,8 +88,10 @@ std::string LeftOutOrFailedText(const Finding& f, const StallFacts& s);
 std::string LibraryPartingText(const Finding& f);
 // " Rank 0's calls with rank 1 repeat every 8 (4 sends, 4 receives), after 4 calls of
 // set-up; this send is send 4 of 4 in repetition 3 (in a pipeline schedule: microbatch 4
-// of 4 in its stage's step 3)." ("" where the sender's exchange has no rhythm).
-std::string SendPlaceText(const P2pFacts& p);
+// of 4 in its stage's step 3)." ("" where the sender's exchange has no rhythm). A sender in
+// a schedule of several stages a rank (its call path in `f`) crosses each microbatch more
+// than once a step: only a step's first send is named by its microbatch.
+std::string SendPlaceText(const Finding& f, const P2pFacts& p);
 
 // One kind's words: the headline is the kind, `joint`, then the brief (finding_text.cc).
 struct FindingWords {

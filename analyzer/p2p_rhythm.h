@@ -33,13 +33,14 @@ struct P2pRhythm {
 };
 
 // At most this many calls before a rhythm (a schedule's first-step set-up), and in one
-// repetition: what bounds the search on a long history (post-mortem) to a few passes.
+// repetition: what bounds the search on a long history (post-mortem).
 inline constexpr size_t kMaxRhythmOffset = 16;
 inline constexpr size_t kMaxRhythmPeriod = 4096;
 
 // `is_send`: the rank's sends (true) and receives (false) with the peer, oldest first, from
-// the first one. A rhythm must repeat at least twice from its start, which is the first
-// call or, where none starts there, the fewest calls after it (kMaxRhythmOffset at most).
+// the first one. A rhythm must repeat at least twice from its start, at most
+// kMaxRhythmOffset calls in; of those, the one that holds over the most calls from its
+// start, then the earliest start, then the shortest period. One pass over the calls per period tried.
 P2pRhythm RhythmOf(const std::vector<bool>& is_send);
 
 // Where call `position` of `rhythm`'s calls sits: its repetition (0-based) and, among the
@@ -52,7 +53,9 @@ struct RhythmPlace {
 };
 std::optional<RhythmPlace> PlaceInRhythm(const P2pRhythm& rhythm, size_t position);
 
-// "4 sends, 4 receives"
+// "4 sends, 4 receives"; past kMaxRunsSpelledOut runs (several stages a rank interleave
+// them), "12 sends and 12 receives in 20 runs".
+inline constexpr size_t kMaxRunsSpelledOut = 8;
 std::string RunsText(const std::vector<P2pRun>& runs);
 
 }  // namespace collwatch::analyzer

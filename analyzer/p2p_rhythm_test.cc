@@ -75,6 +75,25 @@ TEST(P2pRhythmTest, ARhythmStartsAfterASetUp) {
   EXPECT_FALSE(PlaceInRhythm(rhythm, 2).has_value()) << "in the set-up";
 }
 
+// Rank 0 of a real ScheduleInterleaved1F1B job on 2 x H200 (two stages a rank, 4
+// microbatches; tests/data/gpu): 12 calls of stage set-up, then 12 sends and 12 receives a
+// step. Shorter patterns repeat twice near the start (the set-up's "RRSS" after "SRRSS" ...),
+// but only the step holds to the end: the rhythm is the step, and send #44 (call 84) opens
+// the fourth.
+TEST(P2pRhythmTest, TheRhythmThatHoldsLongestIsTheStepNotAnEarlyEcho) {
+  const std::string step = "SRSRSSRSSRSRSRSRRSRSRSRR";
+  const P2pRhythm rhythm = RhythmOf(Calls("SRRSSRSSRRSS" + step + step + step + step));
+  EXPECT_EQ(rhythm.offset, 12u);
+  EXPECT_EQ(rhythm.period_calls, 24u);
+  EXPECT_EQ(rhythm.repetitions, 4u);
+  EXPECT_FALSE(rhythm.broke);
+  const std::optional<RhythmPlace> send = PlaceInRhythm(rhythm, 84);
+  ASSERT_TRUE(send.has_value());
+  EXPECT_EQ(send->repetition, 3u);
+  EXPECT_EQ(send->nth, 1u);
+  EXPECT_EQ(send->of, 12u);
+}
+
 // 1F1B's repetition interleaves the directions: a call's number counts its direction only.
 TEST(P2pRhythmTest, APlaceCountsItsDirectionAcrossRuns) {
   const P2pRhythm rhythm = RhythmOf(Calls("SSRSRSRR" "SSRSRSRR"));

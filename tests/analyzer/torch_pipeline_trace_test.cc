@@ -1,9 +1,10 @@
-// A real torch.distributed.pipelining job's trace store (tests/data/gpu/README.md): on
-// 2 x H200 the last stage switched, from step 2, to a schedule of one microbatch fewer.
-// That schedule's first step re-runs the stage set-up, so rank 1's receive #12 is the
-// set-up's 4-byte handshake where rank 0 sends its activations. `collwatch analyze` names
-// the mismatch, which microbatch of which step the send was, where the two call paths part
-// inside the library, and the cause.
+// Real torch.distributed.pipelining jobs' trace stores (tests/data/gpu/README.md): on
+// 2 x H200 the last rank switched to a schedule of one microbatch fewer (ScheduleGPipe from
+// step 2; ScheduleInterleaved1F1B, two stages a rank, from step 3). That schedule's first
+// step re-runs the stage set-up, so rank 1's receive is the set-up's 4-byte handshake where
+// rank 0 sends its activations. `collwatch analyze` names the mismatch, which step (and,
+// where the records can tell, which microbatch) the send was, where the two call paths
+// part inside the library, and the cause.
 #include <string>
 
 #include "gtest/gtest.h"
@@ -45,6 +46,36 @@ TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
                          "stage's step 3)"),
             std::string::npos)
       << summary;
+}
+
+// Two stages a rank: each step, rank 0 sends 12 messages to rank 1 (8 activations, 4
+// gradients) for 4 microbatches, after 12 calls of set-up. Shorter patterns repeat twice
+// in the set-up; the step is the rhythm. A send is not a microbatch here: only the step's
+// first send is named by its microbatch.
+TEST(TorchPipelineTraceTest, TwoStagesARankCountSendsPerStepNotMicrobatches) {
+  TempDir dir;
+  const std::string report = dir.path() + "/report.json";
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json",
+                      std::string(COLLWATCH_GPU_TRACES_DIR) + "/2026-11-28-h200x2-torch-interleaved-fewer-microbatches"},
+                     testing::CollwatchRunEnv({}), report);
+  EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
+  const nlohmann::json json = ReadJson(report);
+  ASSERT_TRUE(json.is_object());
+  ASSERT_EQ(json["findings"].size(), 1u) << json.dump(2);
+  const nlohmann::json& finding = json["findings"][0];
+  EXPECT_EQ(finding["kind"], "SIGNATURE_MISMATCH");
+  EXPECT_EQ(finding["seq"], 44);
+  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_NE(summary.find("rank 1 at line 2046 → PipelineScheduleMulti._initialize_stages"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("Rank 0's calls with rank 1 repeat every 24 (12 sends and 12 receives in 20 runs), after 12 "
+                         "calls of set-up; this send is send 1 of 12 in repetition 4. With several stages a rank "
+                         "(PipelineScheduleMulti) each microbatch crosses between the two ranks once for every pair "
+                         "of their stages that exchange, so 12 sends a step are not 12 microbatches; as every stage "
+                         "runs its microbatches in order, this first send of step 4 carries microbatch 1."),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("microbatch 1 of 12"), std::string::npos) << summary;
 }
 
 }  // namespace

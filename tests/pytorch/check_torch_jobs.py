@@ -87,10 +87,11 @@ CASES = {
     "pipeline-1f1b-fewer-microbatches": (["--job", "pipeline", "--schedule", "1f1b", "--scenario",
                                           "fewer-microbatches", "--diverge-from-step", "2"], "SIGNATURE_MISMATCH", 2),
     # Two stages a rank (ScheduleInterleaved1F1B), clean and with the last rank's schedule
-    # one microbatch short from step 2 (microbatches 4 and 3).
+    # one microbatch short from step 3 (microbatches 4 and 3): two clean steps after the
+    # first, whose traffic the stage set-up shares, so that a rhythm can be found.
     "pipeline-interleaved": (["--job", "pipeline", "--schedule", "interleaved-1f1b", "--steps", "4"], None, 2),
     "pipeline-interleaved-fewer-microbatches": (["--job", "pipeline", "--schedule", "interleaved-1f1b", "--scenario",
-                                                 "fewer-microbatches", "--diverge-from-step", "2"],
+                                                 "fewer-microbatches", "--diverge-from-step", "3"],
                                                 "SIGNATURE_MISMATCH", 2),
     # Rank 1 dies; torchrun stops the other (OWN_END_CASES): the report names the first.
     "first-fails": (["--job", "first-fails"], None, 2),
