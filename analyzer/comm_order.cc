@@ -14,10 +14,26 @@ bool CommOrderTracker::OneRankPerComm(const Process& process) {
   return true;
 }
 
+CommOrderTracker::PairReferences& CommOrderTracker::PairOf(ProcessOrder& order, CommIndex comm, CommIndex other) {
+  const uint64_t key = (static_cast<uint64_t>(comm) << 32) | other;
+  for (const auto& [cached, index] : order.pairs) {
+    if (cached == key) return pairs_[index];
+  }
+  const auto [it, inserted] = pair_index_.try_emplace(key, pairs_.size());
+  if (inserted) {
+    pairs_.emplace_back();
+    if (pairs_of_comm_.size() <= comm) pairs_of_comm_.resize(comm + 1);
+    pairs_of_comm_[comm].push_back(it->second);
+  }
+  order.pairs.emplace_back(key, it->second);
+  return pairs_[it->second];
+}
+
 void CommOrderTracker::Forget(CommIndex comm) {
   if (newest_seq_[comm] <= kReferenceWindow) return;
   const uint64_t below = newest_seq_[comm] - kReferenceWindow;
-  references_.erase(references_.lower_bound({comm, 0, 0}), references_.lower_bound({comm, below, 0}));
+  if (comm >= pairs_of_comm_.size()) return;
+  for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].by_seq.DropBefore(below);
 }
 
 std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
@@ -56,18 +72,26 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
           }
           // Calls of one group are launched together: no order between them.
           if (call.group_id != 0 && other.group_id == call.group_id) continue;
-          const auto [it, inserted] = references_.try_emplace({call.comm, call.seq, other.comm}, Reference{p, other.seq});
-          if (inserted || it->second.other_seq == other.seq || it->second.process == p) continue;
+          WindowedLog<Reference>& references = PairOf(order, call.comm, other.comm).by_seq;
+          references.StartAt(call.seq > kLateStartMargin ? call.seq - kLateStartMargin : 0);
+          if (call.seq < references.first()) continue;  // forgotten: too far behind to compare
+          references.resize(call.seq + 1, Reference{});
+          Reference& reference = references[call.seq];
+          if (reference.process == kNoProcess) {
+            reference = Reference{p, other.seq};
+            continue;
+          }
+          if (reference.other_seq == other.seq || reference.process == p) continue;
           const std::pair<CommIndex, CommIndex> pair{std::min(call.comm, other.comm), std::max(call.comm, other.comm)};
           if (!reported_.insert(pair).second) continue;
           // The process that had issued more of X's collectives issued the next one before
           // this C collective; the other issued this one first.
-          const bool reference_first = it->second.other_seq > other.seq;
+          const bool reference_first = reference.other_seq > other.seq;
           OrderInversion inversion;
-          inversion.first = reference_first ? it->second.process : p;
-          inversion.second = reference_first ? p : it->second.process;
+          inversion.first = reference_first ? reference.process : p;
+          inversion.second = reference_first ? p : reference.process;
           inversion.comm_x = other.comm;
-          inversion.seq_x = std::min(it->second.other_seq, other.seq) + 1;
+          inversion.seq_x = std::min(reference.other_seq, other.seq) + 1;
           inversion.comm_c = call.comm;
           inversion.seq_c = call.seq;
           found.push_back(inversion);
