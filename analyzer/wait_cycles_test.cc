@@ -183,6 +183,24 @@ TEST(OrderInversionTest, OneOrderOnEveryRankIsNoFinding) {
   EXPECT_TRUE(job.Run(60, /*final_pass=*/true).empty());
 }
 
+// The references slide with the communicators: after far more clean steps than the
+// window of references holds (analysed as they come, so the old ones are dropped), an
+// inversion is still seen, and the clean steps gave none.
+TEST(OrderInversionTest, AnInversionLongAfterTheWindowsFirstReferencesIsSeen) {
+  TwoCommunicators job;
+  for (uint64_t seq = 1; seq <= 2500; ++seq) {
+    job.CleanStep(seq);
+    if (seq % 100 == 0) ASSERT_TRUE(job.Run(0.1).empty()) << "clean up to " << seq;
+  }
+  job.AllReduceOn(0, kTensorParallel, 2501);
+  job.AllReduceOn(0, kDataParallel, 2501);
+  job.AllReduceOn(1, kDataParallel, 2501);
+  job.AllReduceOn(1, kTensorParallel, 2501);
+  const std::vector<Finding> found = job.Run(0.1);
+  ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kOrderInversion});
+  EXPECT_THAT(found[0].headline, HasSubstr("all-reduce #2501 on comm 1111aaaa before all-reduce #2501 on comm 2222bbbb"));
+}
+
 TEST(OrderInversionTest, AnInversionThatHangsIsTheCycleAlone) {
   TwoCommunicators job;
   job.CleanStep(1);
