@@ -33,7 +33,7 @@ void CommOrderTracker::Forget(CommIndex comm) {
   if (newest_seq_[comm] <= kReferenceWindow) return;
   const uint64_t below = newest_seq_[comm] - kReferenceWindow;
   if (comm >= pairs_of_comm_.size()) return;
-  for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].by_seq.DropBefore(below);
+  for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].DropBefore(below);
 }
 
 std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
@@ -72,7 +72,7 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
           }
           // Calls of one group are launched together: no order between them.
           if (call.group_id != 0 && other.group_id == call.group_id) continue;
-          WindowedLog<Reference>& references = PairOf(order, call.comm, other.comm).by_seq;
+          PairReferences& references = PairOf(order, call.comm, other.comm);
           references.StartAt(call.seq > kLateStartMargin ? call.seq - kLateStartMargin : 0);
           if (call.seq < references.first()) continue;  // forgotten: too far behind to compare
           references.resize(call.seq + 1, Reference{});
