@@ -36,6 +36,13 @@ class TwoCommunicators {
                     stuck ? 0 : t + kMs, blocking);
     t += 2 * kMs;
   }
+  // A collective on `comm` whose record names rank 7 of 2 (a damaged ring slot): the model
+  // cannot place it on any communicator.
+  void DamagedAllReduceOn(int rank, uint64_t comm, uint64_t seq) {
+    int64_t& t = clock_[rank];
+    job_.Collective(processes_[rank], comm, 7, 2, seq, AllReduce("damaged"), t, t + kMs);
+    t += 2 * kMs;
+  }
   void SendTo(int rank, int peer, uint64_t seq) { P2p(rank, ApiFn::kSend, peer, seq); }
   void ReceiveFrom(int rank, int peer, uint64_t seq) { P2p(rank, ApiFn::kRecv, peer, seq); }
   void P2p(int rank, ApiFn fn, int peer, uint64_t seq) {
@@ -199,6 +206,21 @@ TEST(OrderInversionTest, AnInversionLongAfterTheWindowsFirstReferencesIsSeen) {
   const std::vector<Finding> found = job.Run(0.1);
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kOrderInversion});
   EXPECT_THAT(found[0].headline, HasSubstr("all-reduce #2501 on comm 1111aaaa before all-reduce #2501 on comm 2222bbbb"));
+}
+
+// A collective the model could not place (its record names a rank the communicator does
+// not have) belongs to no communicator's order: it must not count as one of another
+// communicator's collectives and make an inversion of a clean step.
+TEST(OrderInversionTest, ACollectiveNotPlacedOnAnyCommunicatorCountsInNoOrder) {
+  TwoCommunicators job;
+  job.CleanStep(1);
+  job.AllReduceOn(0, kTensorParallel, 2);
+  job.AllReduceOn(0, kDataParallel, 2);
+  job.AllReduceOn(1, kTensorParallel, 2);
+  job.DamagedAllReduceOn(1, kDataParallel, 3);
+  job.AllReduceOn(1, kDataParallel, 2);
+  job.CleanStep(3);
+  for (const Finding& finding : job.Run(0.1)) EXPECT_NE(finding.kind, FindingKind::kOrderInversion) << finding.headline;
 }
 
 TEST(OrderInversionTest, AnInversionThatHangsIsTheCycleAlone) {
