@@ -36,11 +36,14 @@ P2pRhythm RhythmOf(const std::vector<bool>& is_send) {
   }
   size_t best_held = 0, best_offset = 0, best_period = 0;
   std::vector<size_t> breaks;  // where a call differs from the one a period before it
-  for (size_t period = 2; period <= kMaxRhythmPeriod && 2 * period <= n; ++period) {
+  size_t compared = 0;
+  for (size_t period = 2; period <= kMaxRhythmPeriod && 2 * period <= n && compared < kMaxRhythmComparisons;
+       ++period) {
     // One pass per period serves every start: the calls up to the first break at or after
     // the latest start's first repetition.
     breaks.clear();
     for (size_t i = period; i < n; ++i) {
+      ++compared;
       if (is_send[i] == is_send[i - period]) continue;
       breaks.push_back(i);
       if (i >= last_offset + period) break;

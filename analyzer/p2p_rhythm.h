@@ -36,6 +36,10 @@ struct P2pRhythm {
 // repetition: what bounds the search on a long history (post-mortem).
 inline constexpr size_t kMaxRhythmOffset = 16;
 inline constexpr size_t kMaxRhythmPeriod = 4096;
+// Calls compared, over all periods tried: each multiple of a rhythm's period holds as long
+// as it, so on a long history (a million calls of a two-call rhythm) they would cost
+// seconds. Periods are tried shortest first; past this, longer ones are not tried.
+inline constexpr size_t kMaxRhythmComparisons = size_t{1} << 25;
 
 // `is_send`: the rank's sends (true) and receives (false) with the peer, oldest first, from
 // the first one. A rhythm must repeat at least twice from its start, at most

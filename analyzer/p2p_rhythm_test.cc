@@ -94,6 +94,20 @@ TEST(P2pRhythmTest, TheRhythmThatHoldsLongestIsTheStepNotAnEarlyEcho) {
   EXPECT_EQ(send->of, 12u);
 }
 
+// A long history of a two-call rhythm: every multiple of the period holds to the end, and
+// the search stays bounded (a budget of comparisons) while finding the rhythm and its break.
+TEST(P2pRhythmTest, ALongHistoryIsSearchedWithinItsBudget) {
+  std::string calls;
+  for (int i = 0; i < 300000; ++i) calls += "SR";
+  calls += "RR";
+  const P2pRhythm rhythm = RhythmOf(Calls(calls));
+  EXPECT_EQ(rhythm.offset, 0u);
+  EXPECT_EQ(rhythm.period_calls, 2u);
+  EXPECT_EQ(rhythm.repetitions, 300000u);
+  EXPECT_TRUE(rhythm.broke);
+  EXPECT_EQ(rhythm.broke_at, 600000u);
+}
+
 // 1F1B's repetition interleaves the directions: a call's number counts its direction only.
 TEST(P2pRhythmTest, APlaceCountsItsDirectionAcrossRuns) {
   const P2pRhythm rhythm = RhythmOf(Calls("SSRSRSRR" "SSRSRSRR"));
