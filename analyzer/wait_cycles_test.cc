@@ -52,6 +52,13 @@ class TwoCommunicators {
   std::vector<Finding> Run(double plus_s, bool final_pass = false) {
     return analyzer_.Analyze(std::max(clock_[0], clock_[1]) + static_cast<int64_t>(plus_s * kSecond), final_pass);
   }
+  // Rank 0 tensor-parallel then data-parallel, rank 1 the other way round; all complete.
+  void InvertedStep(uint64_t seq) {
+    AllReduceOn(0, kTensorParallel, seq);
+    AllReduceOn(0, kDataParallel, seq);
+    AllReduceOn(1, kDataParallel, seq);
+    AllReduceOn(1, kTensorParallel, seq);
+  }
   // One clean step: tensor-parallel then data-parallel on both ranks.
   void CleanStep(uint64_t seq) {
     for (int rank = 0; rank < 2; ++rank) {
@@ -160,10 +167,7 @@ TEST(WaitCycleTest, ALateRankThatIsNotHeldAnywhereIsNoCycle) {
 TEST(OrderInversionTest, OppositeOrdersThatCompletedAreALatentDeadlock) {
   TwoCommunicators job;
   job.CleanStep(1);
-  job.AllReduceOn(0, kTensorParallel, 2);
-  job.AllReduceOn(0, kDataParallel, 2);
-  job.AllReduceOn(1, kDataParallel, 2);
-  job.AllReduceOn(1, kTensorParallel, 2);
+  job.InvertedStep(2);
   const std::vector<Finding> found = job.Run(0.1);
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kOrderInversion});
   EXPECT_EQ(found[0].headline,
@@ -199,10 +203,7 @@ TEST(OrderInversionTest, AnInversionLongAfterTheWindowsFirstReferencesIsSeen) {
     job.CleanStep(seq);
     if (seq % 100 == 0) ASSERT_TRUE(job.Run(0.1).empty()) << "clean up to " << seq;
   }
-  job.AllReduceOn(0, kTensorParallel, 2501);
-  job.AllReduceOn(0, kDataParallel, 2501);
-  job.AllReduceOn(1, kDataParallel, 2501);
-  job.AllReduceOn(1, kTensorParallel, 2501);
+  job.InvertedStep(2501);
   const std::vector<Finding> found = job.Run(0.1);
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kOrderInversion});
   EXPECT_THAT(found[0].headline, HasSubstr("all-reduce #2501 on comm 1111aaaa before all-reduce #2501 on comm 2222bbbb"));

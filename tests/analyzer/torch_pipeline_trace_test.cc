@@ -5,6 +5,7 @@
 // rank 0 sends its activations. `collwatch analyze` names the mismatch, which step (and,
 // where the records can tell, which microbatch) the send was, where the two call paths
 // part inside the library, and the cause.
+#include <cstdint>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -20,20 +21,28 @@ using testing::ReadJson;
 using testing::Subprocess;
 using testing::TempDir;
 
-TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
+// `collwatch analyze --json` of the fixture `store` (under tests/data/gpu): its one
+// finding, a SIGNATURE_MISMATCH at p2p `seq`; its summary (empty when it is not so).
+std::string MismatchSummaryOf(const std::string& store, uint64_t seq) {
   TempDir dir;
   const std::string report = dir.path() + "/report.json";
-  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json",
-                      std::string(COLLWATCH_GPU_TRACES_DIR) + "/2026-11-28-h200x2-torch-pipeline-fewer-microbatches"},
+  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + store},
                      testing::CollwatchRunEnv({}), report);
   EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
   const nlohmann::json json = ReadJson(report);
-  ASSERT_TRUE(json.is_object());
-  ASSERT_EQ(json["findings"].size(), 1u) << json.dump(2);
+  if (!json.is_object() || json["findings"].size() != 1u) {
+    ADD_FAILURE() << "one finding expected: " << json.dump(2);
+    return "";
+  }
   const nlohmann::json& finding = json["findings"][0];
   EXPECT_EQ(finding["kind"], "SIGNATURE_MISMATCH");
-  EXPECT_EQ(finding["seq"], 12);
-  const std::string summary = finding["summary"].get<std::string>();
+  EXPECT_EQ(finding["seq"], seq);
+  return finding["summary"].get<std::string>();
+}
+
+TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
+  const std::string summary = MismatchSummaryOf("2026-11-28-h200x2-torch-pipeline-fewer-microbatches", 12);
+  ASSERT_FALSE(summary.empty());
   EXPECT_NE(summary.find("part inside `ScheduleGPipe._step_microbatches` (schedules.py): rank 0 at line 725 → "
                          "_sorted_batch_p2p, rank 1 at line 707 → PipelineScheduleSingle._initialize_stage"),
             std::string::npos)
@@ -53,19 +62,8 @@ TEST(TorchPipelineTraceTest, AStageOnAScheduleOfItsOwnIsNamedByItsSetUp) {
 // in the set-up; the step is the rhythm. A send is not a microbatch here: only the step's
 // first send is named by its microbatch.
 TEST(TorchPipelineTraceTest, TwoStagesARankCountSendsPerStepNotMicrobatches) {
-  TempDir dir;
-  const std::string report = dir.path() + "/report.json";
-  Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json",
-                      std::string(COLLWATCH_GPU_TRACES_DIR) + "/2026-11-28-h200x2-torch-interleaved-fewer-microbatches"},
-                     testing::CollwatchRunEnv({}), report);
-  EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
-  const nlohmann::json json = ReadJson(report);
-  ASSERT_TRUE(json.is_object());
-  ASSERT_EQ(json["findings"].size(), 1u) << json.dump(2);
-  const nlohmann::json& finding = json["findings"][0];
-  EXPECT_EQ(finding["kind"], "SIGNATURE_MISMATCH");
-  EXPECT_EQ(finding["seq"], 44);
-  const std::string summary = finding["summary"].get<std::string>();
+  const std::string summary = MismatchSummaryOf("2026-11-28-h200x2-torch-interleaved-fewer-microbatches", 44);
+  ASSERT_FALSE(summary.empty());
   EXPECT_NE(summary.find("rank 1 at line 2046 → PipelineScheduleMulti._initialize_stages"), std::string::npos)
       << summary;
   EXPECT_NE(summary.find("Rank 0's calls with rank 1 repeat every 24 (12 sends and 12 receives in 20 runs), after 12 "
