@@ -55,12 +55,10 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
           (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
         continue;
       }
-      // A collective the model could not place (a damaged rank or size) names no
-      // communicator: its `comm` is only the default, and it counts in no order.
-      const std::pair<CommIndex, int32_t> placed_as{call.comm, call.rank};
-      if (std::find(process.memberships.begin(), process.memberships.end(), placed_as) == process.memberships.end()) {
-        continue;
-      }
+      // Only the call the model placed at its rank and sequence number counts: one it could
+      // not place (a damaged rank or size names no communicator, `comm` is the default; a
+      // damaged sequence number far ahead) or placed over counts in no order.
+      if (model.Collective(model.comms()[call.comm], call.rank, call.seq) != &call) continue;
       if (call.seq > newest_seq_[call.comm]) {
         newest_seq_[call.comm] = call.seq;
         advanced.push_back(call.comm);
