@@ -55,10 +55,13 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
           (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
         continue;
       }
-      // Only the call the model placed at its rank and sequence number counts: one it could
-      // not place (a damaged rank or size names no communicator, `comm` is the default; a
-      // damaged sequence number far ahead) or placed over counts in no order.
-      if (model.Collective(model.comms()[call.comm], call.rank, call.seq) != &call) continue;
+      // Only a call the model placed counts: one it could not (a damaged rank or size names
+      // no communicator, and `comm` is only the default; a damaged sequence number far past
+      // the rank's) counts in no order. Checked without reading the rank's slots.
+      const Comm& comm = model.comms()[call.comm];
+      if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) continue;
+      const CommRank& placed_on = comm.ranks[static_cast<size_t>(call.rank)];
+      if (!placed_on.present || placed_on.process != p || call.seq > placed_on.collectives.size()) continue;
       if (call.seq > newest_seq_[call.comm]) {
         newest_seq_[call.comm] = call.seq;
         advanced.push_back(call.comm);
