@@ -44,7 +44,8 @@ inline constexpr size_t kMaxRhythmComparisons = size_t{1} << 25;
 // `is_send`: the rank's sends (true) and receives (false) with the peer, oldest first, from
 // the first one. A rhythm must repeat at least twice from its start, at most
 // kMaxRhythmOffset calls in; of those, the one that holds over the most calls from its
-// start, then the earliest start, then the shortest period. One pass over the calls per period tried.
+// start, then the earliest start, then the shortest period. One pass over the calls per
+// period tried.
 P2pRhythm RhythmOf(const std::vector<bool>& is_send);
 
 // Where call `position` of `rhythm`'s calls sits: its repetition (0-based) and, among the

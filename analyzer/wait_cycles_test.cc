@@ -206,7 +206,8 @@ TEST(OrderInversionTest, AnInversionLongAfterTheWindowsFirstReferencesIsSeen) {
   job.InvertedStep(2501);
   const std::vector<Finding> found = job.Run(0.1);
   ASSERT_EQ(KindsOf(found), std::vector<FindingKind>{FindingKind::kOrderInversion});
-  EXPECT_THAT(found[0].headline, HasSubstr("all-reduce #2501 on comm 1111aaaa before all-reduce #2501 on comm 2222bbbb"));
+  EXPECT_THAT(found[0].headline,
+              HasSubstr("all-reduce #2501 on comm 1111aaaa before all-reduce #2501 on comm 2222bbbb"));
 }
 
 // A collective the model could not place (its record names a rank the communicator does
