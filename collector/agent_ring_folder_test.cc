@@ -83,7 +83,6 @@ TEST(AgentRingFolderTest, ShipsOnlyFromAPrivateFolder) {
   (*server)->Shutdown();
 }
 
-
 // `collwatch run` drains its agent from its own thread (Agent::Drain) while the agent's
 // tail thread scans the folder: one scan at a time. Before, both scanned together, and a
 // ring that cannot be read yet, noted by both, was a data race (TSan, in a clean-clone

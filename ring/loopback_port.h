@@ -20,11 +20,13 @@ namespace collwatch {
 
 inline constexpr int kFirstPickedPort = 20000;
 inline constexpr int kPickedPortCount = 32768 - kFirstPickedPort;  // [20000, 32768)
+inline constexpr int kLastPickedPort = kFirstPickedPort + kPickedPortCount - 1;
+inline constexpr int kPickAttempts = 200;
 
-// A port in [kFirstPickedPort, 32768) that could be bound on 127.0.0.1 just now; -1 when
+// A port in [kFirstPickedPort, kLastPickedPort] that could be bound on 127.0.0.1 just now; -1 when
 // none of `attempts` candidates could (or no socket could be made). Candidates are spread
 // by the pid and the clock, so that processes picking at once rarely try the same ones.
-inline int PickLoopbackPort(int attempts = 200) noexcept {
+inline int PickLoopbackPort(int attempts = kPickAttempts) noexcept {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   const auto seed = static_cast<unsigned>(getpid()) * 2654435761u +

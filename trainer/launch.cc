@@ -45,8 +45,8 @@ int IntFromEnv(Setting setting, int fallback) {
 int PickStorePort() {
   const int port = PickLoopbackPort();
   if (port < 0) {
-    Fail("cannot pick a free port for the rendezvous store (none of 200 tried in " +
-         std::to_string(kFirstPickedPort) + "-32767 could be bound)");
+    Fail("cannot pick a free port for the rendezvous store (none of " + std::to_string(kPickAttempts) +
+         " tried in " + std::to_string(kFirstPickedPort) + "-" + std::to_string(kLastPickedPort) + " could be bound)");
   }
   return port;
 }

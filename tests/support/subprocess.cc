@@ -99,7 +99,8 @@ int BoundLoopbackSocket(int* port) {
 int FreeLoopbackPort() {
   const int port = PickLoopbackPort();
   if (port < 0) {
-    std::fprintf(stderr, "FreeLoopbackPort: no port in %d-32767 could be bound\n", kFirstPickedPort);
+    std::fprintf(stderr, "FreeLoopbackPort: none of %d ports tried in %d-%d could be bound\n", kPickAttempts,
+                 kFirstPickedPort, kLastPickedPort);
     std::abort();
   }
   return port;
