@@ -55,9 +55,9 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
           (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
         continue;
       }
-      // Only a call the model placed counts: one it could not (a damaged rank or size names
-      // no communicator, and `comm` is only the default; a damaged sequence number far past
-      // the rank's) counts in no order. Checked without reading the rank's slots.
+      // Only a call the model placed counts: one it could not counts in no order (a damaged
+      // rank or size names no communicator: kNoComm, left out above; a damaged sequence
+      // number far past the rank's names one). Checked without reading the rank's slots.
       const Comm& comm = model.comms()[call.comm];
       if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) continue;
       const CommRank& placed_on = comm.ranks[static_cast<size_t>(call.rank)];

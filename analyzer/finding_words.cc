@@ -197,10 +197,12 @@ std::string LateRankText(const StalledRank& rank, uint64_t waited_seq) {
   std::string last = "no NCCL call";
   if (rank.last_call) {
     const RecentCall& call = *rank.last_call;
-    // A process of several ranks: its last call may be another rank's; say whose.
+    // A process of several ranks: its last call may be another rank's; say whose (a call
+    // on no communicator, comm_id 0, is no rank's).
+    const bool say_whose = rank.shares_process && call.comm_id != 0;
     last = absl::StrFormat(
         "%s last NCCL call was %s%s %.1f s ago, %s", rank.shares_process ? "its process's" : "its", OpName(call.call.fn),
-        rank.shares_process ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(call.comm_id)) : "", call.ago_s,
+        say_whose ? absl::StrFormat(" by rank %d of %s", call.rank, CommText(call.comm_id)) : "", call.ago_s,
         call.completed ? "finished" : (call.returned ? "returned" : "still inside NCCL"));
     if (!call.call.region.empty()) absl::StrAppend(&last, ", in ", call.call.region);
   }

@@ -229,7 +229,6 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   call.count = record.count;
   call.seq = record.seq;
   call.group_id = record.group_id;
-  call.process = process_id;
   call.rank = record.rank;
   call.root_or_peer = record.root_or_peer;
   call.redop = record.redop;
@@ -299,6 +298,10 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     }
   } else if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
     ++unmatched_records_;  // no communicator identity: cannot be aligned
+  } else if (ring::IsCommLifecycle(call.fn) && record.comm_id != 0) {
+    // A destroy, finalize or abort is in no communicator's order but is of one: named by
+    // it where the model knows it (never made up from it: a size it may not carry).
+    if (auto known = comm_index_.find(record.comm_id); known != comm_index_.end()) call.comm = known->second;
   }
   if ((record.flags & ring::kFlagCaptured) != 0) {
     // Captured into a CUDA graph: nothing runs now; the call is over when it returns.
@@ -307,6 +310,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   process.calls.push_back(call);
   process.pending[PendingKey(lane, index)] = call_index;
   process.last_record_ns = std::max(process.last_record_ns, call.enter_ns);
+  if (process.early.empty()) return;  // the usual case: no return or completion came first
   if (auto early = process.early.find(PendingKey(lane, index)); early != process.early.end()) {
     const std::vector<ring::Record> held = std::move(early->second);
     process.early.erase(early);

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "analyzer/progress_frontier.h"
 #include "analyzer/window_chain.h"
 #include "analyzer/windowed_log.h"
@@ -38,6 +39,9 @@ using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
 using CallPathId = uint32_t;  // job-wide interned Python call path (0: none)
 
 inline constexpr uint32_t kNoCall = UINT32_MAX;
+// The communicator of a call the model could not place in one (no communicator identity,
+// a damaged rank or size, a creation not yet returned): never an index into comms().
+inline constexpr CommIndex kNoComm = UINT32_MAX;
 inline constexpr uint64_t kMaxSeqJump = 1 << 20;    // so is a sequence number this far ahead
 // A rank whose first collective comes later than this keeps no slots below it, but this
 // many before it (JobModel::AddEnter).
@@ -46,7 +50,8 @@ inline constexpr size_t kMaxUnitPaths = 1 << 14;      // units whose call path a
 // How a region whose name (or naming call path) is damaged reads wherever a region is named.
 inline constexpr std::string_view kDamagedRegionText = "an unknown region (its name is damaged)";
 
-// One NCCL call of one process. Times are CLOCK_REALTIME ns; 0 means "not yet".
+// One NCCL call of one process (the process whose calls hold it). Times are
+// CLOCK_REALTIME ns; 0 means "not yet".
 struct Call {
   int64_t enter_ns = 0;
   int64_t return_ns = 0;
@@ -54,9 +59,16 @@ struct Call {
   uint64_t count = 0;
   uint64_t seq = 0;
   uint64_t group_id = 0;
-  CommIndex comm = 0;
+  CommIndex comm = kNoComm;  // kNoComm: placed in none
   RegionId region = 0;
   CallPathId call_path = 0;
+  int32_t rank = ring::kUnset;
+  int32_t root_or_peer = ring::kUnset;
+  int32_t redop = ring::kUnset;
+  int32_t result = 0;
+  ring::ApiFn fn = ring::ApiFn::kNone;
+  uint8_t dtype = ring::kNoDtype;
+  uint8_t flags = 0;
   bool call_path_inferred = false;  // its unit's forward all-gather's (no user frame of its own)
   // No user frame of its own, and its unit's forward all-gather lies before the rank's
   // kept history (a cut Flight Recorder dump): its code region is not known, not "none".
@@ -65,14 +77,6 @@ struct Call {
   // not be read: a name or call path damaged or lost (a store frame failing its checksum,
   // a ring slot no writer left so). Unknown, never "no region"; region_unknown is set too.
   bool region_damaged = false;
-  ProcessId process = 0;
-  int32_t rank = ring::kUnset;
-  int32_t root_or_peer = ring::kUnset;
-  int32_t redop = ring::kUnset;
-  int32_t result = 0;
-  ring::ApiFn fn = ring::ApiFn::kNone;
-  uint8_t dtype = ring::kNoDtype;
-  uint8_t flags = 0;
 
   bool completed() const { return complete_ns != 0; }
   bool returned() const { return return_ns != 0; }
@@ -147,22 +151,23 @@ struct Process {
   WindowedLog<Call> calls;
   // The communicator ranks this process is (comm, rank): what may refer to its calls.
   std::vector<std::pair<CommIndex, int32_t>> memberships;
-  std::map<uint32_t, RegionId> regions;            // writer's region id -> job-wide id
-  std::map<uint32_t, CallPathId> call_paths;       // writer's call path id -> job-wide id
+  // Looked up for every call: flat tables rather than trees.
+  absl::flat_hash_map<uint32_t, RegionId> regions;       // writer's region id -> job-wide id
+  absl::flat_hash_map<uint32_t, CallPathId> call_paths;  // writer's call path id -> job-wide id
   // Per (communicator, element count): the call path of its latest all-gather made from
   // the user's code, for the calls of the same unit made where no user frame exists
   // (FSDP's backward on autograd's threads). Bounded by kMaxUnitPaths.
-  std::unordered_map<uint64_t, CallPathId> unit_paths;
+  absl::flat_hash_map<uint64_t, CallPathId> unit_paths;
   // Its stacks as last taken (at a stall: stacks/), and when (CLOCK_REALTIME; 0: never).
   stacks::ProcessStacks stacks;
   int64_t stacks_taken_ns = 0;
   // Calls waiting for their return or completion, by their enter record's (lane, index).
-  std::unordered_map<uint64_t, uint32_t> pending;
+  absl::flat_hash_map<uint64_t, uint32_t> pending;  // flat: no allocation per call
   // Grouped calls (call indexes) waiting for the completion of their group.
   GroupedCollectives<uint32_t> pending_groups;
   // Returns and completions that arrived before their enter (lanes are shipped
   // independently), by the enter's (lane, index); replayed when it comes.
-  std::unordered_map<uint64_t, std::vector<ring::Record>> early;
+  absl::flat_hash_map<uint64_t, std::vector<ring::Record>> early;
 };
 
 class JobModel {
@@ -260,7 +265,7 @@ class JobModel {
   std::deque<Process> processes_;
   std::map<std::pair<std::string, int32_t>, ProcessId> by_host_pid_;  // the latest of each
   std::vector<Comm> comms_;
-  std::unordered_map<uint64_t, CommIndex> comm_index_;
+  absl::flat_hash_map<uint64_t, CommIndex> comm_index_;
   std::vector<std::string> region_names_ = {""};
   std::unordered_map<std::string, RegionId> region_ids_;
   std::vector<CallPath> call_paths_ = {CallPath{}};

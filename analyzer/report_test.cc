@@ -37,6 +37,7 @@ class EndedJob {
     model_.SetStatus(process, ProcessStatus::kDead, static_cast<uint64_t>(kStart + kSecond), 0);
   }
   JobModel& model() { return model_; }
+  SyntheticJob& job() { return job_; }
 
  private:
   JobModel model_;
@@ -108,6 +109,42 @@ TEST(ReportVerdictTest, KilledRanksAreNotHealthyAndHaveNoExitCode) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("rank 1 (pid 1001) exited with 0"), std::string::npos) << text;
+}
+
+// A last collective whose record names an impossible size (damage) sits on no
+// communicator: its words name none, and it does not count as that rank's place in the
+// first communicator (before, an unplaced call read as comm index 0).
+TEST(ReportVerdictTest, ALastCollectiveOnNoCommunicatorNamesNone) {
+  EndedJob job(2, 2);
+  const int64_t late = kStart + 10 * kMs;
+  job.job().Collective(1, kComm + 1, 1, 1 << 30, 3, SyntheticOp{ring::ApiFn::kAllReduce, 1, 7, "", 0}, late,
+                       late + kMs);
+  ASSERT_EQ(job.model().comms().size(), 1u);
+  const Call& unplaced = job.model().process(1).calls[job.model().process(1).calls.size() - 1];
+  EXPECT_EQ(unplaced.comm, kNoComm);
+  const ReportInfo info = DescribeJob(job.model());
+  ASSERT_TRUE(info.ranks[1].last_call.has_value());
+  EXPECT_EQ(*info.ranks[1].last_call, "all-reduce 4 B (1 x float32) sum");
+  EXPECT_EQ(info.ranks[1].last_collective_comm, 0u);
+  EXPECT_EQ(info.ranks[0].last_collective_comm, kComm);
+}
+
+// A destroy is in no communicator's order but is of one: the words name that one, not the
+// job's first (before, every such call read as comm index 0).
+TEST(ReportVerdictTest, ALastDestroyNamesTheCommunicatorItDestroyed) {
+  EndedJob job(2, 1);
+  constexpr uint64_t kSecond = 0x7e11aa0200000005ull;
+  const int64_t late = kStart + 10 * kMs;
+  for (ProcessId process = 0; process < 2; ++process) {
+    job.job().Init(process, kSecond, static_cast<int32_t>(process), 2, late);
+    job.job().Lifecycle(process, ring::ApiFn::kCommDestroy, kSecond, late + 2 * kMs);
+  }
+  const ReportInfo info = DescribeJob(job.model());
+  ASSERT_EQ(info.ranks.size(), 2u);
+  for (const RankEnding& rank : info.ranks) {
+    ASSERT_TRUE(rank.last_call.has_value());
+    EXPECT_EQ(*rank.last_call, "comm-destroy of comm 7e11aa02");
+  }
 }
 
 TEST(ReportVerdictTest, ACommandThatFailedIsNotHealthyEvenIfEveryRankExitedCleanly) {

@@ -135,6 +135,13 @@ void SyntheticJob::Init(ProcessId process, uint64_t comm_id, int32_t rank, int32
   if (returned) Return(process, index, record, t_ns + kMs, 0);
 }
 
+void SyntheticJob::Lifecycle(ProcessId process, ApiFn fn, uint64_t comm_id, int64_t t_ns) {
+  ring::Record record = Base(process, RecordKind::kEnter, fn, t_ns);
+  record.comm_id = comm_id;
+  const uint64_t index = Enter(process, record);
+  Return(process, index, record, t_ns + kMs, ring::kFlagCompletesAtReturn);
+}
+
 uint64_t SyntheticJob::Collective(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t seq,
                                   const SyntheticOp& op, int64_t t_ns, int64_t complete_ns, bool blocking) {
   ring::Record record = Base(process, RecordKind::kEnter, op.fn, t_ns);

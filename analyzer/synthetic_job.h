@@ -79,6 +79,9 @@ class SyntheticJob {
   // child names its `parent`.
   void Init(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, int64_t t_ns, bool returned = true,
             uint64_t parent = 0);
+  // A call on a communicator that starts nothing on it (a destroy, finalize or abort, as
+  // the preload records it: a communicator id and no rank), returning 1 ms later.
+  void Lifecycle(ProcessId process, ring::ApiFn fn, uint64_t comm_id, int64_t t_ns);
   // A collective entered at t_ns. complete_ns: 0 never completes; >0 completes then
   // (returns at enter + 1 us, or at complete_ns when `blocking`). Returns the enter's
   // record index (for Complete).

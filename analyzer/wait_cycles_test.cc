@@ -201,7 +201,9 @@ TEST(OrderInversionTest, AnInversionLongAfterTheWindowsFirstReferencesIsSeen) {
   TwoCommunicators job;
   for (uint64_t seq = 1; seq <= 2500; ++seq) {
     job.CleanStep(seq);
-    if (seq % 100 == 0) ASSERT_TRUE(job.Run(0.1).empty()) << "clean up to " << seq;
+    if (seq % 100 == 0) {
+      ASSERT_TRUE(job.Run(0.1).empty()) << "clean up to " << seq;
+    }
   }
   job.InvertedStep(2501);
   const std::vector<Finding> found = job.Run(0.1);
