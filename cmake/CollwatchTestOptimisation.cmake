@@ -19,7 +19,8 @@
 # - Test files that link the same libraries share one executable (125 files in 38
 #   executables, from 106), compiled as unity sources in every preset
 #   (collwatch_add_test_executable): the headers and templates they have in common are
-#   compiled once per batch, and one link replaces many. Each such file keeps its helpers
+#   compiled once per batch (one batch per executable: the presets' unity batch size is 0,
+#   see CMakePresets.json), and one link replaces many. Each such file keeps its helpers
 #   in a namespace named after it (collwatch::analyzer::report_test), so that files
 #   compiled together do not collide. Files that TSan leaves out (single-threaded) are
 #   not merged with those it runs.
@@ -59,10 +60,11 @@ function(collwatch_compile_tests_fast dir)
 endfunction()
 
 # collwatch_add_test_executable(NAME SOURCES...): one test executable of several test files,
-# compiled together in batches (every preset, the default one included).
+# compiled together as unity sources (every preset, the default one included), in batches
+# of CMAKE_UNITY_BUILD_BATCH_SIZE (the presets: 0, the whole executable at once).
 function(collwatch_add_test_executable name)
   add_executable(${name} ${ARGN})
-  set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ON)
 endfunction()
 
 # collwatch_discover_tests_in(TARGET SOURCE PROPERTY VALUE...): the tests SOURCE (one file
