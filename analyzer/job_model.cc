@@ -300,7 +300,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     ++unmatched_records_;  // no communicator identity: cannot be aligned
   } else if (ring::IsCommLifecycle(call.fn) && record.comm_id != 0) {
     // A destroy, finalize or abort is in no communicator's order but is of one: named by
-    // it where the model knows it (never made up from it: a size it may not carry).
+    // it where the model has it already (its record carries no rank or size to make one).
     if (auto known = comm_index_.find(record.comm_id); known != comm_index_.end()) call.comm = known->second;
   }
   if ((record.flags & ring::kFlagCaptured) != 0) {
