@@ -25,12 +25,9 @@ CallStream::CallStream(const ProcessInfo& info) { model_.AddProcess(info); }
 CallStream::Placed CallStream::PlacedNow(uint32_t index, const Call& call) const {
   // A creation learns its communicator at its return where its enter did not know it.
   const Placed not_yet = call.returned() ? Placed::kNo : Placed::kUnknown;
-  const std::vector<Comm>& comms = model_.comms();
-  if (call.comm >= comms.size() || call.rank < 0 ||
-      static_cast<size_t>(call.rank) >= comms[call.comm].ranks.size()) {
-    return not_yet;
-  }
-  const CommRank& rank = comms[call.comm].ranks[static_cast<size_t>(call.rank)];
+  const Comm* comm = model_.CommOf(call);
+  if (comm == nullptr || call.rank < 0 || static_cast<size_t>(call.rank) >= comm->ranks.size()) return not_yet;
+  const CommRank& rank = comm->ranks[static_cast<size_t>(call.rank)];
   if (!rank.present) return not_yet;
   if (ring::IsCollective(call.fn)) {
     const bool listed = call.seq > 0 && rank.collectives.Holds(call.seq - 1) && rank.collectives[call.seq - 1] == index;

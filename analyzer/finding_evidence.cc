@@ -77,7 +77,8 @@ StalledRank StalledRankOf(const JobModel& model, const Comm& comm, int32_t rank,
     RecentCall& last = stalled.last_call.emplace();
     last.call = FactsOf(model, call);
     last.rank = call.rank;
-    last.comm_id = call.comm < model.comms().size() ? model.comms()[call.comm].id : 0;  // 0: on none
+    const Comm* on = model.CommOf(call);
+    last.comm_id = on != nullptr ? on->id : 0;  // 0: on none
     last.ago_s = Seconds(now_ns - call.enter_ns);
     last.returned = call.returned();
     last.completed = call.completed();

@@ -36,7 +36,7 @@ const Call* LastCall(const Process& process) {
 // "all-reduce 4 B (1 x float32) sum, seq 3 of comm 3f2a9c01"
 std::string LastCallText(const JobModel& model, const Call& call) {
   std::string text;
-  const Comm* comm = call.comm < model.comms().size() ? &model.comms()[call.comm] : nullptr;
+  const Comm* comm = model.CommOf(call);
   if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
     text = DescribeCall(model, call);
     if (comm != nullptr) absl::StrAppend(&text, ", seq ", call.seq, " of ", CommText(comm->id));
@@ -72,8 +72,8 @@ ReportInfo DescribeJob(const JobModel& model) {
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
     if (const Call* last = LastCall(process)) {
       rank.last_call = LastCallText(model, *last);
-      if (ring::IsCollective(last->fn) && last->comm < model.comms().size()) {
-        rank.last_collective_comm = model.comms()[last->comm].id;
+      if (const Comm* comm = model.CommOf(*last); comm != nullptr && ring::IsCollective(last->fn)) {
+        rank.last_collective_comm = comm->id;
         rank.last_collective_seq = last->seq;
       }
     }

@@ -217,6 +217,9 @@ class JobModel {
   const Process& process(ProcessId id) const { return processes_[id]; }
   const std::vector<Comm>& comms() const { return comms_; }
   const Comm* FindComm(uint64_t comm_id) const;
+  // The communicator `call` was placed on (nullptr: none, kNoComm): what every reader of a
+  // call's communicator asks, never comms()[call.comm] unchecked.
+  const Comm* CommOf(const Call& call) const { return call.comm < comms_.size() ? &comms_[call.comm] : nullptr; }
   const Call& call(ProcessId process, uint32_t index) const { return processes_[process].calls[index]; }
   // The call of `rank` at collective `seq` of `comm` (nullptr: not reported).
   const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;

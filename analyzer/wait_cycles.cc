@@ -98,8 +98,9 @@ std::vector<Analyzer::WaitEdge> Analyzer::WaitsOf(ProcessId process, uint32_t he
 std::vector<Analyzer::WaitEdge> Analyzer::PeersElsewhere(const Call& call, ProcessId process,
                                                          WaitSearch& search) const {
   std::vector<WaitEdge> edges;
-  if (call.comm >= model_.comms().size() || progress_[call.comm].diverged) return edges;
-  const Comm& comm = model_.comms()[call.comm];
+  const Comm* on = model_.CommOf(call);
+  if (on == nullptr || progress_[call.comm].diverged) return edges;
+  const Comm& comm = *on;
   if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) return edges;
   auto wait_for = [&](int32_t rank, uint32_t peer_call) {
     const CommRank& peer = comm.ranks[static_cast<size_t>(rank)];
