@@ -184,13 +184,18 @@ void Analyzer::ForgetSettledHistory() {
   }
 }
 
+void Analyzer::FoldLoadedProcess(ProcessId process) {
+  ObserveOrder(/*forget_behind=*/false);
+  model_.FoldAgreeingWindows(process);
+}
+
 namespace {
 
 // The lowest collective any reporting rank of `comm` still holds a slot for.
 uint64_t FirstKeptSeq(const Comm& comm) {
   uint64_t first = UINT64_MAX;
   for (const CommRank& entry : comm.ranks) {
-    if (entry.present) first = std::min<uint64_t>(first, entry.collectives.first() + 1);
+    if (entry.present) first = std::min<uint64_t>(first, entry.FirstHeldSeq());
   }
   return first == UINT64_MAX ? 1 : first;
 }
@@ -230,7 +235,8 @@ void Analyzer::CheckAgreement(const Comm& comm, CommProgress& progress, int64_t 
         everyone = false;
         continue;
       }
-      const Call* call = model_.Collective(comm, rank, seq);
+      // What the call is, not when: a folded one is read from its reference's.
+      const Call* call = model_.CollectiveLike(comm, rank, seq);
       if (call == nullptr) continue;  // lost in the ring: no evidence either way
       if (reference == nullptr) {
         reference = call;
@@ -288,12 +294,14 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
     times.assign(block_end - block, SeqTimes{});
     for (int32_t rank = 0; rank < nranks; ++rank) {
       for (uint64_t seq = block; seq < block_end; ++seq) {
-        const Call* call = model_.Collective(comm, rank, seq);
+        // Read without making folded calls again: every rank's, every collective.
+        CallTimes call_times;
+        const Call* call = model_.CollectiveLike(comm, rank, seq, &call_times);
         if (call == nullptr) continue;
         SeqTimes& at = times[seq - block];
-        at.first_enter = std::min(at.first_enter, call->enter_ns);
-        at.last_enter = std::max(at.last_enter, call->enter_ns);
-        at.last_complete = std::max(at.last_complete, call->complete_ns);
+        at.first_enter = std::min(at.first_enter, call_times.enter_ns);
+        at.last_enter = std::max(at.last_enter, call_times.enter_ns);
+        at.last_complete = std::max(at.last_complete, call_times.complete_ns);
         at.bytes = CallBytes(*call);  // the highest rank's, as the ranks are read in order
       }
     }
@@ -326,6 +334,7 @@ bool Analyzer::BlockedInDivergedComm(ProcessId process_id) const {
   const Process& process = model_.process(process_id);
   const size_t look_back = std::min<size_t>(process.calls.size(), kRecentCallsKept);
   for (size_t i = process.calls.size(); i-- > process.calls.size() - look_back;) {
+    if (!process.calls.Holds(i)) continue;  // folded post-mortem: completed
     const Call& call = process.calls[i];
     if (!ring::IsCollective(call.fn) || call.completed()) continue;
     if (call.comm < progress_.size() && progress_[call.comm].diverged) return true;

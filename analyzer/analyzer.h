@@ -69,6 +69,11 @@ class Analyzer {
   // are new. `final_pass`: the trace is complete (post-mortem): a mismatch does not wait
   // for ranks that will never report, and latency counts from when the trace could tell.
   std::vector<Finding> Analyze(int64_t now_ns, bool final_pass = false);
+  // Post-mortem, once every record of `process` is in (its trace read to the end): the
+  // order check reads its calls, then the model folds its agreeing windows
+  // (JobModel::FoldAgreeingWindows). What bounds a large job's memory post-mortem; the
+  // findings are the same as without it.
+  void FoldLoadedProcess(ProcessId process);
   // Every finding so far, in the order found.
   const std::vector<Finding>& findings() const { return findings_; }
 
@@ -218,6 +223,8 @@ class Analyzer {
                        std::vector<Finding>* out);
   // Reports `cycle` when one of its waits passed its threshold; false otherwise.
   bool ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, bool final_pass, std::vector<Finding>* out);
+  // Reads the collectives added since (comm_order.h) and opens the inversions seen.
+  void ObserveOrder(bool forget_behind);
   void CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out);
   void ReportOrderInversion(const OpenInversion& open, bool got_through, int64_t now_ns, bool final_pass,
                             std::vector<Finding>* out);
@@ -234,7 +241,7 @@ class Analyzer {
   // the others keep only what a check still reads (analyzer.cc, ForgetSettledHistory).
   static int32_t HistoryKeeper(const Comm& comm);
 
-  // Calls per process BlockedInDivergedComm looks back over: never forgotten.
+  // Calls per process BlockedInDivergedComm looks back over: never forgotten online.
   static constexpr size_t kRecentCallsKept = 64;
   // History is dropped in chunks of at least this many entries (amortises the scans):
   // the history keeper's and a process's calls, and any other rank's collectives.

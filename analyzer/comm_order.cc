@@ -36,7 +36,7 @@ void CommOrderTracker::Forget(CommIndex comm) {
   for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].DropBefore(below);
 }
 
-std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
+std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, bool forget_behind) {
   std::vector<OrderInversion> found;
   if (processes_.size() < model.process_count()) processes_.resize(model.process_count());
   if (newest_seq_.size() < model.comms().size()) newest_seq_.resize(model.comms().size(), 0);
@@ -115,7 +115,9 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model) {
   }
   std::sort(advanced.begin(), advanced.end());
   advanced.erase(std::unique(advanced.begin(), advanced.end()), advanced.end());
-  for (CommIndex comm : advanced) Forget(comm);
+  if (forget_behind) {
+    for (CommIndex comm : advanced) Forget(comm);
+  }
   return found;
 }
 

@@ -34,8 +34,10 @@ struct OrderInversion {
 class CommOrderTracker {
  public:
   // Reads the collectives `model` added since the last call. Returns the inversions first
-  // seen now: one per pair of communicators for the job's life.
-  std::vector<OrderInversion> Observe(const JobModel& model);
+  // seen now: one per pair of communicators for the job's life. `forget_behind`: drop the
+  // references far behind each communicator's newest collective; post-mortem, while the
+  // traces are read one after another, they are kept for the processes still to come.
+  std::vector<OrderInversion> Observe(const JobModel& model, bool forget_behind = true);
 
  private:
   // A process's latest collective on one of its communicators.

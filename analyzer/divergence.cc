@@ -12,14 +12,18 @@
 namespace collwatch::analyzer {
 namespace {
 
-// A reported rank's calls from `seq` on (gaps from lost records skipped), at most `limit`.
+// A reported rank's calls from `seq` on (gaps from lost records skipped), at most `limit`:
+// its own (`exact`), or for reading only what they are, folded ones as their references'
+// (JobModel::CollectiveLike: every rank's read, none made again).
 std::vector<const Call*> CallsFrom(const JobModel& model, const Comm& comm, int32_t rank, uint64_t seq,
-                                   size_t limit) {
+                                   size_t limit, bool exact) {
   std::vector<const Call*> calls;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-  for (uint64_t s = std::max<uint64_t>(seq, entry.collectives.first() + 1);
-       s <= entry.progress.entered() && calls.size() < limit; ++s) {
-    if (const Call* call = model.Collective(comm, rank, s)) calls.push_back(call);
+  const uint64_t last = entry.progress.entered();
+  for (uint64_t s = std::max<uint64_t>(seq, entry.FirstHeldSeq()); s <= last && calls.size() < limit; ++s) {
+    if (const Call* call = exact ? model.Collective(comm, rank, s) : model.CollectiveLike(comm, rank, s)) {
+      calls.push_back(call);
+    }
   }
   return calls;
 }
@@ -55,14 +59,16 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
       not_there.push_back(rank);
       continue;
     }
-    std::vector<const Call*> calls = CallsFrom(model_, comm, rank, seq, window);
+    std::vector<const Call*> calls = CallsFrom(model_, comm, rank, seq, window, /*exact=*/false);
     if (calls.empty()) {
       not_there.push_back(rank);
       continue;
     }
     common = std::min(common, calls.size());
-    first_bad = std::min(first_bad, calls.front()->enter_ns);
-    last_needed = std::max(last_needed, calls.front()->enter_ns);
+    CallTimes front;
+    model_.CollectiveLike(comm, rank, calls.front()->seq, &front);
+    first_bad = std::min(first_bad, front.enter_ns);
+    last_needed = std::max(last_needed, front.enter_ns);
     calls_by_rank[static_cast<size_t>(rank)] = std::move(calls);
   }
   // Classes: identical sequences over the stretch every reporting rank has.
@@ -93,7 +99,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     finding.evidence = DivergenceFacts{};
     return finding;
   }
-  // Each class speaks through its member that reported the most.
+  // Each class speaks through its member that reported the most, read as its own calls.
   auto representative = [&](const std::vector<int32_t>& ranks) {
     int32_t best = ranks.front();
     for (int32_t rank : ranks) {
@@ -101,6 +107,10 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     }
     return best;
   };
+  for (const std::vector<int32_t>& ranks : classes) {
+    const int32_t rank = representative(ranks);
+    calls_by_rank[static_cast<size_t>(rank)] = CallsFrom(model_, comm, rank, seq, window, /*exact=*/true);
+  }
   const std::vector<const Call*>& major = calls_by_rank[static_cast<size_t>(representative(classes[0]))];
   const std::vector<const Call*>& minor = calls_by_rank[static_cast<size_t>(representative(classes[1]))];
   std::vector<const Call*> history;
@@ -108,8 +118,9 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   // With bounded history only the HistoryKeeper holds it all (the ranks agreed below seq).
   int32_t history_rank = representative(classes[0]);
   const int32_t keeper = HistoryKeeper(comm);
-  if (comm.ranks[static_cast<size_t>(history_rank)].collectives.first() + 1 > history_from && keeper >= 0 &&
-      comm.ranks[static_cast<size_t>(keeper)].collectives.first() < comm.ranks[static_cast<size_t>(history_rank)].collectives.first()) {
+  const uint64_t history_held_from = comm.ranks[static_cast<size_t>(history_rank)].FirstHeldSeq();
+  if (history_held_from > history_from && keeper >= 0 &&
+      comm.ranks[static_cast<size_t>(keeper)].FirstHeldSeq() < history_held_from) {
     history_rank = keeper;
   }
   for (uint64_t s = history_from; s < seq; ++s) {

@@ -16,23 +16,6 @@
 namespace collwatch::analyzer {
 namespace {
 
-// Where a process was last in NCCL: its latest collective, send/receive or communicator
-// call. Queries and group brackets say nothing of where it was (and frameworks poll
-// ncclCommGetAsyncError all the time). Looks back over the latest calls only.
-const Call* LastCall(const Process& process) {
-  constexpr size_t kLookBack = 256;
-  const Call* last = nullptr;
-  const size_t end = process.calls.size();
-  const size_t begin = std::max(process.calls.first(), end > kLookBack ? end - kLookBack : 0);
-  for (size_t index = end; index > begin; --index) {
-    const Call& call = process.calls[index - 1];
-    const bool telling = ring::IsCollective(call.fn) || ring::IsP2p(call.fn) ||
-                         (ring::IsCommLifecycle(call.fn) && call.fn != ring::ApiFn::kCommGetAsyncError);
-    if (telling && (last == nullptr || call.enter_ns > last->enter_ns)) last = &call;
-  }
-  return last;
-}
-
 // "all-reduce 4 B (1 x float32) sum, seq 3 of comm 3f2a9c01"
 std::string LastCallText(const JobModel& model, const Call& call) {
   std::string text;
@@ -70,7 +53,8 @@ ReportInfo DescribeJob(const JobModel& model) {
     rank.failed = EndedBadly(model, id);
     if (process.observed_only) rank.not_recorded = process.no_ring_why;
     if (rank.end == ProcessEnd::kExited && process.exit_recorded) rank.exit_code = process.exit_code;
-    if (const Call* last = LastCall(process)) {
+    if (const uint32_t last_index = JobModel::LastTellingCall(process); last_index != kNoCall) {
+      const Call* last = &process.calls[last_index];
       rank.last_call = LastCallText(model, *last);
       if (const Comm* comm = model.CommOf(*last); comm != nullptr && ring::IsCollective(last->fn)) {
         rank.last_collective_comm = comm->id;

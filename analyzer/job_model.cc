@@ -209,7 +209,8 @@ const Comm* JobModel::FindComm(uint64_t comm_id) const {
 const Call* JobModel::Collective(const Comm& comm, int32_t rank, uint64_t seq) const {
   if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size()) || seq == 0) return nullptr;
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-  if (!entry.present || seq > entry.collectives.size() || seq - 1 < entry.collectives.first()) return nullptr;
+  if (!entry.present || seq > entry.collectives.size()) return nullptr;
+  if (seq - 1 < entry.collectives.first()) return RemadeCollective(comm, rank, seq);
   const uint32_t index = entry.collectives[seq - 1];
   return index == kNoCall ? nullptr : &processes_[entry.process].calls[index];
 }
@@ -521,6 +522,22 @@ void JobModel::ForgetDeathsAfter(int64_t realtime_ns) {
     // A look taken after the stop saw what collwatch did to it, not what it was doing.
     if (seen_ended) process.sample = ProcessSample{};
   }
+}
+
+uint32_t JobModel::LastTellingCall(const Process& process) {
+  constexpr size_t kLookBack = 256;
+  uint32_t last = kNoCall;
+  const size_t end = process.calls.size();
+  for (size_t index = end; index > (end > kLookBack ? end - kLookBack : 0); --index) {
+    if (!process.calls.Holds(index - 1)) continue;
+    const Call& call = process.calls[index - 1];
+    const bool telling = ring::IsCollective(call.fn) || ring::IsP2p(call.fn) ||
+                         (ring::IsCommLifecycle(call.fn) && call.fn != ApiFn::kCommGetAsyncError);
+    if (telling && (last == kNoCall || call.enter_ns > process.calls[last].enter_ns)) {
+      last = static_cast<uint32_t>(index - 1);
+    }
+  }
+  return last;
 }
 
 int64_t JobModel::LatestTimeNs() const {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -100,6 +101,22 @@ struct Fingerprint {
 Fingerprint FingerprintOf(const Call& call);
 uint64_t HashOf(const Fingerprint& fingerprint);
 
+// A collective folded into its class post-mortem (JobModel::FoldAgreeingWindows): equal in
+// all but its rank and its times to the call its window's reference rank made at that
+// seq, its times kept as offsets from that call's.
+struct FoldedTimes {
+  int32_t enter = 0;
+  int32_t returned = 0;
+  int32_t completed = 0;
+};
+
+// A collective's times, read without making the call (JobModel::CollectiveLike).
+struct CallTimes {
+  int64_t enter_ns = 0;
+  int64_t return_ns = 0;
+  int64_t complete_ns = 0;
+};
+
 // One rank of one communicator.
 struct CommRank {
   ProcessId process = 0;
@@ -115,6 +132,13 @@ struct CommRank {
   // By ChainWindowOf(seq): the chained fingerprint of its collectives in each window,
   // folded in as they are placed (the agreement check compares these first).
   WindowedLog<WindowChain> chains;
+  // Post-mortem, its oldest windows folded into their class (JobModel::FoldAgreeingWindows):
+  // by seq - 1, up to collectives.first(), its times; by window, the reference rank whose
+  // calls it matched there.
+  WindowedLog<FoldedTimes> folded;
+  WindowedLog<int32_t> folded_like;
+  // The lowest sequence number it still answers for, folded or held.
+  uint64_t FirstHeldSeq() const { return (folded.size() > folded.first() ? folded.first() : collectives.first()) + 1; }
 };
 
 struct Comm {
@@ -123,6 +147,10 @@ struct Comm {
   uint64_t parent_id = 0;   // split/shrink children
   std::vector<CommRank> ranks;  // by rank in the communicator
   int ranks_present = 0;
+  // Post-mortem, by window: each chain seen there and the first rank that had it, whose
+  // calls stay for the later ranks with that chain to fold into (the window's classes).
+  // Keyed, not indexed: a history may start millions of windows in (a cut dump, damage).
+  absl::flat_hash_map<uint64_t, std::vector<std::pair<uint64_t, int32_t>>> window_classes;
 };
 
 struct Process {
@@ -221,8 +249,13 @@ class JobModel {
   // call's communicator asks, never comms()[call.comm] unchecked.
   const Comm* CommOf(const Call& call) const { return call.comm < comms_.size() ? &comms_[call.comm] : nullptr; }
   const Call& call(ProcessId process, uint32_t index) const { return processes_[process].calls[index]; }
-  // The call of `rank` at collective `seq` of `comm` (nullptr: not reported).
+  // The call of `rank` at collective `seq` of `comm` (nullptr: not reported). A folded one
+  // is made again, once, from its reference's call and its own times.
   const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;
+  // For readers of what a call is and when, never of its rank: that call, or for a folded
+  // one its reference's, so that reading every rank's makes no call again; `times` (when
+  // given) gets the call's own times, folded or not.
+  const Call* CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times = nullptr) const;
   std::string_view RegionName(RegionId id) const { return region_names_[id]; }
   const std::vector<std::string>& region_names() const { return region_names_; }
   RegionId InternRegion(std::string_view name);
@@ -241,6 +274,23 @@ class JobModel {
   // calls waiting for a return or completion, and `also_keep` (e.g. a p2p call waiting
   // for its peer).
   void ForgetCallsBefore(ProcessId process, uint32_t index, const std::vector<size_t>& also_keep);
+
+  // Where `process` was last in NCCL: the index of its latest-entered collective, send or
+  // receive, or communicator call among its last calls (kNoCall: none). Queries and group
+  // brackets say nothing of where it was (frameworks poll ncclCommGetAsyncError all the
+  // time). Calls dropped from that stretch are passed over; FoldAgreeingWindows keeps it.
+  static uint32_t LastTellingCall(const Process& process);
+
+  // Post-mortem, once every record of `process` is in (its trace read to the end): of each
+  // communicator rank it is, the oldest windows whose calls equal, but for rank and times,
+  // those of the first rank seen with the same chain there are folded into that rank's,
+  // keeping only their times, and its calls nothing lists are dropped (but its
+  // LastTellingCall). The windows
+  // folded are a prefix, each full, untainted and completed. Everything reads as before
+  // (Collective makes a folded call again); what bounds a large job's memory by its
+  // classes, not its ranks (issue 39). Callers that read a process's calls in order
+  // (Analyzer: the order check) read them first.
+  void FoldAgreeingWindows(ProcessId process);
 
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
   int64_t LatestTimeNs() const;
@@ -262,6 +312,11 @@ class JobModel {
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
+  // How many windows of `rank` of `comm`, from its oldest held one, fold (window_folding.cc),
+  // with their times appended to `times` and their reference ranks to `like`.
+  size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times, std::vector<int32_t>* like);
+  // The folded call of `rank` of `comm` at `seq`, made again (Collective).
+  const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 
   // A deque: a Process cannot be moved without allocating (its deques), so a vector
   // would copy every process and its calls each time it grew (quadratic at 16,384 ranks).
@@ -277,6 +332,10 @@ class JobModel {
   std::vector<RegionId> call_path_regions_ = {0};
   std::unordered_map<std::string, CallPathId> call_path_ids_;  // by the path's frames as text
   uint64_t unmatched_records_ = 0;
+  // Folded calls made again (Collective), by (communicator, rank, seq): kept, so that the
+  // pointers handed out stay valid; only the few calls the checks read one by one.
+  mutable std::deque<Call> remade_;
+  mutable absl::flat_hash_map<std::tuple<CommIndex, int32_t, uint64_t>, uint32_t> remade_index_;
 };
 
 // "1.5 MiB"

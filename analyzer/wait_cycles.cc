@@ -296,8 +296,8 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   return true;
 }
 
-void Analyzer::CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out) {
-  for (const OrderInversion& seen : comm_order_.Observe(model_)) {
+void Analyzer::ObserveOrder(bool forget_behind) {
+  for (const OrderInversion& seen : comm_order_.Observe(model_, forget_behind)) {
     OpenInversion open{seen};
     // Read now: bounded history may drop the calls once they complete and agree.
     open.first_x = CallOf(seen.first, seen.comm_x, seen.seq_x);
@@ -305,6 +305,10 @@ void Analyzer::CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector
     open.second_c = CallOf(seen.second, seen.comm_c, seen.seq_c);
     open_inversions_.push_back(std::move(open));
   }
+}
+
+void Analyzer::CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out) {
+  ObserveOrder(/*forget_behind=*/true);
   auto done = [&](ProcessId process, CommIndex comm, uint64_t seq) {
     const int32_t rank = RankOn(model_.process(process), comm);
     return rank >= 0 && model_.comms()[comm].ranks[static_cast<size_t>(rank)].progress.completed() >= seq;

@@ -8,11 +8,12 @@
 // Prints how long building the model from the records, analysing and rendering the report
 // take, ns per record (also with the benchmark's own record making taken out), and the
 // process's peak memory. Single-threaded.
-// Post-mortem by default (each rank's whole trace in turn, one final pass, everything kept,
-// as `collwatch analyze`); --online feeds every rank's next 64 positions between analysis
+// Post-mortem by default (each rank's whole trace in turn, its agreeing windows folded once
+// it is in, one final pass, as `collwatch analyze`; --no-fold keeps every call, as before
+// issue 39's folding); --online feeds every rank's next 64 positions between analysis
 // passes with bounded history, as the collector does (its "build" time includes them).
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
-//                            [--case divergence|dtype|stall] [--online]
+//                            [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -75,13 +76,20 @@ int main(int argc, char** argv) {
   int comms = 0;
   Case fault = Case::kDivergence;
   bool online = false;
+  bool fold = true;
+  std::string report_path;  // where the report's text and JSON go (to compare two runs)
   bool usage_error = false;
   for (int i = 1; i < argc; i += 2) {
     if (std::strcmp(argv[i], "--online") == 0) {
       online = true;
       --i;  // a flag without a value
+    } else if (std::strcmp(argv[i], "--no-fold") == 0) {
+      fold = false;
+      --i;
     } else if (i + 1 >= argc) {
       usage_error = true;
+    } else if (std::strcmp(argv[i], "--report") == 0) {
+      report_path = argv[i + 1];
     } else if (std::strcmp(argv[i], "--ranks") == 0) {
       ranks = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--collectives") == 0) {
@@ -101,7 +109,7 @@ int main(int argc, char** argv) {
   if (usage_error || ranks < 2 || collectives < 4 || comms < 0 || (comms > 0 && ranks % comms != 0)) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
-                 " [--case divergence|dtype|stall] [--online]\n");
+                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE]\n");
     return 2;
   }
   constexpr uint64_t kWorld = 0x5ca1ab1e0000c0deull;
@@ -118,7 +126,8 @@ int main(int argc, char** argv) {
   // whole trace after another, as `collwatch analyze` reads them; online every rank's calls
   // of the next block of positions, then `after_block(first position after it)`, as the
   // collector analyses what its agents shipped. Returns the records made.
-  auto generate = [&](SyntheticJob& job, const std::function<void(size_t, bool)>& after_block) {
+  auto generate = [&](SyntheticJob& job, const std::function<void(size_t, bool)>& after_block,
+                      const std::function<void(collwatch::analyzer::ProcessId)>& after_rank) {
     uint64_t records = 0;
     struct RankState {
       collwatch::analyzer::ProcessId process = 0;
@@ -165,6 +174,7 @@ int main(int argc, char** argv) {
     if (!online) {
       for (int rank = 0; rank < ranks; ++rank) {
         for (size_t position = 0; position < positions; ++position) issue(rank, position);
+        after_rank(states[static_cast<size_t>(rank)].process);
       }
       return records;
     }
@@ -199,6 +209,8 @@ int main(int argc, char** argv) {
     const int64_t block_end = kStart + static_cast<int64_t>(to + 1) * kOpNs;
     for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
     if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
+  }, [&](collwatch::analyzer::ProcessId process) {
+    if (fold && !online) analyzer.FoldLoadedProcess(process);
   });
   if (named_after >= 0) {
     std::printf("named online             : %.3f s after its block of %zu positions began to arrive\n", named_after,
@@ -213,6 +225,12 @@ int main(int argc, char** argv) {
   collwatch::analyzer::ReportInfo info = collwatch::analyzer::DescribeJob(analyzer.model());
   const std::string json = collwatch::analyzer::ReportJson(findings, info).dump(2);
   const std::string text = collwatch::analyzer::ReportText(findings, info);
+  if (!report_path.empty()) {
+    if (FILE* file = std::fopen(report_path.c_str(), "w")) {
+      std::fprintf(file, "%s\n%s\n", text.c_str(), json.c_str());
+      std::fclose(file);
+    }
+  }
   const double t3 = Now();
 
   // The same records made again and thrown away: what the benchmark's own record making
@@ -220,13 +238,15 @@ int main(int argc, char** argv) {
   DiscardingSink discard;
   SyntheticJob making_only(&discard);
   const double t4 = Now();
-  generate(making_only, [](size_t, bool) {});
+  generate(making_only, [](size_t, bool) {}, [](collwatch::analyzer::ProcessId) {});
   const double making = Now() - t4;
 
   const char* case_name = fault == Case::kDivergence ? "divergence" : fault == Case::kDtype ? "dtype" : "stall";
   std::printf("ranks %d, collectives per rank %d, group comms %d of %d, records %llu, %s injected at position %zu, %s\n",
               ranks, collectives, comms, group_size, static_cast<unsigned long long>(records), case_name, bad,
-              online ? "online (bounded history)" : "post-mortem");
+              online ? "online (bounded history)"
+              : fold ? "post-mortem, agreeing windows folded"
+                     : "post-mortem, no folding");
   const double per_record = 1e9 / static_cast<double>(records);
   std::printf("%s : %.2f s (%.0f ns per record)\n", online ? "build + online passes    " : "build model from records ",
               t1 - t0, (t1 - t0) * per_record);

@@ -20,7 +20,10 @@ bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, 
     err << "collwatch analyze: --source-root " << TerminalText(options.source_root) << ": not a folder\n";
     return false;
   }
-  if (!LoadTracesForCommand("analyze", options.path, &analyzer->model(), summary, err, options.job)) return false;
+  // Each process's agreeing windows are folded as soon as its trace is in: a large job's
+  // model holds its rank classes' calls, not every rank's.
+  const TraceApplied fold = [analyzer](analyzer::ProcessId process) { analyzer->FoldLoadedProcess(process); };
+  if (!LoadTracesForCommand("analyze", options.path, &analyzer->model(), summary, err, options.job, fold)) return false;
   analyzer::AnalyzerOptions analyzer_options;
   // Source lines: under the root the user names; for dumps handed over, nowhere without
   // one (their call paths would choose which local files the report shows).

@@ -84,7 +84,7 @@ ReadRankTrace ReadRankTraceApart(const std::string& dir) {
 // Into the model, as OpenRankTraceOnce and one reading in order would: a copy of a
 // process seen already is noted and left out, whether or not its events could be read.
 absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobModel* model, LoadSummary* summary,
-                            ProcessesSeen* seen) {
+                            ProcessesSeen* seen, const TraceApplied& applied) {
   if (!trace.reader.ok()) return trace.reader.status();
   const RankTraceReader& reader = **trace.reader;
   const v1::RankIdentity& identity = reader.identity();
@@ -95,6 +95,7 @@ absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobMode
   for (const v1::ProcessStacks& stacks : reader.stacks()) {
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
+  if (applied) applied(process);
   NoteRankTraceGaps(dir, reader, summary);
   if (summary->job.empty()) summary->job = identity.job();
   summary->records += trace.records;
@@ -102,7 +103,8 @@ absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobMode
   return absl::OkStatus();
 }
 
-absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary, ProcessesSeen* seen) {
+absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* summary, ProcessesSeen* seen,
+                      const TraceApplied& applied) {
   absl::StatusOr<std::unique_ptr<RingReader>> reader = OpenRingOnce(path, summary, seen);
   if (!reader.ok()) return reader.status();
   if (*reader == nullptr) return absl::OkStatus();
@@ -118,6 +120,7 @@ absl::Status LoadRing(const std::string& path, JobModel* model, LoadSummary* sum
   if (alive && identity.host == ThisHostName()) {
     model->SetSample(process, SampleProcess(identity.pid, nullptr, static_cast<int64_t>(RealtimeNs())));
   }
+  if (applied) applied(process);
   NoteRingGaps(path, lost, torn, damaged, (*reader)->dropped(), summary);
   if (summary->job.empty()) summary->job = identity.job;
   summary->records += records;
@@ -226,13 +229,13 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
 // Rank traces read on every core (each decoded apart) and applied in their order, so the
 // model is the one reading them one by one would give.
 absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* model, LoadSummary* summary,
-                            const LoadProgress& progress) {
+                            const LoadProgress& progress, const TraceApplied& applied) {
   ProcessesSeen seen;
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   OrderedParallel<ReadRankTrace>(
       inputs.size(), threads, 2 * threads, [&](size_t i) { return ReadRankTraceApart(inputs[i]); },
       [&](size_t i, ReadRankTrace trace) {
-        SkipInput(inputs[i], ApplyRankTrace(inputs[i], std::move(trace), model, summary, &seen), summary);
+        SkipInput(inputs[i], ApplyRankTrace(inputs[i], std::move(trace), model, summary, &seen, applied), summary);
         if (progress) progress(i + 1, inputs.size());
       });
   return LoadedAll(seen, inputs.size(), *summary);
@@ -458,25 +461,28 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::st
 }
 
 absl::Status LoadTraces(const std::string& path, JobModel* model, LoadSummary* summary, const std::string& job,
-                        const LoadProgress& progress) {
+                        const LoadProgress& progress, const TraceApplied& applied) {
   absl::StatusOr<TraceSources> sources = FindTraces(path, job);
   if (!sources.ok()) return sources.status();
   DescribeSources(*sources, summary);
   if (sources->kind == TraceSources::Kind::kRings) {
-    absl::Status loaded = LoadAll(sources->paths, LoadRing, model, summary);
+    auto load_ring = [&](const std::string& ring, JobModel* into, LoadSummary* said, ProcessesSeen* seen) {
+      return LoadRing(ring, into, said, seen, applied);
+    };
+    absl::Status loaded = LoadAll(sources->paths, load_ring, model, summary);
     for (const NoRingNoteRead& note : sources->no_rings) AddNoRingNote(note, model, summary);
     // Ranks that could make no ring are something to report, even when none could.
     if (sources->paths.empty() && !sources->no_rings.empty()) loaded = absl::OkStatus();
     SecondLook(model);
     return loaded;
   }
-  const absl::Status loaded = LoadRankTraces(sources->paths, model, summary, progress);
+  const absl::Status loaded = LoadRankTraces(sources->paths, model, summary, progress, applied);
   if (loaded.ok() && sources->paths_from_run) ObserveRunProcesses(sources->run->rank_processes, model);
   return loaded;
 }
 
 bool LoadTracesForCommand(const std::string& command, const std::string& path, JobModel* model, LoadSummary* summary,
-                          std::ostream& err, const std::string& job) {
+                          std::ostream& err, const std::string& job, const TraceApplied& applied) {
   // On a terminal, a line that counts the rank traces read (a large store takes a while),
   // rewritten at most ten times a second and cleared when done.
   const bool on_terminal = &err == &std::cerr && isatty(STDERR_FILENO) == 1;
@@ -489,7 +495,7 @@ bool LoadTracesForCommand(const std::string& command, const std::string& path, J
     shown = true;
     err << "\rcollwatch " << command << ": read " << done << " of " << total << " rank traces" << std::flush;
   };
-  const absl::Status status = LoadTraces(path, model, summary, job, progress);
+  const absl::Status status = LoadTraces(path, model, summary, job, progress, applied);
   if (shown) err << "\r\033[K" << std::flush;
   for (const std::string& warning : summary->warnings) {
     err << "collwatch " << command << ": warning: " << warning << "\n";

@@ -91,18 +91,23 @@ absl::StatusOr<std::unique_ptr<RankTraceReader>> OpenRankTraceOnce(const std::st
 
 // Called on the loading thread as rank traces are read: how many of how many.
 using LoadProgress = std::function<void(size_t done, size_t total)>;
+// Called on the loading thread once a process's trace or ring is wholly in the model
+// (`collwatch analyze` folds its agreeing windows: Analyzer::FoldLoadedProcess).
+using TraceApplied = std::function<void(analyzer::ProcessId process)>;
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
 // file. NOT_FOUND when the path holds none of these. Rank traces are read on every core
 // and applied in their order.
 absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary,
-                        const std::string& job = "", const LoadProgress& progress = nullptr);
+                        const std::string& job = "", const LoadProgress& progress = nullptr,
+                        const TraceApplied& applied = nullptr);
 
 // LoadTraces for the commands: the loader's warnings, records it could not place and
 // any error go to `err` as "collwatch COMMAND: ...". False when nothing could be read.
 bool LoadTracesForCommand(const std::string& command, const std::string& path, analyzer::JobModel* model,
-                          LoadSummary* summary, std::ostream& err, const std::string& job = "");
+                          LoadSummary* summary, std::ostream& err, const std::string& job = "",
+                          const TraceApplied& applied = nullptr);
 
 }  // namespace collwatch
 

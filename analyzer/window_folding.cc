@@ -1,0 +1,155 @@
+// Post-mortem folding of agreeing windows (issue 39's classes first): a rank whose window of
+// collectives equals, call for call, that of the first rank seen with the same chain there
+// keeps only its times for it. Part of JobModel (job_model.h); single-threaded as the model.
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "analyzer/job_model.h"
+
+namespace collwatch::analyzer {
+namespace {
+
+// Chains a window keeps a reference for: ranks past this many classes there keep their calls
+// (a job whose every rank differs must not cost a search over every rank per rank).
+constexpr size_t kMaxWindowClasses = 64;
+
+// Every field of a call but its rank and times: what a folded call takes from its
+// reference's. A field added to Call must be compared here, or a folded call would be made
+// again with the reference's value of it.
+bool SameButRankAndTimes(const Call& a, const Call& b) {
+  return a.count == b.count && a.seq == b.seq && a.group_id == b.group_id && a.comm == b.comm && a.region == b.region &&
+         a.call_path == b.call_path && a.root_or_peer == b.root_or_peer && a.redop == b.redop && a.result == b.result &&
+         a.fn == b.fn && a.dtype == b.dtype && a.flags == b.flags && a.call_path_inferred == b.call_path_inferred &&
+         a.region_unknown == b.region_unknown && a.region_damaged == b.region_damaged;
+}
+static_assert(sizeof(Call) == 88, "a field added to Call must be compared in SameButRankAndTimes");
+
+// `mine` as an offset from `reference`: none for a time not known yet (0) or too far apart.
+std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
+  if (mine == 0 || reference == 0) return std::nullopt;
+  const int64_t offset = mine - reference;
+  if (offset < std::numeric_limits<int32_t>::min() || offset > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  return static_cast<int32_t>(offset);
+}
+
+}  // namespace
+
+size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
+                                 std::vector<int32_t>* like) {
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (entry.collectives.first() % kChainWindow != 0) return 0;  // a history cut inside a window
+  const WindowedLog<Call>& calls = processes_[entry.process].calls;
+  size_t foldable = 0;
+  bool folding = true;
+  // Past the first window that cannot fold, the rank still becomes the reference of each
+  // window whose chain no rank had before: later ranks with that chain fold into it.
+  for (uint64_t window = entry.collectives.first() / kChainWindow;
+       (window + 1) * kChainWindow <= entry.collectives.size() && entry.chains.Holds(window); ++window) {
+    const WindowChain& chain = entry.chains[window];
+    std::vector<std::pair<uint64_t, int32_t>>& classes = comm.window_classes[window];
+    auto seen =
+        std::find_if(classes.begin(), classes.end(), [&](const auto& known) { return known.first == chain.chain; });
+    if (seen == classes.end()) {
+      if (classes.size() < kMaxWindowClasses) classes.emplace_back(chain.chain, rank);
+      folding = false;
+      continue;
+    }
+    if (!folding || seen->second == rank) {
+      folding = false;
+      continue;
+    }
+    const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
+    const WindowedLog<Call>& reference_calls = processes_[reference.process].calls;
+    const size_t before = times->size();
+    for (uint64_t slot = window * kChainWindow; slot < (window + 1) * kChainWindow && folding; ++slot) {
+      const uint32_t mine_index = entry.collectives[slot];
+      const uint32_t theirs_index = reference.collectives.Holds(slot) ? reference.collectives[slot] : kNoCall;
+      if (mine_index == kNoCall || theirs_index == kNoCall) {
+        folding = false;
+        break;
+      }
+      const Call& mine = calls[mine_index];
+      const Call& theirs = reference_calls[theirs_index];
+      const std::optional<int32_t> enter = OffsetOf(mine.enter_ns, theirs.enter_ns);
+      const std::optional<int32_t> returned = OffsetOf(mine.return_ns, theirs.return_ns);
+      const std::optional<int32_t> completed = OffsetOf(mine.complete_ns, theirs.complete_ns);
+      folding = enter && returned && completed && SameButRankAndTimes(mine, theirs);
+      if (folding) times->push_back(FoldedTimes{*enter, *returned, *completed});
+    }
+    if (!folding) {
+      times->resize(before);
+      continue;
+    }
+    like->push_back(seen->second);
+    ++foldable;
+  }
+  return foldable;
+}
+
+void JobModel::FoldAgreeingWindows(ProcessId process_id) {
+  if (process_id >= processes_.size()) return;
+  std::vector<FoldedTimes> times;
+  std::vector<int32_t> like;
+  bool folded_any = false;
+  for (const auto& [comm_index, rank_number] : processes_[process_id].memberships) {
+    Comm& comm = comms_[comm_index];
+    CommRank& entry = comm.ranks[static_cast<size_t>(rank_number)];
+    times.clear();
+    like.clear();
+    const size_t windows = FoldableWindows(comm, rank_number, &times, &like);
+    if (windows == 0) continue;
+    const size_t first_slot = entry.collectives.first();
+    entry.folded.StartAt(first_slot);
+    entry.folded_like.StartAt(first_slot / kChainWindow);
+    for (const FoldedTimes& folded : times) entry.folded.push_back(folded);
+    for (const int32_t reference : like) entry.folded_like.push_back(reference);
+    entry.collectives.DropBefore(first_slot + windows * kChainWindow);
+    folded_any = true;
+  }
+  if (!folded_any) return;
+  const Process& process = processes_[process_id];
+  std::vector<size_t> keep;
+  if (const uint32_t last = LastTellingCall(process); last != kNoCall) keep.push_back(last);
+  ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep);
+}
+
+const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times) const {
+  if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size()) || seq == 0) return nullptr;
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (!entry.present || seq - 1 >= entry.collectives.first()) {
+    const Call* call = Collective(comm, rank, seq);
+    if (call != nullptr && times != nullptr) *times = CallTimes{call->enter_ns, call->return_ns, call->complete_ns};
+    return call;
+  }
+  if (seq - 1 < entry.folded.first() || seq - 1 >= entry.folded.size()) return nullptr;
+  const int32_t reference = entry.folded_like[ChainWindowOf(seq)];
+  const CommRank& theirs = comm.ranks[static_cast<size_t>(reference)];
+  if (seq - 1 < theirs.collectives.first()) return nullptr;  // never: a reference keeps its window
+  const Call* like = Collective(comm, reference, seq);
+  if (like != nullptr && times != nullptr) {
+    const FoldedTimes& offsets = entry.folded[seq - 1];
+    *times = CallTimes{like->enter_ns + offsets.enter, like->return_ns + offsets.returned,
+                       like->complete_ns + offsets.completed};
+  }
+  return like;
+}
+
+const Call* JobModel::RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const {
+  const auto comm_index = static_cast<CommIndex>(&comm - comms_.data());
+  const auto key = std::make_tuple(comm_index, rank, seq);
+  if (auto known = remade_index_.find(key); known != remade_index_.end()) return &remade_[known->second];
+  CallTimes times;
+  const Call* like = CollectiveLike(comm, rank, seq, &times);
+  if (like == nullptr) return nullptr;
+  Call call = *like;
+  call.rank = rank;
+  call.enter_ns = times.enter_ns;
+  call.return_ns = times.return_ns;
+  call.complete_ns = times.complete_ns;
+  remade_index_.emplace(key, static_cast<uint32_t>(remade_.size()));
+  remade_.push_back(call);
+  return &remade_.back();
+}
+
+}  // namespace collwatch::analyzer
