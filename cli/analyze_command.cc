@@ -22,7 +22,8 @@ bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, 
   }
   // Each process's agreeing windows are folded as soon as its trace is in: a large job's
   // model holds its rank classes' calls, not every rank's.
-  const TraceApplied fold = [analyzer](analyzer::ProcessId process) { analyzer->FoldLoadedProcess(process); };
+  TraceApplied fold = [analyzer](analyzer::ProcessId process) { analyzer->FoldLoadedProcess(process); };
+  if (options.keep_every_call) fold = nullptr;
   if (!LoadTracesForCommand("analyze", options.path, &analyzer->model(), summary, err, options.job, fold)) return false;
   analyzer::AnalyzerOptions analyzer_options;
   // Source lines: under the root the user names; for dumps handed over, nowhere without

@@ -19,6 +19,9 @@ struct AnalyzeOptions {
   // Where the report may read the source lines call paths name (--source-root): only files
   // under it. Empty: collwatch's own traces as they name them; imported dumps, none.
   std::string source_root;
+  // Every rank's calls kept in memory (--keep-every-call), none folded into its class:
+  // the same report for more memory, to check that folding changes nothing.
+  bool keep_every_call = false;
 };
 
 // The analysis `analyze` reports, into `analyzer`: the traces loaded, analysed as of the

@@ -214,6 +214,9 @@ int main(int argc, char** argv) {
   analyze->add_option("--stall-after", analyze_options.stall_after_s,
                       "stall threshold floor in seconds (default: run.json's, else 30)")
       ->check(kStallSeconds);
+  analyze->add_flag("--keep-every-call", analyze_options.keep_every_call,
+                    "keep every rank's calls in memory rather than fold the ranks that agree into their class "
+                    "(the same report, for more memory: a check of the folding)");
 
   collwatch::DiffCommandOptions diff_options;
   CLI::App* diff = app.add_subcommand("diff", "first difference between two runs' collective schedules, per "

@@ -135,6 +135,14 @@ Analyzed AnalyzeTrace(const std::string& trace) {
     analyzed.exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/false, 0}, text, text_err);
     const int json_exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/true, 0}, json, json_err);
     EXPECT_EQ(json_exit_code, analyzed.exit_code) << "the same verdict either way";
+    // Folding the ranks that agree into their class changes no byte (issue 39).
+    for (const bool json_form : {false, true}) {
+      AnalyzeOptions whole{job_dir, json_form, 0};
+      whole.keep_every_call = true;
+      std::ostringstream kept, kept_err;
+      RunAnalyzeCommand(whole, kept, kept_err);
+      EXPECT_EQ(kept.str(), json_form ? json.str() : text.str()) << "--keep-every-call changed the report";
+    }
     EXPECT_EQ(text_err.str(), "") << "no warning on a whole trace";
     EXPECT_EQ(json_err.str(), "");
     analyzed.text = absl::StrReplaceAll(text.str(), {{job_dir, stable}});

@@ -29,6 +29,13 @@ std::string MismatchSummaryOf(const std::string& store, uint64_t seq) {
   Subprocess analyze({COLLWATCH_CLI_PATH, "analyze", "--json", std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + store},
                      testing::CollwatchRunEnv({}), report);
   EXPECT_EQ(analyze.Wait(60), 1) << "analyze exits 1 when it has findings";
+  // Folding the ranks that agree into their class changes no byte (issue 39).
+  const std::string whole = dir.path() + "/whole.json";
+  Subprocess keeping({COLLWATCH_CLI_PATH, "analyze", "--json", "--keep-every-call",
+                      std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + store},
+                     testing::CollwatchRunEnv({}), whole);
+  EXPECT_EQ(keeping.Wait(60), 1);
+  EXPECT_EQ(testing::ReadFile(whole), testing::ReadFile(report)) << "--keep-every-call changed the report";
   const nlohmann::json json = ReadJson(report);
   if (!json.is_object() || json["findings"].size() != 1u) {
     ADD_FAILURE() << "one finding expected: " << json.dump(2);

@@ -1,0 +1,136 @@
+// `collwatch analyze` of a trace store large enough that its ranks fold into their classes
+// (JobModel::FoldAgreeingWindows, issue 39): the same report byte for byte as with
+// --keep-every-call, and a model that holds a fraction of the calls. The store is written
+// as the collector writes its agents' streams. Threading: single-threaded.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "analyzer/analyzer.h"
+#include "analyzer/synthetic_job.h"
+#include "cli/analyze_command.h"
+#include "gtest/gtest.h"
+#include "store/event_codec.h"
+#include "store/trace_store.h"
+
+namespace collwatch::analyze_folding_test {
+namespace {
+
+namespace fs = std::filesystem;
+using analyzer::kMs;
+using analyzer::RecordedJob;
+using analyzer::SyntheticJob;
+using analyzer::SyntheticOp;
+
+constexpr char kJob[] = "fold";
+constexpr uint64_t kComm = 0x5ca1ab1e;
+constexpr int kRanks = 16;
+constexpr size_t kPositions = 600;
+constexpr size_t kFault = 300;
+constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
+
+// Every fourth rank skips two collectives at kFault and goes on: a ZeRO-3-like job whose
+// ranks fall into two classes.
+RecordedJob DivergingJob() {
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  const std::vector<SyntheticOp> step = analyzer::FsdpLikeStep(0);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const analyzer::ProcessId process = job.AddProcess(rank);
+    job.Init(process, kComm, rank, kRanks, kStartNs);
+    uint64_t seq = 1;
+    for (size_t position = 0; position < kPositions; ++position) {
+      if (rank % 4 == 1 && (position == kFault || position == kFault + 1)) continue;
+      const int64_t t = kStartNs + 10 * kMs + static_cast<int64_t>(position) * kMs;
+      job.Collective(process, kComm, rank, kRanks, seq++, step[position % step.size()], t, t + kMs / 2);
+    }
+  }
+  return recorded;
+}
+
+// Each process of `job` as one batch of its agent, in a trace store under `out_dir`.
+// Returns the job's folder.
+std::string Store(const RecordedJob& job, const std::string& out_dir) {
+  TraceStore store(out_dir, StoreOptions{});
+  for (const RecordedJob::RecordedProcess& process : job.processes()) {
+    v1::RankIdentity identity;
+    identity.set_job(kJob);
+    identity.set_host("node" + std::to_string(process.info.global_rank / 8));
+    identity.set_pid(1000 + process.info.global_rank);
+    identity.set_rank(process.info.global_rank);
+    identity.set_world_size(kRanks);
+    identity.set_lane_count(4);
+    // The synthetic writer's clock is CLOCK_REALTIME itself.
+    identity.set_start_realtime_ns(static_cast<uint64_t>(kStartNs));
+    identity.set_start_monotonic_ns(static_cast<uint64_t>(kStartNs));
+    v1::StreamEventsRequest batch;
+    batch.set_batch_seq(1);
+    for (const IndexedRecord& item : process.update.records) EventFromRecord(item, batch.add_events());
+    for (const auto& [id, name] : process.update.regions) {
+      v1::RegionName* region = batch.add_regions();
+      region->set_id(id);
+      region->set_name(name);
+    }
+    batch.set_writer_status(v1::WRITER_STATUS_EXITED);
+    absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = store.Writer(identity);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    if (!writer.ok()) return "";
+    EXPECT_TRUE((*writer)->Append(batch).ok());
+  }
+  return out_dir + "/" + kJob;
+}
+
+class AnalyzeFoldingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/collwatch-fold-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    scratch_ = pattern;
+    job_dir_ = Store(DivergingJob(), scratch_ + "/out");
+    ASSERT_FALSE(job_dir_.empty());
+  }
+  void TearDown() override { fs::remove_all(scratch_); }
+
+  std::string Report(bool json, bool keep_every_call) {
+    AnalyzeOptions options{job_dir_, json, 0};
+    options.keep_every_call = keep_every_call;
+    std::ostringstream out, err;
+    EXPECT_EQ(RunAnalyzeCommand(options, out, err), 1) << err.str();
+    EXPECT_EQ(err.str(), "");
+    return out.str();
+  }
+
+  std::string scratch_;
+  std::string job_dir_;
+};
+
+TEST_F(AnalyzeFoldingTest, FoldingRanksIntoTheirClassesChangesNoByteOfTheReport) {
+  for (const bool json : {false, true}) {
+    const std::string folded = Report(json, /*keep_every_call=*/false);
+    EXPECT_NE(folded.find("PATH_DIVERGENCE"), std::string::npos) << folded;
+    EXPECT_EQ(folded, Report(json, /*keep_every_call=*/true));
+  }
+}
+
+TEST_F(AnalyzeFoldingTest, TheFoldedModelHoldsAFractionOfTheCalls) {
+  size_t held[2] = {0, 0};
+  for (const bool keep_every_call : {false, true}) {
+    analyzer::Analyzer analysis;
+    LoadSummary summary;
+    AnalyzeOptions options{job_dir_, false, 0};
+    options.keep_every_call = keep_every_call;
+    std::ostringstream err;
+    ASSERT_TRUE(AnalyzeTraces(options, &analysis, &summary, err)) << err.str();
+    const analyzer::JobModel& model = analysis.model();
+    for (analyzer::ProcessId p = 0; p < model.process_count(); ++p) held[keep_every_call] += model.process(p).calls.stored();
+  }
+  // Every call of every rank kept; folded, the first rank of each class keeps its calls and
+  // the others only what follows their last full window.
+  EXPECT_EQ(held[1], kRanks * (kPositions + 1) - 2 * (kRanks / 4));
+  EXPECT_LT(held[0] * 4, held[1]) << "folded: " << held[0] << " calls, kept: " << held[1];
+}
+
+}  // namespace
+}  // namespace collwatch::analyze_folding_test
