@@ -124,7 +124,9 @@ TEST_F(AnalyzeFoldingTest, TheFoldedModelHoldsAFractionOfTheCalls) {
     std::ostringstream err;
     ASSERT_TRUE(AnalyzeTraces(options, &analysis, &summary, err)) << err.str();
     const analyzer::JobModel& model = analysis.model();
-    for (analyzer::ProcessId p = 0; p < model.process_count(); ++p) held[keep_every_call] += model.process(p).calls.stored();
+    for (analyzer::ProcessId p = 0; p < model.process_count(); ++p) {
+      held[keep_every_call] += model.process(p).calls.stored();
+    }
   }
   // Every call of every rank kept; folded, the first rank of each class keeps its calls and
   // the others only what follows their last full window.
