@@ -185,7 +185,8 @@ void Analyzer::ForgetSettledHistory() {
 }
 
 void Analyzer::FoldLoadedProcess(ProcessId process) {
-  ObserveOrder(/*forget_behind=*/false);
+  // Only this process has calls not read yet: the others were read once they were in.
+  ObserveOrder(/*forget_behind=*/false, /*only=*/process);
   model_.FoldAgreeingWindows(process);
 }
 

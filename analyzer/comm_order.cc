@@ -36,12 +36,16 @@ void CommOrderTracker::Forget(CommIndex comm) {
   for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].DropBefore(below);
 }
 
-std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, bool forget_behind) {
+std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, bool forget_behind,
+                                                      std::optional<ProcessId> only) {
   std::vector<OrderInversion> found;
   if (processes_.size() < model.process_count()) processes_.resize(model.process_count());
   if (newest_seq_.size() < model.comms().size()) newest_seq_.resize(model.comms().size(), 0);
   std::vector<CommIndex> advanced;
-  for (ProcessId p = 0; p < model.process_count(); ++p) {
+  const ProcessId first = only.value_or(0);
+  const auto end_process = static_cast<ProcessId>(only ? std::min<size_t>(*only + 1, model.process_count())
+                                                        : model.process_count());
+  for (ProcessId p = first; p < end_process; ++p) {
     const Process& process = model.process(p);
     ProcessOrder& order = processes_[p];
     const size_t end = process.calls.size();

@@ -9,6 +9,7 @@
 #define COLLWATCH_ANALYZER_COMM_ORDER_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -37,7 +38,10 @@ class CommOrderTracker {
   // seen now: one per pair of communicators for the job's life. `forget_behind`: drop the
   // references far behind each communicator's newest collective; post-mortem, while the
   // traces are read one after another, they are kept for the processes still to come.
-  std::vector<OrderInversion> Observe(const JobModel& model, bool forget_behind = true);
+  // `only`: the one process with calls not read yet (post-mortem: each is read once it is
+  // in); else every process is looked at.
+  std::vector<OrderInversion> Observe(const JobModel& model, bool forget_behind = true,
+                                      std::optional<ProcessId> only = std::nullopt);
 
  private:
   // A process's latest collective on one of its communicators.
