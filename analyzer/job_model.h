@@ -102,8 +102,9 @@ Fingerprint FingerprintOf(const Call& call);
 uint64_t HashOf(const Fingerprint& fingerprint);
 
 // A collective folded into its class post-mortem (JobModel::FoldAgreeingWindows): equal in
-// all but its rank and its times to the call its window's reference rank made at that
-// seq, its times kept as offsets from that call's.
+// all but its rank, its times and its flags to the call its window's reference rank made
+// at that seq, its times kept as offsets from that call's (its flags beside them: what a
+// return says of its timing, ring::kReturnFlags, differs from rank to rank).
 struct FoldedTimes {
   int32_t enter = 0;
   int32_t returned = 0;
@@ -133,9 +134,10 @@ struct CommRank {
   // folded in as they are placed (the agreement check compares these first).
   WindowedLog<WindowChain> chains;
   // Post-mortem, its oldest windows folded into their class (JobModel::FoldAgreeingWindows):
-  // by seq - 1, up to collectives.first(), its times; by window, the reference rank whose
-  // calls it matched there.
+  // by seq - 1, up to collectives.first(), its times and its flags; by window, the
+  // reference rank whose calls it matched there.
   WindowedLog<FoldedTimes> folded;
+  WindowedLog<uint8_t> folded_flags;
   WindowedLog<int32_t> folded_like;
   // The lowest sequence number it still answers for, folded or held.
   uint64_t FirstHeldSeq() const { return (folded.size() > folded.first() ? folded.first() : collectives.first()) + 1; }
@@ -252,9 +254,9 @@ class JobModel {
   // The call of `rank` at collective `seq` of `comm` (nullptr: not reported). A folded one
   // is made again, once, from its reference's call and its own times.
   const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;
-  // For readers of what a call is and when, never of its rank: that call, or for a folded
-  // one its reference's, so that reading every rank's makes no call again; `times` (when
-  // given) gets the call's own times, folded or not.
+  // For readers of what a call is and when, never of its rank or flags: that call, or for
+  // a folded one its reference's, so that reading every rank's makes no call again;
+  // `times` (when given) gets the call's own times, folded or not.
   const Call* CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times = nullptr) const;
   std::string_view RegionName(RegionId id) const { return region_names_[id]; }
   const std::vector<std::string>& region_names() const { return region_names_; }
@@ -282,9 +284,9 @@ class JobModel {
   static uint32_t LastTellingCall(const Process& process);
 
   // Post-mortem, once every record of `process` is in (its trace read to the end): of each
-  // communicator rank it is, the oldest windows whose calls equal, but for rank and times,
+  // communicator rank it is, the oldest windows whose calls equal, but for rank, times and flags,
   // those of the first rank seen with the same chain there are folded into that rank's,
-  // keeping only their times, and its calls nothing lists are dropped (but its
+  // keeping only those, and its calls nothing lists are dropped (but its
   // LastTellingCall). The windows
   // folded are a prefix, each full, untainted and completed. Everything reads as before
   // (Collective makes a folded call again); what bounds a large job's memory by its
@@ -313,8 +315,10 @@ class JobModel {
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
   // How many windows of `rank` of `comm`, from its oldest held one, fold (window_folding.cc),
-  // with their times appended to `times` and their reference ranks to `like`.
-  size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times, std::vector<int32_t>* like);
+  // with their calls' times and flags appended to `times` and `flags`, and their
+  // reference ranks to `like`.
+  size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times, std::vector<uint8_t>* flags,
+                         std::vector<int32_t>* like);
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
   const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 

@@ -14,16 +14,16 @@ namespace {
 // (a job whose every rank differs must not cost a search over every rank per rank).
 constexpr size_t kMaxWindowClasses = 64;
 
-// Every field of a call but its rank and times: what a folded call takes from its
-// reference's. A field added to Call must be compared here, or a folded call would be made
-// again with the reference's value of it.
-bool SameButRankAndTimes(const Call& a, const Call& b) {
+// Every field of a call but its rank, times and flags (kept with each folded call): what a
+// folded call takes from its reference's. A field added to Call must be compared here, or
+// a folded call would be made again with the reference's value of it.
+bool SameButRankTimesAndFlags(const Call& a, const Call& b) {
   return a.count == b.count && a.seq == b.seq && a.group_id == b.group_id && a.comm == b.comm && a.region == b.region &&
          a.call_path == b.call_path && a.root_or_peer == b.root_or_peer && a.redop == b.redop && a.result == b.result &&
-         a.fn == b.fn && a.dtype == b.dtype && a.flags == b.flags && a.call_path_inferred == b.call_path_inferred &&
+         a.fn == b.fn && a.dtype == b.dtype && a.call_path_inferred == b.call_path_inferred &&
          a.region_unknown == b.region_unknown && a.region_damaged == b.region_damaged;
 }
-static_assert(sizeof(Call) == 88, "a field added to Call must be compared in SameButRankAndTimes");
+static_assert(sizeof(Call) == 88, "a field added to Call must be compared in SameButRankTimesAndFlags");
 
 // `mine` as an offset from `reference`: none for a time not known yet (0) or too far apart.
 std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
@@ -36,7 +36,7 @@ std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
 }  // namespace
 
 size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
-                                 std::vector<int32_t>* like) {
+                                 std::vector<uint8_t>* flags, std::vector<int32_t>* like) {
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   if (entry.collectives.first() % kChainWindow != 0) return 0;  // a history cut inside a window
   const WindowedLog<Call>& calls = processes_[entry.process].calls;
@@ -74,11 +74,15 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
       const std::optional<int32_t> enter = OffsetOf(mine.enter_ns, theirs.enter_ns);
       const std::optional<int32_t> returned = OffsetOf(mine.return_ns, theirs.return_ns);
       const std::optional<int32_t> completed = OffsetOf(mine.complete_ns, theirs.complete_ns);
-      folding = enter && returned && completed && SameButRankAndTimes(mine, theirs);
-      if (folding) times->push_back(FoldedTimes{*enter, *returned, *completed});
+      folding = enter && returned && completed && SameButRankTimesAndFlags(mine, theirs);
+      if (folding) {
+        times->push_back(FoldedTimes{*enter, *returned, *completed});
+        flags->push_back(mine.flags);
+      }
     }
     if (!folding) {
       times->resize(before);
+      flags->resize(before);
       continue;
     }
     like->push_back(seen->second);
@@ -90,19 +94,23 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
 void JobModel::FoldAgreeingWindows(ProcessId process_id) {
   if (process_id >= processes_.size()) return;
   std::vector<FoldedTimes> times;
+  std::vector<uint8_t> flags;
   std::vector<int32_t> like;
   bool folded_any = false;
   for (const auto& [comm_index, rank_number] : processes_[process_id].memberships) {
     Comm& comm = comms_[comm_index];
     CommRank& entry = comm.ranks[static_cast<size_t>(rank_number)];
     times.clear();
+    flags.clear();
     like.clear();
-    const size_t windows = FoldableWindows(comm, rank_number, &times, &like);
+    const size_t windows = FoldableWindows(comm, rank_number, &times, &flags, &like);
     if (windows == 0) continue;
     const size_t first_slot = entry.collectives.first();
     entry.folded.StartAt(first_slot);
+    entry.folded_flags.StartAt(first_slot);
     entry.folded_like.StartAt(first_slot / kChainWindow);
     for (const FoldedTimes& folded : times) entry.folded.push_back(folded);
+    for (const uint8_t call_flags : flags) entry.folded_flags.push_back(call_flags);
     for (const int32_t reference : like) entry.folded_like.push_back(reference);
     entry.collectives.DropBefore(first_slot + windows * kChainWindow);
     folded_any = true;
@@ -147,6 +155,7 @@ const Call* JobModel::RemadeCollective(const Comm& comm, int32_t rank, uint64_t 
   call.enter_ns = times.enter_ns;
   call.return_ns = times.return_ns;
   call.complete_ns = times.complete_ns;
+  call.flags = comm.ranks[static_cast<size_t>(rank)].folded_flags[seq - 1];
   remade_index_.emplace(key, static_cast<uint32_t>(remade_.size()));
   remade_.push_back(call);
   return &remade_.back();

@@ -28,8 +28,8 @@ declare -A job_args=(
   [fsdp-clean]="--job fsdp --steps 60"
   [hf-vlm-clean]="--job hf-vlm --steps 30"
   [ddp-clean]="--job ddp --steps 200"
-  [fsdp-divergent-late]="--job fsdp --scenario divergent-path --diverge-from-step 30"
-  [hf-vlm-divergent-late]="--job hf-vlm --scenario divergent-path --diverge-from-step 15"
+  [fsdp-divergent-late]="--job fsdp --steps 40 --scenario divergent-path --diverge-from-step 30"
+  [hf-vlm-divergent-late]="--job hf-vlm --steps 25 --scenario divergent-path --diverge-from-step 15"
   [pipeline-1f1b]="--job pipeline --schedule 1f1b --steps 40"
 )
 read -r -a jobs <<<"${JOBS:-fsdp-clean hf-vlm-clean ddp-clean fsdp-divergent-late hf-vlm-divergent-late pipeline-1f1b}"

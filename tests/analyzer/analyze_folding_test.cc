@@ -134,5 +134,34 @@ TEST_F(AnalyzeFoldingTest, TheFoldedModelHoldsAFractionOfTheCalls) {
   EXPECT_LT(held[0] * 4, held[1]) << "folded: " << held[0] << " calls, kept: " << held[1];
 }
 
+// Real jobs' stores (tests/data/gpu/README.md): FSDP and a Hugging Face-style VLM on
+// 2 x H200 whose rank 1 takes another code path late in the run. Rank 1 folds the windows
+// before it into rank 0's; the report is the same either way.
+TEST(AnalyzeFoldingRealJobTest, RealJobsFoldAndReadTheSame) {
+  for (const std::string store : {"2026-11-28-h200x2-torch-fsdp-divergent-late",
+                                  "2026-11-28-h200x2-torch-hf-vlm-divergent-late"}) {
+    SCOPED_TRACE(store);
+    const std::string path = std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + store;
+    for (const bool json : {false, true}) {
+      std::string reports[2];
+      for (const bool keep_every_call : {false, true}) {
+        AnalyzeOptions options{path, json, 0};
+        options.keep_every_call = keep_every_call;
+        std::ostringstream out, err;
+        EXPECT_EQ(RunAnalyzeCommand(options, out, err), 1) << err.str();
+        reports[keep_every_call] = out.str();
+      }
+      EXPECT_NE(reports[0].find("PATH_DIVERGENCE"), std::string::npos) << reports[0];
+      EXPECT_EQ(reports[0], reports[1]);
+    }
+    analyzer::Analyzer analysis;
+    LoadSummary summary;
+    std::ostringstream err;
+    ASSERT_TRUE(AnalyzeTraces(AnalyzeOptions{path, false, 0}, &analysis, &summary, err)) << err.str();
+    const analyzer::Comm& comm = analysis.model().comms().at(0);
+    EXPECT_GE(comm.ranks.at(1).folded.size(), 4 * analyzer::kChainWindow) << "rank 1 folded at least 4 windows";
+  }
+}
+
 }  // namespace
 }  // namespace collwatch::analyze_folding_test
