@@ -284,14 +284,13 @@ class JobModel {
   static uint32_t LastTellingCall(const Process& process);
 
   // Post-mortem, once every record of `process` is in (its trace read to the end): of each
-  // communicator rank it is, the oldest windows whose calls equal, but for rank, times and flags,
-  // those of the first rank seen with the same chain there are folded into that rank's,
-  // keeping only those, and its calls nothing lists are dropped (but its
-  // LastTellingCall). The windows
-  // folded are a prefix, each full, untainted and completed. Everything reads as before
-  // (Collective makes a folded call again); what bounds a large job's memory by its
-  // classes, not its ranks (issue 39). Callers that read a process's calls in order
-  // (Analyzer: the order check) read them first.
+  // communicator rank it is, the oldest windows whose calls equal, but for rank, times and
+  // flags, those of the first rank seen with the same chain there are folded into that
+  // rank's, keeping only their times and flags; then its calls nothing lists are dropped
+  // (but its LastTellingCall). The windows folded are a prefix, each full, untainted and
+  // completed. Everything reads as before (Collective makes a folded call again): what
+  // bounds a large job's memory by its classes, not its ranks (issue 39). Callers that read
+  // a process's calls in order (Analyzer: the order check) read them first.
   void FoldAgreeingWindows(ProcessId process);
 
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).

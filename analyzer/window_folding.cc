@@ -47,6 +47,8 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
   for (uint64_t window = entry.collectives.first() / kChainWindow;
        (window + 1) * kChainWindow <= entry.collectives.size() && entry.chains.Holds(window); ++window) {
     const WindowChain& chain = entry.chains[window];
+    // A window with a gap, a slot placed twice or a region not known stands for no class.
+    if (!chain.usable()) break;
     std::vector<std::pair<uint64_t, int32_t>>& classes = comm.window_classes[window];
     auto seen =
         std::find_if(classes.begin(), classes.end(), [&](const auto& known) { return known.first == chain.chain; });

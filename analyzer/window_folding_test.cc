@@ -36,6 +36,7 @@ struct Analysed {
   std::string report;    // report.txt and report.json
   size_t calls_held = 0;  // calls the model holds in memory, every process
   int ranks_folded = 0;   // communicator ranks with a window folded
+  std::vector<size_t> folded_slots;  // by rank of the first communicator: collectives folded
 };
 
 // Reads `trace` into `analyzer` and analyses it as of `now`.
@@ -55,6 +56,7 @@ Analysed Analyse(Analyzer& analyzer, int nranks, const RankTrace& trace, bool fo
   for (const Comm& comm : model.comms()) {
     for (const CommRank& rank : comm.ranks) analysed.ranks_folded += rank.folded.size() > rank.folded.first() ? 1 : 0;
   }
+  for (const CommRank& rank : model.comms().at(0).ranks) analysed.folded_slots.push_back(rank.folded.size());
   return analysed;
 }
 
@@ -236,20 +238,25 @@ TEST(WindowFoldingTest, AnInversionFarBehindTheNewestCollectiveIsStillSeen) {
 
 TEST(WindowFoldingTest, RanksWhoseClocksAreFarApartAndALostCallKeepTheirCalls) {
   // Rank 2's clock is 5 s ahead (no 32-bit offset holds it); rank 4 lost collective 150
-  // in its ring (a gap: that window and all after stay). Folded is only what can be.
+  // in its ring (a gap: that window and all after stay); rank 6's ring holds collective
+  // 100 twice (damage: that window stands for no class). Folded is only what can be.
   const RankTrace trace = [](SyntheticJob& job, ProcessId process, int rank) {
     const std::vector<SyntheticOp> step = FsdpLikeStep(0);
     job.Init(process, kCommA, rank, kRanks, kT0);
     const int64_t ahead = rank == 2 ? 5 * kSecond : 0;
     for (size_t position = 0; position < kPositions; ++position) {
       if (rank == 4 && position == 149) continue;
-      job.Collective(process, kCommA, rank, kRanks, position + 1, step[position % step.size()], At(position) + ahead,
-                     At(position) + ahead + kMs / 2);
+      for (int copies = rank == 6 && position == 99 ? 2 : 1; copies > 0; --copies) {
+        job.Collective(process, kCommA, rank, kRanks, position + 1, step[position % step.size()],
+                       At(position) + ahead, At(position) + ahead + kMs / 2);
+      }
     }
   };
   const Analysed folded = ExpectFoldingChangesNothing(kRanks, trace, At(kPositions + 10));
-  EXPECT_TRUE(folded.findings.empty());
   EXPECT_EQ(folded.ranks_folded, kRanks - 2) << "all but rank 0 (the reference) and rank 2";
+  EXPECT_EQ(folded.folded_slots[4], 2 * kChainWindow) << "rank 4: the windows before its gap";
+  EXPECT_EQ(folded.folded_slots[6], kChainWindow) << "rank 6: the window before the one placed twice";
+  EXPECT_EQ(folded.folded_slots[1], 6 * kChainWindow) << "rank 1: every full window";
 }
 
 }  // namespace
