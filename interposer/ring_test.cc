@@ -299,14 +299,18 @@ TEST_F(RingTest, RingSurvivesSigkillOfItsWriter) {
   close(ready[1]);
   char byte = 0;
   ASSERT_EQ(read(ready[0], &byte, 1), 1);
-  usleep(20000);
+  auto reader = RingReader::Open(OnlyRing());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  // Killed only once it is seen writing past its first 5,000 (a loaded machine, or a
+  // sanitizer, can leave the child unscheduled for a fixed sleep's whole length).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((*reader)->write_index(kLane) <= 5000 && std::chrono::steady_clock::now() < give_up) usleep(1000);
+  usleep(5000);
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
 
-  auto reader = RingReader::Open(OnlyRing());
-  ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_FALSE((*reader)->WriterProcessAlive());
   EXPECT_EQ((*reader)->writer_state(), ring::WriterState::kRunning);  // never exited cleanly
   const uint64_t written = (*reader)->write_index(kLane);
