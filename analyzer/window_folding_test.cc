@@ -1,7 +1,8 @@
 // Post-mortem folding of agreeing windows (JobModel::FoldAgreeingWindows, issue 39): each
 // job is read as `collwatch analyze` reads a trace store, one process's records after
 // another, twice: folding each process once it is in, and keeping every call. The reports
-// must be the same byte for byte, and the folded model must hold fewer calls.
+// must be the same byte for byte, every collective must read the same field by field, and
+// the folded model must hold fewer calls.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,7 +23,7 @@ constexpr uint64_t kCommB = 0x2222bbbb;
 constexpr int kRanks = 8;
 constexpr size_t kPositions = 400;  // six windows of 64 and a part
 constexpr size_t kFault = 200;      // inside the fourth window
-// Where a stall is: far enough in that a process holds more calls than it always keeps.
+// Where a stall is: after five full windows, the last of them the one it stops.
 constexpr size_t kLateFault = 350;
 
 // When position `position` of the schedule starts: 1 ms apart.
