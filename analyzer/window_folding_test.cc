@@ -23,7 +23,7 @@ constexpr uint64_t kCommB = 0x2222bbbb;
 constexpr int kRanks = 8;
 constexpr size_t kPositions = 400;  // six windows of 64 and a part
 constexpr size_t kFault = 200;      // inside the fourth window
-// Where a stall is: after five full windows, the last of them the one it stops.
+// Where a stall is: late in the run, five full windows before it.
 constexpr size_t kLateFault = 350;
 
 // When position `position` of the schedule starts: 1 ms apart.
