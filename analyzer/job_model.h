@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -244,13 +245,13 @@ class JobModel {
   void ForgetDeathsAfter(int64_t realtime_ns);
 
   size_t process_count() const { return processes_.size(); }
-  const Process& process(ProcessId id) const { return processes_[id]; }
+  const Process& process(ProcessId id) const { return ProcessAt(id); }
   const std::vector<Comm>& comms() const { return comms_; }
   const Comm* FindComm(uint64_t comm_id) const;
   // The communicator `call` was placed on (nullptr: none, kNoComm): what every reader of a
   // call's communicator asks, never comms()[call.comm] unchecked.
   const Comm* CommOf(const Call& call) const { return call.comm < comms_.size() ? &comms_[call.comm] : nullptr; }
-  const Call& call(ProcessId process, uint32_t index) const { return processes_[process].calls[index]; }
+  const Call& call(ProcessId process, uint32_t index) const { return ProcessAt(process).calls[index]; }
   // The call of `rank` at collective `seq` of `comm` (nullptr: not reported). A folded one
   // is made again, once, from its reference's call and its own times.
   const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;
@@ -321,9 +322,13 @@ class JobModel {
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
   const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 
-  // A deque: a Process cannot be moved without allocating (its deques), so a vector
-  // would copy every process and its calls each time it grew (quadratic at 16,384 ranks).
-  std::deque<Process> processes_;
+  Process& ProcessAt(ProcessId id) { return *processes_[id]; }
+  const Process& ProcessAt(ProcessId id) const { return *processes_[id]; }
+
+  // Each by itself: a Process is large and must not move as the job grows (a vector of
+  // them copied every process and its calls each time it grew; a deque's indexing cost
+  // showed in every record's).
+  std::vector<std::unique_ptr<Process>> processes_;
   std::map<std::pair<std::string, int32_t>, ProcessId> by_host_pid_;  // the latest of each
   std::vector<Comm> comms_;
   absl::flat_hash_map<uint64_t, CommIndex> comm_index_;

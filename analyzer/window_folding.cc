@@ -39,7 +39,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
                                  std::vector<uint8_t>* flags, std::vector<int32_t>* like) {
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   if (entry.collectives.first() % kChainWindow != 0) return 0;  // a history cut inside a window
-  const WindowedLog<Call>& calls = processes_[entry.process].calls;
+  const WindowedLog<Call>& calls = ProcessAt(entry.process).calls;
   size_t foldable = 0;
   bool folding = true;
   // Past the first window that cannot fold, the rank still becomes the reference of each
@@ -62,7 +62,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
       continue;
     }
     const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
-    const WindowedLog<Call>& reference_calls = processes_[reference.process].calls;
+    const WindowedLog<Call>& reference_calls = ProcessAt(reference.process).calls;
     const size_t before = times->size();
     for (uint64_t slot = window * kChainWindow; slot < (window + 1) * kChainWindow && folding; ++slot) {
       const uint32_t mine_index = entry.collectives[slot];
@@ -99,7 +99,7 @@ void JobModel::FoldAgreeingWindows(ProcessId process_id) {
   std::vector<uint8_t> flags;
   std::vector<int32_t> like;
   bool folded_any = false;
-  for (const auto& [comm_index, rank_number] : processes_[process_id].memberships) {
+  for (const auto& [comm_index, rank_number] : ProcessAt(process_id).memberships) {
     Comm& comm = comms_[comm_index];
     CommRank& entry = comm.ranks[static_cast<size_t>(rank_number)];
     times.clear();
@@ -118,7 +118,7 @@ void JobModel::FoldAgreeingWindows(ProcessId process_id) {
     folded_any = true;
   }
   if (!folded_any) return;
-  const Process& process = processes_[process_id];
+  const Process& process = ProcessAt(process_id);
   std::vector<size_t> keep;
   if (const uint32_t last = LastTellingCall(process); last != kNoCall) keep.push_back(last);
   ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep);

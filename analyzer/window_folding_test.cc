@@ -79,7 +79,9 @@ void ExpectEveryCollectiveReadsTheSame(const JobModel& folded, const JobModel& w
         const Call* want = whole.Collective(comm, rank, seq);
         const Call* got = folded.Collective(folded.comms()[c], rank, seq);
         ASSERT_EQ(got == nullptr, want == nullptr) << "rank " << rank << " seq " << seq;
-        if (want != nullptr) ASSERT_TRUE(FieldsOf(*got) == FieldsOf(*want)) << "rank " << rank << " seq " << seq;
+        if (want != nullptr) {
+          ASSERT_TRUE(FieldsOf(*got) == FieldsOf(*want)) << "rank " << rank << " seq " << seq;
+        }
       }
     }
   }

@@ -6,10 +6,13 @@
 #ifndef COLLWATCH_ANALYZER_WINDOWED_LOG_H_
 #define COLLWATCH_ANALYZER_WINDOWED_LOG_H_
 
+#include <algorithm>
+#include <bit>
+#include <compare>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <utility>
@@ -17,14 +20,75 @@
 
 namespace collwatch::analyzer {
 
+// Entries live in chunks of a power-of-two count (about 1 KiB each): an index is a shift
+// and a mask, where std::deque divided by its block's count (a fifth of the model's time
+// post-mortem), and an entry never moves once stored (references stay valid as it grows).
 template <typename T>
 class WindowedLog {
+  static constexpr size_t kChunkEntries = std::bit_floor(std::max<size_t>(1, 1024 / sizeof(T)));
+  static constexpr size_t kChunkShift = std::countr_zero(kChunkEntries);
+  static constexpr size_t kChunkMask = kChunkEntries - 1;
+
+  // The window's entries and the kept ones below it; made with the first entry, as a
+  // communicator has several logs per rank slot, most never filled where a damaged size
+  // claims 131,072 ranks.
+  struct Storage {
+    // Chunk i holds positions [i * kChunkEntries, (i + 1) * kChunkEntries); the window's
+    // first entry is at position `offset`. Chunks below it are freed at once and their
+    // empty slots erased once they are half of the list (a vector's front erased each time
+    // would move every chunk pointer).
+    std::vector<std::unique_ptr<T[]>> chunks;
+    size_t offset = 0;
+    size_t count = 0;
+    std::map<size_t, T> kept;
+
+    T& At(size_t window_index) {
+      const size_t position = offset + window_index;
+      return chunks[position >> kChunkShift][position & kChunkMask];
+    }
+  };
+
  public:
+  // Visits the window's entries in index order: random access, as a binary search needs.
+  class const_iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const T*;
+    using reference = const T&;
+    const_iterator() = default;
+    const_iterator(Storage* storage, size_t window_index) : storage_(storage), index_(window_index) {}
+    reference operator*() const { return storage_->At(index_); }
+    pointer operator->() const { return &storage_->At(index_); }
+    reference operator[](difference_type n) const { return storage_->At(Moved(n)); }
+    const_iterator& operator++() { ++index_; return *this; }
+    const_iterator operator++(int) { const_iterator was = *this; ++index_; return was; }
+    const_iterator& operator--() { --index_; return *this; }
+    const_iterator operator--(int) { const_iterator was = *this; --index_; return was; }
+    const_iterator& operator+=(difference_type n) { index_ = Moved(n); return *this; }
+    const_iterator& operator-=(difference_type n) { index_ = Moved(-n); return *this; }
+    friend const_iterator operator+(const_iterator it, difference_type n) { return it += n; }
+    friend const_iterator operator+(difference_type n, const_iterator it) { return it += n; }
+    friend const_iterator operator-(const_iterator it, difference_type n) { return it -= n; }
+    friend difference_type operator-(const const_iterator& a, const const_iterator& b) {
+      return static_cast<difference_type>(a.index_) - static_cast<difference_type>(b.index_);
+    }
+    friend auto operator<=>(const const_iterator& a, const const_iterator& b) { return a.index_ <=> b.index_; }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) { return a.index_ == b.index_; }
+
+   private:
+    size_t Moved(difference_type n) const { return static_cast<size_t>(static_cast<difference_type>(index_) + n); }
+    Storage* storage_ = nullptr;
+    size_t index_ = 0;
+  };
+
   WindowedLog() = default;
-  WindowedLog(const WindowedLog& other)
-      : first_(other.first_),
-        items_(other.items_ ? std::make_unique<std::deque<T>>(*other.items_) : nullptr),
-        kept_(other.kept_) {}
+  WindowedLog(const WindowedLog& other) : first_(other.first_) {
+    if (!other.storage_) return;
+    for (size_t i = 0; i < other.storage_->count; ++i) push_back(other.storage_->At(i));
+    MutableStorage().kept = other.storage_->kept;
+  }
   WindowedLog& operator=(const WindowedLog& other) {
     if (this != &other) *this = WindowedLog(other);
     return *this;
@@ -33,39 +97,46 @@ class WindowedLog {
   WindowedLog& operator=(WindowedLog&&) noexcept = default;
 
   // One past the highest index ever stored (dropping the front does not change it).
-  size_t size() const { return first_ + Items().size(); }
+  size_t size() const { return first_ + Count(); }
   bool empty() const { return size() == 0; }
   // The lowest index of the window; below it only kept entries remain.
   size_t first() const { return first_; }
   // Entries held in memory: the window plus the kept ones.
-  size_t stored() const { return Items().size() + kept_.size(); }
+  size_t stored() const { return storage_ ? storage_->count + storage_->kept.size() : 0; }
 
   // Valid for every index in [first(), size()) and for the kept ones below; anything else
   // is a caller that lost track of what it pruned, and must not read another call.
   const T& operator[](size_t index) const {
-    if (index >= first_ && index < size()) return Items()[index - first_];
-    auto kept = kept_.find(index);
-    if (kept == kept_.end()) {
-      std::fprintf(stderr, "collwatch: internal error: pruned history entry %zu read\n", index);
-      std::abort();
+    if (index >= first_ && index < size()) return storage_->At(index - first_);
+    if (storage_) {
+      if (auto kept = storage_->kept.find(index); kept != storage_->kept.end()) return kept->second;
     }
-    return kept->second;
+    std::fprintf(stderr, "collwatch: internal error: pruned history entry %zu read\n", index);
+    std::abort();
   }
   T& operator[](size_t index) { return const_cast<T&>(std::as_const(*this)[index]); }
-  bool Holds(size_t index) const { return (index >= first_ && index < size()) || kept_.count(index) != 0; }
+  bool Holds(size_t index) const {
+    return (index >= first_ && index < size()) || (storage_ && storage_->kept.count(index) != 0);
+  }
 
-  const T& front() const { return Items().front(); }  // the window's first entry
-  const T& back() const { return Items().back(); }
-  T& back() { return MutableItems().back(); }
-  void push_back(T item) { MutableItems().push_back(std::move(item)); }
+  const T& front() const { return storage_->At(0); }  // the window's first entry
+  const T& back() const { return storage_->At(storage_->count - 1); }
+  T& back() { return storage_->At(storage_->count - 1); }
+  void push_back(T item) {
+    Storage& storage = MutableStorage();
+    const size_t position = storage.offset + storage.count;
+    if ((position >> kChunkShift) == storage.chunks.size()) storage.chunks.emplace_back(new T[kChunkEntries]);
+    storage.chunks[position >> kChunkShift][position & kChunkMask] = std::move(item);
+    ++storage.count;
+  }
   // Grows to `count` indexes, new ones set to `fill` (never shrinks).
   void resize(size_t count, const T& fill) {
-    if (count > size()) MutableItems().resize(count - first_, fill);
+    while (size() < count) push_back(fill);
   }
 
   // The window's entries, in index order (kept entries below it are not visited).
-  auto begin() const { return Items().begin(); }
-  auto end() const { return Items().end(); }
+  const_iterator begin() const { return const_iterator(storage_.get(), 0); }
+  const_iterator end() const { return const_iterator(storage_.get(), Count()); }
 
   // An empty log whose history begins at `index`: the indexes below hold nothing and
   // take no memory (a trace that kept only its last entries).
@@ -93,37 +164,50 @@ class WindowedLog {
       }
     }
     while (index > first_ && kept_in_window[index - 1 - first_]) --index;
+    if (!storage_) {
+      first_ = index;
+      return;
+    }
+    Storage& storage = *storage_;
     std::map<size_t, T> kept;
     for (size_t k : kept_below) {
-      if (auto node = kept_.extract(k)) kept.insert(std::move(node));  // moved, not copied
+      if (auto node = storage.kept.extract(k)) kept.insert(std::move(node));  // moved, not copied
     }
     for (size_t k = first_; k < index; ++k) {
-      if (kept_in_window[k - first_]) kept.emplace(k, Items()[k - first_]);
+      if (kept_in_window[k - first_]) kept.emplace(k, storage.At(k - first_));
     }
-    kept_.swap(kept);
-    if (index > first_) {
-      std::deque<T>& items = MutableItems();
-      items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(index - first_));
-    }
+    storage.kept.swap(kept);
+    DropWindowFront(index - first_);
     first_ = index;
   }
 
  private:
-  const std::deque<T>& Items() const {
-    static const std::deque<T> kNone;
-    return items_ ? *items_ : kNone;
+  size_t Count() const { return storage_ ? storage_->count : 0; }
+  Storage& MutableStorage() {
+    if (!storage_) storage_ = std::make_unique<Storage>();
+    return *storage_;
   }
-  std::deque<T>& MutableItems() {
-    if (!items_) items_ = std::make_unique<std::deque<T>>();
-    return *items_;
+  // Forgets the window's first `n` entries, freeing each chunk they leave empty.
+  void DropWindowFront(size_t n) {
+    Storage& storage = *storage_;
+    const size_t first_chunk = storage.offset >> kChunkShift;
+    storage.offset += n;
+    storage.count -= n;
+    if (storage.count == 0) {  // nothing left: no chunk is needed, the next entry starts one
+      storage.chunks.clear();
+      storage.offset = 0;
+      return;
+    }
+    const size_t now_first_chunk = storage.offset >> kChunkShift;
+    for (size_t chunk = first_chunk; chunk < now_first_chunk; ++chunk) storage.chunks[chunk].reset();
+    if (now_first_chunk * 2 >= storage.chunks.size()) {
+      storage.chunks.erase(storage.chunks.begin(), storage.chunks.begin() + static_cast<std::ptrdiff_t>(now_first_chunk));
+      storage.offset -= now_first_chunk << kChunkShift;
+    }
   }
 
   size_t first_ = 0;
-  // Made with the first entry: an empty std::deque allocates its map and a 512-byte block,
-  // and a communicator has three logs per rank slot, most never filled where a damaged
-  // size claims a million ranks (about 1.7 KB a slot before).
-  std::unique_ptr<std::deque<T>> items_;
-  std::map<size_t, T> kept_;
+  std::unique_ptr<Storage> storage_;
 };
 
 }  // namespace collwatch::analyzer
