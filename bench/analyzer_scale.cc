@@ -12,22 +12,29 @@
 // it is in, one final pass, as `collwatch analyze`; --no-fold keeps every call, as before
 // issue 39's folding); --online feeds every rank's next 64 positions between analysis
 // passes with bounded history, as the collector does (its "build" time includes them).
+// Post-mortem, each rank's records are made on --threads workers (default: every core) and
+// applied to the model on the main thread in rank order, as `collwatch analyze` decodes rank
+// traces apart and applies them (cli/ordered_parallel.h); --threads 1 makes them in turn.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
 //                            [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE]
+//                            [--threads N]
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "analyzer/analyzer.h"
 #include "analyzer/report.h"
 #include "analyzer/synthetic_job.h"
+#include "cli/ordered_parallel.h"
 
 namespace {
 
@@ -36,6 +43,7 @@ using collwatch::analyzer::AnalyzerOptions;
 using collwatch::analyzer::FindingKind;
 using collwatch::analyzer::SyntheticJob;
 using collwatch::analyzer::FsdpLikeStep;
+using collwatch::analyzer::RecordedJob;
 using collwatch::analyzer::SyntheticOp;
 using collwatch::ring::ApiFn;
 
@@ -77,6 +85,7 @@ int main(int argc, char** argv) {
   Case fault = Case::kDivergence;
   bool online = false;
   bool fold = true;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::string report_path;  // where the report's text and JSON go (to compare two runs)
   bool usage_error = false;
   for (int i = 1; i < argc; i += 2) {
@@ -94,6 +103,8 @@ int main(int argc, char** argv) {
       ranks = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--collectives") == 0) {
       collectives = std::atoi(argv[i + 1]);
+    } else if (std::strcmp(argv[i], "--threads") == 0) {
+      threads = static_cast<unsigned>(std::max(1, std::atoi(argv[i + 1])));
     } else if (std::strcmp(argv[i], "--comms") == 0) {
       comms = std::atoi(argv[i + 1]);
     } else if (std::strcmp(argv[i], "--case") == 0) {
@@ -109,7 +120,7 @@ int main(int argc, char** argv) {
   if (usage_error || ranks < 2 || collectives < 4 || comms < 0 || (comms > 0 && ranks % comms != 0)) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
-                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE]\n");
+                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE] [--threads N]\n");
     return 2;
   }
   constexpr uint64_t kWorld = 0x5ca1ab1e0000c0deull;
@@ -122,68 +133,91 @@ int main(int argc, char** argv) {
   const int group_size = comms > 0 ? ranks / comms : 0;
   const int stuck_rank = ranks - 3;
 
-  // Every rank's records into `job`, in the order of the mode: post-mortem one rank's
-  // whole trace after another, as `collwatch analyze` reads them; online every rank's calls
-  // of the next block of positions, then `after_block(first position after it)`, as the
-  // collector analyses what its agents shipped. Returns the records made.
-  auto generate = [&](SyntheticJob& job, const std::function<void(size_t, bool)>& after_block,
-                      const std::function<void(collwatch::analyzer::ProcessId)>& after_rank) {
-    uint64_t records = 0;
-    struct RankState {
-      collwatch::analyzer::ProcessId process = 0;
-      uint64_t seq = 1;
-      bool done = false;
-    };
-    std::vector<RankState> states(static_cast<size_t>(ranks));
-    for (int rank = 0; rank < ranks; ++rank) {
-      RankState& state = states[static_cast<size_t>(rank)];
-      state.process = job.AddProcess(rank);
-      job.Init(state.process, kWorld, rank, ranks, kStart);
-      if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
+  struct RankState {
+    collwatch::analyzer::ProcessId process = 0;
+    uint64_t seq = 1;
+    bool done = false;
+  };
+  // A rank's process and its communicators' creation (an enter and a return each), into `job`.
+  constexpr uint64_t kInitRecords = 2;
+  auto start_rank = [&](SyntheticJob& job, int rank) {
+    RankState state;
+    state.process = job.AddProcess(rank);
+    job.Init(state.process, kWorld, rank, ranks, kStart);
+    if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
+    return state;
+  };
+  // The calls of `rank` at schedule position `position` into `job` (none once its run
+  // ended). Returns the records made: a collective's enter, return and completion, each a
+  // ring record. Reads only what is shared and constant, and `state`: ranks may be made on
+  // several threads at once.
+  auto issue = [&](SyntheticJob& job, int rank, RankState& state, size_t position) -> uint64_t {
+    if (state.done || state.seq > static_cast<uint64_t>(collectives)) return 0;
+    const uint64_t group = kGroupBase + static_cast<uint64_t>(comms > 0 ? rank / group_size : 0);
+    const int group_rank = comms > 0 ? rank % group_size : 0;
+    const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
+    const SyntheticOp& scheduled = step[position % step.size()];
+    if (fault == Case::kStall && position == bad) {
+      // The stuck rank never arrives; the others wait inside the collective for it.
+      state.done = true;
+      if (rank == stuck_rank) return 0;
+      job.Collective(state.process, kWorld, rank, ranks, state.seq, scheduled, t, 0);
+      return 2;  // entered and returned, never completed
     }
-    // The calls of `rank` at schedule position `position` (none once its run ended).
-    auto issue = [&](int rank, size_t position) {
-      RankState& state = states[static_cast<size_t>(rank)];
-      if (state.done || state.seq > static_cast<uint64_t>(collectives)) return;
-      const uint64_t group = kGroupBase + static_cast<uint64_t>(comms > 0 ? rank / group_size : 0);
-      const int group_rank = comms > 0 ? rank % group_size : 0;
-      const int64_t t = kStart + static_cast<int64_t>(position + 1) * kOpNs;
-      if (fault == Case::kStall && position == bad) {
-        // The stuck rank never arrives; the others wait inside the collective for it.
-        if (rank != stuck_rank) {
-          job.Collective(state.process, kWorld, rank, ranks, state.seq, step[position % step.size()], t, 0);
-          records += 1;
-        }
-        state.done = true;
-        return;
-      }
-      // The divergent ranks leave out two schedule entries at the fault.
-      if (fault == Case::kDivergence && rank % 4 == 1 && (position == bad || position == bad + 1)) return;
-      SyntheticOp op = step[position % step.size()];
-      if (fault == Case::kDtype && rank % 4 == 1 && position == bad) op.dtype = 6;  // ncclFloat16, not 32
-      job.Collective(state.process, kWorld, rank, ranks, state.seq, op, t, t + kOpNs / 2);
-      records += 2;
-      if (comms > 0) {
-        job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
-        records += 2;
-      }
-      ++state.seq;
-    };
-    // Positions run past the last collective: the divergent ranks skip two.
-    const size_t positions = static_cast<size_t>(collectives) + 2;
-    if (!online) {
-      for (int rank = 0; rank < ranks; ++rank) {
-        for (size_t position = 0; position < positions; ++position) issue(rank, position);
-        after_rank(states[static_cast<size_t>(rank)].process);
-      }
-      return records;
+    // The divergent ranks leave out two schedule entries at the fault.
+    if (fault == Case::kDivergence && rank % 4 == 1 && (position == bad || position == bad + 1)) return 0;
+    if (fault == Case::kDtype && rank % 4 == 1 && position == bad) {
+      SyntheticOp other = scheduled;
+      other.dtype = 6;  // ncclFloat16, not 32
+      job.Collective(state.process, kWorld, rank, ranks, state.seq, other, t, t + kOpNs / 2);
+    } else {
+      job.Collective(state.process, kWorld, rank, ranks, state.seq, scheduled, t, t + kOpNs / 2);
+    }
+    uint64_t records = 3;
+    if (comms > 0) {
+      job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
+      records += 3;
+    }
+    ++state.seq;
+    return records;
+  };
+  // Positions run past the last collective: the divergent ranks skip two.
+  const size_t positions = static_cast<size_t>(collectives) + 2;
+  // Post-mortem: one rank's whole trace, made apart, as a worker decodes a rank trace.
+  struct MadeRank {
+    RecordedJob::RecordedProcess trace;
+    uint64_t records = 0;
+  };
+  auto make_rank = [&](size_t rank) {
+    RecordedJob recorded;
+    SyntheticJob job(&recorded);
+    RankState state = start_rank(job, static_cast<int>(rank));
+    MadeRank made;
+    made.records = kInitRecords * (comms > 0 ? 2 : 1);
+    // Its records' room at once, as a decoder sizes a rank trace's records from its frames.
+    recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made.records);
+    for (size_t position = 0; position < positions; ++position) made.records += issue(job, static_cast<int>(rank), state, position);
+    made.trace = std::move(recorded.processes().front());
+    return made;
+  };
+  // Online: every rank's calls of the next block of positions into `job`, then
+  // `after_block(first position after it)`, as the collector analyses what its agents
+  // shipped. Returns the records made.
+  auto generate_online = [&](SyntheticJob& job, const std::function<void(size_t, bool)>& after_block) {
+    uint64_t records = 0;
+    std::vector<RankState> states;
+    for (int rank = 0; rank < ranks; ++rank) {
+      states.push_back(start_rank(job, rank));
+      records += kInitRecords * (comms > 0 ? 2 : 1);
     }
     for (size_t from = 0; from < positions; from += kOnlineBlock) {
       const bool bad_block = bad >= from && bad < from + kOnlineBlock;
       const size_t to = std::min(positions, from + kOnlineBlock);
       if (bad_block) after_block(from, /*bad_block_starts=*/true);
       for (int rank = 0; rank < ranks; ++rank) {
-        for (size_t position = from; position < to; ++position) issue(rank, position);
+        for (size_t position = from; position < to; ++position) {
+          records += issue(job, rank, states[static_cast<size_t>(rank)], position);
+        }
       }
       after_block(to, false);
     }
@@ -201,17 +235,26 @@ int main(int argc, char** argv) {
   // arrive until the pass that names it returns (an upper bound: the whole block, every
   // rank's 64 positions, is fed before that pass, where a real job's records trickle in).
   double bad_block_started = 0, named_after = -1;
-  const uint64_t records = generate(job, [&](size_t to, bool bad_block_starts) {
-    if (bad_block_starts) {
-      bad_block_started = Now();
-      return;
-    }
-    const int64_t block_end = kStart + static_cast<int64_t>(to + 1) * kOpNs;
-    for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
-    if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
-  }, [&](collwatch::analyzer::ProcessId process) {
-    if (fold && !online) analyzer.FoldLoadedProcess(process);
-  });
+  uint64_t records = 0;
+  if (online) {
+    records = generate_online(job, [&](size_t to, bool bad_block_starts) {
+      if (bad_block_starts) {
+        bad_block_started = Now();
+        return;
+      }
+      const int64_t block_end = kStart + static_cast<int64_t>(to + 1) * kOpNs;
+      for (auto& finding : analyzer.Analyze(block_end)) findings.push_back(std::move(finding));
+      if (named_after < 0 && bad_block_started > 0 && !findings.empty()) named_after = Now() - bad_block_started;
+    });
+  } else {
+    collwatch::OrderedParallel<MadeRank>(static_cast<size_t>(ranks), threads, 2 * threads, make_rank,
+                                         [&](size_t /*rank*/, MadeRank made) {
+      const collwatch::analyzer::ProcessId process = analyzer.model().AddProcess(made.trace.info);
+      analyzer.model().Apply(process, made.trace.update);
+      if (fold) analyzer.FoldLoadedProcess(process);
+      records += made.records;
+    });
+  }
   if (named_after >= 0) {
     std::printf("named online             : %.3f s after its block of %zu positions began to arrive\n", named_after,
                 kOnlineBlock);
@@ -233,12 +276,17 @@ int main(int argc, char** argv) {
   }
   const double t3 = Now();
 
-  // The same records made again and thrown away: what the benchmark's own record making
-  // costs (a collector decodes its agents' batches instead), so the model's share can be read.
-  DiscardingSink discard;
-  SyntheticJob making_only(&discard);
+  // The same records made again, on this thread alone, and thrown away: what the
+  // benchmark's own record making costs (a collector or `analyze` decodes records instead),
+  // so the model's share can be read.
   const double t4 = Now();
-  generate(making_only, [](size_t, bool) {}, [](collwatch::analyzer::ProcessId) {});
+  if (online) {
+    DiscardingSink discard;
+    SyntheticJob making_only(&discard);
+    generate_online(making_only, [](size_t, bool) {});
+  } else {
+    for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) static_cast<void>(make_rank(rank));
+  }
   const double making = Now() - t4;
 
   const char* case_name = fault == Case::kDivergence ? "divergence" : fault == Case::kDtype ? "dtype" : "stall";
@@ -247,6 +295,7 @@ int main(int argc, char** argv) {
               online ? "online (bounded history)"
               : fold ? "post-mortem, agreeing windows folded"
                      : "post-mortem, no folding");
+  if (!online) std::printf("rank traces made on %u worker thread(s), applied in rank order on this one\n", threads);
   const double per_record = 1e9 / static_cast<double>(records);
   std::printf("%s : %.2f s (%.0f ns per record)\n", online ? "build + online passes    " : "build model from records ",
               t1 - t0, (t1 - t0) * per_record);
