@@ -1,7 +1,7 @@
 // `collwatch analyze` of a trace store large enough that its ranks fold into their classes
 // (JobModel::FoldAgreeingWindows, issue 39): the same report byte for byte as with
-// --keep-every-call, and a model that holds a fraction of the calls. The store is written
-// as the collector writes its agents' streams. Threading: single-threaded.
+// --keep-every-call, and a model that holds a fraction of the calls. Threading:
+// single-threaded.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -12,15 +12,15 @@
 #include "analyzer/synthetic_job.h"
 #include "cli/analyze_command.h"
 #include "gtest/gtest.h"
-#include "store/event_codec.h"
 #include "store/trace_store.h"
+#include "tests/support/analyze_both_ways.h"
+#include "tests/support/synthetic_store.h"
 
 namespace collwatch::analyze_folding_test {
 namespace {
 
 namespace fs = std::filesystem;
 using analyzer::kMs;
-using analyzer::RecordedJob;
 using analyzer::SyntheticJob;
 using analyzer::SyntheticOp;
 
@@ -32,10 +32,11 @@ constexpr size_t kFault = 300;
 constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
 
 // Every fourth rank skips two collectives at kFault and goes on: a ZeRO-3-like job whose
-// ranks fall into two classes.
-RecordedJob DivergingJob() {
-  RecordedJob recorded;
-  SyntheticJob job(&recorded);
+// ranks fall into two classes, written under `out_dir` as the collector writes its agents'
+// streams (tests/support/synthetic_store.h). Returns the job's folder ("" on failure).
+std::string StoreDivergingJob(const std::string& out_dir) {
+  testing::SyntheticStore store(out_dir, kJob);
+  SyntheticJob job(&store);
   const std::vector<SyntheticOp> step = analyzer::FsdpLikeStep(0);
   for (int rank = 0; rank < kRanks; ++rank) {
     const analyzer::ProcessId process = job.AddProcess(rank);
@@ -47,39 +48,9 @@ RecordedJob DivergingJob() {
       job.Collective(process, kComm, rank, kRanks, seq++, step[position % step.size()], t, t + kMs / 2);
     }
   }
-  return recorded;
-}
-
-// Each process of `job` as one batch of its agent, in a trace store under `out_dir`.
-// Returns the job's folder.
-std::string Store(const RecordedJob& job, const std::string& out_dir) {
-  TraceStore store(out_dir, StoreOptions{});
-  for (const RecordedJob::RecordedProcess& process : job.processes()) {
-    v1::RankIdentity identity;
-    identity.set_job(kJob);
-    identity.set_host("node" + std::to_string(process.info.global_rank / 8));
-    identity.set_pid(1000 + process.info.global_rank);
-    identity.set_rank(process.info.global_rank);
-    identity.set_world_size(kRanks);
-    identity.set_lane_count(4);
-    // The synthetic writer's clock is CLOCK_REALTIME itself.
-    identity.set_start_realtime_ns(static_cast<uint64_t>(kStartNs));
-    identity.set_start_monotonic_ns(static_cast<uint64_t>(kStartNs));
-    v1::StreamEventsRequest batch;
-    batch.set_batch_seq(1);
-    for (const IndexedRecord& item : process.update.records) EventFromRecord(item, batch.add_events());
-    for (const auto& [id, name] : process.update.regions) {
-      v1::RegionName* region = batch.add_regions();
-      region->set_id(id);
-      region->set_name(name);
-    }
-    batch.set_writer_status(v1::WRITER_STATUS_EXITED);
-    absl::StatusOr<std::shared_ptr<RankTraceWriter>> writer = store.Writer(identity);
-    EXPECT_TRUE(writer.ok()) << writer.status();
-    if (!writer.ok()) return "";
-    EXPECT_TRUE((*writer)->Append(batch).ok());
-  }
-  return out_dir + "/" + kJob;
+  const absl::Status stored = store.Finish();
+  EXPECT_TRUE(stored.ok()) << stored;
+  return stored.ok() ? JobTracesDir(out_dir, kJob) : "";
 }
 
 class AnalyzeFoldingTest : public ::testing::Test {
@@ -88,18 +59,16 @@ class AnalyzeFoldingTest : public ::testing::Test {
     char pattern[] = "/tmp/collwatch-fold-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     scratch_ = pattern;
-    job_dir_ = Store(DivergingJob(), scratch_ + "/out");
+    job_dir_ = StoreDivergingJob(scratch_ + "/out");
     ASSERT_FALSE(job_dir_.empty());
   }
   void TearDown() override { fs::remove_all(scratch_); }
 
-  std::string Report(bool json, bool keep_every_call) {
-    AnalyzeOptions options{job_dir_, json, 0};
-    options.keep_every_call = keep_every_call;
-    std::ostringstream out, err;
-    EXPECT_EQ(RunAnalyzeCommand(options, out, err), 1) << err.str();
-    EXPECT_EQ(err.str(), "");
-    return out.str();
+  std::string Report(bool json) {
+    const testing::AnalyzedBothWays report = testing::AnalyzeBothWays(AnalyzeOptions{job_dir_, json, 0});
+    EXPECT_EQ(report.exit_code, 1) << report.err;
+    EXPECT_EQ(report.err, "");
+    return report.out;
   }
 
   std::string scratch_;
@@ -108,9 +77,8 @@ class AnalyzeFoldingTest : public ::testing::Test {
 
 TEST_F(AnalyzeFoldingTest, FoldingRanksIntoTheirClassesChangesNoByteOfTheReport) {
   for (const bool json : {false, true}) {
-    const std::string folded = Report(json, /*keep_every_call=*/false);
+    const std::string folded = Report(json);  // the same with --keep-every-call
     EXPECT_NE(folded.find("PATH_DIVERGENCE"), std::string::npos) << folded;
-    EXPECT_EQ(folded, Report(json, /*keep_every_call=*/true));
   }
 }
 
@@ -143,16 +111,9 @@ TEST(AnalyzeFoldingRealJobTest, RealJobsFoldAndReadTheSame) {
     SCOPED_TRACE(store);
     const std::string path = std::string(COLLWATCH_GPU_TRACES_DIR) + "/" + store;
     for (const bool json : {false, true}) {
-      std::string reports[2];
-      for (const bool keep_every_call : {false, true}) {
-        AnalyzeOptions options{path, json, 0};
-        options.keep_every_call = keep_every_call;
-        std::ostringstream out, err;
-        EXPECT_EQ(RunAnalyzeCommand(options, out, err), 1) << err.str();
-        reports[keep_every_call] = out.str();
-      }
-      EXPECT_NE(reports[0].find("PATH_DIVERGENCE"), std::string::npos) << reports[0];
-      EXPECT_EQ(reports[0], reports[1]);
+      const testing::AnalyzedBothWays report = testing::AnalyzeBothWays(AnalyzeOptions{path, json, 0});
+      EXPECT_EQ(report.exit_code, 1) << report.err;
+      EXPECT_NE(report.out.find("PATH_DIVERGENCE"), std::string::npos) << report.out;
     }
     analyzer::Analyzer analysis;
     LoadSummary summary;

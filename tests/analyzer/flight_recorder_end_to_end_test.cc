@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/analyze_both_ways.h"
 
 namespace collwatch::flight_recorder_end_to_end_test {
 namespace {
@@ -42,15 +43,9 @@ class FlightRecorderEndToEndTest : public ::testing::Test {
     AnalyzeOptions analyze;
     analyze.path = import.out_dir;
     analyze.json = true;
-    std::ostringstream report, warnings;
-    const int exit = RunAnalyzeCommand(analyze, report, warnings);
-    if (analyze_exit != nullptr) *analyze_exit = exit;
-    // Folding the ranks that agree into their class changes no byte (issue 39).
-    analyze.keep_every_call = true;
-    std::ostringstream whole, whole_warnings;
-    EXPECT_EQ(RunAnalyzeCommand(analyze, whole, whole_warnings), exit);
-    EXPECT_EQ(whole.str(), report.str()) << "--keep-every-call changed the report";
-    return nlohmann::json::parse(report.str());
+    const testing::AnalyzedBothWays report = testing::AnalyzeBothWays(analyze);
+    if (analyze_exit != nullptr) *analyze_exit = report.exit_code;
+    return nlohmann::json::parse(report.out);
   }
 
   std::string dir_;

@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "store/event_codec.h"
 #include "store/trace_store.h"
+#include "tests/support/analyze_both_ways.h"
 #include "tests/support/ring_dump_text.h"
 
 namespace collwatch::gpu_golden_report_test {
@@ -131,22 +132,14 @@ Analyzed AnalyzeTrace(const std::string& trace) {
   const std::string job_dir = StoreAsTheCollectorWould(*job, scratch + "/out");
   if (!job_dir.empty()) {
     const std::string stable = "tests/data/gpu/" + trace;
-    std::ostringstream text, json, text_err, json_err;
-    analyzed.exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/false, 0}, text, text_err);
-    const int json_exit_code = RunAnalyzeCommand(AnalyzeOptions{job_dir, /*json=*/true, 0}, json, json_err);
-    EXPECT_EQ(json_exit_code, analyzed.exit_code) << "the same verdict either way";
-    // Folding the ranks that agree into their class changes no byte (issue 39).
-    for (const bool json_form : {false, true}) {
-      AnalyzeOptions whole{job_dir, json_form, 0};
-      whole.keep_every_call = true;
-      std::ostringstream kept, kept_err;
-      RunAnalyzeCommand(whole, kept, kept_err);
-      EXPECT_EQ(kept.str(), json_form ? json.str() : text.str()) << "--keep-every-call changed the report";
-    }
-    EXPECT_EQ(text_err.str(), "") << "no warning on a whole trace";
-    EXPECT_EQ(json_err.str(), "");
-    analyzed.text = absl::StrReplaceAll(text.str(), {{job_dir, stable}});
-    analyzed.json = absl::StrReplaceAll(json.str(), {{job_dir, stable}});
+    const testing::AnalyzedBothWays text = testing::AnalyzeBothWays(AnalyzeOptions{job_dir, /*json=*/false, 0});
+    const testing::AnalyzedBothWays json = testing::AnalyzeBothWays(AnalyzeOptions{job_dir, /*json=*/true, 0});
+    analyzed.exit_code = text.exit_code;
+    EXPECT_EQ(json.exit_code, analyzed.exit_code) << "the same verdict either way";
+    EXPECT_EQ(text.err, "") << "no warning on a whole trace";
+    EXPECT_EQ(json.err, "");
+    analyzed.text = absl::StrReplaceAll(text.out, {{job_dir, stable}});
+    analyzed.json = absl::StrReplaceAll(json.out, {{job_dir, stable}});
     const std::string version_field = absl::StrCat("\"collwatch_version\": \"", std::string(CollwatchVersionText()), "\"");
     EXPECT_NE(analyzed.json.find(version_field), std::string::npos) << "report.json names the version";
     analyzed.json = absl::StrReplaceAll(

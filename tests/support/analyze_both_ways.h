@@ -1,0 +1,40 @@
+// `collwatch analyze` of one input run twice: folding the ranks that agree into their
+// classes, as it does by default, and with --keep-every-call. Issue 39 promises the two
+// the same report byte for byte and the same exit status; every test that analyses a
+// recorded or stored job checks that promise here. Threading: the caller's thread.
+#ifndef COLLWATCH_TESTS_SUPPORT_ANALYZE_BOTH_WAYS_H_
+#define COLLWATCH_TESTS_SUPPORT_ANALYZE_BOTH_WAYS_H_
+
+#include <sstream>
+#include <string>
+
+#include "cli/analyze_command.h"
+#include "gtest/gtest.h"
+
+namespace collwatch::testing {
+
+struct AnalyzedBothWays {
+  int exit_code = -1;
+  std::string out;  // the report (text or JSON, as `options` asks)
+  std::string err;  // warnings
+};
+
+// The folded run's exit status, report and warnings; a failure is added where the run
+// that keeps every call differs from it.
+inline AnalyzedBothWays AnalyzeBothWays(AnalyzeOptions options) {
+  AnalyzedBothWays folded;
+  options.keep_every_call = false;
+  std::ostringstream out, err;
+  folded.exit_code = RunAnalyzeCommand(options, out, err);
+  folded.out = out.str();
+  folded.err = err.str();
+  options.keep_every_call = true;
+  std::ostringstream kept_out, kept_err;
+  EXPECT_EQ(RunAnalyzeCommand(options, kept_out, kept_err), folded.exit_code) << "--keep-every-call changed the verdict";
+  EXPECT_EQ(kept_out.str(), folded.out) << "--keep-every-call changed the report";
+  return folded;
+}
+
+}  // namespace collwatch::testing
+
+#endif  // COLLWATCH_TESTS_SUPPORT_ANALYZE_BOTH_WAYS_H_
