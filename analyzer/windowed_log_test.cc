@@ -3,6 +3,9 @@
 // Threading: single-threaded.
 #include "analyzer/windowed_log.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "gtest/gtest.h"
 
 namespace collwatch::analyzer::windowed_log_test {
@@ -47,6 +50,40 @@ TEST(WindowedLogTest, KeptEntriesRunningUpToTheCutStayInTheWindow) {
   EXPECT_EQ(log.first(), 6u);
   EXPECT_TRUE(log.Holds(2));
   EXPECT_FALSE(log.Holds(4)) << "not named again: dropped with the window's front";
+}
+
+// Entries live in chunks: indexes far apart, a window dropped chunk after chunk (the list
+// of chunks compacted on the way), a binary search over the window and a copy all read
+// every entry where it was put.
+TEST(WindowedLogTest, ManyChunksReadBackThroughDropsSearchesAndCopies) {
+  WindowedLog<uint32_t> log;
+  constexpr uint32_t kEntries = 100'000;  // hundreds of chunks of 256
+  for (uint32_t i = 0; i < kEntries; ++i) log.push_back(i * 3);
+  for (size_t cut = 0; cut < kEntries; cut += 7'777) {
+    const size_t keep = cut - 5;  // in the window until now, not next to the cut
+    log.DropBefore(cut, cut > 0 ? std::vector<size_t>{keep} : std::vector<size_t>{});
+    ASSERT_EQ(log.first(), cut);
+    ASSERT_EQ(log.stored(), kEntries - cut + (cut > 0 ? 1 : 0)) << "the window and the one kept";
+    for (size_t i = cut; i < kEntries; i += 1'001) ASSERT_EQ(log[i], i * 3) << "cut " << cut;
+    if (cut > 0) {
+      EXPECT_EQ(log[keep], keep * 3) << "kept below the window";
+      EXPECT_FALSE(log.Holds(cut - 7'777 - 5)) << "the one kept before, not named again";
+    }
+    EXPECT_TRUE(std::binary_search(log.begin(), log.end(), static_cast<uint32_t>((kEntries - 1) * 3)));
+    EXPECT_FALSE(std::binary_search(log.begin(), log.end(), 1u));
+    EXPECT_EQ(static_cast<size_t>(log.end() - log.begin()), kEntries - cut);
+  }
+  log.push_back(7);
+  const WindowedLog<uint32_t> copy = log;
+  EXPECT_EQ(copy.first(), log.first());
+  EXPECT_EQ(copy.size(), log.size());
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), log.begin(), log.end()));
+  EXPECT_EQ(copy[kEntries], 7u);
+  log.DropBefore(log.size());
+  EXPECT_EQ(log.stored(), 0u) << "a window dropped whole holds nothing";
+  log.push_back(9);
+  EXPECT_EQ(log[kEntries + 1], 9u) << "and starts a chunk again";
+  EXPECT_EQ(copy[kEntries], 7u) << "the copy is its own";
 }
 
 }  // namespace
