@@ -71,13 +71,13 @@ ReadRankTrace ReadRankTraceApart(const std::string& dir) {
   ReadRankTrace trace{RankTraceReader::Open(dir)};
   if (!trace.reader.ok()) return trace;
   RankTraceReader& reader = **trace.reader;
-  absl::StatusOr<std::vector<v1::Event>> events = reader.ReadAll();
-  if (!events.ok()) {
-    trace.read = events.status();
+  absl::StatusOr<std::vector<IndexedRecord>> records = reader.ReadAllRecords();
+  if (!records.ok()) {
+    trace.read = records.status();
     return trace;
   }
-  trace.records = events->size();
-  trace.update = ProcessUpdateFromStore(*events, reader.regions(), reader.call_paths(), reader.status());
+  trace.records = records->size();
+  trace.update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(), reader.status());
   return trace;
 }
 

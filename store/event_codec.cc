@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include "files/safe_text.h"
 
@@ -288,14 +289,11 @@ ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const
   return update;
 }
 
-ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
+ProcessUpdate ProcessUpdateFromStore(std::vector<IndexedRecord> records,
                                      const std::map<uint32_t, std::string>& regions,
                                      const std::map<uint32_t, CallPath>& call_paths, const v1::StoredStatus& status) {
   ProcessUpdate update;
-  update.records.reserve(events.size());
-  for (const v1::Event& event : events) {
-    update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
-  }
+  update.records = std::move(records);
   update.regions.assign(regions.begin(), regions.end());
   update.call_paths.assign(call_paths.begin(), call_paths.end());
   update.status = ProcessStatusFromWire(status.writer_status());

@@ -76,8 +76,9 @@ ProcessSample ProcessSampleFromWire(const v1::ProcessSample& sample);
 // batch.events(): those the trace store took as new, AppendResult::stored_events; the
 // others were resends). Resends are told apart once, by the store.
 ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const std::vector<int>& stored_events);
-// What a stored rank trace says: its events, region names, call paths and latest status.
-ProcessUpdate ProcessUpdateFromStore(const std::vector<v1::Event>& events,
+// What a stored rank trace says: its records (RankTraceReader::ReadAllRecords), region
+// names, call paths and latest status.
+ProcessUpdate ProcessUpdateFromStore(std::vector<IndexedRecord> records,
                                      const std::map<uint32_t, std::string>& regions,
                                      const std::map<uint32_t, CallPath>& call_paths, const v1::StoredStatus& status);
 

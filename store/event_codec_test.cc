@@ -344,7 +344,11 @@ TEST(ProcessUpdateTest, RecordsSurviveTheTripThroughTheTraceStore) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   absl::StatusOr<std::vector<v1::Event>> events = (*reader)->ReadAll();
   ASSERT_TRUE(events.ok()) << events.status();
-  const ProcessUpdate update = ProcessUpdateFromStore(*events, (*reader)->regions(), (*reader)->call_paths(), (*reader)->status());
+  absl::StatusOr<std::vector<IndexedRecord>> stored = (*reader)->ReadAllRecords();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), events->size()) << "the same events either way";
+  const ProcessUpdate update =
+      ProcessUpdateFromStore(*std::move(stored), (*reader)->regions(), (*reader)->call_paths(), (*reader)->status());
   ASSERT_EQ(update.records.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     SCOPED_TRACE(i);

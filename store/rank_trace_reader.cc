@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "store/event_codec.h"
 #include "store/trace_frames.h"
 #include "store/trace_store.h"
@@ -66,6 +67,22 @@ absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
     for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
   }
   return events;
+}
+
+absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() const {
+  std::vector<IndexedRecord> records;
+  google::protobuf::Arena arena;
+  for (const FrameInfo& frame : scan_.frames) {
+    if (frame.tag != store::kTagEvents) continue;
+    auto* record = google::protobuf::Arena::CreateMessage<v1::StoreRecord>(&arena);
+    if (absl::Status decoded = store::DecodeFrameInto(*file_, frame, record); !decoded.ok()) return decoded;
+    records.reserve(records.size() + static_cast<size_t>(record->events().events_size()));
+    for (const v1::Event& event : record->events().events()) {
+      records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+    }
+    arena.Reset();
+  }
+  return records;
 }
 
 absl::Status RankTraceReader::ForEachEventsFrame(

@@ -82,17 +82,25 @@ class FramedFileReader {
   absl::Status error_;
 };
 
-// The message in `frame` of `file`, read in place.
+// The message in `frame` of `file`, read in place into `message` (which may live on an
+// arena, for a reader of many frames).
 template <typename Message>
-absl::StatusOr<Message> DecodeFrame(FramedFileReader& file, const FrameInfo& frame) {
+absl::Status DecodeFrameInto(FramedFileReader& file, const FrameInfo& frame, Message* message) {
   const std::string_view bytes = file.Bytes(frame.offset, frame.length);
   if (!file.error().ok()) return file.error();
-  Message message;
-  if (!message.ParseFromArray(bytes.data() + store::kFrameHeaderBytes,
-                              static_cast<int>(frame.length - store::kFrameHeaderBytes))) {
+  if (!message->ParseFromArray(bytes.data() + store::kFrameHeaderBytes,
+                               static_cast<int>(frame.length - store::kFrameHeaderBytes))) {
     return absl::DataLossError(absl::StrCat(file.path(), ": frame at offset ", frame.offset,
                                             " passes its checksum but does not decode"));
   }
+  return absl::OkStatus();
+}
+
+// The message in `frame` of `file`, read in place.
+template <typename Message>
+absl::StatusOr<Message> DecodeFrame(FramedFileReader& file, const FrameInfo& frame) {
+  Message message;
+  if (absl::Status decoded = DecodeFrameInto(file, frame, &message); !decoded.ok()) return decoded;
   return message;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "proto/collwatch.pb.h"
 #include "ring/call_path.h"
+#include "ring/ring_reader.h"  // IndexedRecord
 
 namespace collwatch {
 
@@ -129,6 +130,10 @@ class RankTraceReader {
 
   // Every event, in stored order.
   absl::StatusOr<std::vector<v1::Event>> ReadAll() const;
+  // Every event as the ring record it stands for, in stored order: what a reader of the
+  // whole trace into a model needs, without a message kept per event (each frame is
+  // decoded on one arena, reused).
+  absl::StatusOr<std::vector<IndexedRecord>> ReadAllRecords() const;
   // The same events one stored frame at a time (`each` may move them away): a reader of a
   // trace of any size holds one frame. Stops at the first error, `each`'s included.
   absl::Status ForEachEventsFrame(const std::function<absl::Status(std::vector<v1::Event>&)>& each) const;
