@@ -543,7 +543,9 @@ uint32_t JobModel::LastTellingCall(const Process& process) {
 
 int64_t JobModel::LatestTimeNs() const {
   int64_t latest = 0;
-  for (const std::unique_ptr<Process>& process : processes_) latest = std::max({latest, process->last_record_ns, process->heartbeat_ns});
+  for (const std::unique_ptr<Process>& process : processes_) {
+    latest = std::max({latest, process->last_record_ns, process->heartbeat_ns});
+  }
   return latest;
 }
 

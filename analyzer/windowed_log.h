@@ -201,7 +201,8 @@ class WindowedLog {
     const size_t now_first_chunk = storage.offset >> kChunkShift;
     for (size_t chunk = first_chunk; chunk < now_first_chunk; ++chunk) storage.chunks[chunk].reset();
     if (now_first_chunk * 2 >= storage.chunks.size()) {
-      storage.chunks.erase(storage.chunks.begin(), storage.chunks.begin() + static_cast<std::ptrdiff_t>(now_first_chunk));
+      const auto emptied = static_cast<std::ptrdiff_t>(now_first_chunk);
+      storage.chunks.erase(storage.chunks.begin(), storage.chunks.begin() + emptied);
       storage.offset -= now_first_chunk << kChunkShift;
     }
   }

@@ -144,7 +144,10 @@ int main(int argc, char** argv) {
     RankState state;
     state.process = job.AddProcess(rank);
     job.Init(state.process, kWorld, rank, ranks, kStart);
-    if (comms > 0) job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size, kStart);
+    if (comms > 0) {
+      job.Init(state.process, kGroupBase + static_cast<uint64_t>(rank / group_size), rank % group_size, group_size,
+               kStart);
+    }
     return state;
   };
   // The calls of `rank` at schedule position `position` into `job` (none once its run
@@ -175,7 +178,8 @@ int main(int argc, char** argv) {
     }
     uint64_t records = 3;
     if (comms > 0) {
-      job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2, t + kOpNs * 3 / 4);
+      job.Collective(state.process, group, group_rank, group_size, state.seq, group_op, t + kOpNs / 2,
+                     t + kOpNs * 3 / 4);
       records += 3;
     }
     ++state.seq;
@@ -196,7 +200,9 @@ int main(int argc, char** argv) {
     made.records = kInitRecords * (comms > 0 ? 2 : 1);
     // Its records' room at once, as a decoder sizes a rank trace's records from its frames.
     recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made.records);
-    for (size_t position = 0; position < positions; ++position) made.records += issue(job, static_cast<int>(rank), state, position);
+    for (size_t position = 0; position < positions; ++position) {
+      made.records += issue(job, static_cast<int>(rank), state, position);
+    }
     made.trace = std::move(recorded.processes().front());
     return made;
   };

@@ -30,7 +30,8 @@ inline AnalyzedBothWays AnalyzeBothWays(AnalyzeOptions options) {
   folded.err = err.str();
   options.keep_every_call = true;
   std::ostringstream kept_out, kept_err;
-  EXPECT_EQ(RunAnalyzeCommand(options, kept_out, kept_err), folded.exit_code) << "--keep-every-call changed the verdict";
+  const int kept_exit_code = RunAnalyzeCommand(options, kept_out, kept_err);
+  EXPECT_EQ(kept_exit_code, folded.exit_code) << "--keep-every-call changed the verdict";
   EXPECT_EQ(kept_out.str(), folded.out) << "--keep-every-call changed the report";
   return folded;
 }
