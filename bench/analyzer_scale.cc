@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
     RankState state = start_rank(job, static_cast<int>(rank));
     MadeRank made;
     made.records = kInitRecords * (comms > 0 ? 2 : 1);
-    // Its records' room at once, as a decoder sizes a rank trace's records from its frames.
+    // Its records' room at once: the count is known here, and growing the vector would
+    // time the benchmark's copying, not the analyzer.
     recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made.records);
     for (size_t position = 0; position < positions; ++position) {
       made.records += issue(job, static_cast<int>(rank), state, position);

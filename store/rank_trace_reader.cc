@@ -76,7 +76,6 @@ absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() con
     if (frame.tag != store::kTagEvents) continue;
     auto* record = google::protobuf::Arena::CreateMessage<v1::StoreRecord>(&arena);
     if (absl::Status decoded = store::DecodeFrameInto(*file_, frame, record); !decoded.ok()) return decoded;
-    records.reserve(records.size() + static_cast<size_t>(record->events().events_size()));
     for (const v1::Event& event : record->events().events()) {
       records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
     }
