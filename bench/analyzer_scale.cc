@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
     uint64_t seq = 1;
     bool done = false;
   };
-  // A rank's process and its communicators' creation (an enter and a return each), into `job`.
-  constexpr uint64_t kInitRecords = 2;
+  // A rank's process and its communicators' creation, into `job`: an enter and a return each.
+  const uint64_t init_records = comms > 0 ? 4 : 2;
   auto start_rank = [&](SyntheticJob& job, int rank) {
     RankState state;
     state.process = job.AddProcess(rank);
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     SyntheticJob job(&recorded);
     RankState state = start_rank(job, static_cast<int>(rank));
     MadeRank made;
-    made.records = kInitRecords * (comms > 0 ? 2 : 1);
+    made.records = init_records;
     // Its records' room at once: the count is known here, and growing the vector would
     // time the benchmark's copying, not the analyzer.
     recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made.records);
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
     std::vector<RankState> states;
     for (int rank = 0; rank < ranks; ++rank) {
       states.push_back(start_rank(job, rank));
-      records += kInitRecords * (comms > 0 ? 2 : 1);
+      records += init_records;
     }
     for (size_t from = 0; from < positions; from += kOnlineBlock) {
       const bool bad_block = bad >= from && bad < from + kOnlineBlock;

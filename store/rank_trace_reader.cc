@@ -58,44 +58,48 @@ absl::StatusOr<v1::StoreRecord> RankTraceReader::Decode(const FrameInfo& frame) 
   return store::DecodeFrame<v1::StoreRecord>(*file_, frame);
 }
 
-absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
-  std::vector<v1::Event> events;
+absl::Status RankTraceReader::ForEachEventsRecord(
+    const std::function<absl::Status(const v1::StoreRecord&)>& each) const {
+  google::protobuf::Arena arena;  // one for every frame, reset after each: no allocation per event
   for (const FrameInfo& frame : scan_.frames) {
     if (frame.tag != store::kTagEvents) continue;
-    absl::StatusOr<v1::StoreRecord> record = Decode(frame);
-    if (!record.ok()) return record.status();
-    for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
+    auto* record = google::protobuf::Arena::CreateMessage<v1::StoreRecord>(&arena);
+    if (absl::Status decoded = store::DecodeFrameInto(*file_, frame, record); !decoded.ok()) return decoded;
+    if (absl::Status status = each(*record); !status.ok()) return status;
+    arena.Reset();
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
+  std::vector<v1::Event> events;
+  absl::Status read = ForEachEventsRecord([&](const v1::StoreRecord& record) {
+    events.insert(events.end(), record.events().events().begin(), record.events().events().end());
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return read;
   return events;
 }
 
 absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() const {
   std::vector<IndexedRecord> records;
-  google::protobuf::Arena arena;
-  for (const FrameInfo& frame : scan_.frames) {
-    if (frame.tag != store::kTagEvents) continue;
-    auto* record = google::protobuf::Arena::CreateMessage<v1::StoreRecord>(&arena);
-    if (absl::Status decoded = store::DecodeFrameInto(*file_, frame, record); !decoded.ok()) return decoded;
-    for (const v1::Event& event : record->events().events()) {
+  absl::Status read = ForEachEventsRecord([&](const v1::StoreRecord& record) {
+    for (const v1::Event& event : record.events().events()) {
       records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
     }
-    arena.Reset();
-  }
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return read;
   return records;
 }
 
 absl::Status RankTraceReader::ForEachEventsFrame(
     const std::function<absl::Status(std::vector<v1::Event>&)>& each) const {
   std::vector<v1::Event> events;
-  for (const FrameInfo& frame : scan_.frames) {
-    if (frame.tag != store::kTagEvents) continue;
-    absl::StatusOr<v1::StoreRecord> record = Decode(frame);
-    if (!record.ok()) return record.status();
-    events.clear();
-    for (v1::Event& event : *record->mutable_events()->mutable_events()) events.push_back(std::move(event));
-    if (absl::Status status = each(events); !status.ok()) return status;
-  }
-  return absl::OkStatus();
+  return ForEachEventsRecord([&](const v1::StoreRecord& record) {
+    events.assign(record.events().events().begin(), record.events().events().end());
+    return each(events);
+  });
 }
 
 absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadComm(uint64_t comm_id, uint64_t from_seq) const {

@@ -145,6 +145,9 @@ class RankTraceReader {
 
  private:
   RankTraceReader() = default;
+  // Each events frame of the log in stored order, decoded on one arena reused from frame to
+  // frame (the record given to `each` lives until `each` returns); stops at the first error.
+  absl::Status ForEachEventsRecord(const std::function<absl::Status(const v1::StoreRecord&)>& each) const;
   absl::StatusOr<v1::StoreRecord> Decode(const FrameInfo& frame) const;
 
   std::string dir_;
