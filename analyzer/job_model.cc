@@ -47,18 +47,27 @@ Fingerprint FingerprintOf(const Call& call) {
   return Fingerprint{call.fn, call.dtype, call.redop, call.root_or_peer, call.count, call.region};
 }
 
+namespace {
+
 // Three mixes over the fields packed into words: computed for every collective placed, where
-// a combine per field (seven mixes) was a tenth of the model's time post-mortem.
-uint64_t HashOf(const Fingerprint& f) {
+// a combine per field (seven mixes) was a tenth of the model's time post-mortem. Inlined
+// where a call's link is made (JobModel::FoldIntoChain).
+[[gnu::always_inline]] inline uint64_t HashOfInline(const Fingerprint& f) {
   const uint64_t shape = static_cast<uint64_t>(f.fn) | static_cast<uint64_t>(f.dtype) << 16 |
                          static_cast<uint64_t>(static_cast<uint32_t>(f.redop)) << 24;
   const uint64_t place = static_cast<uint64_t>(static_cast<uint32_t>(f.root)) | static_cast<uint64_t>(f.region) << 32;
   return Mix64(Mix64(shape ^ Mix64(place)) ^ f.count);
 }
 
-uint64_t ChainLink(const Fingerprint& fingerprint, uint64_t seq) {
-  return Mix64(HashOf(fingerprint) ^ (seq * 0x9e3779b97f4a7c15ull));
+[[gnu::always_inline]] inline uint64_t ChainLinkInline(const Fingerprint& fingerprint, uint64_t seq) {
+  return Mix64(HashOfInline(fingerprint) ^ (seq * 0x9e3779b97f4a7c15ull));
 }
+
+}  // namespace
+
+uint64_t HashOf(const Fingerprint& fingerprint) { return HashOfInline(fingerprint); }
+
+uint64_t ChainLink(const Fingerprint& fingerprint, uint64_t seq) { return ChainLinkInline(fingerprint, seq); }
 
 int64_t JobModel::ToRealtime(const Process& process, uint64_t monotonic_ns) const {
   int64_t realtime;
@@ -174,7 +183,8 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
     if (from_user_code && call.fn == ApiFn::kAllGather) {
       if (process.unit_paths.size() >= kMaxUnitPaths && !process.unit_paths.count(unit)) process.unit_paths.clear();
       process.unit_paths[unit] = call.call_path;
-    } else if (!from_user_code && (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter)) {
+    } else if (!from_user_code && !process.unit_paths.empty() &&
+               (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter)) {
       auto forward = process.unit_paths.find(unit);
       if (forward != process.unit_paths.end()) {
         call.call_path = forward->second;
@@ -188,6 +198,8 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
 }
 
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
+  RecentComm& recent = recent_comms_[comm_id % recent_comms_.size()];
+  if (recent.index != kNoComm && recent.id == comm_id && (nranks <= comms_[recent.index].nranks || nranks > kMaxRanks)) return recent.index;
   auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
   if (inserted) {
     comms_.emplace_back();
@@ -198,6 +210,7 @@ CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
     comm.nranks = nranks;
     comm.ranks.resize(static_cast<size_t>(nranks));
   }
+  recent = RecentComm{comm_id, it->second};
   return it->second;
 }
 
@@ -309,7 +322,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     call.flags |= ring::kFlagCaptured;
   }
   process.calls.push_back(call);
-  process.pending[PendingKey(lane, index)] = call_index;
+  process.pending.Set(PendingKey(lane, index), call_index);
   process.last_record_ns = std::max(process.last_record_ns, call.enter_ns);
   if (process.early.empty()) return;  // the usual case: no return or completion came first
   if (auto early = process.early.find(PendingKey(lane, index)); early != process.early.end()) {
@@ -334,12 +347,13 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       AddEnter(process_id, lane, index, record);
       return;
     case RecordKind::kReturn: {
-      auto it = process.pending.find(PendingKey(record.ref_lane, record.ref_index));
-      if (it == process.pending.end()) {
+      const uint64_t key = PendingKey(record.ref_lane, record.ref_index);
+      const uint32_t* waiting = process.pending.Find(key);
+      if (waiting == nullptr) {
         if (!HoldEarly(process, record)) ++unmatched_records_;
         return;
       }
-      const uint32_t call_index = it->second;
+      const uint32_t call_index = *waiting;
       Call& call = process.calls[call_index];
       call.return_ns = std::max(ToRealtime(process, record.t_ns), call.enter_ns);
       if (call.return_ns == 0) call.return_ns = 1;
@@ -362,7 +376,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       const bool more_returns = call.fn == ApiFn::kCommInitAll && record.result == 0 && record.rank >= 0 &&
                                 record.rank + 1 < record.nranks;
       if (CompletesAtReturn(call, record.flags, record.result)) {
-        if (!more_returns) process.pending.erase(it);
+        if (!more_returns) process.pending.Erase(key);
         MarkCompleted(process, call_index, call.return_ns);
         // A group end with no device work to wait for: its members are done as well.
         if (call.fn == ApiFn::kGroupEnd) {
@@ -371,18 +385,19 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         }
       } else if (call.group_id != 0 && call.fn != ApiFn::kGroupEnd) {
         // Its completion comes with the group's (a kComplete naming the GroupEnd).
-        process.pending.erase(it);
+        process.pending.Erase(key);
         process.pending_groups.Add(call.group_id, record.stream, call_index);
       }
       return;
     }
     case RecordKind::kComplete: {
-      auto it = process.pending.find(PendingKey(record.ref_lane, record.ref_index));
-      if (it == process.pending.end()) {
+      const uint64_t key = PendingKey(record.ref_lane, record.ref_index);
+      const uint32_t* waiting = process.pending.Find(key);
+      if (waiting == nullptr) {
         if (!HoldEarly(process, record)) ++unmatched_records_;
         return;
       }
-      const uint32_t call_index = it->second;
+      const uint32_t call_index = *waiting;
       const int64_t when = ToRealtime(process, record.t_ns);
       process.last_record_ns = std::max(process.last_record_ns, when);
       if (process.calls[call_index].fn == ApiFn::kGroupEnd) {
@@ -392,7 +407,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
       MarkCompleted(process, call_index, when);
       // Another stream of the same group may still complete through this GroupEnd.
       if (process.calls[call_index].fn != ApiFn::kGroupEnd || !process.pending_groups.Waiting(record.group_id)) {
-        process.pending.erase(it);
+        process.pending.Erase(key);
       }
       return;
     }
@@ -429,9 +444,10 @@ void JobModel::FoldIntoChain(CommRank& rank, const Call& call, bool placed_befor
   // History that starts late (a cut dump): no windows below its slots.
   if (rank.chains.empty()) rank.chains.StartAt(ChainWindowOf(rank.collectives.first() + 1));
   if (window < rank.chains.first()) return;
-  rank.chains.resize(window + 1, WindowChain{});
-  WindowChain& chain = rank.chains[window];
-  chain.chain += ChainLink(FingerprintOf(call), call.seq);
+  if (window >= rank.chains.size()) rank.chains.resize(window + 1, WindowChain{});
+  // Calls come in seq order: the newest window, without a lookup.
+  WindowChain& chain = window + 1 == rank.chains.size() ? rank.chains.back() : rank.chains[window];
+  chain.chain += ChainLinkInline(FingerprintOf(call), call.seq);
   ++chain.filled;
   if (placed_before || call.region_unknown) chain.tainted = true;
 }
@@ -464,7 +480,7 @@ void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std
     for (const uint32_t call : rank.p2p) keep_if_below(call);
     keep_if_below(rank.init_call);
   }
-  for (const auto& [key, call] : process.pending) keep_if_below(call);
+  process.pending.ForEach(keep_if_below);
   process.pending_groups.ForEachMember(keep_if_below);
   process.calls.DropBefore(index, keep);
 }

@@ -6,6 +6,7 @@
 #ifndef COLLWATCH_ANALYZER_JOB_MODEL_H_
 #define COLLWATCH_ANALYZER_JOB_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "analyzer/pending_calls.h"
 #include "analyzer/progress_frontier.h"
 #include "analyzer/window_chain.h"
 #include "analyzer/windowed_log.h"
@@ -193,7 +195,7 @@ struct Process {
   stacks::ProcessStacks stacks;
   int64_t stacks_taken_ns = 0;
   // Calls waiting for their return or completion, by their enter record's (lane, index).
-  absl::flat_hash_map<uint64_t, uint32_t> pending;  // flat: no allocation per call
+  PendingCalls pending;
   // Grouped calls (call indexes) waiting for the completion of their group.
   GroupedCollectives<uint32_t> pending_groups;
   // Returns and completions that arrived before their enter (lanes are shipped
@@ -332,6 +334,13 @@ class JobModel {
   std::map<std::pair<std::string, int32_t>, ProcessId> by_host_pid_;  // the latest of each
   std::vector<Comm> comms_;
   absl::flat_hash_map<uint64_t, CommIndex> comm_index_;
+  // The communicators last looked up, by the low bits of their id: nearly every record names
+  // one of its process's few communicators, found here without hashing (CommFor).
+  struct RecentComm {
+    uint64_t id = 0;
+    CommIndex index = kNoComm;  // kNoComm: none
+  };
+  std::array<RecentComm, 8> recent_comms_{};
   std::vector<std::string> region_names_ = {""};
   std::unordered_map<std::string, RegionId> region_ids_;
   std::vector<CallPath> call_paths_ = {CallPath{}};

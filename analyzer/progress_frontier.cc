@@ -8,10 +8,12 @@ namespace collwatch::analyzer {
 void ProgressFrontier::Entered(uint64_t seq) {
   if (seq <= entered_) return;
   entered_ = seq;
-  const bool done = done_early_.count(seq) > 0;
-  // Early completions at or below it are settled: this one, or ones whose enters were lost.
-  done_early_.erase(done_early_.begin(), done_early_.upper_bound(seq));
-  if (done) return;
+  if (!done_early_.empty()) {  // rare: a completion came before its enter
+    const bool done = done_early_.count(seq) > 0;
+    // Early completions at or below it are settled: this one, or ones whose enters were lost.
+    done_early_.erase(done_early_.begin(), done_early_.upper_bound(seq));
+    if (done) return;
+  }
   if (open_.size() >= kMaxTracked) open_.pop_front();
   open_.push_back(seq);
 }

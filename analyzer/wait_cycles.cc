@@ -34,7 +34,7 @@ uint32_t OldestOpenCall(const Process& process) {
     if (!ring::IsCollective(call.fn) && !ring::IsP2p(call.fn)) return;
     oldest = index;
   };
-  for (const auto& [key, index] : process.pending) consider(index);
+  process.pending.ForEach(consider);
   process.pending_groups.ForEachMember(consider);
   return oldest;
 }

@@ -111,9 +111,9 @@ void JobModel::FoldAgreeingWindows(ProcessId process_id) {
     entry.folded.StartAt(first_slot);
     entry.folded_flags.StartAt(first_slot);
     entry.folded_like.StartAt(first_slot / kChainWindow);
-    for (const FoldedTimes& folded : times) entry.folded.push_back(folded);
-    for (const uint8_t call_flags : flags) entry.folded_flags.push_back(call_flags);
-    for (const int32_t reference : like) entry.folded_like.push_back(reference);
+    entry.folded.Append(times);
+    entry.folded_flags.Append(flags);
+    entry.folded_like.Append(like);
     entry.collectives.DropBefore(first_slot + windows * kChainWindow);
     folded_any = true;
   }

@@ -42,7 +42,7 @@ class WindowedLog {
     size_t count = 0;
     std::map<size_t, T> kept;
 
-    T& At(size_t window_index) {
+    [[gnu::always_inline]] T& At(size_t window_index) {
       const size_t position = offset + window_index;
       return chunks[position >> kChunkShift][position & kChunkMask];
     }
@@ -106,15 +106,11 @@ class WindowedLog {
 
   // Valid for every index in [first(), size()) and for the kept ones below; anything else
   // is a caller that lost track of what it pruned, and must not read another call.
-  const T& operator[](size_t index) const {
-    if (index >= first_ && index < size()) return storage_->At(index - first_);
-    if (storage_) {
-      if (auto kept = storage_->kept.find(index); kept != storage_->kept.end()) return kept->second;
-    }
-    std::fprintf(stderr, "collwatch: internal error: pruned history entry %zu read\n", index);
-    std::abort();
+  [[gnu::always_inline]] const T& operator[](size_t index) const {
+    if (index >= first_ && index < size()) [[likely]] return storage_->At(index - first_);
+    return KeptEntry(index);
   }
-  T& operator[](size_t index) { return const_cast<T&>(std::as_const(*this)[index]); }
+  [[gnu::always_inline]] T& operator[](size_t index) { return const_cast<T&>(std::as_const(*this)[index]); }
   bool Holds(size_t index) const {
     return (index >= first_ && index < size()) || (storage_ && storage_->kept.count(index) != 0);
   }
@@ -128,6 +124,19 @@ class WindowedLog {
     if ((position >> kChunkShift) == storage.chunks.size()) storage.chunks.emplace_back(new T[kChunkEntries]);
     storage.chunks[position >> kChunkShift][position & kChunkMask] = std::move(item);
     ++storage.count;
+  }
+  // `items` after the last entry, a chunk at a time.
+  void Append(const std::vector<T>& items) {
+    Storage& storage = MutableStorage();
+    for (size_t done = 0; done < items.size();) {
+      const size_t position = storage.offset + storage.count;
+      if ((position >> kChunkShift) == storage.chunks.size()) storage.chunks.emplace_back(new T[kChunkEntries]);
+      const size_t room = std::min(kChunkEntries - (position & kChunkMask), items.size() - done);
+      std::copy_n(items.begin() + static_cast<std::ptrdiff_t>(done), room,
+                  &storage.chunks[position >> kChunkShift][position & kChunkMask]);
+      storage.count += room;
+      done += room;
+    }
   }
   // Grows to `count` indexes, new ones set to `fill` (never shrinks).
   void resize(size_t count, const T& fill) {
@@ -183,6 +192,14 @@ class WindowedLog {
 
  private:
   size_t Count() const { return storage_ ? storage_->count : 0; }
+  // Below the window: out of line, so that the window's indexing inlines where it is read.
+  [[gnu::noinline, gnu::cold]] const T& KeptEntry(size_t index) const {
+    if (storage_) {
+      if (auto kept = storage_->kept.find(index); kept != storage_->kept.end()) return kept->second;
+    }
+    std::fprintf(stderr, "collwatch: internal error: pruned history entry %zu read\n", index);
+    std::abort();
+  }
   Storage& MutableStorage() {
     if (!storage_) storage_ = std::make_unique<Storage>();
     return *storage_;
