@@ -14,17 +14,22 @@ void ProgressFrontier::Entered(uint64_t seq) {
     done_early_.erase(done_early_.begin(), done_early_.upper_bound(seq));
     if (done) return;
   }
-  if (open_.size() >= kMaxTracked) open_.pop_front();
+  if (open_.size() - open_head_ >= kMaxTracked) PopOpenFront();
   open_.push_back(seq);
+}
+
+void ProgressFrontier::GiveBackPassed() {
+  open_.erase(open_.begin(), open_.begin() + static_cast<std::ptrdiff_t>(open_head_));
+  open_head_ = 0;
 }
 
 void ProgressFrontier::Completed(uint64_t seq) {
   if (seq == 0) return;
-  if (!open_.empty() && open_.front() == seq) {  // the usual case: completions in order
-    open_.pop_front();
+  if (!OpenEmpty() && open_[open_head_] == seq) {  // the usual case: completions in order
+    PopOpenFront();
     return;
   }
-  auto found = std::lower_bound(open_.begin(), open_.end(), seq);
+  auto found = std::lower_bound(open_.begin() + static_cast<std::ptrdiff_t>(open_head_), open_.end(), seq);
   if (found != open_.end() && *found == seq) {
     open_.erase(found);
     return;

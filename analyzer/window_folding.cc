@@ -64,9 +64,15 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
     const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
     const WindowedLog<Call>& reference_calls = ProcessAt(reference.process).calls;
     const size_t before = times->size();
-    for (uint64_t slot = window * kChainWindow; slot < (window + 1) * kChainWindow && folding; ++slot) {
-      const uint32_t mine_index = entry.collectives[slot];
-      const uint32_t theirs_index = reference.collectives.Holds(slot) ? reference.collectives[slot] : kNoCall;
+    const uint64_t first_slot = window * kChainWindow;
+    // Both ranks' call indexes for the window, read in place where each lies in one chunk.
+    const uint32_t* mine_run = entry.collectives.Run(first_slot, kChainWindow);
+    const uint32_t* theirs_run = reference.collectives.Run(first_slot, kChainWindow);
+    for (uint64_t slot = first_slot; slot < first_slot + kChainWindow && folding; ++slot) {
+      const uint32_t mine_index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
+      const uint32_t theirs_index = theirs_run != nullptr                 ? theirs_run[slot - first_slot]
+                                    : reference.collectives.Holds(slot) ? reference.collectives[slot]
+                                                                        : kNoCall;
       if (mine_index == kNoCall || theirs_index == kNoCall) {
         folding = false;
         break;
