@@ -275,8 +275,8 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
     call.comm = CommFor(record.comm_id, record.nranks);
     Comm& comm = comms_[call.comm];
     if (static_cast<size_t>(record.rank) < comm.ranks.size()) {
-      Join(call.comm, record.rank, process_id);
       CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
+      if (!rank.present || rank.process != process_id) Join(call.comm, record.rank, process_id);
       // A rank's first collective far into the communicator's life: its history was
       // cut (a Flight Recorder dump keeps its last entries); the window starts near it,
       // leaving room for records of other lanes that arrive later.
@@ -295,9 +295,14 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
                               (call.region == 0 && !call.call_path_inferred && rank.first_seq > 1 &&
                                (call.fn == ApiFn::kAllGather || call.fn == ApiFn::kReduceScatter) &&
                                !process.unit_paths.count(HashCombine(record.comm_id, record.count)));
-        if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
-        const bool placed_before = rank.collectives[record.seq - 1] != kNoCall;
-        rank.collectives[record.seq - 1] = call_index;
+        bool placed_before = false;
+        if (rank.collectives.size() + 1 == record.seq) {  // the usual case: the next one
+          rank.collectives.push_back(call_index);
+        } else {
+          if (rank.collectives.size() < record.seq) rank.collectives.resize(record.seq, kNoCall);
+          placed_before = rank.collectives[record.seq - 1] != kNoCall;
+          rank.collectives[record.seq - 1] = call_index;
+        }
         FoldIntoChain(rank, call, placed_before);
         rank.progress.Entered(record.seq);
         rank.last_enter_ns = call.enter_ns;

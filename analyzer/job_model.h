@@ -137,11 +137,13 @@ struct CommRank {
   // folded in as they are placed (the agreement check compares these first).
   WindowedLog<WindowChain> chains;
   // Post-mortem, its oldest windows folded into their class (JobModel::FoldAgreeingWindows):
-  // by seq - 1, up to collectives.first(), its times and its flags; by window, the
-  // reference rank whose calls it matched there.
+  // by seq - 1, up to collectives.first(), its times; by seq - 1, the flags of those whose
+  // flags are not their reference's (what a return says of its timing is mostly alike from
+  // rank to rank); by window from folded.first(), the reference rank whose calls it matched
+  // there (a few dozen windows a rank: a vector, where a log's first chunk holds hundreds).
   WindowedLog<FoldedTimes> folded;
-  WindowedLog<uint8_t> folded_flags;
-  WindowedLog<int32_t> folded_like;
+  absl::flat_hash_map<uint64_t, uint8_t> folded_flags_unlike;
+  std::vector<int32_t> folded_like;
   // The lowest sequence number it still answers for, folded or held.
   uint64_t FirstHeldSeq() const { return (folded.size() > folded.first() ? folded.first() : collectives.first()) + 1; }
 };
@@ -317,10 +319,10 @@ class JobModel {
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
   // How many windows of `rank` of `comm`, from its oldest held one, fold (window_folding.cc),
-  // with their calls' times and flags appended to `times` and `flags`, and their
-  // reference ranks to `like`.
-  size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times, std::vector<uint8_t>* flags,
-                         std::vector<int32_t>* like);
+  // with their calls' times appended to `times`, (slot, flags) of those whose flags are not
+  // their reference's to `unlike_flags`, and their reference ranks to `like`.
+  size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
+                         std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags, std::vector<int32_t>* like);
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
   const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 

@@ -14,9 +14,10 @@ namespace {
 // (a job whose every rank differs must not cost a search over every rank per rank).
 constexpr size_t kMaxWindowClasses = 64;
 
-// Every field of a call but its rank, times and flags (kept with each folded call): what a
-// folded call takes from its reference's. A field added to Call must be compared here, or
-// a folded call would be made again with the reference's value of it.
+// Every field of a call but its rank, times and flags (its times kept with each folded call,
+// its flags where they are not its reference's): what a folded call takes from its
+// reference's. A field added to Call must be compared here, or a folded call would be made
+// again with the reference's value of it.
 bool SameButRankTimesAndFlags(const Call& a, const Call& b) {
   return a.count == b.count && a.seq == b.seq && a.group_id == b.group_id && a.comm == b.comm && a.region == b.region &&
          a.call_path == b.call_path && a.root_or_peer == b.root_or_peer && a.redop == b.redop && a.result == b.result &&
@@ -36,7 +37,7 @@ std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
 }  // namespace
 
 size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
-                                 std::vector<uint8_t>* flags, std::vector<int32_t>* like) {
+                                 std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags, std::vector<int32_t>* like) {
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   if (entry.collectives.first() % kChainWindow != 0) return 0;  // a history cut inside a window
   const WindowedLog<Call>& calls = ProcessAt(entry.process).calls;
@@ -64,6 +65,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
     const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
     const WindowedLog<Call>& reference_calls = ProcessAt(reference.process).calls;
     const size_t before = times->size();
+    const size_t unlike_before = unlike_flags->size();
     const uint64_t first_slot = window * kChainWindow;
     // Both ranks' call indexes for the window, read in place where each lies in one chunk.
     const uint32_t* mine_run = entry.collectives.Run(first_slot, kChainWindow);
@@ -85,12 +87,12 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
       folding = enter && returned && completed && SameButRankTimesAndFlags(mine, theirs);
       if (folding) {
         times->push_back(FoldedTimes{*enter, *returned, *completed});
-        flags->push_back(mine.flags);
+        if (mine.flags != theirs.flags) unlike_flags->emplace_back(slot, mine.flags);
       }
     }
     if (!folding) {
       times->resize(before);
-      flags->resize(before);
+      unlike_flags->resize(unlike_before);
       continue;
     }
     like->push_back(seen->second);
@@ -102,24 +104,22 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
 void JobModel::FoldAgreeingWindows(ProcessId process_id) {
   if (process_id >= processes_.size()) return;
   std::vector<FoldedTimes> times;
-  std::vector<uint8_t> flags;
+  std::vector<std::pair<uint64_t, uint8_t>> unlike_flags;
   std::vector<int32_t> like;
   bool folded_any = false;
   for (const auto& [comm_index, rank_number] : ProcessAt(process_id).memberships) {
     Comm& comm = comms_[comm_index];
     CommRank& entry = comm.ranks[static_cast<size_t>(rank_number)];
     times.clear();
-    flags.clear();
+    unlike_flags.clear();
     like.clear();
-    const size_t windows = FoldableWindows(comm, rank_number, &times, &flags, &like);
+    const size_t windows = FoldableWindows(comm, rank_number, &times, &unlike_flags, &like);
     if (windows == 0) continue;
     const size_t first_slot = entry.collectives.first();
     entry.folded.StartAt(first_slot);
-    entry.folded_flags.StartAt(first_slot);
-    entry.folded_like.StartAt(first_slot / kChainWindow);
     entry.folded.Append(times);
-    entry.folded_flags.Append(flags);
-    entry.folded_like.Append(like);
+    entry.folded_flags_unlike.insert(unlike_flags.begin(), unlike_flags.end());
+    entry.folded_like.insert(entry.folded_like.end(), like.begin(), like.end());
     entry.collectives.DropBefore(first_slot + windows * kChainWindow);
     folded_any = true;
   }
@@ -139,7 +139,7 @@ const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t se
     return call;
   }
   if (seq - 1 < entry.folded.first() || seq - 1 >= entry.folded.size()) return nullptr;
-  const int32_t reference = entry.folded_like[ChainWindowOf(seq)];
+  const int32_t reference = entry.folded_like[ChainWindowOf(seq) - ChainWindowOf(entry.folded.first() + 1)];
   const CommRank& theirs = comm.ranks[static_cast<size_t>(reference)];
   if (seq - 1 < theirs.collectives.first()) return nullptr;  // never: a reference keeps its window
   const Call* like = Collective(comm, reference, seq);
@@ -163,7 +163,10 @@ const Call* JobModel::RemadeCollective(const Comm& comm, int32_t rank, uint64_t 
   call.enter_ns = times.enter_ns;
   call.return_ns = times.return_ns;
   call.complete_ns = times.complete_ns;
-  call.flags = comm.ranks[static_cast<size_t>(rank)].folded_flags[seq - 1];
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (auto unlike = entry.folded_flags_unlike.find(seq - 1); unlike != entry.folded_flags_unlike.end()) {
+    call.flags = unlike->second;
+  }
   remade_index_.emplace(key, static_cast<uint32_t>(remade_.size()));
   remade_.push_back(call);
   return &remade_.back();
