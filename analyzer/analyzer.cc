@@ -171,7 +171,7 @@ void Analyzer::ForgetSettledHistory() {
   }
   if (next_forget_at_.size() < model_.process_count()) next_forget_at_.resize(model_.process_count(), 0);
   for (ProcessId p = 0; p < model_.process_count(); ++p) {
-    const WindowedLog<Call>& calls = model_.process(p).calls;
+    const auto& calls = model_.process(p).calls;
     if (calls.stored() < std::max(next_forget_at_[p], 2 * kCallsForgetChunk)) continue;
     std::vector<size_t> waiting_for_peer;
     for (const auto& [key, side] : unpaired_p2p_) {

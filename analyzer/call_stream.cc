@@ -40,7 +40,7 @@ CallStream::Placed CallStream::PlacedNow(uint32_t index, const Call& call) const
 }
 
 void CallStream::HandOutSettled(bool all, const Each& each) {
-  const WindowedLog<Call>& calls = process().calls;
+  const auto& calls = process().calls;
   for (; next_ < calls.size(); ++next_) {
     const Placed placed = PlacedNow(next_, calls[next_]);
     if (placed != Placed::kNo) waiting_.emplace(next_, placed);

@@ -127,7 +127,8 @@ struct CommRank {
   bool present = false;
   // By seq - 1: index into the process's calls (kNoCall: gap). Online, the front is
   // dropped once no check can need it (Analyzer: AnalyzerOptions::bounded_history).
-  WindowedLog<uint32_t> collectives;
+  // Chunks of 256 bytes: a folded rank keeps only its last partial window here.
+  WindowedLog<uint32_t, 256> collectives;
   WindowedLog<uint32_t> p2p;          // sends and receives, in enter order
   uint32_t init_call = kNoCall;       // its communicator creation call
   uint64_t first_seq = 0;             // its first collective reported (0: none yet)
@@ -135,7 +136,7 @@ struct CommRank {
   int64_t last_enter_ns = 0;
   // By ChainWindowOf(seq): the chained fingerprint of its collectives in each window,
   // folded in as they are placed (the agreement check compares these first).
-  WindowedLog<WindowChain> chains;
+  WindowedLog<WindowChain, 256> chains;  // a few dozen windows a rank: small chunks
   // Post-mortem, its oldest windows folded into their class (JobModel::FoldAgreeingWindows):
   // by seq - 1, up to collectives.first(), its times; by seq - 1, the flags of those whose
   // flags are not their reference's (what a return says of its timing is mostly alike from
@@ -183,7 +184,7 @@ struct Process {
   bool stopped_by_collwatch = false;
   // In arrival order (enter order per thread); a call's index never changes. Online,
   // the front nothing refers to any more is dropped (JobModel::ForgetCallsBefore).
-  WindowedLog<Call> calls;
+  WindowedLog<Call, 512> calls;
   // The communicator ranks this process is (comm, rank): what may refer to its calls.
   std::vector<std::pair<CommIndex, int32_t>> memberships;
   // Looked up for every call: flat tables rather than trees.

@@ -40,7 +40,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
                                  std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags, std::vector<int32_t>* like) {
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   if (entry.collectives.first() % kChainWindow != 0) return 0;  // a history cut inside a window
-  const WindowedLog<Call>& calls = ProcessAt(entry.process).calls;
+  const auto& calls = ProcessAt(entry.process).calls;
   size_t foldable = 0;
   bool folding = true;
   // Past the first window that cannot fold, the rank still becomes the reference of each
@@ -63,7 +63,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
       continue;
     }
     const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
-    const WindowedLog<Call>& reference_calls = ProcessAt(reference.process).calls;
+    const auto& reference_calls = ProcessAt(reference.process).calls;
     const size_t before = times->size();
     const size_t unlike_before = unlike_flags->size();
     const uint64_t first_slot = window * kChainWindow;

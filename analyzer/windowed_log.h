@@ -20,12 +20,13 @@
 
 namespace collwatch::analyzer {
 
-// Entries live in chunks of a power-of-two count (about 1 KiB each): an index is a shift
-// and a mask, where std::deque divided by its block's count (a fifth of the model's time
-// post-mortem), and an entry never moves once stored (references stay valid as it grows).
-template <typename T>
+// Entries live in chunks of a power-of-two count (about kChunkBytes each): an index is a
+// shift and a mask, where std::deque divided by its block's count (a fifth of the model's
+// time post-mortem), and an entry never moves once stored (references stay valid as it
+// grows). Smaller chunks suit logs most of which end short (a folded rank's last entries).
+template <typename T, size_t kChunkBytes = 1024>
 class WindowedLog {
-  static constexpr size_t kChunkEntries = std::bit_floor(std::max<size_t>(1, 1024 / sizeof(T)));
+  static constexpr size_t kChunkEntries = std::bit_floor(std::max<size_t>(1, kChunkBytes / sizeof(T)));
   static constexpr size_t kChunkShift = std::countr_zero(kChunkEntries);
   static constexpr size_t kChunkMask = kChunkEntries - 1;
 
@@ -233,6 +234,8 @@ class WindowedLog {
       const auto emptied = static_cast<std::ptrdiff_t>(now_first_chunk);
       storage.chunks.erase(storage.chunks.begin(), storage.chunks.begin() + emptied);
       storage.offset -= now_first_chunk << kChunkShift;
+      // A long log cut to its last entries (a folded rank's calls) gives its list back.
+      if (storage.chunks.capacity() > 4 * storage.chunks.size() + 8) storage.chunks.shrink_to_fit();
     }
   }
 

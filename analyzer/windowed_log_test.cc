@@ -86,5 +86,28 @@ TEST(WindowedLogTest, ManyChunksReadBackThroughDropsSearchesAndCopies) {
   EXPECT_EQ(copy[kEntries], 7u) << "the copy is its own";
 }
 
+// Small chunks (64 entries of 4 bytes): a run inside one chunk is read in place, one that
+// crosses a chunk or leaves the window is not; a long log cut to its last entries reads on
+// and grows on.
+TEST(WindowedLogTest, RunsInOneChunkAreReadInPlaceAndACutLogGrowsOn) {
+  WindowedLog<uint32_t, 256> log;
+  for (uint32_t i = 0; i < 10'000; ++i) log.push_back(i);
+  const uint32_t* run = log.Run(128, 64);
+  ASSERT_NE(run, nullptr);
+  for (uint32_t i = 0; i < 64; ++i) ASSERT_EQ(run[i], 128 + i);
+  EXPECT_EQ(log.Run(120, 16), nullptr) << "crosses from one chunk into the next";
+  EXPECT_EQ(log.Run(9'990, 16), nullptr) << "runs past the last entry";
+  log.DropBefore(9'984, /*keep=*/{5, 5, 9'000});
+  EXPECT_EQ(log.Run(9'900, 8), nullptr) << "below the window";
+  EXPECT_EQ(log[5], 5u) << "kept once though named twice";
+  EXPECT_EQ(log[9'000], 9'000u);
+  EXPECT_EQ(log.stored(), 16u + 2u);
+  for (uint32_t i = 10'000; i < 10'200; ++i) log.push_back(i);
+  for (uint32_t i = 9'984; i < 10'200; ++i) ASSERT_EQ(log[i], i);
+  run = log.Run(10'048, 64);
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(run[63], 10'111u);
+}
+
 }  // namespace
 }  // namespace collwatch::analyzer::windowed_log_test
