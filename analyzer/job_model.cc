@@ -199,7 +199,8 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
 
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   RecentComm& recent = recent_comms_[comm_id % recent_comms_.size()];
-  if (recent.index != kNoComm && recent.id == comm_id && (nranks <= comms_[recent.index].nranks || nranks > kMaxRanks)) return recent.index;
+  const bool grows = recent.index != kNoComm && nranks > comms_[recent.index].nranks && nranks <= kMaxRanks;
+  if (recent.index != kNoComm && recent.id == comm_id && !grows) return recent.index;
   auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
   if (inserted) {
     comms_.emplace_back();
