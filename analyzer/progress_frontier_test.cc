@@ -81,6 +81,28 @@ TEST(ProgressFrontierTest, NeverCompletedCollectivesAreBounded) {
   EXPECT_LT(frontier.completed(), kMany);
 }
 
+// Thousands open at once (a long prefetch, a completion lane read after the enters), then
+// completed in order with one held back: the frontier reads right throughout, as the
+// completed front is given back and the held one is found among the rest.
+TEST(ProgressFrontierTest, ManyOpenCompletedInOrderWithOneHeldBack) {
+  ProgressFrontier frontier;
+  for (uint64_t seq = 1; seq <= 3000; ++seq) frontier.Entered(seq);
+  EXPECT_EQ(frontier.completed(), 0u);
+  for (uint64_t seq = 1; seq <= 2500; ++seq) {
+    if (seq == 1800) continue;
+    frontier.Completed(seq);
+    ASSERT_EQ(frontier.completed(), seq < 1800 ? seq : 1799u) << "after completing " << seq;
+  }
+  frontier.Completed(1800);
+  EXPECT_EQ(frontier.completed(), 2500u);
+  for (uint64_t seq = 3000; seq > 2500; --seq) frontier.Completed(seq);  // the rest, newest first
+  EXPECT_EQ(frontier.completed(), 3000u);
+  frontier.Entered(3001);
+  EXPECT_EQ(frontier.completed(), 3000u);
+  frontier.Completed(3001);
+  EXPECT_EQ(frontier.completed(), 3001u);
+}
+
 TEST(GroupedCollectivesTest, ADeviceCompletionCoversItsStreamAReturnCoversAll) {
   GroupedCollectives<int> groups;
   groups.Add(7, /*stream=*/1, 10);

@@ -68,7 +68,14 @@ class RingWriter {
       head->write_index.store(index + 1, std::memory_order_relaxed);
     }
     ring::Record* slot = Slot(lane, index);
-    ring::CommitWord(slot).store(0, std::memory_order_relaxed);
+    if (lane == kSharedLane) {
+      if (!ClaimSharedSlot(slot, index)) {
+        CountDropped();  // another writer is inside the slot, or a later lap took it
+        return index;
+      }
+    } else {
+      ring::CommitWord(slot).store(0, std::memory_order_relaxed);
+    }
     std::atomic_thread_fence(std::memory_order_release);
     ring::StorePayload(slot, record);
     ring::CommitWord(slot).store(index + 1, std::memory_order_release);
@@ -96,6 +103,20 @@ class RingWriter {
   }
 
   void CountDropped() noexcept { header_->dropped.fetch_add(1, std::memory_order_relaxed); }
+
+  // Step 2 on the shared lane (ring_format.h): marks `slot` as being written with record
+  // `index`, unless another writer is inside it or it holds this record or a later one.
+  static bool ClaimSharedSlot(ring::Record* slot, uint64_t index) noexcept {
+    uint64_t seen = ring::CommitWord(slot).load(std::memory_order_relaxed);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      if ((seen & ring::kCommitWriting) != 0 || (seen & ~ring::kCommitReturned) >= index + 1) return false;
+      if (ring::CommitWord(slot).compare_exchange_weak(seen, ring::kCommitWriting | (index + 1),
+                                                       std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;  // contended past a few tries: never wait
+  }
   void Heartbeat(uint64_t now_ns) noexcept {
     header_->heartbeat_ns.store(now_ns, std::memory_order_release);
   }

@@ -46,9 +46,16 @@ namespace collwatch::ring {
 // Writing record n (never blocks):
 //   1. reserve n: shared lane n = write_index.fetch_add(1); owned lane n = write_index,
 //      then write_index.store(n + 1)                  -- "reserved"
-//   2. slot.commit.store(0, relaxed); fence(release)   -- slot now "being written"
+//   2. owned lane: slot.commit.store(0, relaxed); shared lane: CAS the commit word from a
+//      committed value below n + 1 to kCommitWriting | (n + 1); then fence(release)
+//                                                      -- slot now "being written"
 //   3. store the payload words (relaxed atomic stores)
 //   4. slot.commit.store(n + 1, release)               -- slot now "holds record n"
+// On the shared lane two writers may reach one slot a lap apart (one preempted in step 3
+// while the others wrap the lane): the claim keeps the later one out until the first has
+// committed, so no payload is ever written by two. A writer that finds the slot being
+// written, or holding record n or a later one, writes nothing: record n is lost, counted
+// in `dropped`.
 // A full lane overwrites its oldest slot: records with index < write_index - capacity
 // are lost, and a reader counts them from write_index.
 //
@@ -74,7 +81,8 @@ namespace collwatch::ring {
 //   c2 = slot.commit.load(relaxed)
 //   c1 & ~kCommitReturned == n + 1 and c2 == c1  -> valid (returned if the bit is set)
 //   c2 == c1 | kCommitReturned                   -> returned during the copy: read again
-//   c1 == 0 or c1 < n + 1      -> not yet committed (writer still in step 2-3, or a
+//   c1 == 0 or c1 < n + 1, or kCommitWriting | (n + 1)
+//                              -> not yet committed (writer still in step 2-3, or a
 //                                 writer died there: after a grace period, "torn")
 //   otherwise                  -> overwritten by a later lap: "lost"
 //
@@ -98,6 +106,7 @@ inline constexpr uint32_t kLaneHeaderBytes = 64;
 inline constexpr uint64_t kDefaultLaneCapacity = 1u << 15;  // records per lane (4 MiB)
 inline constexpr uint32_t kDefaultLanes = 4;                // lane 0 shared + 3 owned
 inline constexpr uint64_t kCommitReturned = 1ull << 63;     // commit bit: returned in place
+inline constexpr uint64_t kCommitWriting = 1ull << 62;      // commit bit: a shared-lane write claimed it
 inline constexpr uint64_t kDefaultStringCapacity = 8192;      // 1 MiB of names
 inline constexpr uint32_t kCallPathSlotBytes = 1024;
 inline constexpr uint32_t kMaxCallPathFrames = (kCallPathSlotBytes - 16) / 16;  // 63

@@ -196,7 +196,11 @@ RingReader::SlotRead RingReader::ReadSlot(uint32_t lane, uint64_t index, ring::R
   // The only change a valid record can see is its in-place return: then read again.
   for (int attempt = 0; attempt < 4; ++attempt) {
     const uint64_t before = ring::CommitWord(slot).load(std::memory_order_acquire);
-    const uint64_t holds = before & ~ring::kCommitReturned;
+    const uint64_t holds = before & ~(ring::kCommitReturned | ring::kCommitWriting);
+    // Claimed by a shared-lane writer: this record not written yet, or another lap's.
+    if ((before & ring::kCommitWriting) != 0) {
+      return holds == index + 1 ? SlotRead::kNotCommitted : OtherSlotRead(lane, index, holds);
+    }
     if (holds != index + 1) return OtherSlotRead(lane, index, holds);
     ring::LoadPayload(slot, out);
     std::atomic_thread_fence(std::memory_order_acquire);
