@@ -55,7 +55,8 @@ namespace collwatch::ring {
 // while the others wrap the lane): the claim keeps the later one out until the first has
 // committed, so no payload is ever written by two. A writer that finds the slot being
 // written, or holding record n or a later one, writes nothing: record n is lost, counted
-// in `dropped`.
+// in `dropped`. (A reader built before kCommitWriting counts a slot claimed at that moment
+// as damaged; it lasts only while the write is in flight.)
 // A full lane overwrites its oldest slot: records with index < write_index - capacity
 // are lost, and a reader counts them from write_index.
 //
