@@ -199,20 +199,20 @@ void JobModel::AttributeCallPath(Process& process, const ring::Record& record, C
 
 CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   RecentComm& recent = recent_comms_[comm_id % recent_comms_.size()];
-  const bool grows = recent.index != kNoComm && nranks > comms_[recent.index].nranks && nranks <= kMaxRanks;
-  if (recent.index != kNoComm && recent.id == comm_id && !grows) return recent.index;
-  auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
-  if (inserted) {
-    comms_.emplace_back();
-    comms_.back().id = comm_id;
+  if (recent.index == kNoComm || recent.id != comm_id) {
+    auto [it, inserted] = comm_index_.try_emplace(comm_id, static_cast<CommIndex>(comms_.size()));
+    if (inserted) {
+      comms_.emplace_back();
+      comms_.back().id = comm_id;
+    }
+    recent = RecentComm{comm_id, it->second};
   }
-  Comm& comm = comms_[it->second];
+  Comm& comm = comms_[recent.index];
   if (nranks > comm.nranks && nranks <= kMaxRanks) {
     comm.nranks = nranks;
     comm.ranks.resize(static_cast<size_t>(nranks));
   }
-  recent = RecentComm{comm_id, it->second};
-  return it->second;
+  return recent.index;
 }
 
 const Comm* JobModel::FindComm(uint64_t comm_id) const {
@@ -451,8 +451,7 @@ void JobModel::FoldIntoChain(CommRank& rank, const Call& call, bool placed_befor
   if (rank.chains.empty()) rank.chains.StartAt(ChainWindowOf(rank.collectives.first() + 1));
   if (window < rank.chains.first()) return;
   if (window >= rank.chains.size()) rank.chains.resize(window + 1, WindowChain{});
-  // Calls come in seq order: the newest window, without a lookup.
-  WindowChain& chain = window + 1 == rank.chains.size() ? rank.chains.back() : rank.chains[window];
+  WindowChain& chain = rank.chains[window];
   chain.chain += ChainLinkInline(FingerprintOf(call), call.seq);
   ++chain.filled;
   if (placed_before || call.region_unknown) chain.tainted = true;
