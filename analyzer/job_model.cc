@@ -210,9 +210,34 @@ CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   Comm& comm = comms_[recent.index];
   if (nranks > comm.nranks && nranks <= kMaxRanks) {
     comm.nranks = nranks;
-    comm.ranks.resize(static_cast<size_t>(nranks));
+    if (!one_process_) comm.ranks.resize(static_cast<size_t>(nranks));
   }
   return recent.index;
+}
+
+JobModel JobModel::ForOneProcess() {
+  JobModel model;
+  model.one_process_ = true;
+  return model;
+}
+
+CommRank& JobModel::RankIn(Comm& comm, int32_t rank) {
+  if (one_process_) {
+    if (comm.ranks.empty()) comm.rank_base = rank;
+    if (rank < comm.rank_base) {
+      comm.ranks.insert(comm.ranks.begin(), static_cast<size_t>(comm.rank_base - rank), CommRank{});
+      comm.rank_base = rank;
+    }
+    if (static_cast<size_t>(rank - comm.rank_base) >= comm.ranks.size()) {
+      comm.ranks.resize(static_cast<size_t>(rank - comm.rank_base) + 1);
+    }
+  }
+  return comm.ranks[static_cast<size_t>(rank - comm.rank_base)];
+}
+
+CommRank* JobModel::FindRank(Comm& comm, int32_t rank) {
+  const int64_t at = static_cast<int64_t>(rank) - comm.rank_base;
+  return at >= 0 && static_cast<size_t>(at) < comm.ranks.size() ? &comm.ranks[static_cast<size_t>(at)] : nullptr;
 }
 
 const Comm* JobModel::FindComm(uint64_t comm_id) const {
@@ -275,8 +300,8 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   if (placed_in_comm) {
     call.comm = CommFor(record.comm_id, record.nranks);
     Comm& comm = comms_[call.comm];
-    if (static_cast<size_t>(record.rank) < comm.ranks.size()) {
-      CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
+    if (record.rank < comm.nranks) {
+      CommRank& rank = RankIn(comm, record.rank);
       if (!rank.present || rank.process != process_id) Join(call.comm, record.rank, process_id);
       // A rank's first collective far into the communicator's life: its history was
       // cut (a Flight Recorder dump keeps its last entries); the window starts near it,
@@ -321,7 +346,11 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
   } else if (ring::IsCommLifecycle(call.fn) && record.comm_id != 0) {
     // A destroy, finalize or abort is in no communicator's order but is of one: named by
     // it where the model has it already (its record carries no rank or size to make one).
-    if (auto known = comm_index_.find(record.comm_id); known != comm_index_.end()) call.comm = known->second;
+    if (auto known = comm_index_.find(record.comm_id); known != comm_index_.end()) {
+      call.comm = known->second;
+    } else {
+      ++ends_of_unknown_comms_;
+    }
   }
   if ((record.flags & ring::kFlagCaptured) != 0) {
     // Captured into a CUDA graph: nothing runs now; the call is over when it returns.
@@ -372,7 +401,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         call.rank = record.rank;
         Comm& comm = comms_[call.comm];
         Join(call.comm, record.rank, process_id);
-        CommRank& rank = comm.ranks[static_cast<size_t>(record.rank)];
+        CommRank& rank = RankIn(comm, record.rank);
         rank.init_call = call_index;
         if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
       }
@@ -430,14 +459,12 @@ void JobModel::MarkCompleted(Process& process, uint32_t call_index, int64_t when
   if (call.return_ns == 0) call.return_ns = call.complete_ns;
   if (!ring::IsCollective(call.fn) || call.comm >= comms_.size()) return;
   Comm& comm = comms_[call.comm];
-  if (call.rank >= 0 && static_cast<size_t>(call.rank) < comm.ranks.size()) {
-    comm.ranks[static_cast<size_t>(call.rank)].progress.Completed(call.seq);
-  }
+  if (CommRank* rank = FindRank(comm, call.rank)) rank->progress.Completed(call.seq);
 }
 
 void JobModel::Join(CommIndex comm_index, int32_t rank_number, ProcessId process) {
   Comm& comm = comms_[comm_index];
-  CommRank& rank = comm.ranks[static_cast<size_t>(rank_number)];
+  CommRank& rank = RankIn(comm, rank_number);
   if (rank.present) return;
   rank.present = true;
   rank.process = process;

@@ -153,7 +153,10 @@ struct Comm {
   uint64_t id = 0;
   int32_t nranks = 0;
   uint64_t parent_id = 0;   // split/shrink children
-  std::vector<CommRank> ranks;  // by rank in the communicator
+  // By rank in the communicator. In a model built for one process (JobModel::ForOneProcess)
+  // only the stretch of ranks it is, from rank_base: a rank of 16,384 holds one, not all.
+  std::vector<CommRank> ranks;
+  int32_t rank_base = 0;
   int ranks_present = 0;
   // Post-mortem, by window: each chain seen there and the first rank that had it, whose
   // calls stay for the later ranks with that chain to fold into (the window's classes).
@@ -208,6 +211,12 @@ struct Process {
 
 class JobModel {
  public:
+  JobModel() = default;
+  // A model for one process's whole trace, built on a worker thread for a job's model to
+  // Adopt: its communicators hold only the ranks the process is (Comm::rank_base). Nothing
+  // but Adopt reads it.
+  static JobModel ForOneProcess();
+
   // A process that writes a ring. One ObserveProcess added first (same host and pid, no
   // ring yet) is taken over: its entry gets `info` and keeps its sample.
   ProcessId AddProcess(const ProcessInfo& info);
@@ -299,6 +308,15 @@ class JobModel {
   // a process's calls in order (Analyzer: the order check) read them first.
   void FoldAgreeingWindows(ProcessId process);
 
+  // Post-mortem, on many cores: `alone` is a model made ForOneProcess, holding that process
+  // alone, built from its whole trace (AddProcess, Apply) on any thread. That process is moved in,
+  // its names and communicators taken into this model's, as AddProcess and Apply with the
+  // same trace would leave it; adopting processes in their order gives the same model as
+  // applying them in that order. nullopt, and this model unchanged, where the two could
+  // differ: its host and pid known here, a communicator rank of it taken here already, a
+  // communicator's end named that `alone` did not know (job_model_adopt.cc).
+  std::optional<ProcessId> Adopt(JobModel&& alone);
+
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
   int64_t LatestTimeNs() const;
   // Records that could not be placed (no communicator, unknown enter): counted, not fatal.
@@ -318,6 +336,10 @@ class JobModel {
   void FoldIntoChain(CommRank& rank, const Call& call, bool placed_before);
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
+  // `rank` of `comm` (0 <= rank < comm.nranks), made room for in a model of one process.
+  CommRank& RankIn(Comm& comm, int32_t rank);
+  // `rank` of `comm` where the model holds it (nullptr: out of its ranks).
+  static CommRank* FindRank(Comm& comm, int32_t rank);
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
   // How many windows of `rank` of `comm`, from its oldest held one, fold (window_folding.cc),
   // with their calls' times appended to `times`, (slot, flags) of those whose flags are not
@@ -352,11 +374,26 @@ class JobModel {
   std::vector<RegionId> call_path_regions_ = {0};
   std::unordered_map<std::string, CallPathId> call_path_ids_;  // by the path's frames as text
   uint64_t unmatched_records_ = 0;
+  // Ends of communicators (destroy, finalize, abort) this model did not know when they
+  // came: another process's model may, so Adopt takes no process with any.
+  uint64_t ends_of_unknown_comms_ = 0;
+  bool one_process_ = false;  // ForOneProcess
   // Folded calls made again (Collective), by (communicator, rank, seq): kept, so that the
   // pointers handed out stay valid; only the few calls the checks read one by one.
   mutable std::deque<Call> remade_;
   mutable absl::flat_hash_map<std::tuple<CommIndex, int32_t, uint64_t>, uint32_t> remade_index_;
 };
+
+// A process's whole trace built into a model of its own on a worker thread, the trace kept
+// beside it for the one case adoption cannot be exact (TakeBuiltProcess).
+struct ProcessBuiltApart {
+  ProcessInfo info;
+  ProcessUpdate update;
+  JobModel alone;
+};
+ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update);
+// Into `model`, on its thread: `built.alone` adopted, or else its trace applied there.
+ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built);
 
 // "1.5 MiB"
 std::string HumanBytes(double bytes);

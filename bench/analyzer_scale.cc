@@ -7,17 +7,19 @@
 //   stall:      one rank never enters it; the others wait inside it (NOT_JOINED)
 // Prints how long building the model from the records, analysing and rendering the report
 // take, ns per record (also the analyzer's own share, the benchmark's record making taken
-// out), and the process's peak memory. The model is single-threaded.
+// out), and the process's peak memory.
 // Post-mortem by default (each rank's whole trace in turn, its agreeing windows folded once
 // it is in, one final pass, as `collwatch analyze`; --no-fold keeps every call, as before
 // issue 39's folding); --online feeds every rank's next 64 positions between analysis
 // passes with bounded history, as the collector does (its "build" time includes them).
 // Post-mortem, each rank's records are made on --threads workers (default: every core) and
-// applied to the model on the main thread in rank order, as `collwatch analyze` decodes rank
-// traces apart and applies them (cli/ordered_parallel.h); --threads 1 makes them in turn.
+// built there into a model of its own, which the main thread takes into the job's model in
+// rank order (JobModel::Adopt), as `collwatch analyze` decodes and builds rank traces apart
+// (cli/ordered_parallel.h); --apply-in-order applies the records on the main thread instead,
+// as before; --threads 1 does everything in turn.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
-//                            [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE]
-//                            [--threads N]
+//                            [--case divergence|dtype|stall] [--online] [--no-fold] [--apply-in-order]
+//                            [--report FILE] [--threads N]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   Case fault = Case::kDivergence;
   bool online = false;
   bool fold = true;
+  bool build_apart = true;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::string report_path;  // where the report's text and JSON go (to compare two runs)
   bool usage_error = false;
@@ -94,6 +97,9 @@ int main(int argc, char** argv) {
       --i;  // a flag without a value
     } else if (std::strcmp(argv[i], "--no-fold") == 0) {
       fold = false;
+      --i;
+    } else if (std::strcmp(argv[i], "--apply-in-order") == 0) {
+      build_apart = false;
       --i;
     } else if (i + 1 >= argc) {
       usage_error = true;
@@ -120,7 +126,8 @@ int main(int argc, char** argv) {
   if (usage_error || ranks < 2 || collectives < 4 || comms < 0 || (comms > 0 && ranks % comms != 0)) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
-                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--report FILE] [--threads N]\n");
+                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--apply-in-order] [--report FILE]"
+                 " [--threads N]\n");
     return 2;
   }
   constexpr uint64_t kWorld = 0x5ca1ab1e0000c0deull;
@@ -189,22 +196,34 @@ int main(int argc, char** argv) {
   const size_t positions = static_cast<size_t>(collectives) + 2;
   // Post-mortem: one rank's whole trace, made apart, as a worker decodes a rank trace.
   struct MadeRank {
-    RecordedJob::RecordedProcess trace;
+    collwatch::analyzer::ProcessBuiltApart trace;  // its model built apart unless --apply-in-order
     uint64_t records = 0;
+    double building_s = 0;  // building its model apart, on the worker
   };
-  auto make_rank = [&](size_t rank) {
+  // Its records alone, as a worker decodes a rank trace.
+  auto make_records = [&](size_t rank, MadeRank* made) {
     RecordedJob recorded;
     SyntheticJob job(&recorded);
     RankState state = start_rank(job, static_cast<int>(rank));
-    MadeRank made;
-    made.records = init_records;
+    made->records = init_records;
     // Its records' room at once: the count is known here, and growing the vector would
     // time the benchmark's copying, not the analyzer.
-    recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made.records);
+    recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made->records);
     for (size_t position = 0; position < positions; ++position) {
-      made.records += issue(job, static_cast<int>(rank), state, position);
+      made->records += issue(job, static_cast<int>(rank), state, position);
     }
-    made.trace = std::move(recorded.processes().front());
+    made->trace.info = std::move(recorded.processes().front().info);
+    made->trace.update = std::move(recorded.processes().front().update);
+  };
+  // Its records, and (unless --apply-in-order) its model built apart on the same worker.
+  auto make_rank = [&](size_t rank) {
+    MadeRank made;
+    make_records(rank, &made);
+    if (build_apart) {
+      const double building = Now();
+      made.trace = collwatch::analyzer::BuildProcessApart(std::move(made.trace.info), std::move(made.trace.update));
+      made.building_s = Now() - building;
+    }
     return made;
   };
   // Online: every rank's calls of the next block of positions into `job`, then
@@ -243,7 +262,8 @@ int main(int argc, char** argv) {
   // rank's 64 positions, is fed before that pass, where a real job's records trickle in).
   double bad_block_started = 0, named_after = -1;
   uint64_t records = 0;
-  double model_busy = 0;  // post-mortem: the model's thread applying and folding rank traces
+  double model_busy = 0;  // post-mortem: the model's thread taking in (or applying) and folding rank traces
+  double building_apart = 0;  // post-mortem: the workers building each rank's model apart, summed
   if (online) {
     records = generate_online(job, [&](size_t to, bool bad_block_starts) {
       if (bad_block_starts) {
@@ -258,10 +278,16 @@ int main(int argc, char** argv) {
     collwatch::OrderedParallel<MadeRank>(static_cast<size_t>(ranks), threads, 2 * threads, make_rank,
                                          [&](size_t /*rank*/, MadeRank made) {
       const double applying = Now();
-      const collwatch::analyzer::ProcessId process = analyzer.model().AddProcess(made.trace.info);
-      analyzer.model().Apply(process, made.trace.update);
+      collwatch::analyzer::ProcessId process = 0;
+      if (build_apart) {
+        process = collwatch::analyzer::TakeBuiltProcess(&analyzer.model(), std::move(made.trace));
+      } else {
+        process = analyzer.model().AddProcess(made.trace.info);
+        analyzer.model().Apply(process, made.trace.update);
+      }
       if (fold) analyzer.FoldLoadedProcess(process);
       model_busy += Now() - applying;
+      building_apart += made.building_s;
       records += made.records;
     });
   }
@@ -295,7 +321,10 @@ int main(int argc, char** argv) {
     SyntheticJob making_only(&discard);
     generate_online(making_only, [](size_t, bool) {});
   } else {
-    for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) static_cast<void>(make_rank(rank));
+    for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) {
+      MadeRank made;
+      make_records(rank, &made);
+    }
   }
   const double making = Now() - t4;
 
@@ -305,7 +334,11 @@ int main(int argc, char** argv) {
               online ? "online (bounded history)"
               : fold ? "post-mortem, agreeing windows folded"
                      : "post-mortem, no folding");
-  if (!online) std::printf("rank traces made on %u worker thread(s), applied in rank order on this one\n", threads);
+  if (!online) {
+    std::printf("rank traces made on %u worker thread(s), %s\n", threads,
+                build_apart ? "each built into a model of its own there, taken into the job's in rank order on this one"
+                            : "applied in rank order on this one");
+  }
   const double per_record = 1e9 / static_cast<double>(records);
   std::printf("%s : %.2f s (%.0f ns per record)\n", online ? "build + online passes    " : "build model from records ",
               t1 - t0, (t1 - t0) * per_record);
@@ -317,11 +350,13 @@ int main(int argc, char** argv) {
     std::printf("  of which making records: %.2f s (%.0f ns per record); the analyzer alone: %.0f ns per record\n",
                 making, making * per_record, (t3 - t0 - making) * per_record);
   } else {
-    // The records are made on the workers while the model's thread applies earlier ranks:
-    // the analyzer's share is that thread's busy time, not the wall time less the making.
-    const double analyzer_busy = model_busy + (t3 - t1);
-    std::printf("  the analyzer alone     : %.2f s (%.0f ns per record) applying, folding, analysing, reporting\n",
+    // The records are made on the workers while the model's thread takes in earlier ranks:
+    // the analyzer's share is its busy time on every thread, not the wall time less the making.
+    const double analyzer_busy = building_apart + model_busy + (t3 - t1);
+    std::printf("  the analyzer alone     : %.2f s (%.0f ns per record) building, folding, analysing, reporting\n",
                 analyzer_busy, analyzer_busy * per_record);
+    std::printf("    on the model's thread: %.2f s (%.0f ns per record)%s\n", model_busy + (t3 - t1),
+                (model_busy + t3 - t1) * per_record, build_apart ? "; the rest on the workers" : "");
     std::printf("  making the records     : %.2f s (%.0f ns per record) on one thread, run on the workers\n", making,
                 making * per_record);
   }

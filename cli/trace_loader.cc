@@ -58,13 +58,14 @@ bool NotedAsCopy(const std::string& dir, const v1::RankIdentity& identity, LoadS
   return !first.empty();
 }
 
-// A rank trace as a worker thread reads it: opened, its events read and converted. The
-// model, the summary and the copies seen are the calling thread's (ApplyRankTrace).
+// A rank trace as a worker thread reads it: opened, its events read, converted and built
+// into a model of its own. The job's model, the summary and the copies seen are the calling
+// thread's (ApplyRankTrace).
 struct ReadRankTrace {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader;
   absl::Status read = absl::OkStatus();  // reading its events (after it opened)
   size_t records = 0;
-  ProcessUpdate update;
+  analyzer::ProcessBuiltApart built;
 };
 
 ReadRankTrace ReadRankTraceApart(const std::string& dir) {
@@ -77,7 +78,9 @@ ReadRankTrace ReadRankTraceApart(const std::string& dir) {
     return trace;
   }
   trace.records = records->size();
-  trace.update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(), reader.status());
+  trace.built = analyzer::BuildProcessApart(
+      ProcessInfoFromIdentity(reader.identity()),
+      ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(), reader.status()));
   return trace;
 }
 
@@ -90,8 +93,7 @@ absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobMode
   const v1::RankIdentity& identity = reader.identity();
   if (NotedAsCopy(dir, identity, summary, seen)) return absl::OkStatus();
   if (!trace.read.ok()) return trace.read;
-  const analyzer::ProcessId process = model->AddProcess(ProcessInfoFromIdentity(identity));
-  model->Apply(process, std::move(trace.update));
+  const analyzer::ProcessId process = analyzer::TakeBuiltProcess(model, std::move(trace.built));
   for (const v1::ProcessStacks& stacks : reader.stacks()) {
     model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
   }
@@ -226,8 +228,9 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
   return LoadedAll(seen, inputs.size(), *summary);
 }
 
-// Rank traces read on every core (each decoded apart) and applied in their order, so the
-// model is the one reading them one by one would give.
+// Rank traces read on every core (each decoded and built into a model of its own there)
+// and taken into the job's model in their order (JobModel::Adopt), so the model is the one
+// reading them one by one would give.
 absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* model, LoadSummary* summary,
                             const LoadProgress& progress, const TraceApplied& applied) {
   ProcessesSeen seen;

@@ -1,0 +1,215 @@
+// JobModel::Adopt (post-mortem loading on many cores): every process built into a model of
+// its own and adopted in order must leave the model, and the report, exactly as applying
+// the same traces in that order does; where that cannot be told apart from the one
+// process's records alone, the process is not adopted and the model is left unchanged.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "analyzer/analyzer.h"
+#include "analyzer/analyzer_test_job.h"
+#include "analyzer/report.h"
+
+namespace collwatch::analyzer::job_model_adopt_test {
+namespace {
+
+using ring::ApiFn;
+
+constexpr uint64_t kWorld = 0x1111aaaa;
+constexpr uint64_t kGroupBase = 0x2222bb00;  // one group per pair of ranks
+constexpr uint64_t kChild = 0x3333cccc;      // split from the world by ranks 0-3
+constexpr int kRanks = 6;
+
+int64_t At(size_t position) { return kT0 + 10 * kMs + static_cast<int64_t>(position) * kMs; }
+
+CallPath PathAt(const std::string& file, int line) {
+  CallPath path;
+  path.frames.push_back(CallFrame{file, "step", line});
+  return path;
+}
+
+// A job whose processes name regions, call paths and communicators in different orders,
+// split a communicator from another, send and receive, and (rank 4) skip two collectives.
+RecordedJob RecordJob() {
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const ProcessId process = job.AddProcess(rank);
+    const uint64_t group = kGroupBase + static_cast<uint64_t>(rank / 2);
+    // Odd ranks make their group first: their model numbers the communicators otherwise.
+    if (rank % 2 == 1) job.Init(process, group, rank % 2, 2, kT0);
+    job.Init(process, kWorld, rank, kRanks, kT0);
+    if (rank % 2 == 0) job.Init(process, group, rank % 2, 2, kT0);
+    if (rank < 4) job.Init(process, kChild, rank, 4, kT0, true, kWorld);
+    uint64_t world_seq = 1, group_seq = 1, child_seq = 1;
+    for (size_t position = 0; position < 150; ++position) {
+      SyntheticOp op = Gather(rank % 3 == 0 ? "fwd/a" : "fwd/b", 1024 + position % 5);
+      // Rank 2 names the regions (and paths) in the other order.
+      const bool first_half = position % 2 == (rank == 2 ? 1 : 0);
+      op.region = first_half ? "fwd/a" : "fwd/b";
+      op.call_path = PathAt(first_half ? "train.py" : "model.py", first_half ? 10 : 20);
+      op.count = 1024 + position % 2;
+      const int64_t t = At(position);
+      if (!(rank == 4 && (position == 100 || position == 101))) {
+        job.Collective(process, kWorld, rank, kRanks, world_seq++, op, t, t + kMs / 2);
+      }
+      job.Collective(process, group, rank % 2, 2, group_seq++, Scatter("bwd"), t + kMs / 4, t + kMs / 3);
+      if (rank < 4 && position % 10 == 0) {
+        job.Collective(process, kChild, rank, 4, child_seq++, Gather(""), t + kMs / 5, t + kMs / 4);
+      }
+      if (position % 25 == 0) {
+        const int peer = rank ^ 1;
+        job.P2p(process, kWorld, rank, kRanks, rank % 2 == 0 ? ApiFn::kSend : ApiFn::kRecv, peer, position / 25 + 1,
+                64, 7, t + kMs / 6, t + kMs / 5);
+      }
+    }
+    job.Lifecycle(process, ApiFn::kCommDestroy, group, At(200));
+  }
+  return recorded;
+}
+
+auto FieldsOf(const Call& call) {
+  return std::make_tuple(call.enter_ns, call.return_ns, call.complete_ns, call.count, call.seq, call.group_id,
+                         call.comm, call.region, call.call_path, call.rank, call.root_or_peer, call.redop,
+                         call.result, call.fn, call.dtype, call.flags, call.call_path_inferred, call.region_unknown,
+                         call.region_damaged);
+}
+
+std::string ReportOf(Analyzer& analyzer, bool fold) {
+  for (ProcessId p = 0; fold && p < analyzer.model().process_count(); ++p) analyzer.FoldLoadedProcess(p);
+  const std::vector<Finding> findings = analyzer.Analyze(At(300), /*final_pass=*/true);
+  const ReportInfo info = DescribeJob(analyzer.model());
+  return ReportText(findings, info) + "\n" + ReportJson(findings, info).dump(2);
+}
+
+// The same model: processes, their calls field by field, communicators, names.
+void ExpectSameModel(const JobModel& adopted, const JobModel& applied) {
+  ASSERT_EQ(adopted.process_count(), applied.process_count());
+  for (ProcessId p = 0; p < applied.process_count(); ++p) {
+    const Process& want = applied.process(p);
+    const Process& got = adopted.process(p);
+    EXPECT_EQ(got.info.pid, want.info.pid);
+    EXPECT_EQ(got.memberships, want.memberships);
+    EXPECT_EQ(got.damaged_labels, want.damaged_labels);
+    ASSERT_EQ(got.calls.size(), want.calls.size());
+    for (size_t i = 0; i < want.calls.size(); ++i) {
+      ASSERT_TRUE(FieldsOf(got.calls[i]) == FieldsOf(want.calls[i])) << "process " << p << " call " << i;
+    }
+  }
+  ASSERT_EQ(adopted.comms().size(), applied.comms().size());
+  for (size_t c = 0; c < applied.comms().size(); ++c) {
+    const Comm& want = applied.comms()[c];
+    const Comm& got = adopted.comms()[c];
+    EXPECT_EQ(std::tie(got.id, got.nranks, got.parent_id, got.ranks_present),
+              std::tie(want.id, want.nranks, want.parent_id, want.ranks_present));
+    for (size_t r = 0; r < want.ranks.size(); ++r) {
+      EXPECT_EQ(got.ranks[r].process, want.ranks[r].process);
+      EXPECT_EQ(got.ranks[r].collectives.size(), want.ranks[r].collectives.size());
+      EXPECT_EQ(got.ranks[r].p2p.size(), want.ranks[r].p2p.size());
+      EXPECT_EQ(got.ranks[r].init_call, want.ranks[r].init_call);
+      // The chains the agreement checks read (a usable window's: a link holds a region id).
+      ASSERT_EQ(got.ranks[r].chains.size(), want.ranks[r].chains.size());
+      for (uint64_t window = want.ranks[r].chains.first(); window < want.ranks[r].chains.size(); ++window) {
+        const WindowChain& want_chain = want.ranks[r].chains[window];
+        if (want_chain.usable()) EXPECT_EQ(got.ranks[r].chains[window].chain, want_chain.chain) << "window " << window;
+      }
+    }
+  }
+  EXPECT_EQ(adopted.region_names(), applied.region_names());
+  EXPECT_EQ(adopted.unmatched_records(), applied.unmatched_records());
+}
+
+TEST(JobModelAdoptTest, AdoptingInOrderGivesTheModelApplyingInOrderGives) {
+  RecordedJob recorded = RecordJob();
+  Analyzer applying(TestOptions()), adopting(TestOptions());
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    applying.model().Apply(applying.model().AddProcess(traced.info), traced.update);
+    ProcessBuiltApart built = BuildProcessApart(traced.info, traced.update);
+    // Built apart, a communicator holds only the rank the process is, not all kRanks.
+    const Comm* world = built.alone.FindComm(kWorld);
+    ASSERT_NE(world, nullptr);
+    EXPECT_EQ(world->ranks.size(), 1u);
+    EXPECT_EQ(world->rank_base, traced.info.global_rank);
+    EXPECT_EQ(world->nranks, kRanks);
+    ASSERT_TRUE(adopting.model().Adopt(std::move(built.alone)).has_value()) << traced.info.pid;
+  }
+  ExpectSameModel(adopting.model(), applying.model());
+  // Ranks 0 and 2 named regions in other orders, odd ranks their communicators: remapped.
+  ASSERT_GE(applying.model().comms().size(), 5u);
+  const std::string report = ReportOf(applying, /*fold=*/true);
+  EXPECT_EQ(ReportOf(adopting, /*fold=*/true), report);
+  EXPECT_NE(report.find("PATH_DIVERGENCE"), std::string::npos) << report;
+}
+
+TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {
+  // Two processes claim rank 0 of the world: what the second's calls do there depends on
+  // the first's, so it is not adopted (the model is unchanged), and TakeBuiltProcess
+  // applies its trace: the model reads as applying both in turn.
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  for (int copy = 0; copy < 2; ++copy) {
+    ProcessInfo info;
+    info.host = "node0";
+    info.pid = 100 + copy;
+    const ProcessId process = job.AddProcess(info);
+    job.Init(process, kWorld, 0, 2, kT0);
+    job.Collective(process, kWorld, 0, 2, 1, Gather("fwd"), At(copy), At(copy) + kMs);
+  }
+  JobModel applied, adopted;
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    applied.Apply(applied.AddProcess(traced.info), traced.update);
+  }
+  ASSERT_TRUE(adopted.Adopt(BuildProcessApart(recorded.processes()[0].info, recorded.processes()[0].update).alone));
+  ProcessBuiltApart second = BuildProcessApart(recorded.processes()[1].info, recorded.processes()[1].update);
+  JobModel alone = std::move(second.alone);
+  EXPECT_FALSE(adopted.Adopt(std::move(alone)).has_value());
+  EXPECT_EQ(adopted.process_count(), 1u);
+  EXPECT_EQ(adopted.comms()[0].ranks_present, 1);
+  EXPECT_EQ(TakeBuiltProcess(&adopted, BuildProcessApart(recorded.processes()[1].info, recorded.processes()[1].update)),
+            1u);
+  ExpectSameModel(adopted, applied);
+}
+
+TEST(JobModelAdoptTest, AnEndOfACommunicatorItNeverJoinedIsAppliedInstead) {
+  // Process 1 destroys the communicator only process 0 made: its model alone cannot name it.
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  const ProcessId first = job.AddProcess(0);
+  job.Init(first, kWorld, 0, 1, kT0);
+  const ProcessId second = job.AddProcess(1);
+  job.Lifecycle(second, ApiFn::kCommDestroy, kWorld, At(5));
+  JobModel applied, adopted;
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    applied.Apply(applied.AddProcess(traced.info), traced.update);
+  }
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    JobModel alone = BuildProcessApart(traced.info, traced.update).alone;
+    const bool names_unknown_end = &traced == &recorded.processes()[1];
+    EXPECT_EQ(adopted.Adopt(std::move(alone)).has_value(), !names_unknown_end);
+    if (names_unknown_end) TakeBuiltProcess(&adopted, BuildProcessApart(traced.info, traced.update));
+  }
+  ExpectSameModel(adopted, applied);
+  EXPECT_EQ(adopted.process(1).calls[0].comm, 0u) << "the destroy names the world communicator";
+}
+
+TEST(JobModelAdoptTest, AProcessSeenFromOutsideFirstIsTakenOverByApplying) {
+  // `collwatch run` may have observed the process before its trace is read: AddProcess
+  // takes that entry over (keeping its sample), which adoption leaves to it.
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  const ProcessId process = job.AddProcess(0);
+  job.Init(process, kWorld, 0, 1, kT0);
+  JobModel model;
+  ProcessSample sample;
+  sample.sampled_ns = At(1);
+  model.ObserveProcess(recorded.processes()[0].info, sample);
+  EXPECT_FALSE(model.Adopt(BuildProcessApart(recorded.processes()[0].info, recorded.processes()[0].update).alone));
+  EXPECT_EQ(TakeBuiltProcess(&model, BuildProcessApart(recorded.processes()[0].info, recorded.processes()[0].update)),
+            0u);
+  EXPECT_EQ(model.process_count(), 1u);
+  EXPECT_FALSE(model.process(0).observed_only);
+  EXPECT_EQ(model.process(0).sample.sampled_ns, At(1));
+}
+
+}  // namespace
+}  // namespace collwatch::analyzer::job_model_adopt_test
