@@ -215,31 +215,6 @@ CommIndex JobModel::CommFor(uint64_t comm_id, int32_t nranks) {
   return recent.index;
 }
 
-JobModel JobModel::ForOneProcess() {
-  JobModel model;
-  model.one_process_ = true;
-  return model;
-}
-
-CommRank& JobModel::RankIn(Comm& comm, int32_t rank) {
-  if (one_process_) {
-    if (comm.ranks.empty()) comm.rank_base = rank;
-    if (rank < comm.rank_base) {
-      comm.ranks.insert(comm.ranks.begin(), static_cast<size_t>(comm.rank_base - rank), CommRank{});
-      comm.rank_base = rank;
-    }
-    if (static_cast<size_t>(rank - comm.rank_base) >= comm.ranks.size()) {
-      comm.ranks.resize(static_cast<size_t>(rank - comm.rank_base) + 1);
-    }
-  }
-  return comm.ranks[static_cast<size_t>(rank - comm.rank_base)];
-}
-
-CommRank* JobModel::FindRank(Comm& comm, int32_t rank) {
-  const int64_t at = static_cast<int64_t>(rank) - comm.rank_base;
-  return at >= 0 && static_cast<size_t>(at) < comm.ranks.size() ? &comm.ranks[static_cast<size_t>(at)] : nullptr;
-}
-
 const Comm* JobModel::FindComm(uint64_t comm_id) const {
   auto it = comm_index_.find(comm_id);
   return it == comm_index_.end() ? nullptr : &comms_[it->second];

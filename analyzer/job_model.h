@@ -337,9 +337,17 @@ class JobModel {
   // Marks `rank` of `comm` as reported by `process` (first record of it).
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   // `rank` of `comm` (0 <= rank < comm.nranks), made room for in a model of one process.
-  CommRank& RankIn(Comm& comm, int32_t rank);
+  CommRank& RankIn(Comm& comm, int32_t rank) {
+    if (one_process_) MakeRoomFor(comm, rank);
+    return comm.ranks[static_cast<size_t>(rank - comm.rank_base)];
+  }
+  // A model of one process: its stretch of `comm`'s ranks grown to hold `rank`.
+  static void MakeRoomFor(Comm& comm, int32_t rank);
   // `rank` of `comm` where the model holds it (nullptr: out of its ranks).
-  static CommRank* FindRank(Comm& comm, int32_t rank);
+  static CommRank* FindRank(Comm& comm, int32_t rank) {
+    const int64_t at = static_cast<int64_t>(rank) - comm.rank_base;
+    return at >= 0 && static_cast<size_t>(at) < comm.ranks.size() ? &comm.ranks[static_cast<size_t>(at)] : nullptr;
+  }
   int64_t ToRealtime(const Process& process, uint64_t monotonic_ns) const;
   // How many windows of `rank` of `comm`, from its oldest held one, fold (window_folding.cc),
   // with their calls' times appended to `times`, (slot, flags) of those whose flags are not
@@ -384,8 +392,15 @@ class JobModel {
   mutable absl::flat_hash_map<std::tuple<CommIndex, int32_t, uint64_t>, uint32_t> remade_index_;
 };
 
-// A process's whole trace built into a model of its own on a worker thread, the trace kept
-// beside it for the one case adoption cannot be exact (TakeBuiltProcess).
+// Whether building each process's model on the worker that read its trace, for the job's
+// model to adopt, is faster than applying every trace on the model's thread. Measured
+// (docs/performance.md, "seventh stage"): 1.7-1.9 times faster from 4 cores up; on 2 cores
+// the threads' hand-over costs more than the model's thread gains.
+inline bool BuildingApartPays(unsigned cores) { return cores > 2; }
+
+// A process's whole trace as a worker thread readies it for the job's model: its model built
+// apart there (BuildProcessApart), the trace kept beside it for the one case adoption cannot
+// be exact; or, `alone` left empty, the trace to apply on the model's thread.
 struct ProcessBuiltApart {
   ProcessInfo info;
   ProcessUpdate update;

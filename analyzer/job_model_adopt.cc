@@ -1,5 +1,5 @@
-// JobModel::Adopt: a process built into a model of its own on another thread, taken into the
-// job's model. Everything a process's records do to a model touches only that process, its
+// JobModel::Adopt: a process built into a model of its own (JobModel::ForOneProcess) on
+// another thread, taken into the job's model. Everything a process's records do to a model touches only that process, its
 // communicator ranks and the names it interns, but for three things another process may
 // have decided already: its host and pid, the communicator ranks it is, and the ends of
 // communicators it never joined. Adopt checks those, then remaps the process's ids.
@@ -46,6 +46,23 @@ bool IsIdentity(const std::vector<Id>& map) {
 }
 
 }  // namespace
+
+JobModel JobModel::ForOneProcess() {
+  JobModel model;
+  model.one_process_ = true;
+  return model;
+}
+
+void JobModel::MakeRoomFor(Comm& comm, int32_t rank) {
+  if (comm.ranks.empty()) comm.rank_base = rank;
+  if (rank < comm.rank_base) {
+    comm.ranks.insert(comm.ranks.begin(), static_cast<size_t>(comm.rank_base - rank), CommRank{});
+    comm.rank_base = rank;
+  }
+  if (static_cast<size_t>(rank - comm.rank_base) >= comm.ranks.size()) {
+    comm.ranks.resize(static_cast<size_t>(rank - comm.rank_base) + 1);
+  }
+}
 
 std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
   if (!alone.one_process_ || alone.processes_.size() != 1 || alone.ends_of_unknown_comms_ != 0) return std::nullopt;
@@ -95,7 +112,9 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
       call.call_path = call_path_of[call.call_path];
     }
     if (!IsIdentity(region_of)) {
-      for (const auto& [comm, rank] : process.memberships) Relink(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
+      for (const auto& [comm, rank] : process.memberships) {
+        Relink(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
+      }
     }
   }
   unmatched_records_ += alone.unmatched_records_;
@@ -112,7 +131,9 @@ ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update) {
 }
 
 ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built) {
-  if (std::optional<ProcessId> adopted = model->Adopt(std::move(built.alone))) return *adopted;
+  if (built.alone.process_count() == 1) {
+    if (std::optional<ProcessId> adopted = model->Adopt(std::move(built.alone))) return *adopted;
+  }
   const ProcessId process = model->AddProcess(built.info);
   model->Apply(process, built.update);
   return process;

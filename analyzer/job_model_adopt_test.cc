@@ -111,7 +111,9 @@ void ExpectSameModel(const JobModel& adopted, const JobModel& applied) {
       ASSERT_EQ(got.ranks[r].chains.size(), want.ranks[r].chains.size());
       for (uint64_t window = want.ranks[r].chains.first(); window < want.ranks[r].chains.size(); ++window) {
         const WindowChain& want_chain = want.ranks[r].chains[window];
-        if (want_chain.usable()) EXPECT_EQ(got.ranks[r].chains[window].chain, want_chain.chain) << "window " << window;
+        if (want_chain.usable()) {
+          EXPECT_EQ(got.ranks[r].chains[window].chain, want_chain.chain) << "window " << window;
+        }
       }
     }
   }

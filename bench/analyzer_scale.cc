@@ -15,8 +15,9 @@
 // Post-mortem, each rank's records are made on --threads workers (default: every core) and
 // built there into a model of its own, which the main thread takes into the job's model in
 // rank order (JobModel::Adopt), as `collwatch analyze` decodes and builds rank traces apart
-// (cli/ordered_parallel.h); --apply-in-order applies the records on the main thread instead,
-// as before; --threads 1 does everything in turn.
+// (cli/ordered_parallel.h) from 3 threads up; --apply-in-order applies the records on the
+// main thread instead, as it does on 2 cores; --build-apart builds apart whatever the
+// threads; --threads 1 does everything in turn.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
 //                            [--case divergence|dtype|stall] [--online] [--no-fold] [--apply-in-order]
 //                            [--report FILE] [--threads N]
@@ -28,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -87,7 +89,7 @@ int main(int argc, char** argv) {
   Case fault = Case::kDivergence;
   bool online = false;
   bool fold = true;
-  bool build_apart = true;
+  std::optional<bool> build_apart;  // unset: as `collwatch analyze` decides (BuildingApartPays)
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::string report_path;  // where the report's text and JSON go (to compare two runs)
   bool usage_error = false;
@@ -98,8 +100,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--no-fold") == 0) {
       fold = false;
       --i;
-    } else if (std::strcmp(argv[i], "--apply-in-order") == 0) {
-      build_apart = false;
+    } else if (std::strcmp(argv[i], "--apply-in-order") == 0 || std::strcmp(argv[i], "--build-apart") == 0) {
+      build_apart = std::strcmp(argv[i], "--build-apart") == 0;
       --i;
     } else if (i + 1 >= argc) {
       usage_error = true;
@@ -126,10 +128,11 @@ int main(int argc, char** argv) {
   if (usage_error || ranks < 2 || collectives < 4 || comms < 0 || (comms > 0 && ranks % comms != 0)) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
-                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--apply-in-order] [--report FILE]"
-                 " [--threads N]\n");
+                 " [--case divergence|dtype|stall] [--online] [--no-fold] [--build-apart|--apply-in-order]"
+                 " [--report FILE] [--threads N]\n");
     return 2;
   }
+  if (!build_apart) build_apart = collwatch::analyzer::BuildingApartPays(threads);
   constexpr uint64_t kWorld = 0x5ca1ab1e0000c0deull;
   constexpr uint64_t kGroupBase = 0x9a0b000000000000ull;
   constexpr int64_t kStart = 1'700'000'000LL * collwatch::analyzer::kSecond;
@@ -219,7 +222,7 @@ int main(int argc, char** argv) {
   auto make_rank = [&](size_t rank) {
     MadeRank made;
     make_records(rank, &made);
-    if (build_apart) {
+    if (*build_apart) {
       const double building = Now();
       made.trace = collwatch::analyzer::BuildProcessApart(std::move(made.trace.info), std::move(made.trace.update));
       made.building_s = Now() - building;
@@ -278,13 +281,8 @@ int main(int argc, char** argv) {
     collwatch::OrderedParallel<MadeRank>(static_cast<size_t>(ranks), threads, 2 * threads, make_rank,
                                          [&](size_t /*rank*/, MadeRank made) {
       const double applying = Now();
-      collwatch::analyzer::ProcessId process = 0;
-      if (build_apart) {
-        process = collwatch::analyzer::TakeBuiltProcess(&analyzer.model(), std::move(made.trace));
-      } else {
-        process = analyzer.model().AddProcess(made.trace.info);
-        analyzer.model().Apply(process, made.trace.update);
-      }
+      const collwatch::analyzer::ProcessId process =
+          collwatch::analyzer::TakeBuiltProcess(&analyzer.model(), std::move(made.trace));
       if (fold) analyzer.FoldLoadedProcess(process);
       model_busy += Now() - applying;
       building_apart += made.building_s;
@@ -336,7 +334,7 @@ int main(int argc, char** argv) {
                      : "post-mortem, no folding");
   if (!online) {
     std::printf("rank traces made on %u worker thread(s), %s\n", threads,
-                build_apart ? "each built into a model of its own there, taken into the job's in rank order on this one"
+                *build_apart ? "each built into a model of its own there, taken into the job's in rank order on this one"
                             : "applied in rank order on this one");
   }
   const double per_record = 1e9 / static_cast<double>(records);
@@ -356,7 +354,7 @@ int main(int argc, char** argv) {
     std::printf("  the analyzer alone     : %.2f s (%.0f ns per record) building, folding, analysing, reporting\n",
                 analyzer_busy, analyzer_busy * per_record);
     std::printf("    on the model's thread: %.2f s (%.0f ns per record)%s\n", model_busy + (t3 - t1),
-                (model_busy + t3 - t1) * per_record, build_apart ? "; the rest on the workers" : "");
+                (model_busy + t3 - t1) * per_record, *build_apart ? "; the rest on the workers" : "");
     std::printf("  making the records     : %.2f s (%.0f ns per record) on one thread, run on the workers\n", making,
                 making * per_record);
   }

@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "ring/clocks.h"
 #include "ring/ring_reader.h"
+#include "ring/settings.h"
 #include "store/event_codec.h"
 #include "store/trace_store.h"
 #include "store/trace_store_format.h"
@@ -68,7 +69,7 @@ struct ReadRankTrace {
   analyzer::ProcessBuiltApart built;
 };
 
-ReadRankTrace ReadRankTraceApart(const std::string& dir) {
+ReadRankTrace ReadRankTraceApart(const std::string& dir, bool build_apart) {
   ReadRankTrace trace{RankTraceReader::Open(dir)};
   if (!trace.reader.ok()) return trace;
   RankTraceReader& reader = **trace.reader;
@@ -78,9 +79,15 @@ ReadRankTrace ReadRankTraceApart(const std::string& dir) {
     return trace;
   }
   trace.records = records->size();
-  trace.built = analyzer::BuildProcessApart(
-      ProcessInfoFromIdentity(reader.identity()),
-      ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(), reader.status()));
+  ProcessInfo info = ProcessInfoFromIdentity(reader.identity());
+  ProcessUpdate update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(),
+                                                reader.status());
+  if (build_apart) {
+    trace.built = analyzer::BuildProcessApart(std::move(info), std::move(update));
+  } else {
+    trace.built.info = std::move(info);
+    trace.built.update = std::move(update);
+  }
   return trace;
 }
 
@@ -228,15 +235,19 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
   return LoadedAll(seen, inputs.size(), *summary);
 }
 
-// Rank traces read on every core (each decoded and built into a model of its own there)
-// and taken into the job's model in their order (JobModel::Adopt), so the model is the one
-// reading them one by one would give.
+// Rank traces read on every core (each decoded, and where that pays built into a model of
+// its own there) and taken into the job's model in their order (JobModel::Adopt), so the
+// model is the one reading them one by one would give.
 absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* model, LoadSummary* summary,
                             const LoadProgress& progress, const TraceApplied& applied) {
   ProcessesSeen seen;
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::string_view build_apart_setting = SettingValue(Setting::kBuildApart);
+  const bool build_apart = build_apart_setting == "on"    ? true
+                           : build_apart_setting == "off" ? false
+                                                          : analyzer::BuildingApartPays(threads);
   OrderedParallel<ReadRankTrace>(
-      inputs.size(), threads, 2 * threads, [&](size_t i) { return ReadRankTraceApart(inputs[i]); },
+      inputs.size(), threads, 2 * threads, [&](size_t i) { return ReadRankTraceApart(inputs[i], build_apart); },
       [&](size_t i, ReadRankTrace trace) {
         SkipInput(inputs[i], ApplyRankTrace(inputs[i], std::move(trace), model, summary, &seen, applied), summary);
         if (progress) progress(i + 1, inputs.size());

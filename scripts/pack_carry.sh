@@ -16,6 +16,10 @@ if [ -x build-release/bench/collwatch_interposer_benchmark ]; then
   cp build-release/interposer/libcollwatch.so .carry/interposer/
   cp .carry/bench/collwatch_interposer_benchmark .carry/bin/
 fi
+# The analyzer's scale benchmark (Release), for its figures on a machine of many cores.
+if [ -x build-release/bench/collwatch_analyzer_scale ]; then
+  cp build-release/bench/collwatch_analyzer_scale .carry/bin/
+fi
 for binary in .carry/bin/*; do
   ldd "$binary" | awk '/=> \// { print $3 }' | grep -vE 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux' |
     xargs -r -I{} cp -L {} .carry/lib/
