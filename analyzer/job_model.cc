@@ -472,8 +472,9 @@ void JobModel::ForgetP2pBefore(CommIndex comm, int32_t rank, size_t position) {
   comms_[comm].ranks[static_cast<size_t>(rank)].p2p.DropBefore(position);
 }
 
-void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std::vector<size_t>& also_keep) {
-  if (process_id >= processes_.size()) return;
+bool JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std::vector<size_t>& also_keep,
+                                 size_t most_kept) {
+  if (process_id >= processes_.size()) return false;
   Process& process = ProcessAt(process_id);
   // Every call still listed is kept by itself, not the span from the oldest one: a
   // communicator used once at the start (or held back) must not pin all that followed.
@@ -489,7 +490,7 @@ void JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std
   }
   process.pending.ForEach(keep_if_below);
   process.pending_groups.ForEachMember(keep_if_below);
-  process.calls.DropBefore(index, keep);
+  return process.calls.DropBefore(index, keep, most_kept);
 }
 
 void JobModel::SetStatus(ProcessId process_id, ProcessStatus status, uint64_t heartbeat_writer_ns,

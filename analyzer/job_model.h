@@ -289,8 +289,10 @@ class JobModel {
   // Drops the calls of `process` below `index` that nothing refers to any more. Kept, each
   // by itself: every call a communicator rank of it still lists, its creation calls,
   // calls waiting for a return or completion, and `also_keep` (e.g. a p2p call waiting
-  // for its peer).
-  void ForgetCallsBefore(ProcessId process, uint32_t index, const std::vector<size_t>& also_keep);
+  // for its peer). Drops nothing, and returns false, where more than `most_kept` calls
+  // below the span dropped would be kept by themselves (WindowedLog::DropBefore).
+  bool ForgetCallsBefore(ProcessId process, uint32_t index, const std::vector<size_t>& also_keep,
+                         size_t most_kept = SIZE_MAX);
 
   // Where `process` was last in NCCL: the index of its latest-entered collective, send or
   // receive, or communicator call among its last calls (kNoCall: none). Queries and group
@@ -302,7 +304,8 @@ class JobModel {
   // communicator rank it is, the oldest windows whose calls equal, but for rank, times and
   // flags, those of the first rank seen with the same chain there are folded into that
   // rank's, keeping only their times and flags; then its calls nothing lists are dropped
-  // (but its LastTellingCall). The windows folded are a prefix, each full, untainted and
+  // (but its LastTellingCall), unless a quarter of them would stay listed between the ones
+  // dropped (window_folding.cc, kMostKeptShare). The windows folded are a prefix, each full, untainted and
   // completed. Everything reads as before (Collective makes a folded call again): what
   // bounds a large job's memory by its classes, not its ranks (issue 39). Callers that read
   // a process's calls in order (Analyzer: the order check) read them first.

@@ -13,6 +13,9 @@ namespace {
 // Chains a window keeps a reference for: ranks past this many classes there keep their calls
 // (a job whose every rank differs must not cost a search over every rank per rank).
 constexpr size_t kMaxWindowClasses = 64;
+// A fold drops a process's calls only where at most this share of them (one in four)
+// would be kept one by one.
+constexpr size_t kMostKeptShare = 4;
 
 // Every field of a call but its rank, times and flags (its times kept with each folded call,
 // its flags where they are not its reference's): what a folded call takes from its
@@ -127,7 +130,11 @@ void JobModel::FoldAgreeingWindows(ProcessId process_id) {
   const Process& process = ProcessAt(process_id);
   std::vector<size_t> keep;
   if (const uint32_t last = LastTellingCall(process); last != kNoCall) keep.push_back(last);
-  ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep);
+  // Not where many calls between the dropped ones are still listed (a rank folded on one
+  // communicator but the reference of its class on another): a call kept by itself takes
+  // more memory than in place and is read far slower, and the class's later ranks read it.
+  ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep,
+                    (process.calls.size() - process.calls.first()) / kMostKeptShare);
 }
 
 const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times) const {

@@ -10,6 +10,7 @@
 #include <bit>
 #include <compare>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -167,8 +168,9 @@ class WindowedLog {
   // readable; entries kept by an earlier call and not named again are dropped now.
   // Kept entries that run without a hole up to `index` stay in the window, which then
   // starts lower: the usual case online (the calls every rank's recent collectives name),
-  // where copying each into the map cost more than the rest of the pass.
-  void DropBefore(size_t index, const std::vector<size_t>& keep = {}) {
+  // where copying each into the map cost more than the rest of the pass. Drops nothing, and
+  // returns false, where more than `most_kept` entries would be kept that way.
+  bool DropBefore(size_t index, const std::vector<size_t>& keep = {}, size_t most_kept = SIZE_MAX) {
     if (index > size()) index = size();
     if (index < first_) index = first_;
     // Marks over the dropped span of the window: no sort of `keep`, which holds every
@@ -183,9 +185,13 @@ class WindowedLog {
       }
     }
     while (index > first_ && kept_in_window[index - 1 - first_]) --index;
+    if (most_kept != SIZE_MAX) {
+      const auto marked = std::count(kept_in_window.begin(), kept_in_window.begin() + (index - first_), true);
+      if (static_cast<size_t>(marked) + kept_below.size() > most_kept) return false;
+    }
     if (!storage_) {
       first_ = index;
-      return;
+      return true;
     }
     Storage& storage = *storage_;
     std::map<size_t, T> kept;
@@ -201,6 +207,7 @@ class WindowedLog {
     storage.kept.swap(kept);
     DropWindowFront(index - first_);
     first_ = index;
+    return true;
   }
 
  private:

@@ -33,6 +33,20 @@ TEST(WindowedLogTest, IndexesStayGlobalWhileTheFrontIsDropped) {
   EXPECT_DEATH(static_cast<void>(log[5]), "pruned history entry 5");
 }
 
+// A limit on the entries kept one by one: over it, nothing is dropped; the entries that
+// run up to the cut stay in the window and do not count.
+TEST(WindowedLogTest, NothingIsDroppedWhereMoreThanTheLimitWouldBeKeptOneByOne) {
+  WindowedLog<int> log;
+  for (int i = 0; i < 10; ++i) log.push_back(i * 10);
+  EXPECT_FALSE(log.DropBefore(8, /*keep=*/{1, 3, 5, 7}, /*most_kept=*/2)) << "1, 3 and 5 by themselves";
+  EXPECT_EQ(log.first(), 0u);
+  EXPECT_EQ(log.stored(), 10u);
+  EXPECT_TRUE(log.DropBefore(8, /*keep=*/{3, 6, 7}, /*most_kept=*/1)) << "6 and 7 run up to the cut";
+  EXPECT_EQ(log.first(), 6u);
+  EXPECT_EQ(log[3], 30);
+  EXPECT_FALSE(log.Holds(5));
+}
+
 // Kept entries that reach the cut without a hole stay in the window (no copy); the rest
 // are kept one by one, and what is neither is dropped.
 TEST(WindowedLogTest, KeptEntriesRunningUpToTheCutStayInTheWindow) {
