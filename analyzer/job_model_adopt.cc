@@ -1,8 +1,9 @@
 // JobModel::Adopt: a process built into a model of its own (JobModel::ForOneProcess) on
-// another thread, taken into the job's model. Everything a process's records do to a model touches only that process, its
-// communicator ranks and the names it interns, but for three things another process may
-// have decided already: its host and pid, the communicator ranks it is, and the ends of
-// communicators it never joined. Adopt checks those, then remaps the process's ids.
+// another thread, taken into the job's model. Everything a process's records do to a model
+// touches only that process, its communicator ranks and the names it interns, but for three
+// things another process may have decided already: its host and pid, the communicator
+// ranks it is, and the ends of communicators it never joined. Adopt checks those, then
+// renumbers the process's names and communicators.
 #include <algorithm>
 #include <utility>
 

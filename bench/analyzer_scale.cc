@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
                      : "post-mortem, no folding");
   if (!online) {
     std::printf("rank traces made on %u worker thread(s), %s\n", threads,
-                *build_apart ? "each built into a model of its own there, taken into the job's in rank order on this one"
+                *build_apart ? "each built into a model of its own there, adopted in rank order on this one"
                             : "applied in rank order on this one");
   }
   const double per_record = 1e9 / static_cast<double>(records);

@@ -173,7 +173,8 @@ inline constexpr SettingInfo kSettings[] = {
      "`.shipped` mark (`collwatch gc` removes it later), as `--keep-rings` does; `0`: it removes the ring"},
     {Setting::kNoColor, "NO_COLOR", "", "unset", "collwatch top, collwatch run",
      "any value but empty: the dashboard draws without colour (bold, dim and reverse stay), as no-color.org asks"},
-    {Setting::kBuildApart, "COLLWATCH_BUILD_APART", "auto", "`auto`", "collwatch analyze, export, diff, baseline, check",
+    {Setting::kBuildApart, "COLLWATCH_BUILD_APART", "auto", "`auto`",
+     "collwatch analyze, export, diff, baseline, check",
      "`on`: each rank trace of a trace store is built into a model of its own on the thread that read it, and "
      "the job's model takes those in (faster from 4 cores up); `off`: every trace is applied on one thread; "
      "`auto` (or any other value): `on` from 3 cores up. The report is the same either way"},

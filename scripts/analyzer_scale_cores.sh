@@ -16,8 +16,11 @@ run() {  # name, then the benchmark's arguments
   local name=$1
   shift
   "$bench" "$@" > "$out/$name.txt" 2>&1 || true
-  printf '%-34s %s | %s | %s\n' "$name" "$(grep -o 'records -> findings.*' "$out/$name.txt" | tr -s ' ')" \
-    "$(grep -o 'peak RSS *: [0-9]* MiB' "$out/$name.txt" | tr -s ' ')" "$(grep -o 'named correctly: .*' "$out/$name.txt")"
+  local took peak named
+  took=$(grep -o 'records -> findings.*' "$out/$name.txt" | tr -s ' ')
+  peak=$(grep -o 'peak RSS *: [0-9]* MiB' "$out/$name.txt" | tr -s ' ')
+  named=$(grep -o 'named correctly: .*' "$out/$name.txt")
+  printf '%-34s %s | %s | %s\n' "$name" "$took" "$peak" "$named"
 }
 for t in "${threads[@]}"; do
   for mode in apart in-order; do
