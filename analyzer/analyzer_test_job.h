@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "analyzer/analyzer.h"
@@ -22,6 +23,14 @@ inline AnalyzerOptions TestOptions() {
   AnalyzerOptions options;
   options.stall_after_s = 10;
   return options;
+}
+
+// Every field of a call, to compare two models' calls.
+inline auto CallFieldsOf(const Call& call) {
+  return std::make_tuple(call.enter_ns, call.return_ns, call.complete_ns, call.count, call.seq, call.group_id,
+                         call.comm, call.region, call.call_path, call.rank, call.root_or_peer, call.redop,
+                         call.result, call.fn, call.dtype, call.flags, call.call_path_inferred, call.region_unknown,
+                         call.region_damaged);
 }
 
 inline SyntheticOp Gather(const std::string& region, uint64_t count = 1024) {

@@ -68,13 +68,6 @@ RecordedJob RecordJob() {
   return recorded;
 }
 
-auto FieldsOf(const Call& call) {
-  return std::make_tuple(call.enter_ns, call.return_ns, call.complete_ns, call.count, call.seq, call.group_id,
-                         call.comm, call.region, call.call_path, call.rank, call.root_or_peer, call.redop,
-                         call.result, call.fn, call.dtype, call.flags, call.call_path_inferred, call.region_unknown,
-                         call.region_damaged);
-}
-
 std::string ReportOf(Analyzer& analyzer, bool fold) {
   for (ProcessId p = 0; fold && p < analyzer.model().process_count(); ++p) analyzer.FoldLoadedProcess(p);
   const std::vector<Finding> findings = analyzer.Analyze(At(300), /*final_pass=*/true);
@@ -93,7 +86,7 @@ void ExpectSameModel(const JobModel& adopted, const JobModel& applied) {
     EXPECT_EQ(got.damaged_labels, want.damaged_labels);
     ASSERT_EQ(got.calls.size(), want.calls.size());
     for (size_t i = 0; i < want.calls.size(); ++i) {
-      ASSERT_TRUE(FieldsOf(got.calls[i]) == FieldsOf(want.calls[i])) << "process " << p << " call " << i;
+      ASSERT_TRUE(CallFieldsOf(got.calls[i]) == CallFieldsOf(want.calls[i])) << "process " << p << " call " << i;
     }
   }
   ASSERT_EQ(adopted.comms().size(), applied.comms().size());

@@ -61,14 +61,6 @@ Analysed Analyse(Analyzer& analyzer, int nranks, const RankTrace& trace, bool fo
   return analysed;
 }
 
-// Every field of a call, to compare two.
-auto FieldsOf(const Call& call) {
-  return std::make_tuple(call.enter_ns, call.return_ns, call.complete_ns, call.count, call.seq, call.group_id,
-                         call.comm, call.region, call.call_path, call.rank, call.root_or_peer, call.redop,
-                         call.result, call.fn, call.dtype, call.flags, call.call_path_inferred, call.region_unknown,
-                         call.region_damaged);
-}
-
 // Every collective of every rank reads the same, field by field, folded or not.
 void ExpectEveryCollectiveReadsTheSame(const JobModel& folded, const JobModel& whole) {
   ASSERT_EQ(folded.comms().size(), whole.comms().size());
@@ -80,7 +72,7 @@ void ExpectEveryCollectiveReadsTheSame(const JobModel& folded, const JobModel& w
         const Call* got = folded.Collective(folded.comms()[c], rank, seq);
         ASSERT_EQ(got == nullptr, want == nullptr) << "rank " << rank << " seq " << seq;
         if (want != nullptr) {
-          ASSERT_TRUE(FieldsOf(*got) == FieldsOf(*want)) << "rank " << rank << " seq " << seq;
+          ASSERT_TRUE(CallFieldsOf(*got) == CallFieldsOf(*want)) << "rank " << rank << " seq " << seq;
         }
       }
     }
