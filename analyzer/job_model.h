@@ -304,20 +304,20 @@ class JobModel {
   // communicator rank it is, the oldest windows whose calls equal, but for rank, times and
   // flags, those of the first rank seen with the same chain there are folded into that
   // rank's, keeping only their times and flags; then its calls nothing lists are dropped
-  // (but its LastTellingCall), unless a quarter of them would stay listed between the ones
-  // dropped (window_folding.cc, kMostKeptShare). The windows folded are a prefix, each full, untainted and
-  // completed. Everything reads as before (Collective makes a folded call again): what
-  // bounds a large job's memory by its classes, not its ranks (issue 39). Callers that read
-  // a process's calls in order (Analyzer: the order check) read them first.
+  // (but its LastTellingCall), unless over a quarter of them would stay listed between the
+  // ones dropped (window_folding.cc, kMostKeptShare). The windows folded are a prefix, each
+  // full, untainted and completed. Everything reads as before (Collective makes a folded
+  // call again): what bounds a large job's memory by its classes, not its ranks (issue 39).
+  // Callers that read a process's calls in order (Analyzer: the order check) read them first.
   void FoldAgreeingWindows(ProcessId process);
 
-  // Post-mortem, on many cores: `alone` is a model made ForOneProcess, holding that process
-  // alone, built from its whole trace (AddProcess, Apply) on any thread. That process is moved in,
-  // its names and communicators taken into this model's, as AddProcess and Apply with the
-  // same trace would leave it; adopting processes in their order gives the same model as
-  // applying them in that order. nullopt, and this model unchanged, where the two could
-  // differ: its host and pid known here, a communicator rank of it taken here already, a
-  // communicator's end named that `alone` did not know (job_model_adopt.cc).
+  // Post-mortem, on many cores: `alone` is a model made ForOneProcess and built from one
+  // process's whole trace (AddProcess, Apply) on any thread. That process is moved in, its
+  // names and communicators taken into this model's, as AddProcess and Apply with the same
+  // trace would leave it: adopting processes in their order gives the model applying them
+  // in that order gives. nullopt, and this model unchanged, where the two could differ: its
+  // host and pid known here, a communicator rank of it taken here already, the end of a
+  // communicator `alone` did not know (job_model_adopt.cc).
   std::optional<ProcessId> Adopt(JobModel&& alone);
 
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
@@ -402,8 +402,8 @@ class JobModel {
 inline bool BuildingApartPays(unsigned cores) { return cores > 2; }
 
 // A process's whole trace as a worker thread readies it for the job's model: its model built
-// apart there (BuildProcessApart), the trace kept beside it for the one case adoption cannot
-// be exact; or, `alone` left empty, the trace to apply on the model's thread.
+// apart there (BuildProcessApart), the trace kept beside it for where adoption cannot be
+// exact; or, `alone` left empty, the trace to apply on the model's thread.
 struct ProcessBuiltApart {
   ProcessInfo info;
   ProcessUpdate update;
