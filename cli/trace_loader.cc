@@ -14,6 +14,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -59,9 +60,9 @@ bool NotedAsCopy(const std::string& dir, const v1::RankIdentity& identity, LoadS
   return !first.empty();
 }
 
-// A rank trace as a worker thread reads it: opened, its events read, converted and built
-// into a model of its own. The job's model, the summary and the copies seen are the calling
-// thread's (ApplyRankTrace).
+// A rank trace as a worker thread reads it: opened, its events read and converted, and
+// (where that pays) built into a model of its own. The job's model, the summary and the
+// copies seen are the calling thread's (ApplyRankTrace).
 struct ReadRankTrace {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader;
   absl::Status read = absl::OkStatus();  // reading its events (after it opened)
