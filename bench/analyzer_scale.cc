@@ -19,8 +19,8 @@
 // main thread instead, as it does on 2 cores; --build-apart builds apart whatever the
 // threads; --threads 1 does everything in turn.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
-//                            [--case divergence|dtype|stall] [--online] [--no-fold] [--apply-in-order]
-//                            [--report FILE] [--threads N]
+//                            [--case divergence|dtype|stall] [--online] [--no-fold]
+//                            [--build-apart|--apply-in-order] [--report FILE] [--threads N]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
   const size_t positions = static_cast<size_t>(collectives) + 2;
   // Post-mortem: one rank's whole trace, made apart, as a worker decodes a rank trace.
   struct MadeRank {
-    collwatch::analyzer::ProcessBuiltApart trace;  // its model built apart unless --apply-in-order
+    collwatch::analyzer::ProcessBuiltApart trace;  // its model built apart where build_apart says so
     uint64_t records = 0;
     double building_s = 0;  // building its model apart, on the worker
   };
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
     made->trace.info = std::move(recorded.processes().front().info);
     made->trace.update = std::move(recorded.processes().front().update);
   };
-  // Its records, and (unless --apply-in-order) its model built apart on the same worker.
+  // Its records, and (where build_apart says so) its model built apart on the same worker.
   auto make_rank = [&](size_t rank) {
     MadeRank made;
     make_records(rank, &made);
