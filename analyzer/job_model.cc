@@ -313,7 +313,7 @@ void JobModel::AddEnter(ProcessId process_id, uint32_t lane, uint64_t index, con
         rank.p2p.push_back(call_index);
       } else if (CreatesComm(call.fn)) {
         rank.init_call = call_index;
-        if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
+        if (ring::SplitsFromParent(call.fn)) comm.parent_id = record.aux0;
       }
     }
   } else if (ring::IsCollective(call.fn) || ring::IsP2p(call.fn)) {
@@ -378,7 +378,7 @@ void JobModel::AddRecord(ProcessId process_id, uint32_t lane, uint64_t index, co
         Join(call.comm, record.rank, process_id);
         CommRank& rank = RankIn(comm, record.rank);
         rank.init_call = call_index;
-        if (call.fn == ApiFn::kCommSplit || call.fn == ApiFn::kCommShrink) comm.parent_id = record.aux0;
+        if (ring::SplitsFromParent(call.fn)) comm.parent_id = record.aux0;
       }
       process.last_record_ns = std::max(process.last_record_ns, call.return_ns);
       // ncclCommInitAll returns once per rank it created, in rank order: its enter stays

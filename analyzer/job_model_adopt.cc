@@ -12,13 +12,12 @@
 namespace collwatch::analyzer {
 namespace {
 
-bool SplitsFromParent(ring::ApiFn fn) { return fn == ring::ApiFn::kCommSplit || fn == ring::ApiFn::kCommShrink; }
-
 // Whether applying `process` would have set `comm`'s parent: its split or shrink call made a
 // rank of it (the parent is written with init_call, JobModel::AddEnter and AddRecord).
 bool NamesParent(const Comm& comm, const Process& process) {
   for (const CommRank& rank : comm.ranks) {
-    if (rank.present && rank.init_call != kNoCall && SplitsFromParent(process.calls[rank.init_call].fn)) return true;
+    if (!rank.present || rank.init_call == kNoCall) continue;
+    if (ring::SplitsFromParent(process.calls[rank.init_call].fn)) return true;
   }
   return false;
 }
@@ -105,17 +104,18 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
   for (auto& [unit, call_path] : process.unit_paths) call_path = call_path_of[call_path];
   for (auto& [comm, rank] : process.memberships) comm = comm_of[comm];
   // Most processes name what the first one named, in its order: nothing to remap then.
-  if (!IsIdentity(region_of) || !IsIdentity(call_path_of) || !IsIdentity(comm_of)) {
+  const bool regions_renumbered = !IsIdentity(region_of);
+  if (regions_renumbered || !IsIdentity(call_path_of) || !IsIdentity(comm_of)) {
     for (size_t i = process.calls.first(); i < process.calls.size(); ++i) {
       Call& call = process.calls[i];
       if (call.comm != kNoComm) call.comm = comm_of[call.comm];
       call.region = region_of[call.region];
       call.call_path = call_path_of[call.call_path];
     }
-    if (!IsIdentity(region_of)) {
-      for (const auto& [comm, rank] : process.memberships) {
-        Relink(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
-      }
+  }
+  if (regions_renumbered) {
+    for (const auto& [comm, rank] : process.memberships) {
+      Relink(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
     }
   }
   unmatched_records_ += alone.unmatched_records_;
@@ -132,9 +132,8 @@ ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update) {
 }
 
 ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built) {
-  if (built.alone.process_count() == 1) {
-    if (std::optional<ProcessId> adopted = model->Adopt(std::move(built.alone))) return *adopted;
-  }
+  // A trace not built apart (`alone` empty) is not adopted: applied here.
+  if (std::optional<ProcessId> adopted = model->Adopt(std::move(built.alone))) return *adopted;
   const ProcessId process = model->AddProcess(built.info);
   model->Apply(process, built.update);
   return process;

@@ -486,7 +486,7 @@ void FinishCommCreated(PendingCall* call, int result, const void* new_comm) noex
   if ((result == kNcclSuccess || result == kNcclInProgress) && new_comm != nullptr) {
     CommState* comm = RegisterComm(new_comm, call->record.comm_id, call->record.rank,
                                    call->record.nranks, /*known_at_init=*/true);
-    if (comm != nullptr && (fn == ApiFn::kCommSplit || fn == ApiFn::kCommShrink)) {
+    if (comm != nullptr && ring::SplitsFromParent(fn)) {
       AskShape(comm);
       call->record.rank = comm->rank.load(std::memory_order_relaxed);
       call->record.nranks = comm->nranks.load(std::memory_order_relaxed);

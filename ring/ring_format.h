@@ -177,6 +177,8 @@ inline constexpr bool IsP2p(ApiFn fn) { return fn == ApiFn::kSend || fn == ApiFn
 inline constexpr bool IsCommLifecycle(ApiFn fn) {
   return static_cast<uint16_t>(fn) >= 40 && static_cast<uint16_t>(fn) <= 50;
 }
+// A communicator made from another: the record's aux0 names its parent.
+inline constexpr bool SplitsFromParent(ApiFn fn) { return fn == ApiFn::kCommSplit || fn == ApiFn::kCommShrink; }
 
 // Record flags.
 inline constexpr uint8_t kFlagCaptured = 1 << 0;           // stream was capturing a CUDA graph
