@@ -224,8 +224,9 @@ class Analyzer {
   // Reports `cycle` when one of its waits passed its threshold; false otherwise.
   bool ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, bool final_pass, std::vector<Finding>* out);
   // Reads the collectives added since (comm_order.h), of `only` or of every process, and
-  // opens the inversions seen.
-  void ObserveOrder(bool forget_behind, std::optional<ProcessId> only = std::nullopt);
+  // opens the inversions seen (`listed`: `only`'s collectives as its fold apart listed them).
+  void ObserveOrder(bool forget_behind, std::optional<ProcessId> only = std::nullopt,
+                    const std::vector<OrderedCollective>* listed = nullptr);
   void CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out);
   void ReportOrderInversion(const OpenInversion& open, bool got_through, int64_t now_ns, bool final_pass,
                             std::vector<Finding>* out);

@@ -36,8 +36,62 @@ void CommOrderTracker::Forget(CommIndex comm) {
   for (const size_t pair : pairs_of_comm_[comm]) pairs_[pair].DropBefore(below);
 }
 
+void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bool comparable,
+                                         const OrderedCollective& call, ProcessOrder& order,
+                                         std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced) {
+  if (call.seq > newest_seq_[call.comm]) {
+    newest_seq_[call.comm] = call.seq;
+    advanced->push_back(call.comm);
+  }
+  auto own = std::find_if(order.latest.begin(), order.latest.end(),
+                          [&](const Latest& latest) { return latest.comm == call.comm; });
+  if (comparable) {
+    // Every communicator of the process counts, one it issued nothing on yet as 0.
+    for (const auto& membership : process.memberships) {
+      const CommIndex member_of = membership.first;
+      if (member_of == call.comm || member_of >= newest_seq_.size()) continue;
+      Latest other{member_of, 0, 0};
+      for (const Latest& latest : order.latest) {
+        if (latest.comm == member_of) other = latest;
+      }
+      // Calls of one group are launched together: no order between them.
+      if (call.group_id != 0 && other.group_id == call.group_id) continue;
+      PairReferences& references = PairOf(order, call.comm, other.comm);
+      references.StartAt(call.seq > kLateStartMargin ? call.seq - kLateStartMargin : 0);
+      if (call.seq < references.first()) continue;  // forgotten: too far behind to compare
+      references.resize(call.seq + 1, Reference{});
+      Reference& reference = references[call.seq];
+      if (reference.process == kNoProcess) {
+        reference = Reference{p, other.seq};
+        continue;
+      }
+      if (reference.other_seq == other.seq || reference.process == p) continue;
+      const std::pair<CommIndex, CommIndex> pair{std::min(call.comm, other.comm), std::max(call.comm, other.comm)};
+      if (!reported_.insert(pair).second) continue;
+      // The process that had issued more of X's collectives issued the next one before
+      // this C collective; the other issued this one first.
+      const bool reference_first = reference.other_seq > other.seq;
+      OrderInversion inversion;
+      inversion.first = reference_first ? reference.process : p;
+      inversion.second = reference_first ? p : reference.process;
+      inversion.comm_x = other.comm;
+      inversion.seq_x = std::min(reference.other_seq, other.seq) + 1;
+      inversion.comm_c = call.comm;
+      inversion.seq_c = call.seq;
+      found->push_back(inversion);
+    }
+  }
+  if (own == order.latest.end()) {
+    order.latest.push_back(Latest{call.comm, call.seq, call.group_id});
+  } else {
+    own->seq = std::max(own->seq, call.seq);
+    own->group_id = call.group_id;
+  }
+}
+
 std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, bool forget_behind,
-                                                      std::optional<ProcessId> only) {
+                                                      std::optional<ProcessId> only,
+                                                      const std::vector<OrderedCollective>* listed) {
   std::vector<OrderInversion> found;
   if (processes_.size() < model.process_count()) processes_.resize(model.process_count());
   if (newest_seq_.size() < model.comms().size()) newest_seq_.resize(model.comms().size(), 0);
@@ -51,6 +105,14 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, boo
     const size_t end = process.calls.size();
     if (order.next_call >= end) continue;
     const bool comparable = OneRankPerComm(process);
+    if (only && listed != nullptr) {
+      // Listed while every call was still there (JobModel::ListCollectives), by the same rules.
+      for (const OrderedCollective& call : *listed) {
+        if (call.comm < newest_seq_.size()) ObserveCollective(p, process, comparable, call, order, &found, &advanced);
+      }
+      order.next_call = end;
+      continue;
+    }
     for (size_t i = std::max(order.next_call, process.calls.first()); i < end; ++i) {
       const Call& call = process.calls[i];
       // CUDA graph replays run apart from the host's order (their own lane, job_model.h);
@@ -66,54 +128,8 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, boo
       if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) continue;
       const CommRank& placed_on = comm.ranks[static_cast<size_t>(call.rank)];
       if (!placed_on.present || placed_on.process != p || call.seq > placed_on.collectives.size()) continue;
-      if (call.seq > newest_seq_[call.comm]) {
-        newest_seq_[call.comm] = call.seq;
-        advanced.push_back(call.comm);
-      }
-      auto own = std::find_if(order.latest.begin(), order.latest.end(),
-                              [&](const Latest& latest) { return latest.comm == call.comm; });
-      if (comparable) {
-        // Every communicator of the process counts, one it issued nothing on yet as 0.
-        for (const auto& membership : process.memberships) {
-          const CommIndex member_of = membership.first;
-          if (member_of == call.comm || member_of >= newest_seq_.size()) continue;
-          Latest other{member_of, 0, 0};
-          for (const Latest& latest : order.latest) {
-            if (latest.comm == member_of) other = latest;
-          }
-          // Calls of one group are launched together: no order between them.
-          if (call.group_id != 0 && other.group_id == call.group_id) continue;
-          PairReferences& references = PairOf(order, call.comm, other.comm);
-          references.StartAt(call.seq > kLateStartMargin ? call.seq - kLateStartMargin : 0);
-          if (call.seq < references.first()) continue;  // forgotten: too far behind to compare
-          references.resize(call.seq + 1, Reference{});
-          Reference& reference = references[call.seq];
-          if (reference.process == kNoProcess) {
-            reference = Reference{p, other.seq};
-            continue;
-          }
-          if (reference.other_seq == other.seq || reference.process == p) continue;
-          const std::pair<CommIndex, CommIndex> pair{std::min(call.comm, other.comm), std::max(call.comm, other.comm)};
-          if (!reported_.insert(pair).second) continue;
-          // The process that had issued more of X's collectives issued the next one before
-          // this C collective; the other issued this one first.
-          const bool reference_first = reference.other_seq > other.seq;
-          OrderInversion inversion;
-          inversion.first = reference_first ? reference.process : p;
-          inversion.second = reference_first ? p : reference.process;
-          inversion.comm_x = other.comm;
-          inversion.seq_x = std::min(reference.other_seq, other.seq) + 1;
-          inversion.comm_c = call.comm;
-          inversion.seq_c = call.seq;
-          found.push_back(inversion);
-        }
-      }
-      if (own == order.latest.end()) {
-        order.latest.push_back(Latest{call.comm, call.seq, call.group_id});
-      } else {
-        own->seq = std::max(own->seq, call.seq);
-        own->group_id = call.group_id;
-      }
+      ObserveCollective(p, process, comparable, OrderedCollective{call.comm, call.seq, call.group_id}, order, &found,
+                        &advanced);
     }
     order.next_call = end;
   }

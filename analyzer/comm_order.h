@@ -39,9 +39,11 @@ class CommOrderTracker {
   // references far behind each communicator's newest collective; post-mortem, while the
   // traces are read one after another, they are kept for the processes still to come.
   // `only`: the one process with calls not read yet (post-mortem: each is read once it is
-  // in); else every process is looked at.
+  // in); else every process is looked at. `listed`: with `only`, that process's collectives
+  // as JobModel::FoldApart listed them, read in place of its calls (some may be gone).
   std::vector<OrderInversion> Observe(const JobModel& model, bool forget_behind = true,
-                                      std::optional<ProcessId> only = std::nullopt);
+                                      std::optional<ProcessId> only = std::nullopt,
+                                      const std::vector<OrderedCollective>* listed = nullptr);
 
  private:
   // A process's latest collective on one of its communicators.
@@ -68,6 +70,9 @@ class CommOrderTracker {
     std::vector<std::pair<uint64_t, size_t>> pairs;
   };
 
+  // One placed collective `call` of process `p`, in its call order.
+  void ObserveCollective(ProcessId p, const Process& process, bool comparable, const OrderedCollective& call,
+                         ProcessOrder& order, std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced);
   // Whether `process` holds a single rank on each of its communicators: a process of
   // several ranks of one communicator (a thread each) has no one order to compare.
   static bool OneRankPerComm(const Process& process);

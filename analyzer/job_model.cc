@@ -144,11 +144,15 @@ void JobModel::AddRegionName(ProcessId process, uint32_t writer_id, std::string_
   ProcessAt(process).regions[writer_id] = InternRegion(name);
 }
 
-CallPathId JobModel::InternCallPath(const CallPath& path) {
-  if (path.frames.empty()) return 0;
+std::string CallPathKey(const CallPath& path) {
   std::string key = path.truncated ? "+" : "";
   for (const CallFrame& frame : path.frames) absl::StrAppend(&key, frame.file, "\x1f", frame.function, "\x1f", frame.line, "\x1e");
-  auto [it, inserted] = call_path_ids_.try_emplace(std::move(key), static_cast<CallPathId>(call_paths_.size()));
+  return key;
+}
+
+CallPathId JobModel::InternCallPath(const CallPath& path) {
+  if (path.frames.empty()) return 0;
+  auto [it, inserted] = call_path_ids_.try_emplace(CallPathKey(path), static_cast<CallPathId>(call_paths_.size()));
   if (inserted) {
     call_paths_.push_back(path);
     call_path_regions_.push_back(InternRegion(CodeRegionName(path)));
@@ -483,7 +487,7 @@ bool JobModel::ForgetCallsBefore(ProcessId process_id, uint32_t index, const std
     if (call != kNoCall && call < index) keep.push_back(call);
   };
   for (const auto& [comm_index, rank_number] : process.memberships) {
-    const CommRank& rank = comms_[comm_index].ranks[static_cast<size_t>(rank_number)];
+    const CommRank& rank = *FindRank(comms_[comm_index], rank_number);
     for (const uint32_t call : rank.collectives) keep_if_below(call);
     for (const uint32_t call : rank.p2p) keep_if_below(call);
     keep_if_below(rank.init_call);

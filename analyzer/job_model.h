@@ -37,6 +37,8 @@ struct NoRingNoteRead;  // ring/ring_leftovers.h
 
 namespace collwatch::analyzer {
 
+class FoldReferences;  // fold_references.h
+
 using ProcessId = uint32_t;
 using CommIndex = uint32_t;
 using RegionId = uint32_t;  // job-wide interned NVTX region (0: none)
@@ -103,6 +105,8 @@ struct Fingerprint {
 };
 Fingerprint FingerprintOf(const Call& call);
 uint64_t HashOf(const Fingerprint& fingerprint);
+// What tells two call paths apart: their frames as text (JobModel::InternCallPath).
+std::string CallPathKey(const CallPath& path);
 
 // A collective folded into its class post-mortem (JobModel::FoldAgreeingWindows): equal in
 // all but its rank, its times and its flags to the call its window's reference rank made
@@ -164,6 +168,14 @@ struct Comm {
   absl::flat_hash_map<uint64_t, std::vector<std::pair<uint64_t, int32_t>>> window_classes;
 };
 
+// A collective as the order check reads it (CommOrderTracker): listed in call order by a
+// worker that folds a process apart, whose calls may be gone when the check runs.
+struct OrderedCollective {
+  CommIndex comm = kNoComm;
+  uint64_t seq = 0;
+  uint64_t group_id = 0;
+};
+
 struct Process {
   ProcessInfo info;
   ProcessStatus status = ProcessStatus::kRunning;
@@ -190,6 +202,10 @@ struct Process {
   WindowedLog<Call, 512> calls;
   // The communicator ranks this process is (comm, rank): what may refer to its calls.
   std::vector<std::pair<CommIndex, int32_t>> memberships;
+  // Folded apart (JobModel::FoldApart): its placed collectives in call order, for the order
+  // check to read in place of its calls, until it takes them (TakeListedCollectives).
+  bool collectives_listed = false;
+  std::vector<OrderedCollective> listed_collectives;
   // Looked up for every call: flat tables rather than trees.
   absl::flat_hash_map<uint32_t, RegionId> regions;       // writer's region id -> job-wide id
   absl::flat_hash_map<uint32_t, CallPathId> call_paths;  // writer's call path id -> job-wide id
@@ -280,6 +296,7 @@ class JobModel {
   // The region a call path gives a call that has no NVTX range (0: none, no user frame).
   RegionId CallPathRegion(CallPathId id) const { return call_path_regions_[id]; }
   CallPathId InternCallPath(const CallPath& path);
+  size_t call_path_count() const { return call_paths_.size(); }
 
   // Bounded history (online): drops the collectives of `rank` of `comm` below `seq`.
   // Callers must not ask for them again: Collective() answers nullptr below the window.
@@ -320,6 +337,21 @@ class JobModel {
   // communicator `alone` did not know (job_model_adopt.cc).
   std::optional<ProcessId> Adopt(JobModel&& alone);
 
+  // Post-mortem, folding on many cores: from now on each fold publishes the classes it
+  // registers, and the names interned, for workers folding apart (FoldApart). The pointer
+  // lives as long as this model.
+  const FoldReferences* ShareFoldReferences();
+  const FoldReferences* fold_references() const { return fold_references_.get(); }
+  // On a worker, in a model made ForOneProcess once its trace is in: the oldest windows of
+  // each communicator rank of its process that equal a class `references` holds are folded
+  // into that class as FoldAgreeingWindows would fold them in the job's model (the same
+  // reference rank, times and flags), and its calls nothing lists are dropped. Its
+  // collectives are listed first for the order check. Windows whose class is not
+  // published yet are left to the job's model's fold (fold_apart.cc).
+  void FoldApart(const FoldReferences& references);
+  // Its collectives as FoldApart listed them, taken out (nullopt: not listed; read its calls).
+  std::optional<std::vector<OrderedCollective>> TakeListedCollectives(ProcessId process);
+
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
   int64_t LatestTimeNs() const;
   // Records that could not be placed (no communicator, unknown enter): counted, not fatal.
@@ -357,6 +389,14 @@ class JobModel {
   // their reference's to `unlike_flags`, and their reference ranks to `like`.
   size_t FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
                          std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags, std::vector<int32_t>* like);
+  // Folds `windows` windows of `entry` from its oldest held one: their times, unlike flags and
+  // reference ranks kept, their call indexes dropped.
+  static void KeepFolded(CommRank& entry, size_t windows, const std::vector<FoldedTimes>& times,
+                         const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags, const std::vector<int32_t>& like);
+  // Once windows of `process` folded: its calls nothing lists dropped, but its LastTellingCall.
+  void ForgetFoldedCalls(ProcessId process);
+  // FoldApart: `process`'s placed collectives listed for the order check.
+  void ListCollectives(Process& process);
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
   const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 
@@ -389,6 +429,18 @@ class JobModel {
   // came: another process's model may, so Adopt takes no process with any.
   uint64_t ends_of_unknown_comms_ = 0;
   bool one_process_ = false;  // ForOneProcess
+  // ShareFoldReferences: what folds publish, and the classes registered since the last
+  // publication, as (communicator, window, reference rank, chain).
+  std::shared_ptr<FoldReferences> fold_references_;
+  struct NewClass {
+    CommIndex comm;
+    uint64_t window;
+    int32_t rank;
+    uint64_t chain;
+  };
+  std::vector<NewClass> unpublished_classes_;
+  // The classes registered since the last call, and the names interned, into fold_references_.
+  void PublishFoldReferences();
   // Folded calls made again (Collective), by (communicator, rank, seq): kept, so that the
   // pointers handed out stay valid; only the few calls the checks read one by one.
   mutable std::deque<Call> remade_;
@@ -409,7 +461,9 @@ struct ProcessBuiltApart {
   ProcessUpdate update;
   JobModel alone;
 };
-ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update);
+// With `references` (the job's model's, ShareFoldReferences), the model is folded apart too.
+ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update,
+                                    const FoldReferences* references = nullptr);
 // Into `model`, on its thread: `built.alone` adopted, or else its trace applied there.
 ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built);
 

@@ -28,6 +28,8 @@ void Relink(CommRank& rank, const WindowedLog<Call, 512>& calls) {
   for (uint64_t window = rank.chains.first(); window < rank.chains.size(); ++window) {
     WindowChain& chain = rank.chains[window];
     if (chain.tainted) continue;
+    // A window folded apart (JobModel::FoldApart) holds its class's chain, in this numbering.
+    if ((window + 1) * kChainWindow <= rank.collectives.first()) continue;
     chain.chain = 0;
     const uint64_t end = std::min((window + 1) * kChainWindow, rank.collectives.size());
     for (uint64_t slot = std::max(window * kChainWindow, rank.collectives.first()); slot < end; ++slot) {
@@ -105,13 +107,18 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
   for (auto& [comm, rank] : process.memberships) comm = comm_of[comm];
   // Most processes name what the first one named, in its order: nothing to remap then.
   const bool regions_renumbered = !IsIdentity(region_of);
-  if (regions_renumbered || !IsIdentity(call_path_of) || !IsIdentity(comm_of)) {
-    for (size_t i = process.calls.first(); i < process.calls.size(); ++i) {
-      Call& call = process.calls[i];
+  const bool comms_renumbered = !IsIdentity(comm_of);
+  if (comms_renumbered) {
+    for (OrderedCollective& listed : process.listed_collectives) listed.comm = comm_of[listed.comm];
+  }
+  if (regions_renumbered || !IsIdentity(call_path_of) || comms_renumbered) {
+    auto renumber = [&](size_t /*index*/, Call& call) {
       if (call.comm != kNoComm) call.comm = comm_of[call.comm];
       call.region = region_of[call.region];
       call.call_path = call_path_of[call.call_path];
-    }
+    };
+    for (size_t i = process.calls.first(); i < process.calls.size(); ++i) renumber(i, process.calls[i]);
+    process.calls.ForEachKept(renumber);  // a model folded apart keeps some below its window
   }
   if (regions_renumbered) {
     for (const auto& [comm, rank] : process.memberships) {
@@ -125,9 +132,10 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
   return id;
 }
 
-ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update) {
+ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update, const FoldReferences* references) {
   ProcessBuiltApart built{std::move(info), std::move(update), JobModel::ForOneProcess()};
   built.alone.Apply(built.alone.AddProcess(built.info), built.update);
+  if (references != nullptr) built.alone.FoldApart(*references);
   return built;
 }
 

@@ -8,6 +8,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/analyzer_test_job.h"
+#include "analyzer/fold_references.h"
 #include "analyzer/report.h"
 
 namespace collwatch::analyzer::job_model_adopt_test {
@@ -134,6 +135,93 @@ TEST(JobModelAdoptTest, AdoptingInOrderGivesTheModelApplyingInOrderGives) {
   const std::string report = ReportOf(applying, /*fold=*/true);
   EXPECT_EQ(ReportOf(adopting, /*fold=*/true), report);
   EXPECT_NE(report.find("PATH_DIVERGENCE"), std::string::npos) << report;
+}
+
+// Every collective of every rank, read through Collective (a folded one made again), and
+// every usable window's chain: what the checks read of a folded model.
+void ExpectSameCollectives(const JobModel& got, const JobModel& want) {
+  ASSERT_EQ(got.comms().size(), want.comms().size());
+  for (size_t c = 0; c < want.comms().size(); ++c) {
+    const Comm& want_comm = want.comms()[c];
+    const Comm& got_comm = got.comms()[c];
+    ASSERT_EQ(got_comm.id, want_comm.id);
+    for (size_t r = 0; r < want_comm.ranks.size(); ++r) {
+      const auto rank = static_cast<int32_t>(r);
+      const CommRank& want_rank = want_comm.ranks[r];
+      ASSERT_EQ(got_comm.ranks[r].collectives.size(), want_rank.collectives.size());
+      for (uint64_t seq = 1; seq <= want_rank.collectives.size(); ++seq) {
+        const Call* want_call = want.Collective(want_comm, rank, seq);
+        const Call* got_call = got.Collective(got_comm, rank, seq);
+        ASSERT_EQ(got_call == nullptr, want_call == nullptr) << "comm " << c << " rank " << r << " seq " << seq;
+        if (want_call != nullptr) {
+          EXPECT_TRUE(CallFieldsOf(*got_call) == CallFieldsOf(*want_call)) << "comm " << c << " rank " << r << " seq "
+                                                                           << seq;
+        }
+      }
+      for (uint64_t window = want_rank.chains.first(); window < want_rank.chains.size(); ++window) {
+        if (!want_rank.chains[window].usable()) continue;
+        EXPECT_EQ(got_comm.ranks[r].chains[window].chain, want_rank.chains[window].chain) << "window " << window;
+      }
+    }
+  }
+}
+
+TEST(JobModelAdoptTest, FoldingApartGivesWhatFoldingInOrderGives) {
+  // The job above, and a world of three ranks of which ranks 1 and 2 first name a region
+  // and a call path on a communicator of their own: their models number the world's names
+  // otherwise, and their windows fold only when read in the job's numbering. Ranks 0 and 1
+  // share a pair communicator too, on which rank 1 issues its 31st collective before its
+  // world's 31st: an order inversion inside windows its worker folds, which the order check
+  // sees only in the collectives the worker listed before dropping their calls.
+  constexpr uint64_t kSolo = 0x4444dd00;
+  constexpr uint64_t kPair = 0x5555ee00;
+  RecordedJob recorded = RecordJob();
+  SyntheticJob job(&recorded);
+  for (int rank = 0; rank < 3; ++rank) {
+    ProcessInfo info;
+    info.host = "other";
+    info.pid = 500 + rank;
+    const ProcessId process = job.AddProcess(info);
+    job.Init(process, kWorld + 1, rank, 3, kT0);
+    if (rank > 0) {
+      job.Init(process, kSolo + static_cast<uint64_t>(rank), 0, 1, kT0);
+      SyntheticOp warm_up = Gather("warm-up");
+      warm_up.call_path = PathAt("warm_up.py", 3);
+      job.Collective(process, kSolo + static_cast<uint64_t>(rank), 0, 1, 1, warm_up, At(0), At(0) + kMs);
+    }
+    if (rank < 2) job.Init(process, kPair, rank, 2, kT0);
+    for (size_t position = 0; position < 130; ++position) {
+      SyntheticOp op = Gather(position % 2 == 0 ? "fwd/a" : "fwd/b", 1024 + position % 3);
+      op.call_path = PathAt("train.py", 10 + static_cast<int>(position % 2));
+      const int64_t t = At(position + 1);
+      auto on_pair = [&] { job.Collective(process, kPair, rank, 2, position + 1, Scatter("pair"), t, t + kMs / 2); };
+      if (rank == 1 && position == 30) on_pair();
+      job.Collective(process, kWorld + 1, rank, 3, position + 1, op, t + rank * kMs / 10, t + kMs / 2);
+      if (rank == 0 || (rank == 1 && position != 30)) on_pair();
+    }
+  }
+  Analyzer in_order(TestOptions()), apart(TestOptions());
+  const FoldReferences* references = apart.model().ShareFoldReferences();
+  size_t folded_apart = 0;  // windows folded on the "worker"
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    in_order.model().Apply(in_order.model().AddProcess(traced.info), traced.update);
+    in_order.FoldLoadedProcess(in_order.model().process_count() - 1);
+    ProcessBuiltApart built = BuildProcessApart(traced.info, traced.update, references);
+    for (const Comm& comm : built.alone.comms()) {
+      for (const CommRank& rank : comm.ranks) folded_apart += rank.folded_like.size();
+    }
+    const ProcessId process = TakeBuiltProcess(&apart.model(), std::move(built));
+    apart.FoldLoadedProcess(process);
+  }
+  // World windows 0 and 1 of ranks 1, 3, 4 and 5 (rank 4's skip keeps the parity its calls
+  // follow: only later times), two group windows of each odd rank, the other world's two
+  // windows of ranks 1 and 2, and the pair's two of rank 1.
+  EXPECT_EQ(folded_apart, 2u * 4 + 2 * 3 + 2 * 2 + 2);
+  ExpectSameCollectives(apart.model(), in_order.model());
+  const std::string report = ReportOf(in_order, /*fold=*/false);
+  EXPECT_EQ(ReportOf(apart, /*fold=*/false), report);
+  EXPECT_NE(report.find("PATH_DIVERGENCE"), std::string::npos) << report;
+  EXPECT_NE(report.find("ORDER_INVERSION"), std::string::npos) << report;
 }
 
 TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {

@@ -296,8 +296,9 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
   return true;
 }
 
-void Analyzer::ObserveOrder(bool forget_behind, std::optional<ProcessId> only) {
-  for (const OrderInversion& seen : comm_order_.Observe(model_, forget_behind, only)) {
+void Analyzer::ObserveOrder(bool forget_behind, std::optional<ProcessId> only,
+                            const std::vector<OrderedCollective>* listed) {
+  for (const OrderInversion& seen : comm_order_.Observe(model_, forget_behind, only, listed)) {
     OpenInversion open{seen};
     // Read now: bounded history may drop the calls once they complete and agree.
     open.first_x = CallOf(seen.first, seen.comm_x, seen.seq_x);

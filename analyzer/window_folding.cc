@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
+#include "analyzer/fold_references.h"
 #include "analyzer/job_model.h"
 
 namespace collwatch::analyzer {
@@ -37,6 +39,36 @@ std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
   return static_cast<int32_t>(offset);
 }
 
+// Appends to `times` the offsets of each call of the window from `first_slot` from its
+// reference's, and to `unlike_flags` those whose flags differ, if every call there equals its
+// reference's but for rank, times and flags, with all three times known and near enough;
+// false, and nothing appended, otherwise. `mine_at` and `theirs_at` give a slot's call
+// (nullptr: none).
+template <typename MineAt, typename TheirsAt>
+bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& theirs_at, std::vector<FoldedTimes>* times,
+                std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags) {
+  const size_t before = times->size();
+  const size_t unlike_before = unlike_flags->size();
+  for (uint64_t slot = first_slot; slot < first_slot + kChainWindow; ++slot) {
+    const Call* mine = mine_at(slot);
+    const Call* theirs = theirs_at(slot);
+    std::optional<int32_t> enter, returned, completed;
+    if (mine != nullptr && theirs != nullptr) {
+      enter = OffsetOf(mine->enter_ns, theirs->enter_ns);
+      returned = OffsetOf(mine->return_ns, theirs->return_ns);
+      completed = OffsetOf(mine->complete_ns, theirs->complete_ns);
+    }
+    if (!enter || !returned || !completed || !SameButRankTimesAndFlags(*mine, *theirs)) {
+      times->resize(before);
+      unlike_flags->resize(unlike_before);
+      return false;
+    }
+    times->push_back(FoldedTimes{*enter, *returned, *completed});
+    if (mine->flags != theirs->flags) unlike_flags->emplace_back(slot, mine->flags);
+  }
+  return true;
+}
+
 }  // namespace
 
 size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
@@ -57,7 +89,12 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
     auto seen =
         std::find_if(classes.begin(), classes.end(), [&](const auto& known) { return known.first == chain.chain; });
     if (seen == classes.end()) {
-      if (classes.size() < kMaxWindowClasses) classes.emplace_back(chain.chain, rank);
+      if (classes.size() < kMaxWindowClasses) {
+        classes.emplace_back(chain.chain, rank);
+        if (fold_references_) {
+          unpublished_classes_.push_back(NewClass{static_cast<CommIndex>(&comm - comms_.data()), window, rank, chain.chain});
+        }
+      }
       folding = false;
       continue;
     }
@@ -67,41 +104,47 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
     }
     const CommRank& reference = comm.ranks[static_cast<size_t>(seen->second)];
     const auto& reference_calls = ProcessAt(reference.process).calls;
-    const size_t before = times->size();
-    const size_t unlike_before = unlike_flags->size();
     const uint64_t first_slot = window * kChainWindow;
     // Both ranks' call indexes for the window, read in place where each lies in one chunk.
     const uint32_t* mine_run = entry.collectives.Run(first_slot, kChainWindow);
     const uint32_t* theirs_run = reference.collectives.Run(first_slot, kChainWindow);
-    for (uint64_t slot = first_slot; slot < first_slot + kChainWindow && folding; ++slot) {
-      const uint32_t mine_index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
-      const uint32_t theirs_index = theirs_run != nullptr                 ? theirs_run[slot - first_slot]
-                                    : reference.collectives.Holds(slot) ? reference.collectives[slot]
-                                                                        : kNoCall;
-      if (mine_index == kNoCall || theirs_index == kNoCall) {
-        folding = false;
-        break;
-      }
-      const Call& mine = calls[mine_index];
-      const Call& theirs = reference_calls[theirs_index];
-      const std::optional<int32_t> enter = OffsetOf(mine.enter_ns, theirs.enter_ns);
-      const std::optional<int32_t> returned = OffsetOf(mine.return_ns, theirs.return_ns);
-      const std::optional<int32_t> completed = OffsetOf(mine.complete_ns, theirs.complete_ns);
-      folding = enter && returned && completed && SameButRankTimesAndFlags(mine, theirs);
-      if (folding) {
-        times->push_back(FoldedTimes{*enter, *returned, *completed});
-        if (mine.flags != theirs.flags) unlike_flags->emplace_back(slot, mine.flags);
-      }
-    }
-    if (!folding) {
-      times->resize(before);
-      unlike_flags->resize(unlike_before);
-      continue;
-    }
+    auto mine_at = [&](uint64_t slot) -> const Call* {
+      const uint32_t index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
+      return index == kNoCall ? nullptr : &calls[index];
+    };
+    auto theirs_at = [&](uint64_t slot) -> const Call* {
+      const uint32_t index = theirs_run != nullptr                 ? theirs_run[slot - first_slot]
+                             : reference.collectives.Holds(slot) ? reference.collectives[slot]
+                                                                 : kNoCall;
+      return index == kNoCall ? nullptr : &reference_calls[index];
+    };
+    folding = FoldWindow(first_slot, mine_at, theirs_at, times, unlike_flags);
+    if (!folding) continue;
     like->push_back(seen->second);
     ++foldable;
   }
   return foldable;
+}
+
+void JobModel::KeepFolded(CommRank& entry, size_t windows, const std::vector<FoldedTimes>& times,
+                          const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags, const std::vector<int32_t>& like) {
+  const size_t first_slot = entry.collectives.first();
+  entry.folded.StartAt(first_slot);
+  entry.folded.Append(times);
+  entry.folded_flags_unlike.insert(unlike_flags.begin(), unlike_flags.end());
+  entry.folded_like.insert(entry.folded_like.end(), like.begin(), like.end());
+  entry.collectives.DropBefore(first_slot + windows * kChainWindow);
+}
+
+void JobModel::ForgetFoldedCalls(ProcessId process_id) {
+  const Process& process = ProcessAt(process_id);
+  std::vector<size_t> keep;
+  if (const uint32_t last = LastTellingCall(process); last != kNoCall) keep.push_back(last);
+  // Not where many calls between the dropped ones are still listed (a rank folded on one
+  // communicator but the reference of its class on another): a call kept by itself takes
+  // more memory than in place and is read far slower, and the class's later ranks read it.
+  ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep,
+                    (process.calls.size() - process.calls.first()) / kMostKeptShare);
 }
 
 void JobModel::FoldAgreeingWindows(ProcessId process_id) {
@@ -112,29 +155,134 @@ void JobModel::FoldAgreeingWindows(ProcessId process_id) {
   bool folded_any = false;
   for (const auto& [comm_index, rank_number] : ProcessAt(process_id).memberships) {
     Comm& comm = comms_[comm_index];
-    CommRank& entry = comm.ranks[static_cast<size_t>(rank_number)];
     times.clear();
     unlike_flags.clear();
     like.clear();
     const size_t windows = FoldableWindows(comm, rank_number, &times, &unlike_flags, &like);
     if (windows == 0) continue;
-    const size_t first_slot = entry.collectives.first();
-    entry.folded.StartAt(first_slot);
-    entry.folded.Append(times);
-    entry.folded_flags_unlike.insert(unlike_flags.begin(), unlike_flags.end());
-    entry.folded_like.insert(entry.folded_like.end(), like.begin(), like.end());
-    entry.collectives.DropBefore(first_slot + windows * kChainWindow);
+    KeepFolded(comm.ranks[static_cast<size_t>(rank_number)], windows, times, unlike_flags, like);
     folded_any = true;
   }
-  if (!folded_any) return;
-  const Process& process = ProcessAt(process_id);
-  std::vector<size_t> keep;
-  if (const uint32_t last = LastTellingCall(process); last != kNoCall) keep.push_back(last);
-  // Not where many calls between the dropped ones are still listed (a rank folded on one
-  // communicator but the reference of its class on another): a call kept by itself takes
-  // more memory than in place and is read far slower, and the class's later ranks read it.
-  ForgetCallsBefore(process_id, static_cast<uint32_t>(process.calls.size()), keep,
-                    (process.calls.size() - process.calls.first()) / kMostKeptShare);
+  PublishFoldReferences();
+  if (folded_any) ForgetFoldedCalls(process_id);
+}
+
+const FoldReferences* JobModel::ShareFoldReferences() {
+  if (!fold_references_) fold_references_ = std::make_shared<FoldReferences>();
+  PublishFoldReferences();
+  return fold_references_.get();
+}
+
+void JobModel::PublishFoldReferences() {
+  if (!fold_references_) return;
+  // Names first: a worker that sees a class finds the names its calls carry.
+  fold_references_->PublishNames(*this);
+  for (const NewClass& added : unpublished_classes_) {
+    const Comm& comm = comms_[added.comm];
+    const CommRank& rank = comm.ranks[static_cast<size_t>(added.rank)];
+    FoldReferences::Window window{added.chain, added.rank, {}};
+    window.calls.reserve(kChainWindow);
+    for (uint64_t slot = added.window * kChainWindow; slot < (added.window + 1) * kChainWindow; ++slot) {
+      const uint32_t index = rank.collectives.Holds(slot) ? rank.collectives[slot] : kNoCall;
+      if (index == kNoCall) break;
+      window.calls.push_back(ProcessAt(rank.process).calls[index]);
+    }
+    // A class whose calls are not all held folds no rank: left out, this model's fold finds so.
+    if (window.calls.size() == kChainWindow) fold_references_->Publish(comm.id, added.window, std::move(window));
+  }
+  unpublished_classes_.clear();
+}
+
+void JobModel::ListCollectives(Process& process) {
+  process.listed_collectives.clear();
+  for (size_t i = process.calls.first(); i < process.calls.size(); ++i) {
+    const Call& call = process.calls[i];
+    // What CommOrderTracker::Observe reads of a process's calls: its placed collectives, but
+    // a CUDA graph's captures and replays.
+    if (!ring::IsCollective(call.fn) || call.seq == 0 || call.comm >= comms_.size() ||
+        (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
+      continue;
+    }
+    const CommRank* placed_on = FindRank(comms_[call.comm], call.rank);
+    if (placed_on == nullptr || !placed_on->present || call.seq > placed_on->collectives.size()) continue;
+    process.listed_collectives.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
+  }
+  process.collectives_listed = true;
+}
+
+void JobModel::FoldApart(const FoldReferences& references) {
+  if (!one_process_ || processes_.size() != 1) return;
+  Process& process = *processes_.front();
+  ListCollectives(process);  // while every call is here
+  std::vector<std::pair<uint64_t, uint64_t>> wanted;
+  for (const auto& [comm_index, rank_number] : process.memberships) {
+    const CommRank& entry = *FindRank(comms_[comm_index], rank_number);
+    for (uint64_t window = entry.collectives.first() / kChainWindow;
+         (window + 1) * kChainWindow <= entry.collectives.size(); ++window) {
+      wanted.emplace_back(comms_[comm_index].id, window);
+    }
+  }
+  const FoldReferences::View view = references.ViewOf(region_names_, call_paths_, wanted);
+  std::vector<FoldedTimes> times;
+  std::vector<std::pair<uint64_t, uint8_t>> unlike_flags;
+  std::vector<int32_t> like;
+  bool folded_any = false;
+  for (const auto& [comm_index, rank_number] : process.memberships) {
+    const Comm& comm = comms_[comm_index];
+    CommRank& entry = *FindRank(comms_[comm_index], rank_number);
+    if (entry.collectives.first() % kChainWindow != 0) continue;  // a history cut inside a window
+    times.clear();
+    unlike_flags.clear();
+    like.clear();
+    size_t windows = 0;
+    // A prefix of windows, as FoldableWindows folds: each usable, and equal to a class
+    // published there. Where none is, the job's model's fold goes on (a class not published
+    // yet, or this rank the first of its class).
+    for (uint64_t window = entry.collectives.first() / kChainWindow;
+         (window + 1) * kChainWindow <= entry.collectives.size() && entry.chains.Holds(window); ++window) {
+      WindowChain& chain = entry.chains[window];
+      auto classes = view.classes.find({comm.id, window});
+      if (!chain.usable() || classes == view.classes.end()) break;
+      const uint64_t first_slot = window * kChainWindow;
+      const uint32_t* mine_run = entry.collectives.Run(first_slot, kChainWindow);
+      const FoldReferences::Window* matched = nullptr;
+      for (const std::shared_ptr<const FoldReferences::Window>& published : classes->second) {
+        auto theirs_at = [&](uint64_t slot) { return &published->calls[slot - first_slot]; };
+        // This rank's call numbered as the job's model numbers (its communicator: the class's).
+        Call mine;
+        auto mine_at = [&](uint64_t slot) -> const Call* {
+          const uint32_t index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
+          if (index == kNoCall) return nullptr;
+          mine = process.calls[index];
+          mine.region = view.region_of[mine.region];
+          mine.call_path = view.call_path_of[mine.call_path];
+          mine.comm = theirs_at(slot)->comm;
+          return &mine;
+        };
+        // A class holds each chain once: equal calls mean this rank's chain is that class's,
+        // the one FoldableWindows would find.
+        if (FoldWindow(first_slot, mine_at, theirs_at, &times, &unlike_flags)) {
+          matched = published.get();
+          break;
+        }
+      }
+      if (matched == nullptr) break;
+      chain.chain = matched->chain;  // in the job's numbering, as adopting would sum it again
+      like.push_back(matched->reference);
+      ++windows;
+    }
+    if (windows == 0) continue;
+    KeepFolded(entry, windows, times, unlike_flags, like);
+    folded_any = true;
+  }
+  if (folded_any) ForgetFoldedCalls(0);
+}
+
+std::optional<std::vector<OrderedCollective>> JobModel::TakeListedCollectives(ProcessId process_id) {
+  if (process_id >= processes_.size() || !ProcessAt(process_id).collectives_listed) return std::nullopt;
+  Process& process = ProcessAt(process_id);
+  process.collectives_listed = false;
+  return std::exchange(process.listed_collectives, {});
 }
 
 const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times) const {

@@ -154,6 +154,13 @@ class WindowedLog {
     return &storage_->chunks[position >> kChunkShift][position & kChunkMask];
   }
 
+  // Calls `visit(index, entry)` for each kept entry below the window, in index order.
+  template <typename Visit>
+  void ForEachKept(const Visit& visit) {
+    if (!storage_) return;
+    for (auto& [index, entry] : storage_->kept) visit(index, entry);
+  }
+
   // The window's entries, in index order (kept entries below it are not visited).
   const_iterator begin() const { return const_iterator(storage_.get(), 0); }
   const_iterator end() const { return const_iterator(storage_.get(), Count()); }

@@ -17,10 +17,13 @@
 // rank order (JobModel::Adopt), as `collwatch analyze` decodes and builds rank traces apart
 // (cli/ordered_parallel.h) from 3 threads up; --apply-in-order applies the records on the
 // main thread instead, as it does on 2 cores; --build-apart builds apart whatever the
-// threads; --threads 1 does everything in turn.
+// threads; --threads 1 does everything in turn. Built apart and folding, the workers fold
+// each rank's windows against the classes published so far (JobModel::FoldApart), as
+// `collwatch analyze` does; --no-fold-apart leaves all folding to the main thread.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]
 //                            [--case divergence|dtype|stall] [--online] [--no-fold]
-//                            [--build-apart|--apply-in-order] [--report FILE] [--threads N]
+//                            [--build-apart|--apply-in-order] [--no-fold-apart] [--report FILE]
+//                            [--threads N]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
   bool online = false;
   bool fold = true;
   std::optional<bool> build_apart;  // unset: as `collwatch analyze` decides (BuildingApartPays)
+  bool fold_apart = true;  // built apart and folding: fold on the workers too (JobModel::FoldApart)
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::string report_path;  // where the report's text and JSON go (to compare two runs)
   bool usage_error = false;
@@ -99,6 +103,9 @@ int main(int argc, char** argv) {
       --i;  // a flag without a value
     } else if (std::strcmp(argv[i], "--no-fold") == 0) {
       fold = false;
+      --i;
+    } else if (std::strcmp(argv[i], "--no-fold-apart") == 0) {
+      fold_apart = false;
       --i;
     } else if (std::strcmp(argv[i], "--apply-in-order") == 0 || std::strcmp(argv[i], "--build-apart") == 0) {
       build_apart = std::strcmp(argv[i], "--build-apart") == 0;
@@ -129,7 +136,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: collwatch_analyzer_scale [--ranks N>=2] [--collectives M>=4] [--comms C (divides N)]"
                  " [--case divergence|dtype|stall] [--online] [--no-fold] [--build-apart|--apply-in-order]"
-                 " [--report FILE] [--threads N]\n");
+                 " [--no-fold-apart] [--report FILE] [--threads N]\n");
     return 2;
   }
   if (!build_apart) build_apart = collwatch::analyzer::BuildingApartPays(threads);
@@ -218,13 +225,16 @@ int main(int argc, char** argv) {
     made->trace.info = std::move(recorded.processes().front().info);
     made->trace.update = std::move(recorded.processes().front().update);
   };
+  // The job's model's classes, where the workers fold too (set once the model is made).
+  const collwatch::analyzer::FoldReferences* references = nullptr;
   // Its records, and (where build_apart says so) its model built apart on the same worker.
   auto make_rank = [&](size_t rank) {
     MadeRank made;
     make_records(rank, &made);
     if (*build_apart) {
       const double building = Now();
-      made.trace = collwatch::analyzer::BuildProcessApart(std::move(made.trace.info), std::move(made.trace.update));
+      made.trace = collwatch::analyzer::BuildProcessApart(std::move(made.trace.info), std::move(made.trace.update),
+                                                          references);
       made.building_s = Now() - building;
     }
     return made;
@@ -258,6 +268,7 @@ int main(int argc, char** argv) {
   AnalyzerOptions options;
   options.bounded_history = online;
   Analyzer analyzer(options);
+  if (!online && fold && *build_apart && fold_apart) references = analyzer.model().ShareFoldReferences();
   SyntheticJob job(&analyzer.model());
   std::vector<collwatch::analyzer::Finding> findings;
   // Online detection: from the moment the block holding the first bad record starts to
@@ -334,8 +345,10 @@ int main(int argc, char** argv) {
                      : "post-mortem, no folding");
   if (!online) {
     std::printf("rank traces made on %u worker thread(s), %s\n", threads,
-                *build_apart ? "each built into a model of its own there, adopted in rank order on this one"
-                            : "applied in rank order on this one");
+                references != nullptr ? "each built into a model of its own and folded there, adopted in rank order"
+                                        " on this one"
+                : *build_apart          ? "each built into a model of its own there, adopted in rank order on this one"
+                                        : "applied in rank order on this one");
   }
   const double per_record = 1e9 / static_cast<double>(records);
   std::printf("%s : %.2f s (%.0f ns per record)\n", online ? "build + online passes    " : "build model from records ",

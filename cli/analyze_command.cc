@@ -24,6 +24,8 @@ bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, 
   // model holds its rank classes' calls, not every rank's.
   TraceApplied fold = [analyzer](analyzer::ProcessId process) { analyzer->FoldLoadedProcess(process); };
   if (options.keep_every_call) fold = nullptr;
+  // Workers that build a rank's model apart fold it there against the classes published so far.
+  if (fold) analyzer->model().ShareFoldReferences();
   if (!LoadTracesForCommand("analyze", options.path, &analyzer->model(), summary, err, options.job, fold)) return false;
   analyzer::AnalyzerOptions analyzer_options;
   // Source lines: under the root the user names; for dumps handed over, nowhere without

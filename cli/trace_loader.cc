@@ -70,7 +70,7 @@ struct ReadRankTrace {
   analyzer::ProcessBuiltApart built;
 };
 
-ReadRankTrace ReadRankTraceApart(const std::string& dir, bool build_apart) {
+ReadRankTrace ReadRankTraceApart(const std::string& dir, bool build_apart, const analyzer::FoldReferences* references) {
   ReadRankTrace trace{RankTraceReader::Open(dir)};
   if (!trace.reader.ok()) return trace;
   RankTraceReader& reader = **trace.reader;
@@ -84,7 +84,7 @@ ReadRankTrace ReadRankTraceApart(const std::string& dir, bool build_apart) {
   ProcessUpdate update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(),
                                                 reader.status());
   if (build_apart) {
-    trace.built = analyzer::BuildProcessApart(std::move(info), std::move(update));
+    trace.built = analyzer::BuildProcessApart(std::move(info), std::move(update), references);
   } else {
     trace.built.info = std::move(info);
     trace.built.update = std::move(update);
@@ -247,8 +247,11 @@ absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* mo
   const bool build_apart = build_apart_setting == "on"    ? true
                            : build_apart_setting == "off" ? false
                                                           : analyzer::BuildingApartPays(threads);
+  // Where the model folds as it loads (Analyzer::FoldLoadedProcess), the workers fold too.
+  const analyzer::FoldReferences* references = build_apart ? model->fold_references() : nullptr;
   OrderedParallel<ReadRankTrace>(
-      inputs.size(), threads, 2 * threads, [&](size_t i) { return ReadRankTraceApart(inputs[i], build_apart); },
+      inputs.size(), threads, 2 * threads,
+      [&](size_t i) { return ReadRankTraceApart(inputs[i], build_apart, references); },
       [&](size_t i, ReadRankTrace trace) {
         SkipInput(inputs[i], ApplyRankTrace(inputs[i], std::move(trace), model, summary, &seen, applied), summary);
         if (progress) progress(i + 1, inputs.size());
