@@ -458,7 +458,9 @@ void JobModel::FoldIntoChain(CommRank& rank, const Call& call, bool placed_befor
   if (window < rank.chains.first()) return;
   if (window >= rank.chains.size()) rank.chains.resize(window + 1, WindowChain{});
   WindowChain& chain = rank.chains[window];
-  chain.chain += ChainLinkInline(FingerprintOf(call), call.seq);
+  // A model of one process sums its chains once built (FinishOneProcess): most of its windows
+  // fold apart there, into their class's chain.
+  if (!one_process_) chain.chain += ChainLinkInline(FingerprintOf(call), call.seq);
   ++chain.filled;
   if (placed_before || call.region_unknown) chain.tainted = true;
 }

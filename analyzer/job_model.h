@@ -342,13 +342,9 @@ class JobModel {
   // lives as long as this model.
   const FoldReferences* ShareFoldReferences();
   const FoldReferences* fold_references() const { return fold_references_.get(); }
-  // On a worker, in a model made ForOneProcess once its trace is in: the oldest windows of
-  // each communicator rank of its process that equal a class `references` holds are folded
-  // into that class as FoldAgreeingWindows would fold them in the job's model (the same
-  // reference rank, times and flags), and its calls nothing lists are dropped. Its
-  // collectives are listed first for the order check. Windows whose class is not
-  // published yet are left to the job's model's fold (fold_apart.cc).
-  void FoldApart(const FoldReferences& references);
+  // On a worker, in a model made ForOneProcess once its trace is in: its window chains
+  // summed; with `references`, folded apart first (FoldApart).
+  void FinishOneProcess(const FoldReferences* references);
   // Its collectives as FoldApart listed them, taken out (nullopt: not listed; read its calls).
   std::optional<std::vector<OrderedCollective>> TakeListedCollectives(ProcessId process);
 
@@ -392,9 +388,17 @@ class JobModel {
   // Folds `windows` windows of `entry` from its oldest held one: their times, unlike flags and
   // reference ranks kept, their call indexes dropped.
   static void KeepFolded(CommRank& entry, size_t windows, const std::vector<FoldedTimes>& times,
-                         const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags, const std::vector<int32_t>& like);
+                         const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags,
+                         const std::vector<int32_t>& like);
   // Once windows of `process` folded: its calls nothing lists dropped, but its LastTellingCall.
   void ForgetFoldedCalls(ProcessId process);
+  // In a model made ForOneProcess once its trace is in: the oldest windows of each
+  // communicator rank of its process that equal a class `references` holds are folded into
+  // that class as FoldAgreeingWindows would fold them in the job's model (the same reference
+  // rank, times and flags), and its calls nothing lists are dropped. Its collectives are
+  // listed first for the order check. Windows whose class is not published yet are left to
+  // the job's model's fold (window_folding.cc).
+  void FoldApart(const FoldReferences& references);
   // FoldApart: `process`'s placed collectives listed for the order check.
   void ListCollectives(Process& process);
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
@@ -429,6 +433,7 @@ class JobModel {
   // came: another process's model may, so Adopt takes no process with any.
   uint64_t ends_of_unknown_comms_ = 0;
   bool one_process_ = false;  // ForOneProcess
+  bool one_process_finished_ = false;  // FinishOneProcess: its chains are summed
   // ShareFoldReferences: what folds publish, and the classes registered since the last
   // publication, as (communicator, window, reference rank, chain).
   std::shared_ptr<FoldReferences> fold_references_;
@@ -451,7 +456,7 @@ class JobModel {
 // model to adopt, is faster than applying every trace on the model's thread. Measured
 // (docs/performance.md, "seventh stage"): 1.7-1.9 times faster from 4 cores up; on 2 cores
 // the threads' hand-over costs more than the model's thread gains.
-inline bool BuildingApartPays(unsigned cores) { return cores > 2; }
+inline bool BuildingApartPays(unsigned cores) { return cores >= 2; }
 
 // A process's whole trace as a worker thread readies it for the job's model: its model built
 // apart there (BuildProcessApart), the trace kept beside it for where adoption cannot be

@@ -22,14 +22,13 @@ bool NamesParent(const Comm& comm, const Process& process) {
   return false;
 }
 
-// Its untainted windows' chains summed again from its calls: a link holds the call's region
-// id, which the model built apart numbered its own way. A tainted window's is never read.
-void Relink(CommRank& rank, const WindowedLog<Call, 512>& calls) {
+// Its untainted windows' chains summed from its calls, as the model numbers their regions (a
+// link holds the call's region id). A tainted window's is never read; a window folded apart
+// (JobModel::FoldApart) holds its class's chain, in the job's numbering.
+void SumChains(CommRank& rank, const WindowedLog<Call, 512>& calls) {
   for (uint64_t window = rank.chains.first(); window < rank.chains.size(); ++window) {
     WindowChain& chain = rank.chains[window];
-    if (chain.tainted) continue;
-    // A window folded apart (JobModel::FoldApart) holds its class's chain, in this numbering.
-    if ((window + 1) * kChainWindow <= rank.collectives.first()) continue;
+    if (chain.tainted || (window + 1) * kChainWindow <= rank.collectives.first()) continue;
     chain.chain = 0;
     const uint64_t end = std::min((window + 1) * kChainWindow, rank.collectives.size());
     for (uint64_t slot = std::max(window * kChainWindow, rank.collectives.first()); slot < end; ++slot) {
@@ -64,6 +63,14 @@ void JobModel::MakeRoomFor(Comm& comm, int32_t rank) {
   if (static_cast<size_t>(rank - comm.rank_base) >= comm.ranks.size()) {
     comm.ranks.resize(static_cast<size_t>(rank - comm.rank_base) + 1);
   }
+}
+
+void JobModel::FinishOneProcess(const FoldReferences* references) {
+  if (!one_process_ || processes_.size() != 1) return;
+  if (references != nullptr) FoldApart(*references);
+  const Process& process = *processes_.front();
+  for (const auto& [comm, rank] : process.memberships) SumChains(*FindRank(comms_[comm], rank), process.calls);
+  one_process_finished_ = true;
 }
 
 std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
@@ -120,9 +127,10 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
     for (size_t i = process.calls.first(); i < process.calls.size(); ++i) renumber(i, process.calls[i]);
     process.calls.ForEachKept(renumber);  // a model folded apart keeps some below its window
   }
-  if (regions_renumbered) {
+  // Summed again where the region ids changed, or first where the model was not finished.
+  if (regions_renumbered || !alone.one_process_finished_) {
     for (const auto& [comm, rank] : process.memberships) {
-      Relink(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
+      SumChains(comms_[comm].ranks[static_cast<size_t>(rank)], process.calls);
     }
   }
   unmatched_records_ += alone.unmatched_records_;
@@ -135,7 +143,7 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
 ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update, const FoldReferences* references) {
   ProcessBuiltApart built{std::move(info), std::move(update), JobModel::ForOneProcess()};
   built.alone.Apply(built.alone.AddProcess(built.info), built.update);
-  if (references != nullptr) built.alone.FoldApart(*references);
+  built.alone.FinishOneProcess(references);
   return built;
 }
 

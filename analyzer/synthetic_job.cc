@@ -76,10 +76,12 @@ uint32_t SyntheticJob::CallPathId(ProcessId process, const CallPath& path) {
 
 uint32_t SyntheticJob::Region(ProcessId process, const std::string& name) {
   if (name.empty()) return 0;
-  std::unordered_map<std::string, uint32_t>& ids = regions_[process];
-  auto [it, inserted] = ids.try_emplace(name, static_cast<uint32_t>(ids.size()) + 1);
-  if (inserted) sink_->AddRegionName(process, it->second, name);
-  return it->second;
+  absl::flat_hash_map<std::string, uint32_t>& ids = regions_[process];
+  if (auto known = ids.find(name); known != ids.end()) return known->second;
+  const auto id = static_cast<uint32_t>(ids.size()) + 1;
+  ids.emplace(name, id);
+  sink_->AddRegionName(process, id, name);
+  return id;
 }
 
 ring::Record SyntheticJob::Base(ProcessId /*process*/, RecordKind kind, ApiFn fn, int64_t t_ns) {

@@ -92,7 +92,8 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
       if (classes.size() < kMaxWindowClasses) {
         classes.emplace_back(chain.chain, rank);
         if (fold_references_) {
-          unpublished_classes_.push_back(NewClass{static_cast<CommIndex>(&comm - comms_.data()), window, rank, chain.chain});
+          const auto comm_index = static_cast<CommIndex>(&comm - comms_.data());
+          unpublished_classes_.push_back(NewClass{comm_index, window, rank, chain.chain});
         }
       }
       folding = false;
@@ -127,7 +128,8 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
 }
 
 void JobModel::KeepFolded(CommRank& entry, size_t windows, const std::vector<FoldedTimes>& times,
-                          const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags, const std::vector<int32_t>& like) {
+                          const std::vector<std::pair<uint64_t, uint8_t>>& unlike_flags,
+                          const std::vector<int32_t>& like) {
   const size_t first_slot = entry.collectives.first();
   entry.folded.StartAt(first_slot);
   entry.folded.Append(times);
