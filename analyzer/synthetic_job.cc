@@ -45,7 +45,7 @@ void RecordedJob::AddCallPath(ProcessId process, uint32_t writer_id, const CallP
 }
 
 void RecordedJob::AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) {
-  processes_[process].update.records.push_back(IndexedRecord{lane, index, record});
+  processes_[process].update.records.emplace_back(lane, index, record);  // made in place: 144 bytes a record
 }
 
 SyntheticJob::SyntheticJob(JobModel* model)
@@ -76,12 +76,15 @@ uint32_t SyntheticJob::CallPathId(ProcessId process, const CallPath& path) {
 
 uint32_t SyntheticJob::Region(ProcessId process, const std::string& name) {
   if (name.empty()) return 0;
+  // The benchmarks name a region with every call, from a few dozen names: the last id of
+  // each is remembered by where the name lies, and used where the text is the same.
+  RecentRegion& recent = recent_regions_[(reinterpret_cast<uintptr_t>(name.data()) >> 4) % recent_regions_.size()];
+  if (recent.process == process && recent.name == name) return recent.id;
   absl::flat_hash_map<std::string, uint32_t>& ids = regions_[process];
-  if (auto known = ids.find(name); known != ids.end()) return known->second;
-  const auto id = static_cast<uint32_t>(ids.size()) + 1;
-  ids.emplace(name, id);
-  sink_->AddRegionName(process, id, name);
-  return id;
+  auto [it, inserted] = ids.try_emplace(name, static_cast<uint32_t>(ids.size()) + 1);
+  if (inserted) sink_->AddRegionName(process, it->second, name);
+  recent = RecentRegion{process, name, it->second};
+  return it->second;
 }
 
 ring::Record SyntheticJob::Base(ProcessId /*process*/, RecordKind kind, ApiFn fn, int64_t t_ns) {

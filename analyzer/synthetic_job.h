@@ -5,6 +5,7 @@
 #ifndef COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 #define COLLWATCH_ANALYZER_SYNTHETIC_JOB_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -109,9 +110,14 @@ class SyntheticJob {
   std::unique_ptr<SyntheticSink> model_sink_;  // set when built on a JobModel
   SyntheticSink* sink_;
   std::vector<uint64_t> next_index_;
-  // Per process: name -> writer id. Flat and looked up by view: the benchmarks name a region
-  // with every call, and a node map's string hash was a tenth of their time.
-  std::vector<absl::flat_hash_map<std::string, uint32_t>> regions_;
+  std::vector<absl::flat_hash_map<std::string, uint32_t>> regions_;  // per process: name -> writer id
+  // Region ids last handed out, by where their name lay (Region).
+  struct RecentRegion {
+    ProcessId process = UINT32_MAX;
+    std::string name;
+    uint32_t id = 0;
+  };
+  std::array<RecentRegion, 64> recent_regions_;
   std::vector<uint32_t> call_paths_;                                // per process: writer ids handed out
   uint64_t next_group_ = 1;
 };

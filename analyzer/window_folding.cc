@@ -19,15 +19,25 @@ constexpr size_t kMaxWindowClasses = 64;
 // would be kept one by one.
 constexpr size_t kMostKeptShare = 4;
 
+// How a call's communicator, region and call path read in the numbering of the model that
+// holds the reference's call: as they are, in the same model.
+struct SameNumbering {
+  CommIndex Comm(const Call& call) const { return call.comm; }
+  RegionId Region(const Call& call) const { return call.region; }
+  CallPathId CallPath(const Call& call) const { return call.call_path; }
+};
+
 // Every field of a call but its rank, times and flags (its times kept with each folded call,
 // its flags where they are not its reference's): what a folded call takes from its
-// reference's. A field added to Call must be compared here, or a folded call would be made
-// again with the reference's value of it.
-bool SameButRankTimesAndFlags(const Call& a, const Call& b) {
-  return a.count == b.count && a.seq == b.seq && a.group_id == b.group_id && a.comm == b.comm && a.region == b.region &&
-         a.call_path == b.call_path && a.root_or_peer == b.root_or_peer && a.redop == b.redop && a.result == b.result &&
-         a.fn == b.fn && a.dtype == b.dtype && a.call_path_inferred == b.call_path_inferred &&
-         a.region_unknown == b.region_unknown && a.region_damaged == b.region_damaged;
+// reference's. `a`'s numbered fields read as `numbering` says. A field added to Call must be
+// compared here, or a folded call would be made again with the reference's value of it.
+template <typename Numbering>
+bool SameButRankTimesAndFlags(const Call& a, const Call& b, const Numbering& numbering) {
+  return a.count == b.count && a.seq == b.seq && a.group_id == b.group_id && numbering.Comm(a) == b.comm &&
+         numbering.Region(a) == b.region && numbering.CallPath(a) == b.call_path && a.root_or_peer == b.root_or_peer &&
+         a.redop == b.redop && a.result == b.result && a.fn == b.fn && a.dtype == b.dtype &&
+         a.call_path_inferred == b.call_path_inferred && a.region_unknown == b.region_unknown &&
+         a.region_damaged == b.region_damaged;
 }
 static_assert(sizeof(Call) == 88, "a field added to Call must be compared in SameButRankTimesAndFlags");
 
@@ -43,10 +53,20 @@ std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
 // reference's, and to `unlike_flags` those whose flags differ, if every call there equals its
 // reference's but for rank, times and flags, with all three times known and near enough;
 // false, and nothing appended, otherwise. `mine_at` and `theirs_at` give a slot's call
-// (nullptr: none).
-template <typename MineAt, typename TheirsAt>
-bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& theirs_at, std::vector<FoldedTimes>* times,
-                std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags) {
+// (nullptr: none); `numbering` reads the numbered fields of `mine_at`'s calls.
+// A call of a model built apart read in the numbering of the job's model (FoldApart): its
+// region and call path through the worker's view, its communicator the class's.
+struct JobNumbering {
+  const FoldReferences::View& view;
+  CommIndex comm;
+  CommIndex Comm(const Call& /*call*/) const { return comm; }
+  RegionId Region(const Call& call) const { return view.region_of[call.region]; }
+  CallPathId CallPath(const Call& call) const { return view.call_path_of[call.call_path]; }
+};
+
+template <typename MineAt, typename TheirsAt, typename Numbering>
+bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& theirs_at, const Numbering& numbering,
+                std::vector<FoldedTimes>* times, std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags) {
   const size_t before = times->size();
   const size_t unlike_before = unlike_flags->size();
   for (uint64_t slot = first_slot; slot < first_slot + kChainWindow; ++slot) {
@@ -58,7 +78,7 @@ bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& thei
       returned = OffsetOf(mine->return_ns, theirs->return_ns);
       completed = OffsetOf(mine->complete_ns, theirs->complete_ns);
     }
-    if (!enter || !returned || !completed || !SameButRankTimesAndFlags(*mine, *theirs)) {
+    if (!enter || !returned || !completed || !SameButRankTimesAndFlags(*mine, *theirs, numbering)) {
       times->resize(before);
       unlike_flags->resize(unlike_before);
       return false;
@@ -119,7 +139,7 @@ size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTim
                                                                  : kNoCall;
       return index == kNoCall ? nullptr : &reference_calls[index];
     };
-    folding = FoldWindow(first_slot, mine_at, theirs_at, times, unlike_flags);
+    folding = FoldWindow(first_slot, mine_at, theirs_at, SameNumbering{}, times, unlike_flags);
     if (!folding) continue;
     like->push_back(seen->second);
     ++foldable;
@@ -197,8 +217,7 @@ void JobModel::PublishFoldReferences() {
 
 void JobModel::ListCollectives(Process& process) {
   process.listed_collectives.clear();
-  for (size_t i = process.calls.first(); i < process.calls.size(); ++i) {
-    const Call& call = process.calls[i];
+  for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
     // What CommOrderTracker::Observe reads of a process's calls: its placed collectives, but
     // a CUDA graph's captures and replays.
     if (!ring::IsCollective(call.fn) || call.seq == 0 || call.comm >= comms_.size() ||
@@ -247,23 +266,18 @@ void JobModel::FoldApart(const FoldReferences& references) {
       if (!chain.usable() || classes == view.classes.end()) break;
       const uint64_t first_slot = window * kChainWindow;
       const uint32_t* mine_run = entry.collectives.Run(first_slot, kChainWindow);
+      auto mine_at = [&](uint64_t slot) -> const Call* {
+        const uint32_t index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
+        return index == kNoCall ? nullptr : &process.calls[index];
+      };
       const FoldReferences::Window* matched = nullptr;
       for (const std::shared_ptr<const FoldReferences::Window>& published : classes->second) {
         auto theirs_at = [&](uint64_t slot) { return &published->calls[slot - first_slot]; };
-        // This rank's call numbered as the job's model numbers (its communicator: the class's).
-        Call mine;
-        auto mine_at = [&](uint64_t slot) -> const Call* {
-          const uint32_t index = mine_run != nullptr ? mine_run[slot - first_slot] : entry.collectives[slot];
-          if (index == kNoCall) return nullptr;
-          mine = process.calls[index];
-          mine.region = view.region_of[mine.region];
-          mine.call_path = view.call_path_of[mine.call_path];
-          mine.comm = theirs_at(slot)->comm;
-          return &mine;
-        };
+        // This rank's calls as the job's model numbers them (their communicator: the class's).
+        const JobNumbering numbering{view, published->calls.front().comm};
         // A class holds each chain once: equal calls mean this rank's chain is that class's,
         // the one FoldableWindows would find.
-        if (FoldWindow(first_slot, mine_at, theirs_at, &times, &unlike_flags)) {
+        if (FoldWindow(first_slot, mine_at, theirs_at, numbering, &times, &unlike_flags)) {
           matched = published.get();
           break;
         }
