@@ -296,10 +296,10 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
     std::vector<SeqTimes>& times = times_scratch_;
     times.assign(block_end - block, SeqTimes{});
     for (int32_t rank = 0; rank < nranks; ++rank) {
+      // Read without making folded calls again: every rank's, every collective.
+      model_.CollectivesLike(comm, rank, block, block_end, &like_scratch_);
       for (uint64_t seq = block; seq < block_end; ++seq) {
-        // Read without making folded calls again: every rank's, every collective.
-        CallTimes call_times;
-        const Call* call = model_.CollectiveLike(comm, rank, seq, &call_times);
+        const auto& [call, call_times] = like_scratch_[seq - block];
         if (call == nullptr) continue;
         SeqTimes& at = times[seq - block];
         at.first_enter = std::min(at.first_enter, call_times.enter_ns);

@@ -142,6 +142,7 @@ class Analyzer {
     double bytes = 0;
   };
   std::vector<SeqTimes> times_scratch_;
+  std::vector<CollectiveTimes> like_scratch_;  // one rank's calls over that block
   // Analyze: each communicator's frontier this pass, and the communicators in the order
   // their stalls began (none: last).
   std::vector<std::optional<Frontier>> stall_frontiers_scratch_;

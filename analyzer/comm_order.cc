@@ -45,7 +45,8 @@ void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bo
   }
   auto own = std::find_if(order.latest.begin(), order.latest.end(),
                           [&](const Latest& latest) { return latest.comm == call.comm; });
-  if (comparable) {
+  // A process on one communicator has no other order to compare (most of a large job's).
+  if (comparable && process.memberships.size() > 1) {
     // Every communicator of the process counts, one it issued nothing on yet as 0.
     for (const auto& membership : process.memberships) {
       const CommIndex member_of = membership.first;

@@ -125,6 +125,12 @@ struct CallTimes {
   int64_t complete_ns = 0;
 };
 
+// What CollectiveLike gives for one collective: the call it is like (nullptr: none) and its times.
+struct CollectiveTimes {
+  const Call* like = nullptr;
+  CallTimes times;
+};
+
 // One rank of one communicator.
 struct CommRank {
   ProcessId process = 0;
@@ -289,6 +295,11 @@ class JobModel {
   // a folded one its reference's, so that reading every rank's makes no call again;
   // `times` (when given) gets the call's own times, folded or not.
   const Call* CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times = nullptr) const;
+  // CollectiveLike for each of `rank`'s collectives from `from_seq` up to `to_seq` (not
+  // included), into `out` by seq - from_seq: a folded window's reference looked up once, not
+  // per call (what reading every rank's every collective costs at the end of a large job).
+  void CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq, uint64_t to_seq,
+                       std::vector<CollectiveTimes>* out) const;
   std::string_view RegionName(RegionId id) const { return region_names_[id]; }
   const std::vector<std::string>& region_names() const { return region_names_; }
   RegionId InternRegion(std::string_view name);

@@ -322,6 +322,41 @@ const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t se
   return like;
 }
 
+void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq, uint64_t to_seq,
+                               std::vector<CollectiveTimes>* out) const {
+  out->assign(to_seq > from_seq ? to_seq - from_seq : 0, CollectiveTimes{});
+  if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size())) return;
+  const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  for (uint64_t seq = std::max<uint64_t>(from_seq, 1); seq < to_seq;) {
+    const bool folded = entry.present && seq - 1 < entry.collectives.first();
+    if (!folded || seq - 1 < entry.folded.first() || seq - 1 >= entry.folded.size()) {
+      CollectiveTimes& at = (*out)[seq - from_seq];
+      at.like = CollectiveLike(comm, rank, seq, &at.times);
+      ++seq;
+      continue;
+    }
+    // A folded window, or what of it the range holds: its reference's calls, read in place.
+    const uint64_t window = ChainWindowOf(seq);
+    const int32_t reference = entry.folded_like[window - ChainWindowOf(entry.folded.first() + 1)];
+    const CommRank& theirs = comm.ranks[static_cast<size_t>(reference)];
+    const auto& reference_calls = ProcessAt(theirs.process).calls;
+    const uint64_t end = std::min({to_seq, (window + 1) * kChainWindow + 1, entry.collectives.first() + 1});
+    // In place where each lies in one chunk, as a window of a few dozen usually does.
+    const uint32_t* indexes = theirs.collectives.Run(seq - 1, end - seq);
+    const FoldedTimes* offsets = entry.folded.Run(seq - 1, end - seq);
+    for (const uint64_t first = seq; seq < end; ++seq) {
+      if (indexes == nullptr && !theirs.collectives.Holds(seq - 1)) continue;  // never: a reference keeps its window
+      const uint32_t index = indexes != nullptr ? indexes[seq - first] : theirs.collectives[seq - 1];
+      if (index == kNoCall) continue;
+      CollectiveTimes& at = (*out)[seq - from_seq];
+      at.like = &reference_calls[index];
+      const FoldedTimes& offset = offsets != nullptr ? offsets[seq - first] : entry.folded[seq - 1];
+      at.times = CallTimes{at.like->enter_ns + offset.enter, at.like->return_ns + offset.returned,
+                           at.like->complete_ns + offset.completed};
+    }
+  }
+}
+
 const Call* JobModel::RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const {
   const auto comm_index = static_cast<CommIndex>(&comm - comms_.data());
   const auto key = std::make_tuple(comm_index, rank, seq);
