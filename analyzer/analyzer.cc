@@ -305,12 +305,13 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
         at.first_enter = std::min(at.first_enter, call_times.enter_ns);
         at.last_enter = std::max(at.last_enter, call_times.enter_ns);
         at.last_complete = std::max(at.last_complete, call_times.complete_ns);
-        at.bytes = CallBytes(*call);  // the highest rank's, as the ranks are read in order
+        at.sample = call;  // the highest rank's, as the ranks are read in order
       }
     }
     for (uint64_t seq = block; seq < block_end; ++seq) {
-      const auto [first_enter, last_enter, last_complete, bytes] = times[seq - block];
+      const auto [first_enter, last_enter, last_complete, sample] = times[seq - block];
       if (last_enter == 0) continue;
+      const double bytes = CallBytes(*sample);
       // The join threshold as it stood while this collective waited (FrontierOf's).
       const double join_threshold = std::max(options_.stall_after_s, options_.stall_multiple * expected_.JoinS());
       if (Seconds(last_enter - first_enter) >= join_threshold && seq > progress.late_reported_seq &&

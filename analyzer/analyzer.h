@@ -139,7 +139,7 @@ class Analyzer {
   // LearnTimes: per collective of the block being read, what its ranks' calls say.
   struct SeqTimes {
     int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
-    double bytes = 0;
+    const Call* sample = nullptr;  // whose size it is counted at
   };
   std::vector<SeqTimes> times_scratch_;
   std::vector<CollectiveTimes> like_scratch_;  // one rank's calls over that block

@@ -39,12 +39,6 @@ void CommOrderTracker::Forget(CommIndex comm) {
 void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bool comparable,
                                          const OrderedCollective& call, ProcessOrder& order,
                                          std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced) {
-  if (call.seq > newest_seq_[call.comm]) {
-    newest_seq_[call.comm] = call.seq;
-    advanced->push_back(call.comm);
-  }
-  auto own = std::find_if(order.latest.begin(), order.latest.end(),
-                          [&](const Latest& latest) { return latest.comm == call.comm; });
   // A process on one communicator has no other order to compare (most of a large job's).
   if (comparable && process.memberships.size() > 1) {
     // Every communicator of the process counts, one it issued nothing on yet as 0.
@@ -82,6 +76,16 @@ void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bo
       found->push_back(inversion);
     }
   }
+  NoteLatest(call, order, advanced);
+}
+
+void CommOrderTracker::NoteLatest(const OrderedCollective& call, ProcessOrder& order, std::vector<CommIndex>* advanced) {
+  if (call.seq > newest_seq_[call.comm]) {
+    newest_seq_[call.comm] = call.seq;
+    advanced->push_back(call.comm);
+  }
+  auto own = std::find_if(order.latest.begin(), order.latest.end(),
+                          [&](const Latest& latest) { return latest.comm == call.comm; });
   if (own == order.latest.end()) {
     order.latest.push_back(Latest{call.comm, call.seq, call.group_id});
   } else {
@@ -108,8 +112,14 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, boo
     const bool comparable = OneRankPerComm(process);
     if (only && listed != nullptr) {
       // Listed while every call was still there (JobModel::ListCollectives), by the same rules.
+      const bool compares = comparable && process.memberships.size() > 1;
       for (const OrderedCollective& call : *listed) {
-        if (call.comm < newest_seq_.size()) ObserveCollective(p, process, comparable, call, order, &found, &advanced);
+        if (call.comm >= newest_seq_.size()) continue;
+        if (compares) {
+          ObserveCollective(p, process, comparable, call, order, &found, &advanced);
+        } else {
+          NoteLatest(call, order, &advanced);
+        }
       }
       order.next_call = end;
       continue;

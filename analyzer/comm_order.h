@@ -70,6 +70,8 @@ class CommOrderTracker {
     std::vector<std::pair<uint64_t, size_t>> pairs;
   };
 
+  // How far `call` takes its communicator and its process there (ObserveCollective's end).
+  void NoteLatest(const OrderedCollective& call, ProcessOrder& order, std::vector<CommIndex>* advanced);
   // One placed collective `call` of process `p`, in its call order.
   void ObserveCollective(ProcessId p, const Process& process, bool comparable, const OrderedCollective& call,
                          ProcessOrder& order, std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced);

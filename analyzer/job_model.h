@@ -125,7 +125,8 @@ struct CallTimes {
   int64_t complete_ns = 0;
 };
 
-// What CollectiveLike gives for one collective: the call it is like (nullptr: none) and its times.
+// What CollectiveLike gives for one collective: the call it is like (nullptr: none) and its
+// times (only where `like` is set).
 struct CollectiveTimes {
   const Call* like = nullptr;
   CallTimes times;
@@ -380,7 +381,7 @@ class JobModel {
   void Join(CommIndex comm, int32_t rank, ProcessId process);
   // `rank` of `comm` (0 <= rank < comm.nranks), made room for in a model of one process.
   CommRank& RankIn(Comm& comm, int32_t rank) {
-    if (one_process_) MakeRoomFor(comm, rank);
+    if (one_process_ && FindRank(comm, rank) == nullptr) MakeRoomFor(comm, rank);
     return comm.ranks[static_cast<size_t>(rank - comm.rank_base)];
   }
   // A model of one process: its stretch of `comm`'s ranks grown to hold `rank`.

@@ -324,9 +324,14 @@ const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t se
 
 void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq, uint64_t to_seq,
                                std::vector<CollectiveTimes>* out) const {
-  out->assign(to_seq > from_seq ? to_seq - from_seq : 0, CollectiveTimes{});
-  if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size())) return;
+  // Each entry is written once below: clearing them all first cost as much as reading the calls.
+  out->resize(to_seq > from_seq ? to_seq - from_seq : 0);
+  if (rank < 0 || rank >= static_cast<int32_t>(comm.ranks.size())) {
+    std::fill(out->begin(), out->end(), CollectiveTimes{});
+    return;
+  }
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+  if (from_seq == 0 && to_seq > 0) (*out)[0] = CollectiveTimes{};  // seq 0 names no collective
   for (uint64_t seq = std::max<uint64_t>(from_seq, 1); seq < to_seq;) {
     const bool folded = entry.present && seq - 1 < entry.collectives.first();
     if (!folded || seq - 1 < entry.folded.first() || seq - 1 >= entry.folded.size()) {
@@ -345,10 +350,15 @@ void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq
     const uint32_t* indexes = theirs.collectives.Run(seq - 1, end - seq);
     const FoldedTimes* offsets = entry.folded.Run(seq - 1, end - seq);
     for (const uint64_t first = seq; seq < end; ++seq) {
-      if (indexes == nullptr && !theirs.collectives.Holds(seq - 1)) continue;  // never: a reference keeps its window
-      const uint32_t index = indexes != nullptr ? indexes[seq - first] : theirs.collectives[seq - 1];
-      if (index == kNoCall) continue;
       CollectiveTimes& at = (*out)[seq - from_seq];
+      // Never missing: a reference keeps its window.
+      const uint32_t index = indexes != nullptr                     ? indexes[seq - first]
+                             : theirs.collectives.Holds(seq - 1) ? theirs.collectives[seq - 1]
+                                                                 : kNoCall;
+      if (index == kNoCall) {
+        at = CollectiveTimes{};
+        continue;
+      }
       at.like = &reference_calls[index];
       const FoldedTimes& offset = offsets != nullptr ? offsets[seq - first] : entry.folded[seq - 1];
       at.times = CallTimes{at.like->enter_ns + offset.enter, at.like->return_ns + offset.returned,
