@@ -228,6 +228,13 @@ void JobModel::ListCollectives(Process& process) {
     if (placed_on == nullptr || !placed_on->present || call.seq > placed_on->collectives.size()) continue;
     process.listed_collectives.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
   }
+  // On one communicator there is no order to compare: the check keeps only its furthest
+  // collective and the group of its last (CommOrderTracker::NoteLatest), what one entry says.
+  if (process.memberships.size() == 1 && !process.listed_collectives.empty()) {
+    OrderedCollective furthest = process.listed_collectives.back();
+    for (const OrderedCollective& listed : process.listed_collectives) furthest.seq = std::max(furthest.seq, listed.seq);
+    process.listed_collectives.assign(1, furthest);
+  }
   process.collectives_listed = true;
 }
 

@@ -15,9 +15,9 @@
 // Post-mortem, each rank's records are made on --threads workers (default: every core) and
 // built there into a model of its own, which the main thread takes into the job's model in
 // rank order (JobModel::Adopt), as `collwatch analyze` decodes and builds rank traces apart
-// (cli/ordered_parallel.h) from 3 threads up; --apply-in-order applies the records on the
-// main thread instead, as it does on 2 cores; --build-apart builds apart whatever the
-// threads; --threads 1 does everything in turn. Built apart and folding, the workers fold
+// (cli/ordered_parallel.h) from 2 threads up; --apply-in-order applies the records on the
+// main thread instead, as it does on one; --build-apart builds apart whatever the threads;
+// --threads 1 does everything in turn. Built apart and folding, the workers fold
 // each rank's windows against the classes published so far (JobModel::FoldApart), as
 // `collwatch analyze` does; --no-fold-apart leaves all folding to the main thread.
 //   collwatch_analyzer_scale [--ranks 4096] [--collectives 2000] [--comms 0]

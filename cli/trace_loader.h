@@ -97,9 +97,9 @@ using TraceApplied = std::function<void(analyzer::ProcessId process)>;
 
 // Fills `model` from `path`: a folder with run.json (collwatch run --out), a folder of
 // rank traces (DIR/<job>), one rank trace folder, a folder of *.ring files, or a ring
-// file. NOT_FOUND when the path holds none of these. Rank traces are read (and from 3
-// cores up built) on every core and taken into `model` in their order
-// (analyzer::TakeBuiltProcess).
+// file. NOT_FOUND when the path holds none of these. Rank traces are read (and from 2
+// cores up built, and where `model` shares its fold references folded) on every core and
+// taken into `model` in their order (analyzer::TakeBuiltProcess).
 absl::Status LoadTraces(const std::string& path, analyzer::JobModel* model, LoadSummary* summary,
                         const std::string& job = "", const LoadProgress& progress = nullptr,
                         const TraceApplied& applied = nullptr);

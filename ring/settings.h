@@ -175,9 +175,10 @@ inline constexpr SettingInfo kSettings[] = {
      "any value but empty: the dashboard draws without colour (bold, dim and reverse stay), as no-color.org asks"},
     {Setting::kBuildApart, "COLLWATCH_BUILD_APART", "auto", "`auto`",
      "collwatch analyze, export, diff, baseline, check",
-     "`on`: each rank trace of a trace store is built into a model of its own on the thread that read it, and "
-     "the job's model takes those in (faster from 4 cores up); `off`: every trace is applied on one thread; "
-     "`auto` (or any other value): `on` from 3 cores up. The report is the same either way"},
+     "`on`: each rank trace of a trace store is built into a model of its own on the thread that read it (and, "
+     "for `collwatch analyze`, folded there into the rank classes found so far), and the job's model takes those "
+     "in; `off`: every trace is applied on one thread; `auto` (or any other value): `on` from 2 cores up. The "
+     "report is the same either way"},
     {Setting::kCpuNcclShmDir, "COLLWATCH_CPU_NCCL_SHM_DIR", "/dev/shm", "`/dev/shm`", "CPU NCCL backend",
      "folder of the per-communicator shared-memory files (use a tmpfs); read when a communicator is created"},
     {Setting::kCpuNcclSpin, "COLLWATCH_CPU_NCCL_SPIN", "64", "`64`", "CPU NCCL backend",
