@@ -232,7 +232,9 @@ void JobModel::ListCollectives(Process& process) {
   // collective and the group of its last (CommOrderTracker::NoteLatest), what one entry says.
   if (process.memberships.size() == 1 && !process.listed_collectives.empty()) {
     OrderedCollective furthest = process.listed_collectives.back();
-    for (const OrderedCollective& listed : process.listed_collectives) furthest.seq = std::max(furthest.seq, listed.seq);
+    for (const OrderedCollective& listed : process.listed_collectives) {
+      furthest.seq = std::max(furthest.seq, listed.seq);
+    }
     process.listed_collectives.assign(1, furthest);
   }
   process.collectives_listed = true;
