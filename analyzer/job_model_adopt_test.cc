@@ -23,6 +23,14 @@ constexpr int kRanks = 6;
 
 int64_t At(size_t position) { return kT0 + 10 * kMs + static_cast<int64_t>(position) * kMs; }
 
+// A process named by its host and pid alone (no global rank).
+ProcessId AddProcessOn(SyntheticJob& job, const std::string& host, int32_t pid) {
+  ProcessInfo info;
+  info.host = host;
+  info.pid = pid;
+  return job.AddProcess(info);
+}
+
 CallPath PathAt(const std::string& file, int line) {
   CallPath path;
   path.frames.push_back(CallFrame{file, "step", line});
@@ -178,10 +186,7 @@ TEST(JobModelAdoptTest, FoldingApartGivesWhatFoldingInOrderGives) {
   RecordedJob recorded = RecordJob();
   SyntheticJob job(&recorded);
   for (int rank = 0; rank < 3; ++rank) {
-    ProcessInfo info;
-    info.host = "other";
-    info.pid = 500 + rank;
-    const ProcessId process = job.AddProcess(info);
+    const ProcessId process = AddProcessOn(job, "other", 500 + rank);
     job.Init(process, kWorld + 1, rank, 3, kT0);
     if (rank > 0) {
       job.Init(process, kSolo + static_cast<uint64_t>(rank), 0, 1, kT0);
@@ -231,10 +236,7 @@ TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {
   RecordedJob recorded;
   SyntheticJob job(&recorded);
   for (int copy = 0; copy < 2; ++copy) {
-    ProcessInfo info;
-    info.host = "node0";
-    info.pid = 100 + copy;
-    const ProcessId process = job.AddProcess(info);
+    const ProcessId process = AddProcessOn(job, "node0", 100 + copy);
     job.Init(process, kWorld, 0, 2, kT0);
     job.Collective(process, kWorld, 0, 2, 1, Gather("fwd"), At(copy), At(copy) + kMs);
   }
