@@ -49,11 +49,6 @@ std::optional<int32_t> OffsetOf(int64_t mine, int64_t reference) {
   return static_cast<int32_t>(offset);
 }
 
-// Appends to `times` the offsets of each call of the window from `first_slot` from its
-// reference's, and to `unlike_flags` those whose flags differ, if every call there equals its
-// reference's but for rank, times and flags, with all three times known and near enough;
-// false, and nothing appended, otherwise. `mine_at` and `theirs_at` give a slot's call
-// (nullptr: none); `numbering` reads the numbered fields of `mine_at`'s calls.
 // A call of a model built apart read in the numbering of the job's model (FoldApart): its
 // region and call path through the worker's view, its communicator the class's.
 struct JobNumbering {
@@ -64,6 +59,11 @@ struct JobNumbering {
   CallPathId CallPath(const Call& call) const { return view.call_path_of[call.call_path]; }
 };
 
+// Appends to `times` the offsets of each call of the window from `first_slot` from its
+// reference's, and to `unlike_flags` those whose flags differ, if every call there equals its
+// reference's but for rank, times and flags, with all three times known and near enough;
+// false, and nothing appended, otherwise. `mine_at` and `theirs_at` give a slot's call
+// (nullptr: none); `numbering` reads the numbered fields of `mine_at`'s calls.
 template <typename MineAt, typename TheirsAt, typename Numbering>
 bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& theirs_at, const Numbering& numbering,
                 std::vector<FoldedTimes>* times, std::vector<std::pair<uint64_t, uint8_t>>* unlike_flags) {
@@ -360,10 +360,9 @@ void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq
     const FoldedTimes* offsets = entry.folded.Run(seq - 1, end - seq);
     for (const uint64_t first = seq; seq < end; ++seq) {
       CollectiveTimes& at = (*out)[seq - from_seq];
-      // Never missing: a reference keeps its window.
-      const uint32_t index = indexes != nullptr                     ? indexes[seq - first]
-                             : theirs.collectives.Holds(seq - 1) ? theirs.collectives[seq - 1]
-                                                                 : kNoCall;
+      // Never missing: a reference keeps its window (CollectiveLike's reading, in place).
+      const bool held = seq - 1 >= theirs.collectives.first() && seq <= theirs.collectives.size();
+      const uint32_t index = indexes != nullptr ? indexes[seq - first] : held ? theirs.collectives[seq - 1] : kNoCall;
       if (index == kNoCall) {
         at = CollectiveTimes{};
         continue;
