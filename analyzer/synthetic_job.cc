@@ -45,11 +45,7 @@ void RecordedJob::AddCallPath(ProcessId process, uint32_t writer_id, const CallP
 }
 
 void RecordedJob::AddRecord(ProcessId process, uint32_t lane, uint64_t index, const ring::Record& record) {
-  // Made in place: 144 bytes a record (clang 14 has no parenthesised aggregate init).
-  IndexedRecord& added = processes_[process].update.records.emplace_back();
-  added.lane = lane;
-  added.index = index;
-  added.record = record;
+  processes_[process].update.records.emplace_back(lane, index, record);
 }
 
 SyntheticJob::SyntheticJob(JobModel* model)

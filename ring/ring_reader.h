@@ -36,6 +36,10 @@ struct RingIdentity {
 // followed by a kReturn with the kEnter's (lane, index): the same view a separate kReturn
 // record gives.
 struct IndexedRecord {
+  IndexedRecord() = default;
+  // For emplace_back: a record made in place, not copied in (144 bytes, millions a trace).
+  IndexedRecord(uint32_t lane_in, uint64_t index_in, const ring::Record& record_in)
+      : lane(lane_in), index(index_in), record(record_in) {}
   uint32_t lane = 0;
   uint64_t index = 0;
   ring::Record record{};

@@ -275,7 +275,7 @@ ProcessUpdate ProcessUpdateFromBatch(const v1::StreamEventsRequest& batch, const
   update.records.reserve(stored_events.size());
   for (const int i : stored_events) {
     const v1::Event& event = batch.events(i);
-    update.records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+    update.records.emplace_back(event.lane(), event.index(), RecordFromEvent(event));
   }
   for (const v1::RegionName& region : batch.regions()) update.regions.emplace_back(region.id(), region.name());
   for (const v1::CallPath& path : batch.call_paths()) update.call_paths.emplace_back(path.id(), CallPathFromWire(path));

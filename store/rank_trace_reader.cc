@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() con
   std::vector<IndexedRecord> records;
   absl::Status read = ForEachEventsRecord([&](const v1::StoreRecord& record) {
     for (const v1::Event& event : record.events().events()) {
-      records.push_back(IndexedRecord{event.lane(), event.index(), RecordFromEvent(event)});
+      records.emplace_back(event.lane(), event.index(), RecordFromEvent(event));
     }
     return absl::OkStatus();
   });
