@@ -79,7 +79,8 @@ void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bo
   NoteLatest(call, order, advanced);
 }
 
-void CommOrderTracker::NoteLatest(const OrderedCollective& call, ProcessOrder& order, std::vector<CommIndex>* advanced) {
+void CommOrderTracker::NoteLatest(const OrderedCollective& call, ProcessOrder& order,
+                                  std::vector<CommIndex>* advanced) {
   if (call.seq > newest_seq_[call.comm]) {
     newest_seq_[call.comm] = call.seq;
     advanced->push_back(call.comm);
