@@ -113,33 +113,20 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, boo
     const bool comparable = OneRankPerComm(process);
     if (only && listed != nullptr) {
       // Listed while every call was still there (JobModel::ListCollectives), by the same rules.
-      const bool compares = comparable && process.memberships.size() > 1;
       for (const OrderedCollective& call : *listed) {
-        if (call.comm >= newest_seq_.size()) continue;
-        if (compares) {
-          ObserveCollective(p, process, comparable, call, order, &found, &advanced);
-        } else {
-          NoteLatest(call, order, &advanced);
-        }
+        if (call.comm < newest_seq_.size()) ObserveCollective(p, process, comparable, call, order, &found, &advanced);
       }
       order.next_call = end;
       continue;
     }
     for (size_t i = std::max(order.next_call, process.calls.first()); i < end; ++i) {
       const Call& call = process.calls[i];
-      // CUDA graph replays run apart from the host's order (their own lane, job_model.h);
-      // captured calls run only when replayed.
-      if (!ring::IsCollective(call.fn) || call.seq == 0 || call.comm >= newest_seq_.size() ||
-          (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
-        continue;
-      }
-      // Only a call the model placed counts: one it could not counts in no order (a damaged
-      // rank or size names no communicator: kNoComm, left out above; a damaged sequence
-      // number far past the rank's names one). Checked without reading the rank's slots.
+      // A call placed in no communicator (a damaged rank or size: kNoComm) counts in no order;
+      // CountsInOrder is checked without reading the rank's slots.
+      if (call.comm >= newest_seq_.size()) continue;
       const Comm& comm = model.comms()[call.comm];
-      if (call.rank < 0 || static_cast<size_t>(call.rank) >= comm.ranks.size()) continue;
-      const CommRank& placed_on = comm.ranks[static_cast<size_t>(call.rank)];
-      if (!placed_on.present || placed_on.process != p || call.seq > placed_on.collectives.size()) continue;
+      const bool in_comm = call.rank >= 0 && static_cast<size_t>(call.rank) < comm.ranks.size();
+      if (!CountsInOrder(call, in_comm ? &comm.ranks[static_cast<size_t>(call.rank)] : nullptr, p)) continue;
       ObserveCollective(p, process, comparable, OrderedCollective{call.comm, call.seq, call.group_id}, order, &found,
                         &advanced);
     }

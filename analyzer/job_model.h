@@ -183,6 +183,17 @@ struct OrderedCollective {
   uint64_t group_id = 0;
 };
 
+// Whether `call` of `process` counts in that process's order of collectives (the order check
+// reads only these): a collective the model placed on that process's own rank `placed_on`
+// (nullptr: a rank the communicator does not have), but a CUDA graph's captures and replays,
+// which run apart from the host's order. A damaged sequence number far past the rank's counts
+// in no order either.
+inline bool CountsInOrder(const Call& call, const CommRank* placed_on, ProcessId process) {
+  return ring::IsCollective(call.fn) && call.seq != 0 &&
+         (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) == 0 && placed_on != nullptr &&
+         placed_on->present && placed_on->process == process && call.seq <= placed_on->collectives.size();
+}
+
 struct Process {
   ProcessInfo info;
   ProcessStatus status = ProcessStatus::kRunning;
@@ -213,8 +224,7 @@ struct Process {
   // check to read in place of its calls, until it takes them (TakeListedCollectives). On one
   // communicator, one entry: its furthest seq and its last call's group, all the check keeps.
   // The vector is given back once taken (a process of 2,000 collectives lists 48 KB).
-  bool collectives_listed = false;
-  std::vector<OrderedCollective> listed_collectives;
+  std::optional<std::vector<OrderedCollective>> listed_collectives;
   // Looked up for every call: flat tables rather than trees.
   absl::flat_hash_map<uint32_t, RegionId> regions;       // writer's region id -> job-wide id
   absl::flat_hash_map<uint32_t, CallPathId> call_paths;  // writer's call path id -> job-wide id

@@ -89,6 +89,17 @@ bool FoldWindow(uint64_t first_slot, const MineAt& mine_at, const TheirsAt& thei
   return true;
 }
 
+// The rank whose calls `entry`'s folded window `window` matched (its reference there).
+int32_t FoldedReference(const CommRank& entry, uint64_t window) {
+  return entry.folded_like[window - ChainWindowOf(entry.folded.first() + 1)];
+}
+
+// A folded call's own times: its reference's call's, offset by its own.
+CallTimes FoldedCallTimes(const Call& like, const FoldedTimes& offsets) {
+  return CallTimes{like.enter_ns + offsets.enter, like.return_ns + offsets.returned,
+                   like.complete_ns + offsets.completed};
+}
+
 }  // namespace
 
 size_t JobModel::FoldableWindows(Comm& comm, int32_t rank, std::vector<FoldedTimes>* times,
@@ -216,28 +227,18 @@ void JobModel::PublishFoldReferences() {
 }
 
 void JobModel::ListCollectives(Process& process) {
-  process.listed_collectives.clear();
+  std::vector<OrderedCollective>& listed = process.listed_collectives.emplace();
   for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
-    // What CommOrderTracker::Observe reads of a process's calls: its placed collectives, but
-    // a CUDA graph's captures and replays.
-    if (!ring::IsCollective(call.fn) || call.seq == 0 || call.comm >= comms_.size() ||
-        (call.flags & (ring::kFlagReplay | ring::kFlagCaptured)) != 0) {
-      continue;
-    }
-    const CommRank* placed_on = FindRank(comms_[call.comm], call.rank);
-    if (placed_on == nullptr || !placed_on->present || call.seq > placed_on->collectives.size()) continue;
-    process.listed_collectives.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
+    if (call.comm >= comms_.size() || !CountsInOrder(call, FindRank(comms_[call.comm], call.rank), 0)) continue;
+    listed.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
   }
   // On one communicator there is no order to compare: the check keeps only its furthest
   // collective and the group of its last (CommOrderTracker::NoteLatest), what one entry says.
-  if (process.memberships.size() == 1 && !process.listed_collectives.empty()) {
-    OrderedCollective furthest = process.listed_collectives.back();
-    for (const OrderedCollective& listed : process.listed_collectives) {
-      furthest.seq = std::max(furthest.seq, listed.seq);
-    }
-    process.listed_collectives.assign(1, furthest);
+  if (process.memberships.size() == 1 && !listed.empty()) {
+    OrderedCollective furthest = listed.back();
+    for (const OrderedCollective& each : listed) furthest.seq = std::max(furthest.seq, each.seq);
+    listed.assign(1, furthest);
   }
-  process.collectives_listed = true;
 }
 
 void JobModel::FoldApart(const FoldReferences& references) {
@@ -304,10 +305,8 @@ void JobModel::FoldApart(const FoldReferences& references) {
 }
 
 std::optional<std::vector<OrderedCollective>> JobModel::TakeListedCollectives(ProcessId process_id) {
-  if (process_id >= processes_.size() || !ProcessAt(process_id).collectives_listed) return std::nullopt;
-  Process& process = ProcessAt(process_id);
-  process.collectives_listed = false;
-  return std::exchange(process.listed_collectives, {});
+  if (process_id >= processes_.size()) return std::nullopt;
+  return std::exchange(ProcessAt(process_id).listed_collectives, std::nullopt);
 }
 
 const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times) const {
@@ -319,15 +318,11 @@ const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t se
     return call;
   }
   if (seq - 1 < entry.folded.first() || seq - 1 >= entry.folded.size()) return nullptr;
-  const int32_t reference = entry.folded_like[ChainWindowOf(seq) - ChainWindowOf(entry.folded.first() + 1)];
+  const int32_t reference = FoldedReference(entry, ChainWindowOf(seq));
   const CommRank& theirs = comm.ranks[static_cast<size_t>(reference)];
   if (seq - 1 < theirs.collectives.first()) return nullptr;  // never: a reference keeps its window
   const Call* like = Collective(comm, reference, seq);
-  if (like != nullptr && times != nullptr) {
-    const FoldedTimes& offsets = entry.folded[seq - 1];
-    *times = CallTimes{like->enter_ns + offsets.enter, like->return_ns + offsets.returned,
-                       like->complete_ns + offsets.completed};
-  }
+  if (like != nullptr && times != nullptr) *times = FoldedCallTimes(*like, entry.folded[seq - 1]);
   return like;
 }
 
@@ -351,8 +346,7 @@ void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq
     }
     // A folded window, or what of it the range holds: its reference's calls, read in place.
     const uint64_t window = ChainWindowOf(seq);
-    const int32_t reference = entry.folded_like[window - ChainWindowOf(entry.folded.first() + 1)];
-    const CommRank& theirs = comm.ranks[static_cast<size_t>(reference)];
+    const CommRank& theirs = comm.ranks[static_cast<size_t>(FoldedReference(entry, window))];
     const auto& reference_calls = ProcessAt(theirs.process).calls;
     const uint64_t end = std::min({to_seq, (window + 1) * kChainWindow + 1, entry.collectives.first() + 1});
     // In place where each lies in one chunk, as a window of a few dozen usually does.
@@ -368,9 +362,7 @@ void JobModel::CollectivesLike(const Comm& comm, int32_t rank, uint64_t from_seq
         continue;
       }
       at.like = &reference_calls[index];
-      const FoldedTimes& offset = offsets != nullptr ? offsets[seq - first] : entry.folded[seq - 1];
-      at.times = CallTimes{at.like->enter_ns + offset.enter, at.like->return_ns + offset.returned,
-                           at.like->complete_ns + offset.completed};
+      at.times = FoldedCallTimes(*at.like, offsets != nullptr ? offsets[seq - first] : entry.folded[seq - 1]);
     }
   }
 }
