@@ -187,7 +187,7 @@ void Analyzer::ForgetSettledHistory() {
 void Analyzer::FoldLoadedProcess(ProcessId process) {
   // Only this process has calls not read yet: the others were read once they were in. One
   // folded apart is read from the list its worker made before dropping calls.
-  const std::optional<std::vector<OrderedCollective>> listed = model_.TakeListedCollectives(process);
+  const std::optional<ListedOrder> listed = model_.TakeListedOrder(process);
   ObserveOrder(/*forget_behind=*/false, /*only=*/process, listed ? &*listed : nullptr);
   model_.FoldAgreeingWindows(process);
 }

@@ -227,7 +227,7 @@ class Analyzer {
   // Reads the collectives added since (comm_order.h), of `only` or of every process, and
   // opens the inversions seen (`listed`: `only`'s collectives as its fold apart listed them).
   void ObserveOrder(bool forget_behind, std::optional<ProcessId> only = std::nullopt,
-                    const std::vector<OrderedCollective>* listed = nullptr);
+                    const ListedOrder* listed = nullptr);
   void CheckOrderInversions(int64_t now_ns, bool final_pass, std::vector<Finding>* out);
   void ReportOrderInversion(const OpenInversion& open, bool got_through, int64_t now_ns, bool final_pass,
                             std::vector<Finding>* out);

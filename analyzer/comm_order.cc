@@ -5,15 +5,6 @@
 
 namespace collwatch::analyzer {
 
-bool CommOrderTracker::OneRankPerComm(const Process& process) {
-  for (size_t i = 0; i < process.memberships.size(); ++i) {
-    for (size_t j = i + 1; j < process.memberships.size(); ++j) {
-      if (process.memberships[i].first == process.memberships[j].first) return false;
-    }
-  }
-  return true;
-}
-
 CommOrderTracker::PairReferences& CommOrderTracker::PairOf(ProcessOrder& order, CommIndex comm, CommIndex other) {
   const uint64_t key = (static_cast<uint64_t>(comm) << 32) | other;
   for (const auto& [cached, index] : order.pairs) {
@@ -95,9 +86,57 @@ void CommOrderTracker::NoteLatest(const OrderedCollective& call, ProcessOrder& o
   }
 }
 
+bool CommOrderTracker::ObservePairs(ProcessId p, const ListedOrder& listed, ProcessOrder& order,
+                                    std::vector<CommIndex>* advanced) {
+  if (!listed.by_pairs || !order.latest.empty()) return false;
+  // First only read: a pair that disagrees with a reference reports an inversion, which must
+  // name the first disagreeing collective in call order (read one by one).
+  for (const PairOrder& pair : listed.pairs) {
+    const auto known = pair_index_.find((static_cast<uint64_t>(pair.comm) << 32) | pair.other);
+    if (known == pair_index_.end() ||
+        reported_.count({std::min(pair.comm, pair.other), std::max(pair.comm, pair.other)}) != 0) {
+      continue;
+    }
+    const PairReferences& references = pairs_[known->second];
+    const uint64_t from = std::max<uint64_t>(pair.first_seq, references.first());
+    const uint64_t end = std::min<uint64_t>(pair.first_seq + pair.other_seqs.size(), references.size());
+    for (uint64_t seq = from; seq < end; ++seq) {
+      const uint64_t other_seq = pair.other_seqs[seq - pair.first_seq];
+      const Reference& reference = references[seq];
+      if (other_seq != PairOrder::kNotCompared && reference.process != kNoProcess && reference.process != p &&
+          reference.other_seq != other_seq) {
+        return false;
+      }
+    }
+  }
+  // Then the references this process is the first to give, as ObserveCollective gives them:
+  // its first compared collective starts the pair's window, and every one past it is held.
+  for (const PairOrder& pair : listed.pairs) {
+    const std::vector<uint64_t>& other_seqs = pair.other_seqs;
+    const auto compared = [](uint64_t other_seq) { return other_seq != PairOrder::kNotCompared; };
+    const auto first = std::find_if(other_seqs.begin(), other_seqs.end(), compared);
+    if (first == other_seqs.end()) continue;
+    const auto last = std::find_if(other_seqs.rbegin(), other_seqs.rend(), compared);
+    const uint64_t first_seq = pair.first_seq + static_cast<uint64_t>(first - other_seqs.begin());
+    const uint64_t last_seq = pair.first_seq + static_cast<uint64_t>(other_seqs.rend() - last) - 1;
+    PairReferences& references = PairOf(order, pair.comm, pair.other);
+    references.StartAt(first_seq > kLateStartMargin ? first_seq - kLateStartMargin : 0);
+    if (last_seq < references.first()) continue;
+    references.resize(last_seq + 1, Reference{});
+    for (uint64_t seq = std::max<uint64_t>(first_seq, references.first()); seq <= last_seq; ++seq) {
+      const uint64_t other_seq = other_seqs[seq - pair.first_seq];
+      Reference& reference = references[seq];
+      if (compared(other_seq) && reference.process == kNoProcess) reference = Reference{p, other_seq};
+    }
+  }
+  for (const OrderedCollective& latest : listed.latest) {
+    if (latest.comm < newest_seq_.size()) NoteLatest(latest, order, advanced);
+  }
+  return true;
+}
+
 std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, bool forget_behind,
-                                                      std::optional<ProcessId> only,
-                                                      const std::vector<OrderedCollective>* listed) {
+                                                      std::optional<ProcessId> only, const ListedOrder* listed) {
   std::vector<OrderInversion> found;
   if (processes_.size() < model.process_count()) processes_.resize(model.process_count());
   if (newest_seq_.size() < model.comms().size()) newest_seq_.resize(model.comms().size(), 0);
@@ -112,9 +151,11 @@ std::vector<OrderInversion> CommOrderTracker::Observe(const JobModel& model, boo
     if (order.next_call >= end) continue;
     const bool comparable = OneRankPerComm(process);
     if (only && listed != nullptr) {
-      // Listed while every call was still there (JobModel::ListCollectives), by the same rules.
-      for (const OrderedCollective& call : *listed) {
-        if (call.comm < newest_seq_.size()) ObserveCollective(p, process, comparable, call, order, &found, &advanced);
+      // Listed while every call was still there (JobModel::ListOrder), by the same rules.
+      if (!ObservePairs(p, *listed, order, &advanced)) {
+        for (const OrderedCollective& call : listed->collectives) {
+          if (call.comm < newest_seq_.size()) ObserveCollective(p, process, comparable, call, order, &found, &advanced);
+        }
       }
       order.next_call = end;
       continue;

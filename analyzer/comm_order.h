@@ -43,7 +43,7 @@ class CommOrderTracker {
   // as JobModel::FoldApart listed them, read in place of its calls (some may be gone).
   std::vector<OrderInversion> Observe(const JobModel& model, bool forget_behind = true,
                                       std::optional<ProcessId> only = std::nullopt,
-                                      const std::vector<OrderedCollective>* listed = nullptr);
+                                      const ListedOrder* listed = nullptr);
 
  private:
   // A process's latest collective on one of its communicators.
@@ -75,9 +75,10 @@ class CommOrderTracker {
   // One placed collective `call` of process `p`, in its call order.
   void ObserveCollective(ProcessId p, const Process& process, bool comparable, const OrderedCollective& call,
                          ProcessOrder& order, std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced);
-  // Whether `process` holds a single rank on each of its communicators: a process of
-  // several ranks of one communicator (a thread each) has no one order to compare.
-  static bool OneRankPerComm(const Process& process);
+  // `listed` read a pair at a time, where that says what reading its collectives one by one
+  // would (ListedOrder::by_pairs, nothing seen of process `p` yet) and no pair disagrees with
+  // another process's: returns false, having changed nothing, where it cannot.
+  bool ObservePairs(ProcessId p, const ListedOrder& listed, ProcessOrder& order, std::vector<CommIndex>* advanced);
   // The references of (comm, other) for `order`'s process, made on first use.
   PairReferences& PairOf(ProcessOrder& order, CommIndex comm, CommIndex other);
   void Forget(CommIndex comm);

@@ -183,6 +183,34 @@ struct OrderedCollective {
   uint64_t group_id = 0;
 };
 
+// One communicator `comm` of a process against another, `other`, as the order check
+// compares them: for each of comm's collectives from `first_seq` on, in seq order, the
+// newest seq of other's the process had issued before it; kNotCompared where there is
+// nothing to compare (no such collective, or one launched in one group with other's last).
+struct PairOrder {
+  static constexpr uint64_t kNotCompared = UINT64_MAX;
+  CommIndex comm = kNoComm;
+  CommIndex other = kNoComm;
+  uint64_t first_seq = 0;
+  std::vector<uint64_t> other_seqs;
+};
+
+// A process's collectives as the order check reads them, listed by the worker that folds
+// it apart (JobModel::ListOrder), whose calls may be gone when the check runs.
+struct ListedOrder {
+  // Per communicator, in the order first called: its furthest seq and its last call's
+  // group, all the check keeps of the process's own progress (CommOrderTracker::NoteLatest).
+  std::vector<OrderedCollective> latest;
+  // Every ordered pair of its communicators, where `by_pairs`: the whole comparison, read a
+  // pair at a time. Without it (a communicator whose seqs do not rise), and where a pair
+  // disagrees with another process, the check reads `collectives` one by one.
+  bool by_pairs = false;
+  std::vector<PairOrder> pairs;
+  // In call order; left empty where no pair is compared (one communicator, or several
+  // ranks of one: no single order).
+  std::vector<OrderedCollective> collectives;
+};
+
 // Whether `call` of `process` counts in that process's order of collectives (the order check
 // reads only these): a collective the model placed on that process's own rank `placed_on`
 // (nullptr: a rank the communicator does not have), but a CUDA graph's captures and replays,
@@ -220,11 +248,9 @@ struct Process {
   WindowedLog<Call, 512> calls;
   // The communicator ranks this process is (comm, rank): what may refer to its calls.
   std::vector<std::pair<CommIndex, int32_t>> memberships;
-  // Folded apart (JobModel::FoldApart): its placed collectives in call order, for the order
-  // check to read in place of its calls, until it takes them (TakeListedCollectives). On one
-  // communicator, one entry: its furthest seq and its last call's group, all the check keeps.
-  // The vector is given back once taken (a process of 2,000 collectives lists 48 KB).
-  std::optional<std::vector<OrderedCollective>> listed_collectives;
+  // Folded apart (JobModel::FoldApart): its collectives as the order check reads them, in
+  // place of its calls, until it takes them (TakeListedOrder), which gives the memory back.
+  std::optional<ListedOrder> listed_order;
   // Looked up for every call: flat tables rather than trees.
   absl::flat_hash_map<uint32_t, RegionId> regions;       // writer's region id -> job-wide id
   absl::flat_hash_map<uint32_t, CallPathId> call_paths;  // writer's call path id -> job-wide id
@@ -243,6 +269,17 @@ struct Process {
   // independently), by the enter's (lane, index); replayed when it comes.
   absl::flat_hash_map<uint64_t, std::vector<ring::Record>> early;
 };
+
+// Whether `process` holds a single rank on each of its communicators: a process of several
+// ranks of one communicator (a thread each) has no one order to compare (CommOrderTracker).
+inline bool OneRankPerComm(const Process& process) {
+  for (size_t i = 0; i < process.memberships.size(); ++i) {
+    for (size_t j = i + 1; j < process.memberships.size(); ++j) {
+      if (process.memberships[i].first == process.memberships[j].first) return false;
+    }
+  }
+  return true;
+}
 
 class JobModel {
  public:
@@ -370,7 +407,7 @@ class JobModel {
   // summed; with `references`, folded apart first (FoldApart).
   void FinishOneProcess(const FoldReferences* references);
   // Its collectives as FoldApart listed them, taken out (nullopt: not listed; read its calls).
-  std::optional<std::vector<OrderedCollective>> TakeListedCollectives(ProcessId process);
+  std::optional<ListedOrder> TakeListedOrder(ProcessId process);
 
   // Latest record or heartbeat time over all processes (the "now" of a finished trace).
   int64_t LatestTimeNs() const;
@@ -423,8 +460,8 @@ class JobModel {
   // listed first for the order check. Windows whose class is not published yet are left to
   // the job's model's fold (window_folding.cc).
   void FoldApart(const FoldReferences& references);
-  // FoldApart: `process`'s placed collectives listed for the order check.
-  void ListCollectives(Process& process);
+  // FoldApart: `process`'s placed collectives listed for the order check (listed_order.cc).
+  void ListOrder(Process& process);
   // The folded call of `rank` of `comm` at `seq`, made again (Collective).
   const Call* RemadeCollective(const Comm& comm, int32_t rank, uint64_t seq) const;
 

@@ -115,8 +115,14 @@ std::optional<ProcessId> JobModel::Adopt(JobModel&& alone) {
   // Most processes name what the first one named, in its order: nothing to remap then.
   const bool regions_renumbered = !IsIdentity(region_of);
   const bool comms_renumbered = !IsIdentity(comm_of);
-  if (comms_renumbered && process.listed_collectives) {
-    for (OrderedCollective& listed : *process.listed_collectives) listed.comm = comm_of[listed.comm];
+  if (comms_renumbered && process.listed_order) {
+    ListedOrder& listed = *process.listed_order;
+    for (OrderedCollective& latest : listed.latest) latest.comm = comm_of[latest.comm];
+    for (OrderedCollective& call : listed.collectives) call.comm = comm_of[call.comm];
+    for (PairOrder& pair : listed.pairs) {
+      pair.comm = comm_of[pair.comm];
+      pair.other = comm_of[pair.other];
+    }
   }
   if (regions_renumbered || !IsIdentity(call_path_of) || comms_renumbered) {
     auto renumber = [&](size_t /*index*/, Call& call) {

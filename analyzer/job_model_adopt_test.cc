@@ -8,6 +8,7 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/analyzer_test_job.h"
+#include "analyzer/comm_order.h"
 #include "analyzer/fold_references.h"
 #include "analyzer/report.h"
 
@@ -227,6 +228,57 @@ TEST(JobModelAdoptTest, FoldingApartGivesWhatFoldingInOrderGives) {
   EXPECT_EQ(ReportOf(apart, /*fold=*/false), report);
   EXPECT_NE(report.find("PATH_DIVERGENCE"), std::string::npos) << report;
   EXPECT_NE(report.find("ORDER_INVERSION"), std::string::npos) << report;
+}
+
+TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneByOne) {
+  // Six ranks on a world and a data-parallel communicator, and a pair communicator per two
+  // ranks. Rank 1 issues its pair's 31st collective before the world's 31st, rank 3 the data
+  // communicator's 51st before the world's 51st. The order check reading each process's
+  // listed pairs must find what reading its collectives one by one finds, at each process.
+  constexpr uint64_t kData = 0x6666ff00;
+  constexpr uint64_t kPairBase = 0x7777aa00;
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const ProcessId process = AddProcessOn(job, "node", 700 + rank);
+    const uint64_t pair = kPairBase + static_cast<uint64_t>(rank / 2);
+    job.Init(process, kWorld, rank, kRanks, kT0);
+    job.Init(process, pair, rank % 2, 2, kT0);
+    job.Init(process, kData, rank, kRanks, kT0);
+    for (size_t position = 0; position < 130; ++position) {
+      const int64_t t = At(position + 1);
+      auto world = [&] { job.Collective(process, kWorld, rank, kRanks, position + 1, Gather("fwd"), t, t + kMs); };
+      auto on_pair = [&] { job.Collective(process, pair, rank % 2, 2, position + 1, Scatter("tp"), t, t + kMs); };
+      auto data = [&] { job.Collective(process, kData, rank, kRanks, position + 1, Scatter("dp"), t, t + kMs); };
+      if (rank == 1 && position == 30) on_pair();
+      if (rank == 3 && position == 50) data();
+      world();
+      if (rank != 1 || position != 30) on_pair();
+      if (rank != 3 || position != 50) data();
+    }
+  }
+  JobModel model;
+  const FoldReferences* references = model.ShareFoldReferences();  // so that each is listed
+  CommOrderTracker by_pairs, one_by_one;
+  size_t inversions = 0;
+  for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
+    const ProcessId process = TakeBuiltProcess(&model, BuildProcessApart(traced.info, traced.update, references));
+    std::optional<ListedOrder> listed = model.TakeListedOrder(process);
+    ASSERT_TRUE(listed.has_value());
+    EXPECT_TRUE(listed->by_pairs);
+    EXPECT_EQ(listed->pairs.size(), 6u);  // each of its three communicators against the other two
+    const std::vector<OrderInversion> got = by_pairs.Observe(model, false, process, &*listed);
+    listed->by_pairs = false;
+    const std::vector<OrderInversion> want = one_by_one.Observe(model, false, process, &*listed);
+    ASSERT_EQ(got.size(), want.size()) << "process " << process;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(std::tie(got[i].first, got[i].second, got[i].comm_x, got[i].seq_x, got[i].comm_c, got[i].seq_c),
+                std::tie(want[i].first, want[i].second, want[i].comm_x, want[i].seq_x, want[i].comm_c,
+                         want[i].seq_c));
+    }
+    inversions += want.size();
+  }
+  EXPECT_EQ(inversions, 3u);  // rank 3 issued the data collective before its pair's too
 }
 
 TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {

@@ -297,7 +297,7 @@ bool Analyzer::ReportWaitCycle(std::vector<CycleStep> cycle, int64_t now_ns, boo
 }
 
 void Analyzer::ObserveOrder(bool forget_behind, std::optional<ProcessId> only,
-                            const std::vector<OrderedCollective>* listed) {
+                            const ListedOrder* listed) {
   for (const OrderInversion& seen : comm_order_.Observe(model_, forget_behind, only, listed)) {
     OpenInversion open{seen};
     // Read now: bounded history may drop the calls once they complete and agree.

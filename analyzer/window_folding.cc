@@ -226,25 +226,10 @@ void JobModel::PublishFoldReferences() {
   unpublished_classes_.clear();
 }
 
-void JobModel::ListCollectives(Process& process) {
-  std::vector<OrderedCollective>& listed = process.listed_collectives.emplace();
-  for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
-    if (call.comm >= comms_.size() || !CountsInOrder(call, FindRank(comms_[call.comm], call.rank), 0)) continue;
-    listed.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
-  }
-  // On one communicator there is no order to compare: the check keeps only its furthest
-  // collective and the group of its last (CommOrderTracker::NoteLatest), what one entry says.
-  if (process.memberships.size() == 1 && !listed.empty()) {
-    OrderedCollective furthest = listed.back();
-    for (const OrderedCollective& each : listed) furthest.seq = std::max(furthest.seq, each.seq);
-    listed.assign(1, furthest);
-  }
-}
-
 void JobModel::FoldApart(const FoldReferences& references) {
   if (!one_process_ || processes_.size() != 1) return;
   Process& process = *processes_.front();
-  ListCollectives(process);  // while every call is here
+  ListOrder(process);  // while every call is here
   std::vector<std::pair<uint64_t, uint64_t>> wanted;
   for (const auto& [comm_index, rank_number] : process.memberships) {
     const CommRank& entry = *FindRank(comms_[comm_index], rank_number);
@@ -302,11 +287,6 @@ void JobModel::FoldApart(const FoldReferences& references) {
     folded_any = true;
   }
   if (folded_any) ForgetFoldedCalls(0);
-}
-
-std::optional<std::vector<OrderedCollective>> JobModel::TakeListedCollectives(ProcessId process_id) {
-  if (process_id >= processes_.size()) return std::nullopt;
-  return std::exchange(ProcessAt(process_id).listed_collectives, std::nullopt);
 }
 
 const Call* JobModel::CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times) const {
