@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include "analyzer/finding_evidence.h"
 #include "analyzer/finding_text.h"
@@ -284,6 +286,24 @@ bool Analyzer::WindowAgreed(const Comm& comm, const std::vector<int32_t>& report
   return true;
 }
 
+void Analyzer::ReadRankTimes(const Comm& comm, int32_t first_rank, int32_t end_rank, uint64_t from_seq,
+                             uint64_t to_seq, std::vector<CollectiveTimes>* like,
+                             std::vector<SeqTimes>* times) const {
+  for (int32_t rank = first_rank; rank < end_rank; ++rank) {
+    // Read without making folded calls again: every rank's, every collective.
+    model_.CollectivesLike(comm, rank, from_seq, to_seq, like);
+    for (uint64_t seq = from_seq; seq < to_seq; ++seq) {
+      const auto& [call, call_times] = (*like)[seq - from_seq];
+      if (call == nullptr) continue;
+      SeqTimes& at = (*times)[seq - from_seq];
+      at.first_enter = std::min(at.first_enter, call_times.enter_ns);
+      at.last_enter = std::max(at.last_enter, call_times.enter_ns);
+      at.last_complete = std::max(at.last_complete, call_times.complete_ns);
+      at.sample = call;  // the highest rank's, as the ranks are read in order
+    }
+  }
+}
+
 void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<Finding>* out) {
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   uint64_t completed = progress.agreed_seq;
@@ -291,21 +311,45 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
   // Read rank by rank over a block of collectives, then fed collective by collective: a
   // rank's calls lie together in memory, one collective's calls across ranks do not.
   constexpr uint64_t kBlock = 256;
+  // A thread reads at least this many calls: starting one costs about as much as 2,000.
+  constexpr uint64_t kCallsPerThread = uint64_t{1} << 15;
   for (uint64_t block = std::max(progress.timed_seq + 1, FirstKeptSeq(comm)); block <= completed; block += kBlock) {
     const uint64_t block_end = std::min(completed + 1, block + kBlock);
     std::vector<SeqTimes>& times = times_scratch_;
     times.assign(block_end - block, SeqTimes{});
-    for (int32_t rank = 0; rank < nranks; ++rank) {
-      // Read without making folded calls again: every rank's, every collective.
-      model_.CollectivesLike(comm, rank, block, block_end, &like_scratch_);
-      for (uint64_t seq = block; seq < block_end; ++seq) {
-        const auto& [call, call_times] = like_scratch_[seq - block];
-        if (call == nullptr) continue;
-        SeqTimes& at = times[seq - block];
-        at.first_enter = std::min(at.first_enter, call_times.enter_ns);
-        at.last_enter = std::max(at.last_enter, call_times.enter_ns);
-        at.last_complete = std::max(at.last_complete, call_times.complete_ns);
-        at.sample = call;  // the highest rank's, as the ranks are read in order
+    const auto parts = static_cast<int32_t>(std::min<uint64_t>(
+        {options_.read_threads, static_cast<uint64_t>(nranks) * (block_end - block) / kCallsPerThread + 1,
+         static_cast<uint64_t>(std::max(nranks, 1))}));
+    if (parts <= 1) {
+      ReadRankTimes(comm, 0, nranks, block, block_end, &like_scratch_, &times);
+    } else {
+      // Contiguous rank ranges, one a thread, joined in rank order: the same minima and
+      // maxima, and the highest rank's call as the sample.
+      auto first_of = [&](int32_t part) { return static_cast<int32_t>(int64_t{nranks} * part / parts); };
+      std::vector<std::vector<SeqTimes>> part_times(static_cast<size_t>(parts) - 1, times);
+      std::vector<std::vector<CollectiveTimes>> part_like(static_cast<size_t>(parts) - 1);
+      std::vector<std::thread> readers;
+      auto read_part = [&](int32_t part) {
+        ReadRankTimes(comm, first_of(part), first_of(part + 1), block, block_end, &part_like[part - 1],
+                      &part_times[part - 1]);
+      };
+      for (int32_t part = 1; part < parts; ++part) {
+        try {
+          readers.emplace_back(read_part, part);
+        } catch (const std::system_error&) {  // no thread to be had: the rest are read here
+          break;
+        }
+      }
+      ReadRankTimes(comm, 0, first_of(1), block, block_end, &like_scratch_, &times);
+      for (auto part = static_cast<int32_t>(readers.size()) + 1; part < parts; ++part) read_part(part);
+      for (std::thread& reader : readers) reader.join();
+      for (const std::vector<SeqTimes>& part : part_times) {
+        for (size_t i = 0; i < times.size(); ++i) {
+          times[i].first_enter = std::min(times[i].first_enter, part[i].first_enter);
+          times[i].last_enter = std::max(times[i].last_enter, part[i].last_enter);
+          times[i].last_complete = std::max(times[i].last_complete, part[i].last_complete);
+          if (part[i].sample != nullptr) times[i].sample = part[i].sample;
+        }
       }
     }
     for (uint64_t seq = block; seq < block_end; ++seq) {

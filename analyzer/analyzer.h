@@ -38,6 +38,9 @@ struct AnalyzerOptions {
   // Online: forget calls no check can need again, so a long job's model stays bounded
   // (post-mortem keeps everything: schedules and exports read the whole run).
   bool bounded_history = false;
+  // Threads that read every rank's times of a large communicator (the expected-time model's
+  // input): post-mortem, where the final pass reads them all at once, every core.
+  unsigned read_threads = 1;
   // Which files a finding may open for the source lines its call paths name.
   SourceAccess source_access;
 };
@@ -157,6 +160,11 @@ class Analyzer {
   // further apart than the join threshold, never reported while it waited (post-mortem,
   // or between two online passes), is a straggler: reported, resolved (stragglers.cc).
   void LearnTimes(const Comm& comm, CommProgress& progress, std::vector<Finding>* out);
+  // LearnTimes's reading: ranks [first_rank, end_rank) of `comm` over collectives [from_seq,
+  // to_seq) into `times` (one a collective, as the ranks come in order); `like` is scratch.
+  // Reads only the model: several run at once, on rank ranges of one block.
+  void ReadRankTimes(const Comm& comm, int32_t first_rank, int32_t end_rank, uint64_t from_seq, uint64_t to_seq,
+                     std::vector<CollectiveTimes>* like, std::vector<SeqTimes>* times) const;
   void ReportPastStraggler(const Comm& comm, CommProgress& progress, uint64_t seq, double threshold_s,
                            std::vector<Finding>* out);
   // Resolves the communicator's open stalls whose late ranks arrived, collective completed

@@ -2,6 +2,7 @@
 #include "analyzer/comm_order.h"
 
 #include <algorithm>
+#include <span>
 
 namespace collwatch::analyzer {
 
@@ -98,15 +99,18 @@ bool CommOrderTracker::ObservePairs(ProcessId p, const ListedOrder& listed, Proc
       continue;
     }
     const PairReferences& references = pairs_[known->second];
-    const uint64_t from = std::max<uint64_t>(pair.first_seq, references.first());
     const uint64_t end = std::min<uint64_t>(pair.first_seq + pair.other_seqs.size(), references.size());
-    for (uint64_t seq = from; seq < end; ++seq) {
-      const uint64_t other_seq = pair.other_seqs[seq - pair.first_seq];
-      const Reference& reference = references[seq];
-      if (other_seq != PairOrder::kNotCompared && reference.process != kNoProcess && reference.process != p &&
-          reference.other_seq != other_seq) {
-        return false;
+    for (uint64_t seq = std::max<uint64_t>(pair.first_seq, references.first()); seq < end;) {
+      const std::span<const Reference> run = references.RunFrom(seq);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(run.size(), end - seq));
+      const uint64_t* other_seqs = &pair.other_seqs[seq - pair.first_seq];
+      for (size_t i = 0; i < n; ++i) {
+        if (other_seqs[i] != PairOrder::kNotCompared && run[i].process != kNoProcess && run[i].process != p &&
+            run[i].other_seq != other_seqs[i]) {
+          return false;
+        }
       }
+      seq += n;
     }
   }
   // Then the references this process is the first to give, as ObserveCollective gives them:
@@ -123,10 +127,14 @@ bool CommOrderTracker::ObservePairs(ProcessId p, const ListedOrder& listed, Proc
     references.StartAt(first_seq > kLateStartMargin ? first_seq - kLateStartMargin : 0);
     if (last_seq < references.first()) continue;
     references.resize(last_seq + 1, Reference{});
-    for (uint64_t seq = std::max<uint64_t>(first_seq, references.first()); seq <= last_seq; ++seq) {
-      const uint64_t other_seq = other_seqs[seq - pair.first_seq];
-      Reference& reference = references[seq];
-      if (compared(other_seq) && reference.process == kNoProcess) reference = Reference{p, other_seq};
+    for (uint64_t seq = std::max<uint64_t>(first_seq, references.first()); seq <= last_seq;) {
+      const std::span<Reference> run = references.RunFrom(seq);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(run.size(), last_seq + 1 - seq));
+      const uint64_t* mine = &other_seqs[seq - pair.first_seq];
+      for (size_t i = 0; i < n; ++i) {
+        if (compared(mine[i]) && run[i].process == kNoProcess) run[i] = Reference{p, mine[i]};
+      }
+      seq += n;
     }
   }
   for (const OrderedCollective& latest : listed.latest) {

@@ -16,37 +16,38 @@ constexpr uint64_t kMostSeqGap = 1024;
 
 // `listed->pairs` from its collectives in call order, as CommOrderTracker::ObserveCollective
 // reads them for a process it has seen nothing of: against each other communicator, its
-// newest seq so far (none: 0), not compared within one group. False where a communicator's
-// seqs do not rise: an array by seq cannot say what reading them in call order does.
-bool MakePairOrders(const std::vector<std::pair<CommIndex, int32_t>>& memberships, ListedOrder* listed) {
+// newest seq so far (none: 0), not compared within one group. `slot_of`: each communicator's
+// place in `memberships` (SIZE_MAX: none). False where a communicator's seqs do not rise:
+// an array by seq cannot say what reading them in call order does.
+bool MakePairOrders(const std::vector<std::pair<CommIndex, int32_t>>& memberships, const std::vector<size_t>& slot_of,
+                    ListedOrder* listed) {
   const size_t count = memberships.size();
-  std::vector<uint64_t> latest_seq(count, 0), latest_group(count, 0);
+  // Each communicator's first and last seq: its arrays are made at their size at once.
+  std::vector<uint64_t> first_seq(count, 0), last_seq(count, 0);
+  for (const OrderedCollective& call : listed->collectives) {
+    const size_t slot = slot_of[call.comm];
+    if (slot == SIZE_MAX || call.seq <= last_seq[slot]) return false;
+    if (first_seq[slot] == 0) first_seq[slot] = call.seq;
+    last_seq[slot] = call.seq;
+  }
   listed->pairs.clear();
   for (size_t comm = 0; comm < count; ++comm) {
+    const uint64_t length = first_seq[comm] == 0 ? 0 : last_seq[comm] - first_seq[comm] + 1;
+    if (length > listed->collectives.size() + kMostSeqGap) return false;
     for (size_t other = 0; other < count; ++other) {
-      if (other != comm) listed->pairs.push_back(PairOrder{memberships[comm].first, memberships[other].first});
+      if (other == comm) continue;
+      listed->pairs.push_back(PairOrder{memberships[comm].first, memberships[other].first, first_seq[comm],
+                                        std::vector<uint64_t>(length, PairOrder::kNotCompared)});
     }
   }
-  const uint64_t most_seq_gap = listed->collectives.size() + kMostSeqGap;
+  std::vector<uint64_t> latest_seq(count, 0), latest_group(count, 0);
   for (const OrderedCollective& call : listed->collectives) {
-    const auto own = std::find_if(memberships.begin(), memberships.end(),
-                                  [&](const auto& membership) { return membership.first == call.comm; });
-    if (own == memberships.end()) return false;
-    const auto comm = static_cast<size_t>(own - memberships.begin());
-    if (call.seq <= latest_seq[comm]) return false;
+    const size_t comm = slot_of[call.comm];
     for (size_t other = 0; other < count; ++other) {
       if (other == comm) continue;
       PairOrder& pair = listed->pairs[comm * (count - 1) + (other < comm ? other : other - 1)];
-      if (pair.other_seqs.empty()) {
-        pair.first_seq = call.seq;
-        pair.other_seqs.reserve(listed->collectives.size());
-      }
-      if (call.seq - pair.first_seq != pair.other_seqs.size()) {  // a gap: none issued there
-        if (call.seq - pair.first_seq > pair.other_seqs.size() + most_seq_gap) return false;
-        pair.other_seqs.resize(call.seq - pair.first_seq, PairOrder::kNotCompared);
-      }
       const bool one_group = call.group_id != 0 && latest_group[other] == call.group_id;
-      pair.other_seqs.push_back(one_group ? PairOrder::kNotCompared : latest_seq[other]);
+      pair.other_seqs[call.seq - pair.first_seq] = one_group ? PairOrder::kNotCompared : latest_seq[other];
     }
     latest_seq[comm] = call.seq;
     latest_group[comm] = call.group_id;
@@ -58,35 +59,47 @@ bool MakePairOrders(const std::vector<std::pair<CommIndex, int32_t>>& membership
 
 void JobModel::ListOrder(Process& process) {
   ListedOrder& listed = process.listed_order.emplace();
-  // By communicator, the rank its last call named, looked up once (a process has a few).
-  struct Placed {
+  // By communicator: its place among the process's memberships and in `listed.latest`, and
+  // the rank its last call named, looked up once (a process has a few).
+  struct PerComm {
+    size_t slot = SIZE_MAX;
+    size_t latest = SIZE_MAX;
     int32_t rank = ring::kUnset;
-    const CommRank* on = nullptr;
+    const CommRank* placed_on = nullptr;
   };
-  std::vector<Placed> placed(comms_.size());
+  std::vector<PerComm> per_comm(comms_.size());
+  for (size_t slot = 0; slot < process.memberships.size(); ++slot) per_comm[process.memberships[slot].first].slot = slot;
   listed.collectives.reserve(process.calls.size());
   for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
     if (call.comm >= comms_.size()) continue;
-    Placed& at = placed[call.comm];
-    if (at.on == nullptr || at.rank != call.rank) at = Placed{call.rank, FindRank(comms_[call.comm], call.rank)};
-    if (!CountsInOrder(call, at.on, 0)) continue;
-    listed.collectives.push_back(OrderedCollective{call.comm, call.seq, call.group_id});
-  }
-  for (const OrderedCollective& call : listed.collectives) {
-    auto own = std::find_if(listed.latest.begin(), listed.latest.end(),
-                            [&](const OrderedCollective& latest) { return latest.comm == call.comm; });
-    if (own == listed.latest.end()) {
-      listed.latest.push_back(call);
+    PerComm& at = per_comm[call.comm];
+    if (at.placed_on == nullptr || at.rank != call.rank) {
+      at.rank = call.rank;
+      at.placed_on = FindRank(comms_[call.comm], call.rank);
+    }
+    if (!CountsInOrder(call, at.placed_on, 0)) continue;
+    const OrderedCollective listed_call{call.comm, call.seq, call.group_id};
+    listed.collectives.push_back(listed_call);
+    if (at.latest == SIZE_MAX) {
+      at.latest = listed.latest.size();
+      listed.latest.push_back(listed_call);
     } else {
-      own->seq = std::max(own->seq, call.seq);
-      own->group_id = call.group_id;
+      OrderedCollective& latest = listed.latest[at.latest];
+      latest.seq = std::max(latest.seq, call.seq);
+      latest.group_id = call.group_id;
     }
   }
   // On one communicator, or several ranks of one, nothing is compared: `latest` is all.
   const bool compared = process.memberships.size() > 1 && OneRankPerComm(process);
-  listed.by_pairs = !compared || MakePairOrders(process.memberships, &listed);
-  if (!listed.by_pairs) listed.pairs.clear();
-  if (!compared) listed.collectives = {};
+  if (compared) {
+    std::vector<size_t> slot_of(comms_.size());
+    for (size_t comm = 0; comm < comms_.size(); ++comm) slot_of[comm] = per_comm[comm].slot;
+    listed.by_pairs = MakePairOrders(process.memberships, slot_of, &listed);
+    if (!listed.by_pairs) listed.pairs.clear();
+  } else {
+    listed.by_pairs = true;
+    listed.collectives = {};
+  }
 }
 
 std::optional<ListedOrder> JobModel::TakeListedOrder(ProcessId process_id) {

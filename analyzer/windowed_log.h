@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -153,6 +154,19 @@ class WindowedLog {
     const size_t position = storage_->offset + (index - first_);
     if ((position >> kChunkShift) != ((position + n - 1) >> kChunkShift)) return nullptr;
     return &storage_->chunks[position >> kChunkShift][position & kChunkMask];
+  }
+
+  // The entries from `index` to the end of its chunk or of the window, whichever comes first:
+  // a long range read a chunk at a time, without a lookup each (empty outside the window).
+  std::span<const T> RunFrom(size_t index) const {
+    if (index < first_ || index >= size()) return {};
+    const size_t position = storage_->offset + (index - first_);
+    const size_t n = std::min(kChunkEntries - (position & kChunkMask), size() - index);
+    return {&storage_->chunks[position >> kChunkShift][position & kChunkMask], n};
+  }
+  std::span<T> RunFrom(size_t index) {
+    const std::span<const T> run = std::as_const(*this).RunFrom(index);
+    return {const_cast<T*>(run.data()), run.size()};
   }
 
   // Calls `visit(index, entry)` for each kept entry below the window, in index order.

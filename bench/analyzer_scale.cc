@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
   const double t0 = Now();
   AnalyzerOptions options;
   options.bounded_history = online;
+  if (!online) options.read_threads = threads;  // as collwatch analyze reads on every core
   Analyzer analyzer(options);
   if (!online && fold && *build_apart && fold_apart) references = analyzer.model().ShareFoldReferences();
   SyntheticJob job(&analyzer.model());

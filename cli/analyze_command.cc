@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "analyzer/analyzer.h"
@@ -32,6 +33,7 @@ bool AnalyzeTraces(const AnalyzeOptions& options, analyzer::Analyzer* analyzer, 
   // one (their call paths would choose which local files the report shows).
   analyzer_options.source_access.root = options.source_root;
   analyzer_options.source_access.read = !summary->imported || !options.source_root.empty();
+  analyzer_options.read_threads = std::max(1u, std::thread::hardware_concurrency());
   if (options.stall_after_s > 0) {
     analyzer_options.stall_after_s = options.stall_after_s;
   } else if (summary->stall_after_s > 0) {
