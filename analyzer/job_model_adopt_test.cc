@@ -233,8 +233,10 @@ TEST(JobModelAdoptTest, FoldingApartGivesWhatFoldingInOrderGives) {
 TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneByOne) {
   // Six ranks on a world and a data-parallel communicator, and a pair communicator per two
   // ranks. Rank 1 issues its pair's 31st collective before the world's 31st, rank 3 the data
-  // communicator's 51st before the world's 51st. The order check reading each process's
-  // listed pairs must find what reading its collectives one by one finds, at each process.
+  // communicator's 51st before the world's 51st. Rank 2 launches its 91st world and pair
+  // collectives in one group (not compared with each other), rank 3 the pair's first, alone.
+  // The order check reading each process's listed pairs must find what reading its
+  // collectives one by one finds, at each process.
   constexpr uint64_t kData = 0x6666ff00;
   constexpr uint64_t kPairBase = 0x7777aa00;
   RecordedJob recorded;
@@ -250,10 +252,17 @@ TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneB
       auto world = [&] { job.Collective(process, kWorld, rank, kRanks, position + 1, Gather("fwd"), t, t + kMs); };
       auto on_pair = [&] { job.Collective(process, pair, rank % 2, 2, position + 1, Scatter("tp"), t, t + kMs); };
       auto data = [&] { job.Collective(process, kData, rank, kRanks, position + 1, Scatter("dp"), t, t + kMs); };
-      if (rank == 1 && position == 30) on_pair();
+      if (rank == 2 && position == 90) {
+        job.GroupAcross(process,
+                        {{kWorld, rank, kRanks, position + 1, Gather("fwd")}, {pair, 0, 2, position + 1, Scatter("tp")}},
+                        t, t + kMs, true);
+        data();
+        continue;
+      }
+      if ((rank == 1 && position == 30) || (rank == 3 && position == 90)) on_pair();
       if (rank == 3 && position == 50) data();
       world();
-      if (rank != 1 || position != 30) on_pair();
+      if ((rank != 1 || position != 30) && (rank != 3 || position != 90)) on_pair();
       if (rank != 3 || position != 50) data();
     }
   }
@@ -278,7 +287,9 @@ TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneB
     }
     inversions += want.size();
   }
-  EXPECT_EQ(inversions, 3u);  // rank 3 issued the data collective before its pair's too
+  // Rank 3 issued the data collective before its pair's too; and its 91st world collective
+  // after its pair's, where rank 2's world one, launched first in its group, was compared.
+  EXPECT_EQ(inversions, 4u);
 }
 
 TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {

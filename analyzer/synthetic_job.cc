@@ -189,21 +189,28 @@ void SyntheticJob::P2p(ProcessId process, uint64_t comm_id, int32_t rank, int32_
 void SyntheticJob::Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
                          const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns,
                          bool end_completes_at_return) {
+  std::vector<GroupedCall> calls;
+  for (size_t i = 0; i < ops.size(); ++i) calls.push_back(GroupedCall{comm_id, rank, nranks, first_seq + i, ops[i]});
+  GroupAcross(process, calls, t_ns, complete_ns, end_completes_at_return);
+}
+
+void SyntheticJob::GroupAcross(ProcessId process, const std::vector<GroupedCall>& calls, int64_t t_ns,
+                               int64_t complete_ns, bool end_completes_at_return) {
   const uint64_t group = next_group_++;
   ring::Record start = Base(process, RecordKind::kEnter, ApiFn::kGroupStart, t_ns);
   start.group_id = group;
   Return(process, Enter(process, start), start, t_ns, ring::kFlagCompletesAtReturn);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    ring::Record record = Base(process, RecordKind::kEnter, ops[i].fn, t_ns + 1000);
-    record.comm_id = comm_id;
-    record.rank = rank;
-    record.nranks = nranks;
-    record.seq = first_seq + i;
-    record.count = ops[i].count;
-    record.dtype = ops[i].dtype;
+  for (const GroupedCall& call : calls) {
+    ring::Record record = Base(process, RecordKind::kEnter, call.op.fn, t_ns + 1000);
+    record.comm_id = call.comm_id;
+    record.rank = call.rank;
+    record.nranks = call.nranks;
+    record.seq = call.seq;
+    record.count = call.op.count;
+    record.dtype = call.op.dtype;
     record.group_id = group;
     record.stream = 77;
-    record.region_id = Region(process, ops[i].region);
+    record.region_id = Region(process, call.op.region);
     const uint64_t index = Enter(process, record);
     Return(process, index, record, t_ns + 2000, 0);
   }

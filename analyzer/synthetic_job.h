@@ -98,6 +98,17 @@ class SyntheticJob {
   void Group(ProcessId process, uint64_t comm_id, int32_t rank, int32_t nranks, uint64_t first_seq,
              const std::vector<SyntheticOp>& ops, int64_t t_ns, int64_t complete_ns,
              bool end_completes_at_return = false);
+  // One collective of a group that may span communicators (GroupAcross).
+  struct GroupedCall {
+    uint64_t comm_id = 0;
+    int32_t rank = 0;
+    int32_t nranks = 0;
+    uint64_t seq = 0;
+    SyntheticOp op;
+  };
+  // As Group, its calls on any communicators, in the order given.
+  void GroupAcross(ProcessId process, const std::vector<GroupedCall>& calls, int64_t t_ns, int64_t complete_ns,
+                   bool end_completes_at_return = false);
 
  private:
   ring::Record Base(ProcessId process, ring::RecordKind kind, ring::ApiFn fn, int64_t t_ns);
