@@ -6,12 +6,11 @@
 
 #include <algorithm>
 #include <map>
-#include <system_error>
-#include <thread>
 
 #include "analyzer/finding_evidence.h"
 #include "analyzer/finding_text.h"
 #include "analyzer/finding_words.h"
+#include "analyzer/rank_ranges.h"
 
 namespace collwatch::analyzer {
 
@@ -311,39 +310,21 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
   // Read rank by rank over a block of collectives, then fed collective by collective: a
   // rank's calls lie together in memory, one collective's calls across ranks do not.
   constexpr uint64_t kBlock = 256;
-  // A thread reads at least this many calls: starting one costs about as much as 2,000.
-  constexpr uint64_t kCallsPerThread = uint64_t{1} << 15;
   for (uint64_t block = std::max(progress.timed_seq + 1, FirstKeptSeq(comm)); block <= completed; block += kBlock) {
     const uint64_t block_end = std::min(completed + 1, block + kBlock);
     std::vector<SeqTimes>& times = times_scratch_;
     times.assign(block_end - block, SeqTimes{});
-    const auto parts = static_cast<int32_t>(std::min<uint64_t>(
-        {options_.read_threads, static_cast<uint64_t>(nranks) * (block_end - block) / kCallsPerThread + 1,
-         static_cast<uint64_t>(std::max(nranks, 1))}));
-    if (parts <= 1) {
+    const int32_t ranges = RankRangesFor(options_.read_threads, nranks, block_end - block);
+    if (ranges <= 1) {
       ReadRankTimes(comm, 0, nranks, block, block_end, &like_scratch_, &times);
     } else {
-      // Contiguous rank ranges, one a thread, joined in rank order: the same minima and
-      // maxima, and the highest rank's call as the sample.
-      auto first_of = [&](int32_t part) { return static_cast<int32_t>(int64_t{nranks} * part / parts); };
-      std::vector<std::vector<SeqTimes>> part_times(static_cast<size_t>(parts) - 1, times);
-      std::vector<std::vector<CollectiveTimes>> part_like(static_cast<size_t>(parts) - 1);
-      std::vector<std::thread> readers;
-      auto read_part = [&](int32_t part) {
-        ReadRankTimes(comm, first_of(part), first_of(part + 1), block, block_end, &part_like[part - 1],
-                      &part_times[part - 1]);
-      };
-      for (int32_t part = 1; part < parts; ++part) {
-        try {
-          readers.emplace_back(read_part, part);
-        } catch (const std::system_error&) {  // no thread to be had: the rest are read here
-          break;
-        }
-      }
-      ReadRankTimes(comm, 0, first_of(1), block, block_end, &like_scratch_, &times);
-      for (auto part = static_cast<int32_t>(readers.size()) + 1; part < parts; ++part) read_part(part);
-      for (std::thread& reader : readers) reader.join();
-      for (const std::vector<SeqTimes>& part : part_times) {
+      // Joined in rank order: the same minima and maxima, the highest rank's call the sample.
+      std::vector<std::vector<SeqTimes>> range_times(static_cast<size_t>(ranges), times);
+      ForRankRanges(nranks, ranges, [&](int32_t range, int32_t first_rank, int32_t end_rank) {
+        std::vector<CollectiveTimes> like;
+        ReadRankTimes(comm, first_rank, end_rank, block, block_end, &like, &range_times[static_cast<size_t>(range)]);
+      });
+      for (const std::vector<SeqTimes>& part : range_times) {
         for (size_t i = 0; i < times.size(); ++i) {
           times[i].first_enter = std::min(times[i].first_enter, part[i].first_enter);
           times[i].last_enter = std::max(times[i].last_enter, part[i].last_enter);

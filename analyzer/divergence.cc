@@ -8,6 +8,7 @@
 #include "analyzer/classification.h"
 #include "analyzer/finding_evidence.h"
 #include "analyzer/process_ranks.h"
+#include "analyzer/rank_ranges.h"
 
 namespace collwatch::analyzer {
 namespace {
@@ -48,37 +49,59 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   *wants_more = false;
   const auto nranks = static_cast<int32_t>(comm.ranks.size());
   const size_t window = options_.alignment_window;
-  // Each reporting rank's calls from the mismatch on.
+  // Each reporting rank's calls from the mismatch on, read in rank ranges (rank_ranges.h),
+  // each range's summary joined in rank order.
   std::vector<std::vector<const Call*>> calls_by_rank(static_cast<size_t>(nranks));
+  struct RangeRead {
+    std::vector<int32_t> not_there;
+    size_t common = SIZE_MAX;
+    int64_t first_bad = INT64_MAX, last_needed = 0;
+  };
+  const int32_t ranges = RankRangesFor(options_.read_threads, nranks, window);
+  std::vector<RangeRead> range_reads(static_cast<size_t>(ranges));
+  ForRankRanges(nranks, ranges, [&](int32_t range, int32_t first_rank, int32_t end_rank) {
+    RangeRead& read = range_reads[static_cast<size_t>(range)];
+    for (int32_t rank = first_rank; rank < end_rank; ++rank) {
+      const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+      if (!entry.present || entry.progress.entered() < seq) {
+        read.not_there.push_back(rank);
+        continue;
+      }
+      std::vector<const Call*> calls = CallsFrom(model_, comm, rank, seq, window, /*exact=*/false);
+      if (calls.empty()) {
+        read.not_there.push_back(rank);
+        continue;
+      }
+      read.common = std::min(read.common, calls.size());
+      CallTimes front;
+      model_.CollectiveLike(comm, rank, calls.front()->seq, &front);
+      read.first_bad = std::min(read.first_bad, front.enter_ns);
+      read.last_needed = std::max(read.last_needed, front.enter_ns);
+      calls_by_rank[static_cast<size_t>(rank)] = std::move(calls);
+    }
+  });
   std::vector<int32_t> not_there;
   size_t common = window;
   int64_t first_bad = INT64_MAX, last_needed = 0;
-  for (int32_t rank = 0; rank < nranks; ++rank) {
-    const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
-    if (!entry.present || entry.progress.entered() < seq) {
-      not_there.push_back(rank);
-      continue;
-    }
-    std::vector<const Call*> calls = CallsFrom(model_, comm, rank, seq, window, /*exact=*/false);
-    if (calls.empty()) {
-      not_there.push_back(rank);
-      continue;
-    }
-    common = std::min(common, calls.size());
-    CallTimes front;
-    model_.CollectiveLike(comm, rank, calls.front()->seq, &front);
-    first_bad = std::min(first_bad, front.enter_ns);
-    last_needed = std::max(last_needed, front.enter_ns);
-    calls_by_rank[static_cast<size_t>(rank)] = std::move(calls);
+  for (const RangeRead& read : range_reads) {
+    not_there.insert(not_there.end(), read.not_there.begin(), read.not_there.end());
+    common = std::min(common, read.common);
+    first_bad = std::min(first_bad, read.first_bad);
+    last_needed = std::max(last_needed, read.last_needed);
   }
   // Classes: identical sequences over the stretch every reporting rank has.
+  std::vector<std::vector<uint64_t>> heads(static_cast<size_t>(nranks));
+  ForRankRanges(nranks, ranges, [&](int32_t /*range*/, int32_t first_rank, int32_t end_rank) {
+    for (int32_t rank = first_rank; rank < end_rank; ++rank) {
+      const auto& calls = calls_by_rank[static_cast<size_t>(rank)];
+      std::vector<uint64_t>& head = heads[static_cast<size_t>(rank)];
+      for (size_t i = 0; i < common && i < calls.size(); ++i) head.push_back(HashOf(FingerprintOf(*calls[i])));
+    }
+  });
   std::map<std::vector<uint64_t>, std::vector<int32_t>> class_of;
   for (int32_t rank = 0; rank < nranks; ++rank) {
-    const auto& calls = calls_by_rank[static_cast<size_t>(rank)];
-    if (calls.empty()) continue;
-    std::vector<uint64_t> head;
-    for (size_t i = 0; i < common; ++i) head.push_back(HashOf(FingerprintOf(*calls[i])));
-    class_of[head].push_back(rank);
+    const auto at = static_cast<size_t>(rank);
+    if (!calls_by_rank[at].empty()) class_of[std::move(heads[at])].push_back(rank);
   }
   std::vector<std::vector<int32_t>> classes;
   for (auto& [key, ranks] : class_of) classes.push_back(std::move(ranks));
