@@ -253,9 +253,9 @@ TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneB
       auto on_pair = [&] { job.Collective(process, pair, rank % 2, 2, position + 1, Scatter("tp"), t, t + kMs); };
       auto data = [&] { job.Collective(process, kData, rank, kRanks, position + 1, Scatter("dp"), t, t + kMs); };
       if (rank == 2 && position == 90) {
-        job.GroupAcross(process,
-                        {{kWorld, rank, kRanks, position + 1, Gather("fwd")}, {pair, 0, 2, position + 1, Scatter("tp")}},
-                        t, t + kMs, true);
+        const std::vector<SyntheticJob::GroupedCall> grouped = {{kWorld, rank, kRanks, position + 1, Gather("fwd")},
+                                                                 {pair, 0, 2, position + 1, Scatter("tp")}};
+        job.GroupAcross(process, grouped, t, t + kMs, true);
         data();
         continue;
       }

@@ -68,7 +68,9 @@ void JobModel::ListOrder(Process& process) {
     const CommRank* placed_on = nullptr;
   };
   std::vector<PerComm> per_comm(comms_.size());
-  for (size_t slot = 0; slot < process.memberships.size(); ++slot) per_comm[process.memberships[slot].first].slot = slot;
+  for (size_t slot = 0; slot < process.memberships.size(); ++slot) {
+    per_comm[process.memberships[slot].first].slot = slot;
+  }
   listed.collectives.reserve(process.calls.size());
   for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
     if (call.comm >= comms_.size()) continue;
