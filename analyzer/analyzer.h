@@ -7,7 +7,8 @@
 // records into model(), call Analyze(now) as often as wanted; each call looks only at
 // what is new. The same code serves the collector (online) and `collwatch analyze`
 // (post-mortem, now = end of the trace).
-// Threading: single-threaded; callers serialise.
+// Threading: single-threaded; callers serialise. With AnalyzerOptions::read_threads above 1,
+// Analyze reads ranks on threads of its own (rank_ranges.h), joined before it returns.
 #ifndef COLLWATCH_ANALYZER_ANALYZER_H_
 #define COLLWATCH_ANALYZER_ANALYZER_H_
 

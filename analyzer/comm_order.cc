@@ -89,7 +89,8 @@ void CommOrderTracker::NoteLatest(const OrderedCollective& call, ProcessOrder& o
 
 bool CommOrderTracker::ObservePairs(ProcessId p, const ListedOrder& listed, ProcessOrder& order,
                                     std::vector<CommIndex>* advanced) {
-  if (!listed.by_pairs || !order.latest.empty()) return false;
+  // The pairs say what reading one by one says of a process seen for the first time.
+  if (!listed.by_pairs || (!listed.pairs.empty() && !order.latest.empty())) return false;
   // First only read: a pair that disagrees with a reference reports an inversion, which must
   // name the first disagreeing collective in call order (read one by one).
   for (const PairOrder& pair : listed.pairs) {

@@ -76,8 +76,8 @@ class CommOrderTracker {
   void ObserveCollective(ProcessId p, const Process& process, bool comparable, const OrderedCollective& call,
                          ProcessOrder& order, std::vector<OrderInversion>* found, std::vector<CommIndex>* advanced);
   // `listed` read a pair at a time, where that says what reading its collectives one by one
-  // would (ListedOrder::by_pairs, nothing seen of process `p` yet) and no pair disagrees with
-  // another process's: returns false, having changed nothing, where it cannot.
+  // would (ListedOrder::by_pairs; with pairs to compare, nothing seen of process `p` yet) and
+  // no pair disagrees with another process's: returns false, having changed nothing, where not.
   bool ObservePairs(ProcessId p, const ListedOrder& listed, ProcessOrder& order, std::vector<CommIndex>* advanced);
   // The references of (comm, other) for `order`'s process, made on first use.
   PairReferences& PairOf(ProcessOrder& order, CommIndex comm, CommIndex other);

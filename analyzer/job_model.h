@@ -2,7 +2,8 @@
 // enter, return and completion times merged from the ring records (interposer/
 // ring_format.h), and per communicator the calls of each rank by sequence number.
 // Fed record by record, online (the collector, as batches arrive) or post-mortem (the
-// CLI, from trace folders or rings). Threading: single-threaded; callers serialise.
+// CLI, from trace folders or rings). Threading: single-threaded; callers serialise (but for
+// the readers CollectiveLike names).
 #ifndef COLLWATCH_ANALYZER_JOB_MODEL_H_
 #define COLLWATCH_ANALYZER_JOB_MODEL_H_
 
@@ -343,7 +344,9 @@ class JobModel {
   const Call* Collective(const Comm& comm, int32_t rank, uint64_t seq) const;
   // For readers of what a call is and when, never of its rank or flags: that call, or for
   // a folded one its reference's, so that reading every rank's makes no call again;
-  // `times` (when given) gets the call's own times, folded or not.
+  // `times` (when given) gets the call's own times, folded or not. Writing nothing, it and
+  // CollectivesLike may run on several threads at once while nothing else runs on the model
+  // (the final pass's readers, rank_ranges.h); Collective may not.
   const Call* CollectiveLike(const Comm& comm, int32_t rank, uint64_t seq, CallTimes* times = nullptr) const;
   // CollectiveLike for each of `rank`'s collectives from `from_seq` up to `to_seq` (not
   // included), into `out` by seq - from_seq: a folded window's reference looked up once, not

@@ -71,7 +71,9 @@ void JobModel::ListOrder(Process& process) {
   for (size_t slot = 0; slot < process.memberships.size(); ++slot) {
     per_comm[process.memberships[slot].first].slot = slot;
   }
-  listed.collectives.reserve(process.calls.size());
+  // On one communicator, or several ranks of one, nothing is compared: `latest` is all.
+  const bool compared = process.memberships.size() > 1 && OneRankPerComm(process);
+  if (compared) listed.collectives.reserve(process.calls.size());
   for (const Call& call : process.calls) {  // all of them: nothing was dropped yet
     if (call.comm >= comms_.size()) continue;
     PerComm& at = per_comm[call.comm];
@@ -81,7 +83,7 @@ void JobModel::ListOrder(Process& process) {
     }
     if (!CountsInOrder(call, at.placed_on, 0)) continue;
     const OrderedCollective listed_call{call.comm, call.seq, call.group_id};
-    listed.collectives.push_back(listed_call);
+    if (compared) listed.collectives.push_back(listed_call);
     if (at.latest == SIZE_MAX) {
       at.latest = listed.latest.size();
       listed.latest.push_back(listed_call);
@@ -91,16 +93,12 @@ void JobModel::ListOrder(Process& process) {
       latest.group_id = call.group_id;
     }
   }
-  // On one communicator, or several ranks of one, nothing is compared: `latest` is all.
-  const bool compared = process.memberships.size() > 1 && OneRankPerComm(process);
+  listed.by_pairs = true;
   if (compared) {
     std::vector<size_t> slot_of(comms_.size());
     for (size_t comm = 0; comm < comms_.size(); ++comm) slot_of[comm] = per_comm[comm].slot;
     listed.by_pairs = MakePairOrders(process.memberships, slot_of, &listed);
     if (!listed.by_pairs) listed.pairs.clear();
-  } else {
-    listed.by_pairs = true;
-    listed.collectives = {};
   }
 }
 

@@ -2,7 +2,7 @@
 // online analyzer forget history no check can need again without renumbering the call
 // indexes and sequence numbers every other structure holds. A few entries below the
 // window may be kept on purpose (calls still referenced, e.g. a communicator's creation).
-// Threading: none; the owner serialises.
+// Threading: none; the owner serialises (the chunks a thread drops are pooled per thread).
 #ifndef COLLWATCH_ANALYZER_WINDOWED_LOG_H_
 #define COLLWATCH_ANALYZER_WINDOWED_LOG_H_
 
