@@ -21,36 +21,40 @@ constexpr uint64_t kMostSeqGap = 1024;
 // an array by seq cannot say what reading them in call order does.
 bool MakePairOrders(const std::vector<std::pair<CommIndex, int32_t>>& memberships, const std::vector<size_t>& slot_of,
                     ListedOrder* listed) {
+  // Per membership: its first and last seq (its arrays are made at their size at once), and
+  // its newest seq and group so far as the calls are read in order.
+  struct Seen {
+    uint64_t first_seq = 0, last_seq = 0;
+    uint64_t latest_seq = 0, latest_group = 0;
+  };
   const size_t count = memberships.size();
-  // Each communicator's first and last seq: its arrays are made at their size at once.
-  std::vector<uint64_t> first_seq(count, 0), last_seq(count, 0);
+  std::vector<Seen> seen(count);
   for (const OrderedCollective& call : listed->collectives) {
     const size_t slot = slot_of[call.comm];
-    if (slot == SIZE_MAX || call.seq <= last_seq[slot]) return false;
-    if (first_seq[slot] == 0) first_seq[slot] = call.seq;
-    last_seq[slot] = call.seq;
+    if (slot == SIZE_MAX || call.seq <= seen[slot].last_seq) return false;
+    if (seen[slot].first_seq == 0) seen[slot].first_seq = call.seq;
+    seen[slot].last_seq = call.seq;
   }
   listed->pairs.clear();
   for (size_t comm = 0; comm < count; ++comm) {
-    const uint64_t length = first_seq[comm] == 0 ? 0 : last_seq[comm] - first_seq[comm] + 1;
+    const uint64_t length = seen[comm].first_seq == 0 ? 0 : seen[comm].last_seq - seen[comm].first_seq + 1;
     if (length > listed->collectives.size() + kMostSeqGap) return false;
     for (size_t other = 0; other < count; ++other) {
       if (other == comm) continue;
-      listed->pairs.push_back(PairOrder{memberships[comm].first, memberships[other].first, first_seq[comm],
+      listed->pairs.push_back(PairOrder{memberships[comm].first, memberships[other].first, seen[comm].first_seq,
                                         std::vector<uint64_t>(length, PairOrder::kNotCompared)});
     }
   }
-  std::vector<uint64_t> latest_seq(count, 0), latest_group(count, 0);
   for (const OrderedCollective& call : listed->collectives) {
     const size_t comm = slot_of[call.comm];
     for (size_t other = 0; other < count; ++other) {
       if (other == comm) continue;
       PairOrder& pair = listed->pairs[comm * (count - 1) + (other < comm ? other : other - 1)];
-      const bool one_group = call.group_id != 0 && latest_group[other] == call.group_id;
-      pair.other_seqs[call.seq - pair.first_seq] = one_group ? PairOrder::kNotCompared : latest_seq[other];
+      const bool one_group = call.group_id != 0 && seen[other].latest_group == call.group_id;
+      pair.other_seqs[call.seq - pair.first_seq] = one_group ? PairOrder::kNotCompared : seen[other].latest_seq;
     }
-    latest_seq[comm] = call.seq;
-    latest_group[comm] = call.group_id;
+    seen[comm].latest_seq = call.seq;
+    seen[comm].latest_group = call.group_id;
   }
   return true;
 }
