@@ -16,17 +16,17 @@ namespace {
 // A reported rank's calls from `seq` on (gaps from lost records skipped), at most `limit`:
 // its own (`exact`), or for reading only what they are, folded ones as their references'
 // (JobModel::CollectiveLike: every rank's read, none made again).
-std::vector<const Call*> CallsFrom(const JobModel& model, const Comm& comm, int32_t rank, uint64_t seq,
-                                   size_t limit, bool exact) {
-  std::vector<const Call*> calls;
+// Into `calls`, emptied first.
+void CallsFrom(const JobModel& model, const Comm& comm, int32_t rank, uint64_t seq, size_t limit, bool exact,
+               std::vector<const Call*>* calls) {
+  calls->clear();
   const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
   const uint64_t last = entry.progress.entered();
-  for (uint64_t s = std::max<uint64_t>(seq, entry.FirstHeldSeq()); s <= last && calls.size() < limit; ++s) {
+  for (uint64_t s = std::max<uint64_t>(seq, entry.FirstHeldSeq()); s <= last && calls->size() < limit; ++s) {
     if (const Call* call = exact ? model.Collective(comm, rank, s) : model.CollectiveLike(comm, rank, s)) {
-      calls.push_back(call);
+      calls->push_back(call);
     }
   }
-  return calls;
 }
 
 // Whether two calls' call paths, both read from the calling thread, part where their ranks
@@ -58,6 +58,15 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     int64_t first_bad = INT64_MAX, last_needed = 0;
   };
   const int32_t ranges = RankRangesFor(options_.read_threads, nranks, window);
+  if (ranges > 1) {
+    // Their room made here, filled by the readers: it stays with this thread's allocator,
+    // which the readers' own arenas would otherwise add to (36 MiB at 131,072 ranks).
+    for (int32_t rank = 0; rank < nranks; ++rank) {
+      const CommRank& entry = comm.ranks[static_cast<size_t>(rank)];
+      if (!entry.present || entry.progress.entered() < seq) continue;
+      calls_by_rank[static_cast<size_t>(rank)].reserve(std::min<uint64_t>(window, entry.progress.entered() - seq + 1));
+    }
+  }
   std::vector<RangeRead> range_reads(static_cast<size_t>(ranges));
   ForRankRanges(nranks, ranges, [&](int32_t range, int32_t first_rank, int32_t end_rank) {
     RangeRead& read = range_reads[static_cast<size_t>(range)];
@@ -67,7 +76,8 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
         read.not_there.push_back(rank);
         continue;
       }
-      std::vector<const Call*> calls = CallsFrom(model_, comm, rank, seq, window, /*exact=*/false);
+      std::vector<const Call*>& calls = calls_by_rank[static_cast<size_t>(rank)];
+      CallsFrom(model_, comm, rank, seq, window, /*exact=*/false, &calls);
       if (calls.empty()) {
         read.not_there.push_back(rank);
         continue;
@@ -77,7 +87,6 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
       model_.CollectiveLike(comm, rank, calls.front()->seq, &front);
       read.first_bad = std::min(read.first_bad, front.enter_ns);
       read.last_needed = std::max(read.last_needed, front.enter_ns);
-      calls_by_rank[static_cast<size_t>(rank)] = std::move(calls);
     }
   });
   std::vector<int32_t> not_there;
@@ -89,19 +98,26 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
     first_bad = std::min(first_bad, read.first_bad);
     last_needed = std::max(last_needed, read.last_needed);
   }
-  // Classes: identical sequences over the stretch every reporting rank has.
-  std::vector<std::vector<uint64_t>> heads(static_cast<size_t>(nranks));
-  ForRankRanges(nranks, ranges, [&](int32_t /*range*/, int32_t first_rank, int32_t end_rank) {
+  // Classes: identical sequences over the stretch every reporting rank has. Each range keeps
+  // one key per class it saw (not one per rank), joined in range order: ranks stay in order.
+  using ClassesByHead = std::map<std::vector<uint64_t>, std::vector<int32_t>>;
+  std::vector<ClassesByHead> range_classes(static_cast<size_t>(ranges));
+  ForRankRanges(nranks, ranges, [&](int32_t range, int32_t first_rank, int32_t end_rank) {
+    std::vector<uint64_t> head;
     for (int32_t rank = first_rank; rank < end_rank; ++rank) {
       const auto& calls = calls_by_rank[static_cast<size_t>(rank)];
-      std::vector<uint64_t>& head = heads[static_cast<size_t>(rank)];
-      for (size_t i = 0; i < common && i < calls.size(); ++i) head.push_back(HashOf(FingerprintOf(*calls[i])));
+      if (calls.empty()) continue;
+      head.clear();
+      for (size_t i = 0; i < common; ++i) head.push_back(HashOf(FingerprintOf(*calls[i])));
+      range_classes[static_cast<size_t>(range)][head].push_back(rank);
     }
   });
-  std::map<std::vector<uint64_t>, std::vector<int32_t>> class_of;
-  for (int32_t rank = 0; rank < nranks; ++rank) {
-    const auto at = static_cast<size_t>(rank);
-    if (!calls_by_rank[at].empty()) class_of[std::move(heads[at])].push_back(rank);
+  ClassesByHead class_of;
+  for (ClassesByHead& seen : range_classes) {
+    for (auto& [head, ranks] : seen) {
+      std::vector<int32_t>& all = class_of[head];
+      all.insert(all.end(), ranks.begin(), ranks.end());
+    }
   }
   std::vector<std::vector<int32_t>> classes;
   for (auto& [key, ranks] : class_of) classes.push_back(std::move(ranks));
@@ -132,7 +148,7 @@ Finding Analyzer::ExplainDivergence(const Comm& comm, uint64_t seq, int64_t now_
   };
   for (const std::vector<int32_t>& ranks : classes) {
     const int32_t rank = representative(ranks);
-    calls_by_rank[static_cast<size_t>(rank)] = CallsFrom(model_, comm, rank, seq, window, /*exact=*/true);
+    CallsFrom(model_, comm, rank, seq, window, /*exact=*/true, &calls_by_rank[static_cast<size_t>(rank)]);
   }
   const std::vector<const Call*>& major = calls_by_rank[static_cast<size_t>(representative(classes[0]))];
   const std::vector<const Call*>& minor = calls_by_rank[static_cast<size_t>(representative(classes[1]))];
