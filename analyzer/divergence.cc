@@ -15,8 +15,8 @@ namespace {
 
 // A reported rank's calls from `seq` on (gaps from lost records skipped), at most `limit`:
 // its own (`exact`), or for reading only what they are, folded ones as their references'
-// (JobModel::CollectiveLike: every rank's read, none made again).
-// Into `calls`, emptied first.
+// (JobModel::CollectiveLike: every rank's read, none made again). Into `calls`, emptied
+// first.
 void CallsFrom(const JobModel& model, const Comm& comm, int32_t rank, uint64_t seq, size_t limit, bool exact,
                std::vector<const Call*>* calls) {
   calls->clear();

@@ -13,7 +13,7 @@
 namespace collwatch::analyzer {
 
 // How many ranges to read `nranks` ranks of `calls_each` calls in, on at most `threads`: a
-// thread reads at least 32,768 calls, as starting one costs about as much as 2,000.
+// thread reads at least 32,768 calls, as starting one costs about as much as reading 2,000.
 inline int32_t RankRangesFor(unsigned threads, int32_t nranks, uint64_t calls_each) {
   constexpr uint64_t kCallsPerThread = uint64_t{1} << 15;
   const uint64_t ranks = static_cast<uint64_t>(std::max(nranks, 1));
