@@ -294,11 +294,8 @@ void Analyzer::ReadRankTimes(const Comm& comm, int32_t first_rank, int32_t end_r
     for (uint64_t seq = from_seq; seq < to_seq; ++seq) {
       const auto& [call, call_times] = (*like)[seq - from_seq];
       if (call == nullptr) continue;
-      SeqTimes& at = (*times)[seq - from_seq];
-      at.first_enter = std::min(at.first_enter, call_times.enter_ns);
-      at.last_enter = std::max(at.last_enter, call_times.enter_ns);
-      at.last_complete = std::max(at.last_complete, call_times.complete_ns);
-      at.sample = call;  // the highest rank's, as the ranks are read in order
+      // The sample is the highest rank's, as the ranks are read in order.
+      (*times)[seq - from_seq].Join(SeqTimes{call_times.enter_ns, call_times.enter_ns, call_times.complete_ns, call});
     }
   }
 }
@@ -325,12 +322,7 @@ void Analyzer::LearnTimes(const Comm& comm, CommProgress& progress, std::vector<
         ReadRankTimes(comm, first_rank, end_rank, block, block_end, &like, &range_times[static_cast<size_t>(range)]);
       });
       for (const std::vector<SeqTimes>& part : range_times) {
-        for (size_t i = 0; i < times.size(); ++i) {
-          times[i].first_enter = std::min(times[i].first_enter, part[i].first_enter);
-          times[i].last_enter = std::max(times[i].last_enter, part[i].last_enter);
-          times[i].last_complete = std::max(times[i].last_complete, part[i].last_complete);
-          if (part[i].sample != nullptr) times[i].sample = part[i].sample;
-        }
+        for (size_t i = 0; i < times.size(); ++i) times[i].Join(part[i]);
       }
     }
     for (uint64_t seq = block; seq < block_end; ++seq) {

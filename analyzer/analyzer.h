@@ -12,6 +12,7 @@
 #ifndef COLLWATCH_ANALYZER_ANALYZER_H_
 #define COLLWATCH_ANALYZER_ANALYZER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -144,6 +145,13 @@ class Analyzer {
   struct SeqTimes {
     int64_t first_enter = INT64_MAX, last_enter = 0, last_complete = 0;
     const Call* sample = nullptr;  // whose size it is counted at
+    // `later`'s ranks into these, read after these: its sample, where it has one, wins.
+    void Join(const SeqTimes& later) {
+      first_enter = std::min(first_enter, later.first_enter);
+      last_enter = std::max(last_enter, later.last_enter);
+      last_complete = std::max(last_complete, later.last_complete);
+      if (later.sample != nullptr) sample = later.sample;
+    }
   };
   std::vector<SeqTimes> times_scratch_;
   std::vector<CollectiveTimes> like_scratch_;  // one rank's calls over that block

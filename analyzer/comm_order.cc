@@ -5,9 +5,18 @@
 #include <span>
 
 namespace collwatch::analyzer {
+namespace {
+
+// The key of the ordered pair (comm, other) in pair_index_ and ProcessOrder::pairs.
+uint64_t PairKey(CommIndex comm, CommIndex other) { return (static_cast<uint64_t>(comm) << 32) | other; }
+
+// The pair as reported_ holds it, either order: (lower, higher).
+std::pair<CommIndex, CommIndex> EitherOrder(CommIndex a, CommIndex b) { return {std::min(a, b), std::max(a, b)}; }
+
+}  // namespace
 
 CommOrderTracker::PairReferences& CommOrderTracker::PairOf(ProcessOrder& order, CommIndex comm, CommIndex other) {
-  const uint64_t key = (static_cast<uint64_t>(comm) << 32) | other;
+  const uint64_t key = PairKey(comm, other);
   for (const auto& [cached, index] : order.pairs) {
     if (cached == key) return pairs_[index];
   }
@@ -53,8 +62,7 @@ void CommOrderTracker::ObserveCollective(ProcessId p, const Process& process, bo
         continue;
       }
       if (reference.other_seq == other.seq || reference.process == p) continue;
-      const std::pair<CommIndex, CommIndex> pair{std::min(call.comm, other.comm), std::max(call.comm, other.comm)};
-      if (!reported_.insert(pair).second) continue;
+      if (!reported_.insert(EitherOrder(call.comm, other.comm)).second) continue;
       // The process that had issued more of X's collectives issued the next one before
       // this C collective; the other issued this one first.
       const bool reference_first = reference.other_seq > other.seq;
@@ -94,11 +102,8 @@ bool CommOrderTracker::ObservePairs(ProcessId p, const ListedOrder& listed, Proc
   // First only read: a pair that disagrees with a reference reports an inversion, which must
   // name the first disagreeing collective in call order (read one by one).
   for (const PairOrder& pair : listed.pairs) {
-    const auto known = pair_index_.find((static_cast<uint64_t>(pair.comm) << 32) | pair.other);
-    if (known == pair_index_.end() ||
-        reported_.count({std::min(pair.comm, pair.other), std::max(pair.comm, pair.other)}) != 0) {
-      continue;
-    }
+    const auto known = pair_index_.find(PairKey(pair.comm, pair.other));
+    if (known == pair_index_.end() || reported_.count(EitherOrder(pair.comm, pair.other)) != 0) continue;
     const PairReferences& references = pairs_[known->second];
     const uint64_t end = std::min<uint64_t>(pair.first_seq + pair.other_seqs.size(), references.size());
     for (uint64_t seq = std::max<uint64_t>(pair.first_seq, references.first()); seq < end;) {

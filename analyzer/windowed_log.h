@@ -150,10 +150,8 @@ class WindowedLog {
   // The `n` entries from `index` when they lie in the window and in one chunk (a window of a
   // few dozen usually does), for a loop over them without a lookup each; else nullptr.
   const T* Run(size_t index, size_t n) const {
-    if (index < first_ || index + n > size() || n == 0) return nullptr;
-    const size_t position = storage_->offset + (index - first_);
-    if ((position >> kChunkShift) != ((position + n - 1) >> kChunkShift)) return nullptr;
-    return &storage_->chunks[position >> kChunkShift][position & kChunkMask];
+    const std::span<const T> run = RunFrom(index);
+    return n != 0 && run.size() >= n ? run.data() : nullptr;
   }
 
   // The entries from `index` to the end of its chunk or of the window, whichever comes first:
