@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "analyzer/pending_calls.h"
 #include "analyzer/progress_frontier.h"
 #include "analyzer/window_chain.h"
@@ -524,17 +527,28 @@ inline bool BuildingApartPays(unsigned cores) { return cores >= 2; }
 
 // A process's whole trace as a worker thread readies it for the job's model: its model built
 // apart there (BuildProcessApart), the trace kept beside it for where adoption cannot be
-// exact; or, `alone` left empty, the trace to apply on the model's thread.
+// exact; or, `alone` left empty, the trace to apply on the model's thread. A trace streamed
+// into `alone` (BuildProcessApartStreamed) is not kept: `trace_kept` is false.
 struct ProcessBuiltApart {
   ProcessInfo info;
   ProcessUpdate update;
   JobModel alone;
+  bool trace_kept = true;
 };
 // With `references` (the job's model's, ShareFoldReferences), the model is folded apart too.
 ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update,
                                     const FoldReferences* references = nullptr);
-// Into `model`, on its thread: `built.alone` adopted, or else its trace applied there.
-ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built);
+// The same from a trace read in pieces: `read` applies each piece to `alone` (JobModel::Apply
+// on `process`) as it reads it, names first, so that a worker holds one piece of a trace,
+// never the whole (written and read back, a large trace's records cost more than building
+// from them). Its error is returned, nothing built.
+using TraceReading = std::function<absl::Status(JobModel& alone, ProcessId process)>;
+absl::StatusOr<ProcessBuiltApart> BuildProcessApartStreamed(ProcessInfo info, const TraceReading& read,
+                                                            const FoldReferences* references = nullptr);
+// Into `model`, on its thread: `built.alone` adopted, or else its kept trace applied there.
+// nullopt, the model unchanged, for a trace not kept that cannot be adopted: the caller
+// reads it again and takes that (BuildProcessApart's, or a ProcessBuiltApart of its update).
+std::optional<ProcessId> TakeBuiltProcess(JobModel* model, ProcessBuiltApart built);
 
 // "1.5 MiB"
 std::string HumanBytes(double bytes);

@@ -153,9 +153,18 @@ ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update, cons
   return built;
 }
 
-ProcessId TakeBuiltProcess(JobModel* model, ProcessBuiltApart built) {
+absl::StatusOr<ProcessBuiltApart> BuildProcessApartStreamed(ProcessInfo info, const TraceReading& read,
+                                                            const FoldReferences* references) {
+  ProcessBuiltApart built{std::move(info), {}, JobModel::ForOneProcess(), /*trace_kept=*/false};
+  if (absl::Status status = read(built.alone, built.alone.AddProcess(built.info)); !status.ok()) return status;
+  built.alone.FinishOneProcess(references);
+  return built;
+}
+
+std::optional<ProcessId> TakeBuiltProcess(JobModel* model, ProcessBuiltApart built) {
   // A trace not built apart (`alone` empty) is not adopted: applied here.
   if (std::optional<ProcessId> adopted = model->Adopt(std::move(built.alone))) return *adopted;
+  if (!built.trace_kept) return std::nullopt;
   const ProcessId process = model->AddProcess(built.info);
   model->Apply(process, built.update);
   return process;

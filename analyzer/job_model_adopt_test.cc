@@ -216,7 +216,7 @@ TEST(JobModelAdoptTest, FoldingApartGivesWhatFoldingInOrderGives) {
     for (const Comm& comm : built.alone.comms()) {
       for (const CommRank& rank : comm.ranks) folded_apart += rank.folded_like.size();
     }
-    const ProcessId process = TakeBuiltProcess(&apart.model(), std::move(built));
+    const ProcessId process = *TakeBuiltProcess(&apart.model(), std::move(built));
     apart.FoldLoadedProcess(process);
   }
   // World windows 0 and 1 of ranks 1, 3, 4 and 5 (rank 4's skip keeps the parity its calls
@@ -271,7 +271,7 @@ TEST(JobModelAdoptTest, TheOrderCheckReadsAListedPairAsItReadsTheCollectivesOneB
   CommOrderTracker by_pairs, one_by_one;
   size_t inversions = 0;
   for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
-    const ProcessId process = TakeBuiltProcess(&model, BuildProcessApart(traced.info, traced.update, references));
+    const ProcessId process = *TakeBuiltProcess(&model, BuildProcessApart(traced.info, traced.update, references));
     std::optional<ListedOrder> listed = model.TakeListedOrder(process);
     ASSERT_TRUE(listed.has_value());
     EXPECT_TRUE(listed->by_pairs);
@@ -316,6 +316,58 @@ TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {
   EXPECT_EQ(TakeBuiltProcess(&adopted, BuildProcessApart(recorded.processes()[1].info, recorded.processes()[1].update)),
             1u);
   ExpectSameModel(adopted, applied);
+}
+
+// A trace streamed into the worker's model piece by piece, none of it kept: adopted as the
+// same trace built whole is; where it cannot be, handed back (nullopt) with the model
+// unchanged, for the caller to read again, never taken as an empty trace.
+TEST(JobModelAdoptTest, ATraceStreamedInIsAdoptedAsAWholeOneOrHandedBack) {
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  for (int copy = 0; copy < 2; ++copy) {
+    const ProcessId process = AddProcessOn(job, "node0", 100 + copy);
+    job.Init(process, kWorld, 0, 2, kT0);
+    for (uint64_t seq = 1; seq <= 40; ++seq) {
+      job.Collective(process, kWorld, 0, 2, seq, Gather("fwd"), At(seq + copy), At(seq + copy) + kMs);
+    }
+  }
+  // Its records in pieces of 7, its names first.
+  auto streamed = [&](const RecordedJob::RecordedProcess& traced) {
+    return BuildProcessApartStreamed(traced.info, [&](JobModel& alone, ProcessId process) {
+      ProcessUpdate names;
+      names.regions = traced.update.regions;
+      names.call_paths = traced.update.call_paths;
+      alone.Apply(process, names);
+      for (size_t from = 0; from < traced.update.records.size(); from += 7) {
+        ProcessUpdate piece;
+        const auto begin = traced.update.records.begin() + static_cast<std::ptrdiff_t>(from);
+        piece.records.assign(begin, begin + static_cast<std::ptrdiff_t>(
+                                                std::min<size_t>(7, traced.update.records.size() - from)));
+        alone.Apply(process, piece);
+      }
+      return absl::OkStatus();
+    });
+  };
+  JobModel whole, pieces;
+  ASSERT_TRUE(whole.Adopt(BuildProcessApart(recorded.processes()[0].info, recorded.processes()[0].update).alone));
+  absl::StatusOr<ProcessBuiltApart> first = streamed(recorded.processes()[0]);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->trace_kept);
+  EXPECT_TRUE(first->update.records.empty());
+  EXPECT_EQ(TakeBuiltProcess(&pieces, *std::move(first)), 0u);
+  ExpectSameModel(pieces, whole);
+
+  // The second claims the first's rank: not adopted, not applied, the model as it was.
+  absl::StatusOr<ProcessBuiltApart> second = streamed(recorded.processes()[1]);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(TakeBuiltProcess(&pieces, *std::move(second)), std::nullopt);
+  EXPECT_EQ(pieces.process_count(), 1u);
+  ExpectSameModel(pieces, whole);
+
+  // A read that fails builds nothing.
+  absl::StatusOr<ProcessBuiltApart> failed = BuildProcessApartStreamed(
+      recorded.processes()[0].info, [](JobModel&, ProcessId) { return absl::DataLossError("frame 3 damaged"); });
+  EXPECT_EQ(failed.status(), absl::DataLossError("frame 3 damaged"));
 }
 
 TEST(JobModelAdoptTest, AnEndOfACommunicatorItNeverJoinedIsAppliedInstead) {

@@ -51,13 +51,15 @@ void RecordedJob::AddRecord(ProcessId process, uint32_t lane, uint64_t index, co
 SyntheticJob::SyntheticJob(JobModel* model)
     : model_sink_(std::make_unique<ModelSink>(model)), sink_(model_sink_.get()) {}
 
-ProcessId SyntheticJob::AddProcess(int32_t global_rank) {
+ProcessInfo SyntheticJob::RankProcessInfo(int32_t global_rank) {
   ProcessInfo info;
   info.host = "node" + std::to_string(global_rank / 8);
   info.pid = 1000 + global_rank;
   info.global_rank = global_rank;
-  return AddProcess(info);
+  return info;
 }
+
+ProcessId SyntheticJob::AddProcess(int32_t global_rank) { return AddProcess(RankProcessInfo(global_rank)); }
 
 ProcessId SyntheticJob::AddProcess(const ProcessInfo& info) {
   const ProcessId id = sink_->AddProcess(info);

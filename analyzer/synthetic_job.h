@@ -73,8 +73,9 @@ class SyntheticJob {
   explicit SyntheticJob(JobModel* model);
   explicit SyntheticJob(SyntheticSink* sink) : sink_(sink) {}
 
-  // A process whose writer clock equals CLOCK_REALTIME (offset 0).
+  // A process whose writer clock equals CLOCK_REALTIME (offset 0), RankProcessInfo's.
   ProcessId AddProcess(int32_t global_rank);
+  static ProcessInfo RankProcessInfo(int32_t global_rank);  // on node<rank / 8>, pid 1000 + rank
   ProcessId AddProcess(const ProcessInfo& info);
   // Communicator creation: enter now; returned unless `returned` is false. A split
   // child names its `parent`.

@@ -51,6 +51,8 @@ using collwatch::analyzer::FindingKind;
 using collwatch::analyzer::SyntheticJob;
 using collwatch::analyzer::FsdpLikeStep;
 using collwatch::analyzer::RecordedJob;
+using collwatch::ProcessInfo;
+using collwatch::ProcessUpdate;
 using collwatch::analyzer::SyntheticOp;
 using collwatch::ring::ApiFn;
 
@@ -204,39 +206,62 @@ int main(int argc, char** argv) {
   };
   // Positions run past the last collective: the divergent ranks skip two.
   const size_t positions = static_cast<size_t>(collectives) + 2;
-  // Post-mortem: one rank's whole trace, made apart, as a worker decodes a rank trace.
+  // Post-mortem: one rank's trace as a worker reads it, made apart.
   struct MadeRank {
     collwatch::analyzer::ProcessBuiltApart trace;  // its model built apart where build_apart says so
     uint64_t records = 0;
-    double building_s = 0;  // building its model apart, on the worker
+    double building_s = 0;  // making its records and building its model apart, on the worker
   };
-  // Its records alone, as a worker decodes a rank trace.
-  auto make_records = [&](size_t rank, MadeRank* made) {
+  // Its records, as a worker decodes a rank trace: each piece of `kPiecePositions` schedule
+  // positions handed to `take` as it is made (as `collwatch analyze` decodes a stored
+  // frame at a time), names first.
+  constexpr size_t kPiecePositions = 32;
+  auto make_records = [&](size_t rank, MadeRank* made, const std::function<void(const ProcessUpdate&)>& take) {
     RecordedJob recorded;
     SyntheticJob job(&recorded);
     RankState state = start_rank(job, static_cast<int>(rank));
     made->records = init_records;
-    // Its records' room at once: the count is known here, and growing the vector would
-    // time the benchmark's copying, not the analyzer.
-    recorded.processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + made->records);
+    made->trace.info = recorded.processes().front().info;  // RankProcessInfo's
+    ProcessUpdate& piece = recorded.processes().front().update;
+    piece.records.reserve(kPiecePositions * (comms > 0 ? 6 : 3) + init_records);
     for (size_t position = 0; position < positions; ++position) {
       made->records += issue(job, static_cast<int>(rank), state, position);
+      if ((position + 1) % kPiecePositions == 0 || position + 1 == positions) {
+        take(piece);
+        piece.records.clear();
+        piece.regions.clear();
+        piece.call_paths.clear();
+      }
     }
-    made->trace.info = std::move(recorded.processes().front().info);
-    made->trace.update = std::move(recorded.processes().front().update);
+  };
+  // A rank's trace whole, kept to apply on the model's thread.
+  auto make_whole = [&](size_t rank) {
+    MadeRank made;
+    make_records(rank, &made, [&](const ProcessUpdate& piece) {
+      ProcessUpdate& whole = made.trace.update;
+      whole.records.insert(whole.records.end(), piece.records.begin(), piece.records.end());
+      whole.regions.insert(whole.regions.end(), piece.regions.begin(), piece.regions.end());
+      whole.call_paths.insert(whole.call_paths.end(), piece.call_paths.begin(), piece.call_paths.end());
+    });
+    return made;
   };
   // The job's model's classes, where the workers fold too (set once the model is made).
   const collwatch::analyzer::FoldReferences* references = nullptr;
-  // Its records, and (where build_apart says so) its model built apart on the same worker.
+  // Its records, streamed into its model built apart on the same worker where build_apart
+  // says so.
   auto make_rank = [&](size_t rank) {
+    if (!*build_apart) return make_whole(rank);
     MadeRank made;
-    make_records(rank, &made);
-    if (*build_apart) {
-      const double building = Now();
-      made.trace = collwatch::analyzer::BuildProcessApart(std::move(made.trace.info), std::move(made.trace.update),
-                                                          references);
-      made.building_s = Now() - building;
-    }
+    const double building = Now();
+    absl::StatusOr<collwatch::analyzer::ProcessBuiltApart> built = collwatch::analyzer::BuildProcessApartStreamed(
+        SyntheticJob::RankProcessInfo(static_cast<int32_t>(rank)),
+        [&](collwatch::analyzer::JobModel& alone, collwatch::analyzer::ProcessId process) {
+          make_records(rank, &made, [&](const ProcessUpdate& piece) { alone.Apply(process, piece); });
+          return absl::OkStatus();
+        },
+        references);
+    made.building_s = Now() - building;
+    made.trace = *std::move(built);
     return made;
   };
   // Online: every rank's calls of the next block of positions into `job`, then
@@ -291,11 +316,13 @@ int main(int argc, char** argv) {
     });
   } else {
     collwatch::OrderedParallel<MadeRank>(static_cast<size_t>(ranks), threads, 2 * threads, make_rank,
-                                         [&](size_t /*rank*/, MadeRank made) {
+                                         [&](size_t rank, MadeRank made) {
       const double applying = Now();
-      const collwatch::analyzer::ProcessId process =
+      std::optional<collwatch::analyzer::ProcessId> process =
           collwatch::analyzer::TakeBuiltProcess(&analyzer.model(), std::move(made.trace));
-      if (fold) analyzer.FoldLoadedProcess(process);
+      // Never here (no rank is claimed twice), but as `collwatch analyze` would: made again.
+      if (!process) process = collwatch::analyzer::TakeBuiltProcess(&analyzer.model(), make_whole(rank).trace);
+      if (fold) analyzer.FoldLoadedProcess(*process);
       model_busy += Now() - applying;
       building_apart += made.building_s;
       records += made.records;
@@ -333,7 +360,7 @@ int main(int argc, char** argv) {
   } else {
     for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) {
       MadeRank made;
-      make_records(rank, &made);
+      make_records(rank, &made, [](const ProcessUpdate&) {});
     }
   }
   const double making = Now() - t4;
@@ -364,7 +391,8 @@ int main(int argc, char** argv) {
   } else {
     // The records are made on the workers while the model's thread takes in earlier ranks:
     // the analyzer's share is its busy time on every thread, not the wall time less the making.
-    const double analyzer_busy = building_apart + model_busy + (t3 - t1);
+    // Built apart, a worker makes a piece and builds from it in turn: its making is taken off.
+    const double analyzer_busy = building_apart - (*build_apart ? making : 0) + model_busy + (t3 - t1);
     std::printf("  the analyzer alone     : %.2f s (%.0f ns per record) building, folding, analysing, reporting\n",
                 analyzer_busy, analyzer_busy * per_record);
     std::printf("    on the model's thread: %.2f s (%.0f ns per record)%s\n", model_busy + (t3 - t1),

@@ -2,6 +2,7 @@
 #include "cli/trace_loader.h"
 
 #include <limits.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,25 +71,54 @@ struct ReadRankTrace {
   analyzer::ProcessBuiltApart built;
 };
 
+// Its records, a frame at a time, into `alone` as `process`: its names first, its status last
+// (the order of a whole trace's update). Counted into `records`.
+absl::Status StreamRankTrace(const RankTraceReader& reader, JobModel& alone, analyzer::ProcessId process,
+                             size_t* records) {
+  ProcessUpdate names;
+  names.regions.assign(reader.regions().begin(), reader.regions().end());
+  names.call_paths.assign(reader.call_paths().begin(), reader.call_paths().end());
+  alone.Apply(process, names);
+  absl::Status read = reader.ForEachRecordsFrame([&](const std::vector<IndexedRecord>& frame) {
+    for (const IndexedRecord& item : frame) alone.AddRecord(process, item.lane, item.index, item.record);
+    *records += frame.size();
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return read;
+  alone.Apply(process, ProcessUpdateFromStore({}, {}, {}, reader.status()));
+  return absl::OkStatus();
+}
+
 ReadRankTrace ReadRankTraceApart(const std::string& dir, bool build_apart, const analyzer::FoldReferences* references) {
   ReadRankTrace trace{RankTraceReader::Open(dir)};
   if (!trace.reader.ok()) return trace;
   RankTraceReader& reader = **trace.reader;
+  ProcessInfo info = ProcessInfoFromIdentity(reader.identity());
+  if (build_apart) {
+    // Streamed into its model, not kept: taken again from the folder where it cannot be
+    // adopted (ApplyRankTrace).
+    absl::StatusOr<analyzer::ProcessBuiltApart> built = analyzer::BuildProcessApartStreamed(
+        std::move(info),
+        [&](JobModel& alone, analyzer::ProcessId process) {
+          return StreamRankTrace(reader, alone, process, &trace.records);
+        },
+        references);
+    if (built.ok()) {
+      trace.built = *std::move(built);
+    } else {
+      trace.read = built.status();
+    }
+    return trace;
+  }
   absl::StatusOr<std::vector<IndexedRecord>> records = reader.ReadAllRecords();
   if (!records.ok()) {
     trace.read = records.status();
     return trace;
   }
   trace.records = records->size();
-  ProcessInfo info = ProcessInfoFromIdentity(reader.identity());
-  ProcessUpdate update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(),
-                                                reader.status());
-  if (build_apart) {
-    trace.built = analyzer::BuildProcessApart(std::move(info), std::move(update), references);
-  } else {
-    trace.built.info = std::move(info);
-    trace.built.update = std::move(update);
-  }
+  trace.built.info = std::move(info);
+  trace.built.update = ProcessUpdateFromStore(*std::move(records), reader.regions(), reader.call_paths(),
+                                              reader.status());
   return trace;
 }
 
@@ -101,11 +131,18 @@ absl::Status ApplyRankTrace(const std::string& dir, ReadRankTrace trace, JobMode
   const v1::RankIdentity& identity = reader.identity();
   if (NotedAsCopy(dir, identity, summary, seen)) return absl::OkStatus();
   if (!trace.read.ok()) return trace.read;
-  const analyzer::ProcessId process = analyzer::TakeBuiltProcess(model, std::move(trace.built));
-  for (const v1::ProcessStacks& stacks : reader.stacks()) {
-    model->AddStacks(process, StacksFromWire(stacks), stacks.taken_ns());
+  std::optional<analyzer::ProcessId> process = analyzer::TakeBuiltProcess(model, std::move(trace.built));
+  if (!process) {
+    // Built apart but not adoptable, and not kept: read again whole, applied here.
+    ReadRankTrace again = ReadRankTraceApart(dir, /*build_apart=*/false, nullptr);
+    if (!again.reader.ok()) return again.reader.status();
+    if (!again.read.ok()) return again.read;
+    process = analyzer::TakeBuiltProcess(model, std::move(again.built));
   }
-  if (applied) applied(process);
+  for (const v1::ProcessStacks& stacks : reader.stacks()) {
+    model->AddStacks(*process, StacksFromWire(stacks), stacks.taken_ns());
+  }
+  if (applied) applied(*process);
   NoteRankTraceGaps(dir, reader, summary);
   if (summary->job.empty()) summary->job = identity.job();
   summary->records += trace.records;
@@ -236,11 +273,22 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
   return LoadedAll(seen, inputs.size(), *summary);
 }
 
+// Each worker frees what one trace's reading and building took before it takes the next.
+// glibc's defaults hand a thread heap's free top back to the kernel past 128 KiB and map
+// blocks of a few MiB apart, and the next trace faults that memory in again: with these
+// (a few MiB a thread kept), `collwatch analyze` of the 4,096-rank store went from 2.6 s
+// to 1.8 s on 2 cores, two thirds of it system time (docs/performance.md, "tenth stage").
+void KeepFreedMemoryForTheNextTrace() {
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 8 << 20);
+}
+
 // Rank traces read on every core (each decoded, and where that pays built into a model of
 // its own there) and taken into the job's model in their order (JobModel::Adopt), so the
 // model is the one reading them one by one would give.
 absl::Status LoadRankTraces(const std::vector<std::string>& inputs, JobModel* model, LoadSummary* summary,
                             const LoadProgress& progress, const TraceApplied& applied) {
+  KeepFreedMemoryForTheNextTrace();
   ProcessesSeen seen;
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::string_view build_apart_setting = SettingValue(Setting::kBuildApart);

@@ -258,6 +258,42 @@ TEST_F(TraceLoaderTest, RunFolderTakesWhatRunJsonSays) {
   EXPECT_EQ(model.process(*observed).sample.state, ProcessState::kStopped);
 }
 
+// Rank 1 ends a communicator its own trace never made (its creation lost, say): the worker
+// that streamed the trace into a model of its own, keeping none of it, cannot hand that
+// model over (JobModel::Adopt), so the trace is read again and applied: nothing lost.
+TEST_F(TraceLoaderTest, ATraceItsWorkerCannotHandOverIsReadAgainWhole) {
+  constexpr uint64_t kUnknownComm = 0x77;
+  for (int32_t rank = 0; rank < kRanks; ++rank) {
+    std::vector<IndexedRecord> records = RankCalls(rank, kStepRegion);
+    if (rank == 1) {
+      ring::Record destroy{};
+      destroy.kind = static_cast<uint16_t>(ring::RecordKind::kEnter);
+      destroy.fn = static_cast<uint16_t>(ring::ApiFn::kCommDestroy);
+      destroy.comm_id = kUnknownComm;
+      destroy.rank = ring::kUnset;
+      destroy.nranks = ring::kUnset;
+      destroy.t_ns = kStartMonotonicNs + 100 * kMs;
+      records.push_back({0, records.size(), destroy});
+    }
+    const std::string dir = root_ + "/out/" + kJob + "/" + RankTraceDirName(Identity(rank));
+    absl::StatusOr<std::unique_ptr<RankTraceWriter>> writer = RankTraceWriter::Open(dir, Identity(rank));
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE((*writer)->Append(Batch(records, /*exit_code=*/rank)).ok());
+  }
+  ASSERT_EQ(setenv("COLLWATCH_BUILD_APART", "on", 1), 0);
+  analyzer::JobModel model;
+  LoadSummary summary;
+  const absl::Status status = LoadTraces(root_ + "/out/" + kJob, &model, &summary);
+  unsetenv("COLLWATCH_BUILD_APART");
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(summary.records, kRanks * kRecordsPerRank + 1);
+  ASSERT_EQ(model.process_count(), 2u);
+  const analyzer::Process& second = model.process(1);
+  ASSERT_EQ(second.calls.size(), 2 + kCollectives) << "its creation, its collectives and the destroy";
+  EXPECT_EQ(second.calls[1 + kCollectives].fn, ring::ApiFn::kCommDestroy);
+  EXPECT_EQ(second.exit_code, 1);
+}
+
 // The collector died mid-write: the frames before the torn one load, with a warning.
 TEST_F(TraceLoaderTest, TornTailIsAWarningAndTheFramesBeforeItLoad) {
   const std::string dir = root_ + "/rank0";

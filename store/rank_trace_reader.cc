@@ -83,14 +83,24 @@ absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
 
 absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() const {
   std::vector<IndexedRecord> records;
-  absl::Status read = ForEachEventsRecord([&](const v1::StoreRecord& record) {
-    for (const v1::Event& event : record.events().events()) {
-      records.emplace_back(event.lane(), event.index(), RecordFromEvent(event));
-    }
+  absl::Status read = ForEachRecordsFrame([&](const std::vector<IndexedRecord>& frame) {
+    records.insert(records.end(), frame.begin(), frame.end());
     return absl::OkStatus();
   });
   if (!read.ok()) return read;
   return records;
+}
+
+absl::Status RankTraceReader::ForEachRecordsFrame(
+    const std::function<absl::Status(const std::vector<IndexedRecord>&)>& each) const {
+  std::vector<IndexedRecord> records;
+  return ForEachEventsRecord([&](const v1::StoreRecord& record) {
+    records.clear();
+    for (const v1::Event& event : record.events().events()) {
+      records.emplace_back(event.lane(), event.index(), RecordFromEvent(event));
+    }
+    return each(records);
+  });
 }
 
 absl::Status RankTraceReader::ForEachEventsFrame(
