@@ -51,8 +51,6 @@ using collwatch::analyzer::FindingKind;
 using collwatch::analyzer::SyntheticJob;
 using collwatch::analyzer::FsdpLikeStep;
 using collwatch::analyzer::RecordedJob;
-using collwatch::ProcessInfo;
-using collwatch::ProcessUpdate;
 using collwatch::analyzer::SyntheticOp;
 using collwatch::ring::ApiFn;
 
@@ -80,6 +78,28 @@ class DiscardingSink final : public collwatch::analyzer::SyntheticSink {
 
  private:
   collwatch::analyzer::ProcessId next_ = 0;
+};
+
+// A model's one process as the sink: every record into it as it is made.
+class OneProcessSink final : public collwatch::analyzer::SyntheticSink {
+ public:
+  OneProcessSink(collwatch::analyzer::JobModel* model, collwatch::analyzer::ProcessId process)
+      : model_(model), process_(process) {}
+  collwatch::analyzer::ProcessId AddProcess(const collwatch::ProcessInfo& /*info*/) override { return process_; }
+  void AddRegionName(collwatch::analyzer::ProcessId, uint32_t writer_id, std::string_view name) override {
+    model_->AddRegionName(process_, writer_id, name);
+  }
+  void AddCallPath(collwatch::analyzer::ProcessId, uint32_t writer_id, const collwatch::CallPath& path) override {
+    model_->AddCallPath(process_, writer_id, path);
+  }
+  void AddRecord(collwatch::analyzer::ProcessId, uint32_t lane, uint64_t index,
+                 const collwatch::ring::Record& record) override {
+    model_->AddRecord(process_, lane, index, record);
+  }
+
+ private:
+  collwatch::analyzer::JobModel* model_;
+  collwatch::analyzer::ProcessId process_;
 };
 
 // Online: schedule positions fed for every rank between two analysis passes.
@@ -212,43 +232,34 @@ int main(int argc, char** argv) {
     uint64_t records = 0;
     double building_s = 0;  // making its records and building its model apart, on the worker
   };
-  // Its records, as a worker decodes a rank trace: each piece of `kPiecePositions` schedule
-  // positions handed to `take` as it is made (as `collwatch analyze` decodes a stored
-  // frame at a time), names first.
-  constexpr size_t kPiecePositions = 32;
-  auto make_records = [&](size_t rank, MadeRank* made, const std::function<void(const ProcessUpdate&)>& take) {
+  // Its records into `job`, each handed on as it is made, as a worker decodes a rank trace.
+  // Where they are kept (`kept`), their room is made at once: the count is known here, and
+  // growing the vector would time the benchmark's copying, not the analyzer.
+  auto feed_rank = [&](SyntheticJob& job, size_t rank, RecordedJob* kept = nullptr) {
+    RankState state = start_rank(job, static_cast<int>(rank));
+    uint64_t records = init_records;
+    if (kept != nullptr) {
+      kept->processes().front().update.records.reserve(positions * (comms > 0 ? 6 : 3) + init_records);
+    }
+    for (size_t position = 0; position < positions; ++position) {
+      records += issue(job, static_cast<int>(rank), state, position);
+    }
+    return records;
+  };
+  // Its trace whole, kept to apply on the model's thread.
+  auto make_whole = [&](size_t rank) {
     RecordedJob recorded;
     SyntheticJob job(&recorded);
-    RankState state = start_rank(job, static_cast<int>(rank));
-    made->records = init_records;
-    made->trace.info = recorded.processes().front().info;  // RankProcessInfo's
-    ProcessUpdate& piece = recorded.processes().front().update;
-    piece.records.reserve(kPiecePositions * (comms > 0 ? 6 : 3) + init_records);
-    for (size_t position = 0; position < positions; ++position) {
-      made->records += issue(job, static_cast<int>(rank), state, position);
-      if ((position + 1) % kPiecePositions == 0 || position + 1 == positions) {
-        take(piece);
-        piece.records.clear();
-        piece.regions.clear();
-        piece.call_paths.clear();
-      }
-    }
-  };
-  // A rank's trace whole, kept to apply on the model's thread.
-  auto make_whole = [&](size_t rank) {
     MadeRank made;
-    make_records(rank, &made, [&](const ProcessUpdate& piece) {
-      ProcessUpdate& whole = made.trace.update;
-      whole.records.insert(whole.records.end(), piece.records.begin(), piece.records.end());
-      whole.regions.insert(whole.regions.end(), piece.regions.begin(), piece.regions.end());
-      whole.call_paths.insert(whole.call_paths.end(), piece.call_paths.begin(), piece.call_paths.end());
-    });
+    made.records = feed_rank(job, rank, &recorded);
+    made.trace.info = std::move(recorded.processes().front().info);
+    made.trace.update = std::move(recorded.processes().front().update);
     return made;
   };
   // The job's model's classes, where the workers fold too (set once the model is made).
   const collwatch::analyzer::FoldReferences* references = nullptr;
-  // Its records, streamed into its model built apart on the same worker where build_apart
-  // says so.
+  // Its records streamed into its model built apart on the same worker, where build_apart
+  // says so, as `collwatch analyze` decodes a stored trace into it.
   auto make_rank = [&](size_t rank) {
     if (!*build_apart) return make_whole(rank);
     MadeRank made;
@@ -256,7 +267,9 @@ int main(int argc, char** argv) {
     absl::StatusOr<collwatch::analyzer::ProcessBuiltApart> built = collwatch::analyzer::BuildProcessApartStreamed(
         SyntheticJob::RankProcessInfo(static_cast<int32_t>(rank)),
         [&](collwatch::analyzer::JobModel& alone, collwatch::analyzer::ProcessId process) {
-          make_records(rank, &made, [&](const ProcessUpdate& piece) { alone.Apply(process, piece); });
+          OneProcessSink sink(&alone, process);
+          SyntheticJob job(&sink);
+          made.records = feed_rank(job, rank);
           return absl::OkStatus();
         },
         references);
@@ -358,9 +371,10 @@ int main(int argc, char** argv) {
     SyntheticJob making_only(&discard);
     generate_online(making_only, [](size_t, bool) {});
   } else {
+    DiscardingSink discard;
     for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) {
-      MadeRank made;
-      make_records(rank, &made, [](const ProcessUpdate&) {});
+      SyntheticJob making_only(&discard);
+      feed_rank(making_only, rank);
     }
   }
   const double making = Now() - t4;

@@ -71,18 +71,17 @@ struct ReadRankTrace {
   analyzer::ProcessBuiltApart built;
 };
 
-// Its records, a frame at a time, into `alone` as `process`: its names first, its status last
-// (the order of a whole trace's update). Counted into `records`.
+// Its records, each as it is decoded, into `alone` as `process`: its names first, its status
+// last (the order of a whole trace's update). Counted into `records`.
 absl::Status StreamRankTrace(const RankTraceReader& reader, JobModel& alone, analyzer::ProcessId process,
                              size_t* records) {
   ProcessUpdate names;
   names.regions.assign(reader.regions().begin(), reader.regions().end());
   names.call_paths.assign(reader.call_paths().begin(), reader.call_paths().end());
   alone.Apply(process, names);
-  absl::Status read = reader.ForEachRecordsFrame([&](const std::vector<IndexedRecord>& frame) {
-    for (const IndexedRecord& item : frame) alone.AddRecord(process, item.lane, item.index, item.record);
-    *records += frame.size();
-    return absl::OkStatus();
+  absl::Status read = reader.ForEachRecord([&](const IndexedRecord& item) {
+    alone.AddRecord(process, item.lane, item.index, item.record);
+    ++*records;
   });
   if (!read.ok()) return read;
   alone.Apply(process, ProcessUpdateFromStore({}, {}, {}, reader.status()));

@@ -83,23 +83,17 @@ absl::StatusOr<std::vector<v1::Event>> RankTraceReader::ReadAll() const {
 
 absl::StatusOr<std::vector<IndexedRecord>> RankTraceReader::ReadAllRecords() const {
   std::vector<IndexedRecord> records;
-  absl::Status read = ForEachRecordsFrame([&](const std::vector<IndexedRecord>& frame) {
-    records.insert(records.end(), frame.begin(), frame.end());
-    return absl::OkStatus();
-  });
+  absl::Status read = ForEachRecord([&](const IndexedRecord& record) { records.push_back(record); });
   if (!read.ok()) return read;
   return records;
 }
 
-absl::Status RankTraceReader::ForEachRecordsFrame(
-    const std::function<absl::Status(const std::vector<IndexedRecord>&)>& each) const {
-  std::vector<IndexedRecord> records;
+absl::Status RankTraceReader::ForEachRecord(const std::function<void(const IndexedRecord&)>& each) const {
   return ForEachEventsRecord([&](const v1::StoreRecord& record) {
-    records.clear();
     for (const v1::Event& event : record.events().events()) {
-      records.emplace_back(event.lane(), event.index(), RecordFromEvent(event));
+      each(IndexedRecord(event.lane(), event.index(), RecordFromEvent(event)));
     }
-    return each(records);
+    return absl::OkStatus();
   });
 }
 

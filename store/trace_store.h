@@ -134,9 +134,9 @@ class RankTraceReader {
   // whole trace into a model needs, without a message kept per event (each frame is
   // decoded on one arena, reused).
   absl::StatusOr<std::vector<IndexedRecord>> ReadAllRecords() const;
-  // The same records one stored frame at a time, in a vector reused from frame to frame: a
-  // reader building from a trace of any size holds one frame. Stops at the first error.
-  absl::Status ForEachRecordsFrame(const std::function<absl::Status(const std::vector<IndexedRecord>&)>& each) const;
+  // The same records one at a time, none kept: a reader building from a trace of any size
+  // holds one decoded frame. Stops at the first error.
+  absl::Status ForEachRecord(const std::function<void(const IndexedRecord&)>& each) const;
   // The same events one stored frame at a time (`each` may move them away): a reader of a
   // trace of any size holds one frame. Stops at the first error, `each`'s included.
   absl::Status ForEachEventsFrame(const std::function<absl::Status(std::vector<v1::Event>&)>& each) const;
