@@ -13,6 +13,7 @@ packages=(
   dpkg-dev  # cpack -G DEB: dpkg-shlibdeps computes the packages' Depends
   prometheus-cpp-dev  # the collector's --metrics endpoint (docs/monitoring.md)
   prometheus libcurl4-openssl-dev  # the monitoring test scrapes with a real Prometheus, asks it with libcurl
+  libroaring-dev  # compressed rank sets in the tree's digests (analyzer/rank_set.h)
 )
 
 missing=()
