@@ -538,10 +538,10 @@ struct ProcessBuiltApart {
 // With `references` (the job's model's, ShareFoldReferences), the model is folded apart too.
 ProcessBuiltApart BuildProcessApart(ProcessInfo info, ProcessUpdate update,
                                     const FoldReferences* references = nullptr);
-// The same from a trace read in pieces: `read` applies each piece to `alone` (JobModel::Apply
-// on `process`) as it reads it, names first, so that a worker holds one piece of a trace,
-// never the whole (written and read back, a large trace's records cost more than building
-// from them). Its error is returned, nothing built.
+// The same from a trace streamed in: `read` gives `alone` the trace as it reads it (names
+// first, then each record as it is decoded, AddRecord or Apply on `process`), so that a
+// worker never holds the whole (written out and read back, a trace's records cost more than
+// a tenth of building from them). Its error is returned, nothing built.
 using TraceReading = std::function<absl::Status(JobModel& alone, ProcessId process)>;
 absl::StatusOr<ProcessBuiltApart> BuildProcessApartStreamed(ProcessInfo info, const TraceReading& read,
                                                             const FoldReferences* references = nullptr);

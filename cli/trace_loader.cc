@@ -275,8 +275,8 @@ absl::Status LoadAll(const std::vector<std::string>& inputs, Loader load, JobMod
 // Each worker frees what one trace's reading and building took before it takes the next.
 // glibc's defaults hand a thread heap's free top back to the kernel past 128 KiB and map
 // blocks of a few MiB apart, and the next trace faults that memory in again: with these
-// (a few MiB a thread kept), `collwatch analyze` of the 4,096-rank store went from 2.6 s
-// to 1.8 s on 2 cores, two thirds of it system time (docs/performance.md, "tenth stage").
+// (a few MiB a thread kept), `collwatch analyze` of the 4,096-rank store, its traces streamed,
+// went from 2.5-3.1 s to 1.8 s on 2 cores, mostly system time (docs/performance.md, tenth stage).
 void KeepFreedMemoryForTheNextTrace() {
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 8 << 20);
