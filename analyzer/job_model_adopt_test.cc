@@ -32,6 +32,22 @@ ProcessId AddProcessOn(SyntheticJob& job, const std::string& host, int32_t pid) 
   return job.AddProcess(info);
 }
 
+// Two processes on node0 that both claim rank 0 of the world, each issuing `collectives`
+// all-gathers, the second a position later.
+RecordedJob TwoClaimsOfRankZero(uint64_t collectives) {
+  RecordedJob recorded;
+  SyntheticJob job(&recorded);
+  for (int copy = 0; copy < 2; ++copy) {
+    const ProcessId process = AddProcessOn(job, "node0", 100 + copy);
+    job.Init(process, kWorld, 0, 2, kT0);
+    for (uint64_t seq = 1; seq <= collectives; ++seq) {
+      const int64_t t = At(seq - 1 + static_cast<size_t>(copy));
+      job.Collective(process, kWorld, 0, 2, seq, Gather("fwd"), t, t + kMs);
+    }
+  }
+  return recorded;
+}
+
 CallPath PathAt(const std::string& file, int line) {
   CallPath path;
   path.frames.push_back(CallFrame{file, "step", line});
@@ -296,13 +312,7 @@ TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {
   // Two processes claim rank 0 of the world: what the second's calls do there depends on
   // the first's, so it is not adopted (the model is unchanged), and TakeBuiltProcess
   // applies its trace: the model reads as applying both in turn.
-  RecordedJob recorded;
-  SyntheticJob job(&recorded);
-  for (int copy = 0; copy < 2; ++copy) {
-    const ProcessId process = AddProcessOn(job, "node0", 100 + copy);
-    job.Init(process, kWorld, 0, 2, kT0);
-    job.Collective(process, kWorld, 0, 2, 1, Gather("fwd"), At(copy), At(copy) + kMs);
-  }
+  const RecordedJob recorded = TwoClaimsOfRankZero(1);
   JobModel applied, adopted;
   for (const RecordedJob::RecordedProcess& traced : recorded.processes()) {
     applied.Apply(applied.AddProcess(traced.info), traced.update);
@@ -322,15 +332,7 @@ TEST(JobModelAdoptTest, ARankTakenAlreadyIsAppliedInstead) {
 // same trace built whole is; where it cannot be, handed back (nullopt) with the model
 // unchanged, for the caller to read again, never taken as an empty trace.
 TEST(JobModelAdoptTest, ATraceStreamedInIsAdoptedAsAWholeOneOrHandedBack) {
-  RecordedJob recorded;
-  SyntheticJob job(&recorded);
-  for (int copy = 0; copy < 2; ++copy) {
-    const ProcessId process = AddProcessOn(job, "node0", 100 + copy);
-    job.Init(process, kWorld, 0, 2, kT0);
-    for (uint64_t seq = 1; seq <= 40; ++seq) {
-      job.Collective(process, kWorld, 0, 2, seq, Gather("fwd"), At(seq + copy), At(seq + copy) + kMs);
-    }
-  }
+  const RecordedJob recorded = TwoClaimsOfRankZero(40);
   // Its records in pieces of 7, its names first.
   auto streamed = [&](const RecordedJob::RecordedProcess& traced) {
     return BuildProcessApartStreamed(traced.info, [&](JobModel& alone, ProcessId process) {
