@@ -371,8 +371,8 @@ int main(int argc, char** argv) {
     SyntheticJob making_only(&discard);
     generate_online(making_only, [](size_t, bool) {});
   } else {
-    DiscardingSink discard;
     for (size_t rank = 0; rank < static_cast<size_t>(ranks); ++rank) {
+      DiscardingSink discard;  // one a rank: its process is the job's first, as on a worker
       SyntheticJob making_only(&discard);
       feed_rank(making_only, rank);
     }
