@@ -2,6 +2,7 @@
 #include "analyzer/synthetic_job.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace collwatch::analyzer {
 
@@ -10,11 +11,13 @@ using ring::RecordKind;
 
 namespace {
 
-// The analyzer's model as the sink: each record applied as it is made.
+// The analyzer's model as the sink: each record applied as it is made. With `process`, the
+// model's one process, added already: every process made is that one.
 class ModelSink final : public SyntheticSink {
  public:
-  explicit ModelSink(JobModel* model) : model_(model) {}
-  ProcessId AddProcess(const ProcessInfo& info) override { return model_->AddProcess(info); }
+  explicit ModelSink(JobModel* model, std::optional<ProcessId> process = std::nullopt)
+      : model_(model), process_(process) {}
+  ProcessId AddProcess(const ProcessInfo& info) override { return process_ ? *process_ : model_->AddProcess(info); }
   void AddRegionName(ProcessId process, uint32_t writer_id, std::string_view name) override {
     model_->AddRegionName(process, writer_id, name);
   }
@@ -27,6 +30,7 @@ class ModelSink final : public SyntheticSink {
 
  private:
   JobModel* model_;
+  std::optional<ProcessId> process_;
 };
 
 }  // namespace
@@ -50,6 +54,9 @@ void RecordedJob::AddRecord(ProcessId process, uint32_t lane, uint64_t index, co
 
 SyntheticJob::SyntheticJob(JobModel* model)
     : model_sink_(std::make_unique<ModelSink>(model)), sink_(model_sink_.get()) {}
+
+SyntheticJob::SyntheticJob(JobModel* model, ProcessId process)
+    : model_sink_(std::make_unique<ModelSink>(model, process)), sink_(model_sink_.get()) {}
 
 ProcessInfo SyntheticJob::RankProcessInfo(int32_t global_rank) {
   ProcessInfo info;

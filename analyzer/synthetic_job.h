@@ -71,6 +71,8 @@ std::vector<SyntheticOp> FsdpLikeStep(int32_t scatter_redop);
 class SyntheticJob {
  public:
   explicit SyntheticJob(JobModel* model);
+  // Into `model`'s one process, added already (a worker's model, BuildProcessApartStreamed).
+  SyntheticJob(JobModel* model, ProcessId process);
   explicit SyntheticJob(SyntheticSink* sink) : sink_(sink) {}
 
   // A process whose writer clock equals CLOCK_REALTIME (offset 0), RankProcessInfo's.

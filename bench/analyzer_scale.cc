@@ -80,28 +80,6 @@ class DiscardingSink final : public collwatch::analyzer::SyntheticSink {
   collwatch::analyzer::ProcessId next_ = 0;
 };
 
-// A model's one process as the sink: every record into it as it is made.
-class OneProcessSink final : public collwatch::analyzer::SyntheticSink {
- public:
-  OneProcessSink(collwatch::analyzer::JobModel* model, collwatch::analyzer::ProcessId process)
-      : model_(model), process_(process) {}
-  collwatch::analyzer::ProcessId AddProcess(const collwatch::ProcessInfo& /*info*/) override { return process_; }
-  void AddRegionName(collwatch::analyzer::ProcessId, uint32_t writer_id, std::string_view name) override {
-    model_->AddRegionName(process_, writer_id, name);
-  }
-  void AddCallPath(collwatch::analyzer::ProcessId, uint32_t writer_id, const collwatch::CallPath& path) override {
-    model_->AddCallPath(process_, writer_id, path);
-  }
-  void AddRecord(collwatch::analyzer::ProcessId, uint32_t lane, uint64_t index,
-                 const collwatch::ring::Record& record) override {
-    model_->AddRecord(process_, lane, index, record);
-  }
-
- private:
-  collwatch::analyzer::JobModel* model_;
-  collwatch::analyzer::ProcessId process_;
-};
-
 // Online: schedule positions fed for every rank between two analysis passes.
 constexpr size_t kOnlineBlock = 64;
 
@@ -267,8 +245,7 @@ int main(int argc, char** argv) {
     absl::StatusOr<collwatch::analyzer::ProcessBuiltApart> built = collwatch::analyzer::BuildProcessApartStreamed(
         SyntheticJob::RankProcessInfo(static_cast<int32_t>(rank)),
         [&](collwatch::analyzer::JobModel& alone, collwatch::analyzer::ProcessId process) {
-          OneProcessSink sink(&alone, process);
-          SyntheticJob job(&sink);
+          SyntheticJob job(&alone, process);
           made.records = feed_rank(job, rank);
           return absl::OkStatus();
         },

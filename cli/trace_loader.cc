@@ -75,16 +75,14 @@ struct ReadRankTrace {
 // last (the order of a whole trace's update). Counted into `records`.
 absl::Status StreamRankTrace(const RankTraceReader& reader, JobModel& alone, analyzer::ProcessId process,
                              size_t* records) {
-  ProcessUpdate names;
-  names.regions.assign(reader.regions().begin(), reader.regions().end());
-  names.call_paths.assign(reader.call_paths().begin(), reader.call_paths().end());
-  alone.Apply(process, names);
+  ProcessUpdate framing = ProcessUpdateFromStore({}, reader.regions(), reader.call_paths(), reader.status());
+  alone.Apply(process, NamesPieceOf(framing));
   absl::Status read = reader.ForEachRecord([&](const IndexedRecord& item) {
     alone.AddRecord(process, item.lane, item.index, item.record);
     ++*records;
   });
   if (!read.ok()) return read;
-  alone.Apply(process, ProcessUpdateFromStore({}, {}, {}, reader.status()));
+  alone.Apply(process, StatusPieceOf(framing));
   return absl::OkStatus();
 }
 

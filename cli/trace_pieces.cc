@@ -14,24 +14,6 @@
 namespace collwatch {
 namespace {
 
-// The piece of names and the piece of status that frame a process's records.
-ProcessUpdate NamesOf(ProcessUpdate& whole) {
-  ProcessUpdate names;
-  names.regions = std::move(whole.regions);
-  names.call_paths = std::move(whole.call_paths);
-  return names;
-}
-
-ProcessUpdate StatusOf(ProcessUpdate& whole) {
-  ProcessUpdate status;
-  status.status = whole.status;
-  status.heartbeat_ns = whole.heartbeat_ns;
-  status.lost_records = whole.lost_records;
-  status.sample = whole.sample;
-  status.exit_code = whole.exit_code;
-  return status;
-}
-
 absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, LoadSummary* summary,
                             ProcessesSeen* seen) {
   absl::StatusOr<std::unique_ptr<RankTraceReader>> reader = OpenRankTraceOnce(dir, summary, seen);
@@ -45,7 +27,7 @@ absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, Loa
   // Names and status as the whole trace gives them, with none of its events.
   ProcessUpdate framing =
       ProcessUpdateFromStore({}, (*reader)->regions(), (*reader)->call_paths(), (*reader)->status());
-  visitor->Piece(NamesOf(framing));
+  visitor->Piece(NamesPieceOf(framing));
   const absl::Status read = (*reader)->ForEachEventsFrame([&](std::vector<v1::Event>& events) {
     ProcessUpdate piece;
     piece.records.reserve(events.size());
@@ -56,7 +38,7 @@ absl::Status VisitRankTrace(const std::string& dir, ProcessVisitor* visitor, Loa
     visitor->Piece(piece);
     return absl::OkStatus();
   });
-  visitor->Piece(StatusOf(framing));
+  visitor->Piece(StatusPieceOf(framing));
   visitor->End();
   return read;
 }
@@ -75,14 +57,14 @@ absl::Status VisitRing(const std::string& path, ProcessVisitor* visitor, LoadSum
   summary->records += batch.records.size();
   if (!visitor->Begin(ProcessInfoOfRing(identity))) return absl::OkStatus();
   ProcessUpdate whole = ProcessUpdateFromRing(**reader, std::move(batch), MonotonicClockNs());
-  visitor->Piece(NamesOf(whole));
+  visitor->Piece(NamesPieceOf(whole));
   for (size_t i = 0; i < whole.records.size(); i += kPieceRecords) {
     ProcessUpdate piece;
     const auto from = whole.records.begin() + static_cast<std::ptrdiff_t>(i);
     piece.records.assign(from, from + static_cast<std::ptrdiff_t>(std::min(kPieceRecords, whole.records.size() - i)));
     visitor->Piece(piece);
   }
-  visitor->Piece(StatusOf(whole));
+  visitor->Piece(StatusPieceOf(whole));
   visitor->End();
   return absl::OkStatus();
 }

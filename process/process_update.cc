@@ -2,6 +2,7 @@
 #include "process/process_update.h"
 
 #include <set>
+#include <utility>
 
 namespace collwatch {
 
@@ -38,6 +39,23 @@ ProcessUpdate ProcessUpdateFromRing(const RingReader& reader, ReadBatch batch, u
   update.lost_records = batch.lost + batch.torn + batch.damaged + reader.dropped();
   update.exit_code = reader.exit_code();
   return update;
+}
+
+ProcessUpdate NamesPieceOf(ProcessUpdate& whole) {
+  ProcessUpdate names;
+  names.regions = std::move(whole.regions);
+  names.call_paths = std::move(whole.call_paths);
+  return names;
+}
+
+ProcessUpdate StatusPieceOf(const ProcessUpdate& whole) {
+  ProcessUpdate status;
+  status.status = whole.status;
+  status.heartbeat_ns = whole.heartbeat_ns;
+  status.lost_records = whole.lost_records;
+  status.sample = whole.sample;
+  status.exit_code = whole.exit_code;
+  return status;
 }
 
 }  // namespace collwatch

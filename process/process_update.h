@@ -28,6 +28,12 @@ struct ProcessUpdate {
   std::optional<int32_t> exit_code;     // what it passed to exit() (0-255), as its ring recorded it
 };
 
+// The piece of names and the piece of status that frame a process's records, taken from its
+// whole update: applied in pieces, the names go first and the status last, as Apply takes a
+// whole one. The names are moved out of `whole`.
+ProcessUpdate NamesPieceOf(ProcessUpdate& whole);
+ProcessUpdate StatusPieceOf(const ProcessUpdate& whole);
+
 // The process that writes a ring, as its header names it.
 ProcessInfo ProcessInfoOfRing(const RingIdentity& identity);
 
